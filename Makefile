@@ -1,0 +1,101 @@
+# memsplit — build, test, demo, bench.
+#   make             build/memsplit (installs missing Debian -dev packages first)
+#   make test        CPU unit tests (what CI runs)
+#   make test-gpu    GPU tests (on a machine with a GPU; built here, run there)
+#   make sanitize    the CPU tests under AddressSanitizer + UBSan
+#   make demo        the main job (see README)
+#   make bench       benchmarks (GPU)
+CUDA      ?= /usr/local/cuda
+BUILD     ?= build
+CC        ?= gcc
+NVCC      ?= $(CUDA)/bin/nvcc
+OPT       ?= -O2
+SAN       ?=
+PKGS       = jansson inih sqlite3
+
+# sm_90 machine code plus compute_90 PTX (DESIGN.md: build here, run on the H200)
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+
+DEPS_STAMP = $(BUILD)/.deps
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+CFLAGS    += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -I$(CUDA)/include $(PKG_CFLAGS) $(SAN)
+NVFLAGS   += -O3 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -Wall,-Wextra,-Werror -lineinfo
+# Small Debian libraries are linked statically so the binary runs on the GPU
+# machine, which has the CUDA runtime libraries but no Debian -dev packages.
+STATIC_LIBS = -Wl,-Bstatic -ljansson -linih -lsqlite3 -Wl,-Bdynamic
+CUDA_LIBS   = -L$(CUDA)/lib64 -lcudart_static -lcublasLt -lcupti -lnccl -Wl,-rpath,$(CUDA)/lib64
+LDLIBS     += $(STATIC_LIBS) $(CUDA_LIBS) -lstdc++ -lm -ldl -lpthread -lrt
+LDFLAGS    += -Wl,-rpath,'$$ORIGIN/lib' $(SAN)
+
+HOST_SRC  = $(wildcard kernels/cpu/*.c trainer/*.c profiler/*.c planner/*.c reports/*.c cli/*.c)
+HOST_SRC := $(filter-out cli/main.c,$(HOST_SRC))
+CU_SRC    = $(wildcard kernels/cuda/*.cu)
+HOST_OBJ  = $(HOST_SRC:%.c=$(BUILD)/obj/%.o)
+CU_OBJ    = $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
+LIB       = $(BUILD)/libmemsplit.a
+
+UNIT_SRC  = $(wildcard tests/unit/test_*.c)
+UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+GPU_SRC   = $(wildcard tests/gpu/test_*.c)
+GPU_BIN   = $(GPU_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu_%)
+TEST_HELP = $(wildcard tests/common/*.c)
+
+.PHONY: all test test-gpu sanitize demo bench clean deps tests-build gpu-build
+all: $(BUILD)/memsplit
+
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP): scripts/deps.sh
+	@mkdir -p $(BUILD)
+	@scripts/deps.sh
+	@touch $@
+
+$(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(HOST_OBJ) $(CU_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/memsplit: $(BUILD)/obj/cli/main.o $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+# cmocka has no static library in Debian: copy the shared one beside the
+# tests ($ORIGIN/lib) so the build folder can travel to the GPU machine.
+$(BUILD)/tests/lib/.cmocka: | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	@cp -L $$(ls /usr/lib/*/libcmocka.so.0 | head -1) $(dir $@)
+	@touch $@
+
+TEST_HELP_OBJ = $(TEST_HELP:%.c=$(BUILD)/obj/%.o)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_HELP_OBJ) $(LIB) $(BUILD)/tests/lib/.cmocka
+	$(CC) $(LDFLAGS) $(filter %.o %.a,$^) -o $@ $(LDLIBS) -L$(BUILD)/tests/lib -l:libcmocka.so.0
+$(BUILD)/tests/gpu_%: $(BUILD)/obj/tests/gpu/%.o $(TEST_HELP_OBJ) $(LIB) $(BUILD)/tests/lib/.cmocka
+	$(CC) $(LDFLAGS) $(filter %.o %.a,$^) -o $@ $(LDLIBS) -L$(BUILD)/tests/lib -l:libcmocka.so.0
+
+tests-build: $(UNIT_BIN) $(BUILD)/memsplit
+gpu-build: $(GPU_BIN) $(BUILD)/memsplit
+
+test: tests-build
+	MEMSPLIT=$(abspath $(BUILD)/memsplit) tests/run.sh $(UNIT_BIN) tests/cli/run.sh
+
+test-gpu: gpu-build
+	MEMSPLIT=$(abspath $(BUILD)/memsplit) tests/run.sh $(GPU_BIN)
+
+sanitize:
+	$(MAKE) BUILD=build-san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
+
+demo: $(BUILD)/memsplit
+	scripts/demo.sh $(BUILD)/memsplit
+
+bench: $(BUILD)/memsplit
+	bench/run.sh $(BUILD)/memsplit
+
+clean:
+	rm -rf build build-san
+
+-include $(HOST_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d)

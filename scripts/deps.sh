@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# deps.sh — install the Debian packages memsplit builds against, if missing.
+# Usage: scripts/deps.sh [--browser]   (--browser also installs chromium)
+# Runs apt-get only when something is missing; needs root for that.
+set -euo pipefail
+need=()
+have_hdr() { [ -e "/usr/include/$1" ] || [ -e "/usr/include/x86_64-linux-gnu/$1" ]; }
+have_hdr jansson.h || need+=(libjansson-dev)
+have_hdr ini.h     || need+=(libinih-dev)
+have_hdr cmocka.h  || need+=(libcmocka-dev)
+have_hdr sqlite3.h || need+=(libsqlite3-dev)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+command -v sqlite3 >/dev/null || need+=(sqlite3)
+if [ "${1:-}" = "--browser" ]; then
+    command -v chromium >/dev/null || need+=(chromium)
+fi
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+echo "deps: installing ${need[*]}" >&2
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null; then SUDO=sudo; else
+        echo "deps: missing ${need[*]} and not root; install them with apt-get" >&2; exit 1
+    fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
