@@ -24,7 +24,7 @@ NVFLAGS   += -O3 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -Wall,-Wextra,-Werror -l
 # machine, which has the CUDA runtime libraries but no Debian -dev packages.
 STATIC_LIBS = -Wl,-Bstatic -ljansson -linih -lsqlite3 -Wl,-Bdynamic
 CUDA_LIBS   = -L$(CUDA)/lib64 -lcudart_static -lcublasLt -lcupti -lnccl -Wl,-rpath,$(CUDA)/lib64
-LDLIBS     += $(STATIC_LIBS) $(CUDA_LIBS) -lstdc++ -lm -ldl -lpthread -lrt
+LDLIBS     += $(STATIC_LIBS) $(CUDA_LIBS) -lstdc++ -lz -lm -ldl -lpthread -lrt
 LDFLAGS    += -Wl,-rpath,'$$ORIGIN/lib' $(SAN)
 
 HOST_SRC  = $(wildcard kernels/cpu/*.c trainer/*.c profiler/*.c planner/*.c reports/*.c cli/*.c)

@@ -1,0 +1,196 @@
+/* cmd_train.c — `memsplit train`: train on one device, with progress,
+ * checkpoints and a JSON summary. */
+#include "cli/common.h"
+#include "trainer/checkpoint.h"
+#include "trainer/session.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char usage[] =
+    "usage: memsplit train (--preset NAME | --config FILE) [options]\n"
+    "\n"
+    "Train the model on one device and print progress (step, loss, tokens/s,\n"
+    "peak memory) on stderr.\n"
+    "\n"
+    "%s"
+    "Training options:\n"
+    "  --checkpoint-dir DIR write checkpoints there (step-NNNNNNNN.ckpt)\n"
+    "  --checkpoint-every N a checkpoint every N steps (default: only at the end)\n"
+    "  --resume             continue from the newest checkpoint in --checkpoint-dir\n"
+    "  --json               print one JSON summary object on stdout\n"
+    "  --quiet              no progress lines\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "Exit status: 0 trained; 1 usage or configuration error; 2 runtime error\n"
+    "(device, data or checkpoint); 3 out of memory (the message names the layer,\n"
+    "phase, category and bytes).\n";
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static json_t *device_json(const ms_device *d)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(d->name));
+    json_object_set_new(o, "capacity_bytes", d->capacity == SIZE_MAX ? json_null() : json_integer((json_int_t)d->capacity));
+    json_object_set_new(o, "peak_bytes", json_integer((json_int_t)d->peak_total));
+    json_object_set_new(o, "peak_by_category", ms_cli_cat_json(d->peak));
+    json_object_set_new(o, "at_peak_by_category", ms_cli_cat_json(d->at_peak));
+    return o;
+}
+
+int ms_cmd_train(int argc, char **argv)
+{
+    enum { O_CKDIR = 1000, O_CKEVERY, O_RESUME, O_JSON, O_QUIET, O_MODEL };
+    static const struct option opts[] = {
+        { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
+        { "set", required_argument, 0, O_MODEL }, { "device", required_argument, 0, O_MODEL },
+        { "precision", required_argument, 0, O_MODEL }, { "gpu-mem", required_argument, 0, O_MODEL },
+        { "steps", required_argument, 0, O_MODEL }, { "batch", required_argument, 0, O_MODEL },
+        { "data", required_argument, 0, O_MODEL },
+        { "checkpoint-dir", required_argument, 0, O_CKDIR }, { "checkpoint-every", required_argument, 0, O_CKEVERY },
+        { "resume", no_argument, 0, O_RESUME }, { "json", no_argument, 0, O_JSON },
+        { "quiet", no_argument, 0, O_QUIET }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+    };
+    ms_cli_model_args ma;
+    ms_cli_model_args_init(&ma);
+    const char *ckdir = NULL;
+    long ckevery = -1;
+    int resume = 0, json = 0, quiet = 0, idx = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
+        switch (c) {
+        case O_MODEL:
+            if (ms_cli_model_opt(&ma, opts[idx].name, optarg) < 0) return MS_EXIT_USAGE;
+            break;
+        case O_CKDIR: ckdir = optarg; break;
+        case O_CKEVERY: {
+            char *end;
+            ckevery = strtol(optarg, &end, 10);
+            if (!*optarg || *end || ckevery < 0) { fprintf(stderr, "memsplit train: --checkpoint-every needs N >= 0\n"); return MS_EXIT_USAGE; }
+            break;
+        }
+        case O_RESUME: resume = 1; break;
+        case O_JSON: json = 1; break;
+        case O_QUIET: quiet = 1; break;
+        case 'h': printf(usage, ms_cli_model_help); return MS_EXIT_OK;
+        default: fprintf(stderr, "memsplit train: see --help\n"); return MS_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) { fprintf(stderr, "memsplit train: unexpected argument '%s'\n", argv[optind]); return MS_EXIT_USAGE; }
+    ms_config cfg;
+    char err[512];
+    if (ms_cli_build_config(&ma, &cfg, err, sizeof err)) {
+        fprintf(stderr, "memsplit train: %s\n", err);
+        return MS_EXIT_USAGE;
+    }
+    if (ckdir) snprintf(cfg.checkpoint_dir, sizeof cfg.checkpoint_dir, "%s", ckdir);
+    if (ckevery >= 0) cfg.checkpoint_every = (int)ckevery;
+    if (resume) cfg.resume = 1;
+    if (cfg.resume && !cfg.checkpoint_dir[0]) { fprintf(stderr, "memsplit train: --resume needs --checkpoint-dir\n"); return MS_EXIT_USAGE; }
+
+    ms_session s;
+    int rc = ms_session_open(&s, &cfg, NULL, NULL);
+    if (rc == MS_OK && cfg.resume) {
+        char path[1024];
+        int found = ms_ckpt_latest(cfg.checkpoint_dir, path, sizeof path);
+        if (found < 0) { snprintf(s.err, sizeof s.err, "cannot read checkpoint directory %.400s", cfg.checkpoint_dir); rc = MS_EFAIL; }
+        else if (found == 0) { snprintf(s.err, sizeof s.err, "--resume: no checkpoint in %.400s", cfg.checkpoint_dir); rc = MS_EFAIL; }
+        else {
+            rc = ms_session_load(&s, path);
+            if (rc == MS_OK && !quiet) fprintf(stderr, "resumed from %s at step %d\n", path, s.step);
+        }
+    }
+    int log_every = cfg.log_every > 0 ? cfg.log_every : (cfg.steps <= 20 ? 1 : cfg.steps / 20);
+    double loss_first = NAN, loss_last = NAN, t_start = now_s(), t_steady = 0, tokens_steady = 0;
+    int first_step = s.step, steps_run = 0;
+    size_t tokens_per_step = (size_t)cfg.accum * cfg.batch * cfg.seq_len;
+    json_t *losses = json_array();
+    while (rc == MS_OK && s.step < cfg.steps) {
+        double t0 = now_s();
+        rc = ms_session_step(&s);
+        if (rc) break;
+        double dt = now_s() - t0;
+        steps_run++;
+        /* the first step allocates everything: leave it out of the speed */
+        if (steps_run > 1 || cfg.steps - first_step == 1) { t_steady += dt; tokens_steady += tokens_per_step; }
+        if (steps_run == 1) loss_first = s.last_loss;
+        loss_last = s.last_loss;
+        json_array_append_new(losses, json_real(s.last_loss));
+        if (!quiet && (s.step % log_every == 0 || s.step == cfg.steps || steps_run == 1)) {
+            char pk[32];
+            fprintf(stderr, "step %*d/%d | loss %.4f | %8.0f tok/s | %7.1f ms | peak %s%s\n",
+                    (int)snprintf(NULL, 0, "%d", cfg.steps), s.step, cfg.steps, s.last_loss,
+                    tokens_per_step / dt, dt * 1e3, ms_fmt_bytes(s.dev.peak_total, pk, sizeof pk),
+                    s.last_opt.applied ? "" : " | step skipped (non-finite gradients)");
+        }
+        if (cfg.checkpoint_dir[0] && ((cfg.checkpoint_every && s.step % cfg.checkpoint_every == 0) || s.step == cfg.steps)) {
+            char path[1024];
+            rc = ms_session_checkpoint(&s, cfg.checkpoint_dir, path, sizeof path);
+            if (rc == MS_OK && !quiet) fprintf(stderr, "checkpoint %s\n", path);
+        }
+    }
+    int exit_code = MS_EXIT_OK;
+    if (rc != MS_OK) {
+        fprintf(stderr, "memsplit train: %s\n", s.err[0] ? s.err : "failed");
+        exit_code = rc == MS_EOOM ? MS_EXIT_OOM : (s.dev.ops ? MS_EXIT_RUNTIME : MS_EXIT_USAGE);
+        if (rc == MS_EFAIL && !s.dev.ops && strstr(s.err, "no CUDA")) exit_code = MS_EXIT_RUNTIME;
+    }
+    double tps = t_steady > 0 ? tokens_steady / t_steady : 0;
+    if (!quiet && rc == MS_OK) {
+        char pk[32];
+        fprintf(stderr, "done: %d steps in %.2f s, %.0f tokens/s, peak %s on %s\n", steps_run, now_s() - t_start, tps,
+                ms_fmt_bytes(s.dev.peak_total, pk, sizeof pk), s.dev.name);
+    }
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "ok", json_boolean(rc == MS_OK));
+        json_object_set_new(o, "preset", json_string(cfg.preset));
+        json_object_set_new(o, "precision", json_string(ms_precision_name(cfg.precision)));
+        json_object_set_new(o, "steps", json_integer(s.step));
+        json_object_set_new(o, "steps_run", json_integer(steps_run));
+        json_object_set_new(o, "loss_first", isnan(loss_first) ? json_null() : json_real(loss_first));
+        json_object_set_new(o, "loss_last", isnan(loss_last) ? json_null() : json_real(loss_last));
+        json_object_set_new(o, "losses", losses);
+        losses = NULL;
+        json_object_set_new(o, "tokens_per_s", json_real(tps));
+        json_object_set_new(o, "skipped_steps", json_integer(s.opt.skipped));
+        json_object_set_new(o, "loss_scale", json_real(s.opt.loss_scale));
+        json_t *pk = json_object(), *devs = json_array();
+        if (s.dev.ops) {
+            json_object_set_new(pk, s.dev.name, json_integer((json_int_t)s.dev.peak_total));
+            json_array_append_new(devs, device_json(&s.dev));
+            json_object_set_new(o, "peak_by_category", ms_cli_cat_json(s.dev.peak));
+        }
+        json_object_set_new(o, "peak_bytes", pk);
+        json_object_set_new(o, "devices", devs);
+        if (rc == MS_EOOM) {
+            const ms_dev_oom *x = &s.dev.oom;
+            json_t *oj = json_object();
+            json_object_set_new(oj, "layer", json_integer(x->layer));
+            json_object_set_new(oj, "layer_name", json_string(x->layer >= 0 && x->layer < s.model.n_layers ? s.model.layers[x->layer].name : ""));
+            json_object_set_new(oj, "phase", json_string(ms_phase_name(x->phase)));
+            json_object_set_new(oj, "category", json_string(ms_cat_name(x->cat)));
+            json_object_set_new(oj, "requested_bytes", json_integer((json_int_t)x->requested));
+            json_object_set_new(oj, "capacity_bytes", json_integer((json_int_t)x->capacity));
+            json_object_set_new(oj, "live_bytes", ms_cli_cat_json(x->live));
+            json_object_set_new(o, "oom", oj);
+        } else {
+            json_object_set_new(o, "oom", json_null());
+        }
+        if (rc != MS_OK) json_object_set_new(o, "error", json_string(s.err));
+        ms_cli_print_json(o);
+        json_decref(o);
+    }
+    json_decref(losses);
+    ms_session_close(&s);
+    return exit_code;
+}

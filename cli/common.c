@@ -1,0 +1,101 @@
+/* common.c — shared option handling for the subcommands. */
+#include "cli/common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char ms_cli_model_help[] =
+    "Model and run options:\n"
+    "  --preset NAME        start from a preset: tiny, gpt2-small, seed17, seed17-cpu\n"
+    "  --config FILE        INI file overlaid on the preset (sections model, train,\n"
+    "                       data, device, checkpoint)\n"
+    "  --set KEY=VALUE      override one key, e.g. --set model.n_layer=4 (repeatable)\n"
+    "  --device DEV         cpu or cuda:N\n"
+    "  --precision P        fp32, bf16 or fp16\n"
+    "  --gpu-mem SIZE       emulate a device of SIZE bytes (512MiB, 24GiB, ...)\n"
+    "  --steps N            optimizer steps\n"
+    "  --batch N            micro-batch size (sequences)\n"
+    "  --data FILE          training data: a text file (bytes as tokens) or a uint16\n"
+    "                       token file (.bin/.u16); default: a built-in corpus\n";
+
+void ms_cli_model_args_init(ms_cli_model_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->steps = -1;
+    a->batch = -1;
+}
+
+static int parse_long(const char *name, const char *s, long *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < 0) {
+        fprintf(stderr, "memsplit: --%s needs a non-negative integer, got '%s'\n", name, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int ms_cli_model_opt(ms_cli_model_args *a, const char *name, const char *arg)
+{
+    if (!strcmp(name, "preset")) a->preset = arg;
+    else if (!strcmp(name, "config")) a->config = arg;
+    else if (!strcmp(name, "set")) {
+        if (a->n_sets >= MS_CLI_MAX_SETS) { fprintf(stderr, "memsplit: too many --set\n"); return -1; }
+        a->sets[a->n_sets++] = arg;
+    } else if (!strcmp(name, "device")) a->device = arg;
+    else if (!strcmp(name, "precision")) a->precision = arg;
+    else if (!strcmp(name, "gpu-mem")) a->gpu_mem = arg;
+    else if (!strcmp(name, "data")) a->data = arg;
+    else if (!strcmp(name, "steps")) return parse_long(name, arg, &a->steps) ? -1 : 1;
+    else if (!strcmp(name, "batch")) return parse_long(name, arg, &a->batch) ? -1 : 1;
+    else return 0;
+    return 1;
+}
+
+static int set_kv(ms_config *c, const char *k, const char *v, char *err, size_t errlen)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s=%s", k, v);
+    return ms_config_set(c, buf, err, errlen);
+}
+
+int ms_cli_build_config(const ms_cli_model_args *a, ms_config *c, char *err, size_t errlen)
+{
+    if (!a->preset && !a->config) {
+        snprintf(err, errlen, "give --preset NAME or --config FILE");
+        return -1;
+    }
+    if (ms_config_preset(c, a->preset ? a->preset : "tiny", err, errlen)) return -1;
+    if (!a->preset) c->preset[0] = 0;
+    if (a->config && ms_config_load_ini(c, a->config, err, errlen)) return -1;
+    for (int i = 0; i < a->n_sets; i++)
+        if (ms_config_set(c, a->sets[i], err, errlen)) return -1;
+    if (a->device && set_kv(c, "device.device", a->device, err, errlen)) return -1;
+    if (a->precision && set_kv(c, "train.precision", a->precision, err, errlen)) return -1;
+    if (a->gpu_mem && set_kv(c, "device.gpu_mem", a->gpu_mem, err, errlen)) return -1;
+    if (a->data && set_kv(c, "data.path", a->data, err, errlen)) return -1;
+    if (a->steps >= 0) c->steps = (int)a->steps;
+    if (a->batch > 0) c->batch = (int)a->batch;
+    else if (a->batch == 0) { snprintf(err, errlen, "--batch must be at least 1"); return -1; }
+    return ms_config_validate(c, err, errlen);
+}
+
+void ms_cli_print_json(json_t *j)
+{
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (s) {
+        fputs(s, stdout);
+        fputc('\n', stdout);
+        free(s);
+    }
+    fflush(stdout);
+}
+
+json_t *ms_cli_cat_json(const size_t *bytes)
+{
+    json_t *o = json_object();
+    for (int c = 0; c < MS_CAT_N; c++) json_object_set_new(o, ms_cat_name((ms_cat)c), json_integer((json_int_t)bytes[c]));
+    return o;
+}

@@ -1,0 +1,30 @@
+/* main.c — the memsplit front end: dispatches to a subcommand. */
+#include "cli/common.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: memsplit COMMAND [options]   (memsplit COMMAND --help for each)\n"
+    "\n"
+    "Commands:\n"
+    "  train     train a model on one device (CPU or one GPU)\n"
+    "\n"
+    "Every command takes --json to print one machine-readable object on stdout.\n"
+    "Exit status: 0 ok, 1 usage/configuration error, 2 runtime error, 3 out of memory.\n";
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return MS_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        fputs(usage, stdout);
+        return MS_EXIT_OK;
+    }
+    if (!strcmp(cmd, "train")) return ms_cmd_train(argc - 1, argv + 1);
+    fprintf(stderr, "memsplit: unknown command '%s'\n%s", cmd, usage);
+    return MS_EXIT_USAGE;
+}

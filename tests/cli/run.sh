@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# run.sh — end-to-end checks of the memsplit command line on the CPU backend:
+# exit codes, error messages, --json output. Needs $MEMSPLIT (the binary).
+set -u
+M=${MEMSPLIT:?set MEMSPLIT to the memsplit binary}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+check() { # name expected_exit stderr_pattern -- command...
+    local name=$1 want=$2 pat=$3; shift 4
+    "$@" >"$T/out" 2>"$T/err"; local got=$?
+    if [ "$got" != "$want" ]; then
+        echo "FAIL $name: exit $got, wanted $want"; sed 's/^/  | /' "$T/err" | head -5; fail=$((fail+1)); return
+    fi
+    if [ -n "$pat" ] && ! grep -qiE "$pat" "$T/err"; then
+        echo "FAIL $name: stderr lacks /$pat/"; sed 's/^/  | /' "$T/err" | head -5; fail=$((fail+1)); return
+    fi
+    echo "ok   $name"; pass=$((pass+1))
+}
+json_get() { python3 -c "import json,sys; d=json.load(open('$T/out')); print($1)"; }
+
+check "no command" 1 "usage" -- "$M"
+check "help" 0 "" -- "$M" --help
+check "train help" 0 "" -- "$M" train --help
+check "unknown command" 1 "unknown command" -- "$M" frobnicate
+check "unknown flag" 1 "" -- "$M" train --preset tiny --frob
+check "no preset" 1 "preset" -- "$M" train
+check "unknown preset" 1 "preset" -- "$M" train --preset nope
+check "unknown key" 1 "unknown key" -- "$M" train --preset tiny --set model.n_layr=3
+check "bad value" 1 "n_layer" -- "$M" train --preset tiny --set model.n_layer=abc
+check "bad size" 1 "gpu_mem|size" -- "$M" train --preset tiny --gpu-mem 12XB
+check "bad device" 1 "device" -- "$M" train --preset tiny --device tpu:0
+check "missing config" 1 "" -- "$M" train --config /nonexistent.ini
+if [ -z "$(ls /dev/nvidia0 2>/dev/null)" ]; then
+    check "cuda without gpu" 2 "no CUDA GPU" -- "$M" train --preset tiny --device cuda:0 --steps 1
+fi
+check "train json" 0 "" -- "$M" train --preset tiny --steps 5 --json
+if [ -s "$T/out" ] && [ "$(json_get "d['steps'] == 5 and d['loss_first'] > d['loss_last'] - 1 and d['tokens_per_s'] > 0 and d['peak_bytes']['cpu'] > 0 and 'param' in d['peak_by_category']")" = True ]; then
+    echo "ok   train json fields"; pass=$((pass+1)); else echo "FAIL train json fields"; cat "$T/out" | head -20; fail=$((fail+1)); fi
+check "oom exit" 3 "out of memory.*block" -- "$M" train --preset tiny --steps 1 --gpu-mem 200KiB
+check "resume without dir" 1 "checkpoint-dir" -- "$M" train --preset tiny --resume
+mkdir -p "$T/ck"
+check "checkpoint" 0 "checkpoint" -- "$M" train --preset tiny --steps 2 --checkpoint-dir "$T/ck"
+printf 'garbage' > "$T/ck/step-00000099.ckpt"
+check "corrupt checkpoint" 2 "checkpoint|corrupt" -- "$M" train --preset tiny --steps 4 --checkpoint-dir "$T/ck" --resume
+echo "cli: $pass passed, $fail failed"
+[ $fail -eq 0 ]

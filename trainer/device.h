@@ -1,0 +1,129 @@
+/* device.h — a device memsplit computes on, and its tagged allocator.
+ *
+ * A device is the CPU or a CUDA GPU with a capacity in bytes. Several
+ * *virtual* devices may share one physical GPU: each has its own capacity,
+ * stream and accounting. Every byte the trainer places on a device goes
+ * through ms_dev_alloc, which tags it with (layer, phase, category, what)
+ * and keeps live and peak bytes per category and per layer.
+ *
+ * Capacity: on the CPU and on a virtual device the allocator refuses a
+ * request that would take live bytes past the capacity. On a whole GPU with
+ * --gpu-mem, a ballast allocation (taken at open, before tracing) leaves only
+ * the capacity free, and the real cudaMalloc decides; requests are rounded
+ * to the driver's 2 MiB granularity so that the accounting equals what the
+ * GPU really gives out. Either way a failed allocation returns NULL and fills
+ * dev->oom (layer, phase, category, bytes, live bytes): never an abort. */
+#ifndef MS_DEVICE_H
+#define MS_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "kernels/ops.h"
+#include "profiler/profile.h"
+
+typedef enum { MS_BACKEND_CPU = 0, MS_BACKEND_CUDA = 1 } ms_backend;
+
+enum { MS_OK = 0, MS_EFAIL = 1, MS_EOOM = 2 };
+
+typedef enum { MS_AEV_ALLOC = 0, MS_AEV_FREE = 1, MS_AEV_FAIL = 2 } ms_aev_kind;
+
+/* One allocator event, as hooks (the CPU-side profiler) see it. */
+typedef struct ms_alloc_event {
+    ms_aev_kind kind;
+    int device;          /* virtual device index */
+    uint64_t address;    /* 0 for a failure */
+    size_t bytes;        /* bytes taken from the device (rounded to its granularity) */
+    int layer;           /* -1 outside any layer */
+    ms_phase phase;
+    ms_cat cat;
+    const char *what;    /* tensor group, e.g. "act", "qkv_w" */
+    double t_us;         /* microseconds since the device was opened */
+} ms_alloc_event;
+
+typedef void (*ms_alloc_hook)(void *user, const ms_alloc_event *ev);
+
+/* What a failed allocation knew. */
+typedef struct ms_dev_oom {
+    int happened;
+    int device;
+    int layer;
+    ms_phase phase;
+    ms_cat cat;
+    char what[48];
+    size_t requested;          /* bytes asked (rounded) */
+    size_t capacity;
+    size_t live[MS_CAT_N];     /* live bytes by category at the failure */
+    size_t live_total;
+    int by_backend;            /* 1: cudaMalloc itself failed; 0: capacity accounting refused */
+    char backend_error[96];
+} ms_dev_oom;
+
+typedef struct ms_alloc_rec ms_alloc_rec; /* private: live allocation table */
+
+#define MS_MAX_TRACK_LAYERS 4096
+
+typedef struct ms_device {
+    int index;                 /* virtual device index */
+    char name[40];             /* "cpu", "cuda:0", "cuda:0/v1" */
+    ms_backend backend;
+    int cuda_ordinal;          /* physical GPU (CUDA) */
+    int virtual_share;         /* 1 if other virtual devices share the GPU */
+    size_t capacity;           /* bytes; SIZE_MAX = unlimited */
+    size_t grain;              /* allocation granularity in bytes */
+    const ms_ops *ops;
+    ms_kctx k;                 /* stream, cuBLASLt handle, workspace */
+    void *ballast;             /* CUDA ballast allocation, if any */
+    size_t ballast_bytes;
+
+    /* accounting */
+    size_t live[MS_CAT_N], peak[MS_CAT_N];
+    size_t live_total, peak_total;
+    size_t at_peak[MS_CAT_N];  /* breakdown at the moment of peak_total */
+    size_t live_layer[MS_MAX_TRACK_LAYERS]; /* live bytes per layer (layer >= 0) */
+    size_t n_allocs, n_frees;
+
+    /* what is running now (set by the trainer) */
+    int cur_layer;
+    ms_phase cur_phase;
+
+    ms_dev_oom oom;
+    ms_alloc_hook hook;
+    void *hook_user;
+    ms_alloc_rec *recs;        /* open-addressing table of live allocations */
+    size_t recs_cap, recs_n;
+    double t0;
+} ms_device;
+
+/* Open a device. spec: "cpu" or "cuda:N". capacity 0 = the whole device
+ * (CPU: unlimited). virtual_share: the GPU is shared by several virtual
+ * devices (accounting enforces the capacity; no ballast). Returns 0, or -1
+ * with err (e.g. "no CUDA device: ..."). */
+int ms_dev_open(ms_device *d, int index, const char *spec, size_t capacity, int virtual_share,
+                char *err, size_t errlen);
+void ms_dev_close(ms_device *d);
+
+/* Tagged allocation on d for the current layer/phase; zero-filled when zero != 0.
+ * Returns NULL on OOM (d->oom filled) or backend error. */
+void *ms_dev_alloc(ms_device *d, size_t bytes, ms_cat cat, const char *what, int zero);
+void ms_dev_free(ms_device *d, void *p);
+/* Bytes accounted for p (rounded), 0 if unknown. */
+size_t ms_dev_size_of(const ms_device *d, const void *p);
+
+/* Set what is running (layer index or -1, phase); used for tags and ranges. */
+void ms_dev_where(ms_device *d, int layer, ms_phase phase);
+
+/* Copies (async on the device's stream where possible; ms_dev_sync waits). */
+int ms_dev_h2d(ms_device *d, void *dst, const void *src, size_t bytes);
+int ms_dev_d2h(ms_device *d, void *dst, const void *src, size_t bytes);
+int ms_dev_d2d(ms_device *d, void *dst, const void *src, size_t bytes);
+int ms_dev_memset0(ms_device *d, void *p, size_t bytes);
+/* Wait for queued work; returns 0 or the first kernel error (message in d->k.error). */
+int ms_dev_sync(ms_device *d);
+
+/* Number of CUDA GPUs visible (0 without a GPU or driver). */
+int ms_cuda_gpu_count(void);
+
+/* Human message describing d->oom into buf. */
+const char *ms_dev_oom_message(const ms_device *d, const char *layer_name, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,112 @@
+/* exec.c — shared transients, lazy buffers, norm dispatch, layer dispatch. */
+#include "trainer/exec_internal.h"
+
+#include <string.h>
+
+static const char *const slot_names[MS_TR_N] = {
+    "activation grad (residual)", "activation grad (width C)", "activation grad (width 4C)",
+    "attention scratch", "logits chunk", "recompute arena", "grad stats",
+};
+
+void *ms_scratch_get(ms_scratch *s, int slot, size_t bytes)
+{
+    if (s->bytes[slot] >= bytes && s->buf[slot]) return s->buf[slot];
+    if (s->buf[slot]) ms_dev_free(s->dev, s->buf[slot]);
+    s->buf[slot] = NULL;
+    s->bytes[slot] = 0;
+    void *p = ms_dev_alloc(s->dev, bytes, MS_CAT_TRANSIENT, slot_names[slot], 0);
+    if (!p) return NULL;
+    s->buf[slot] = p;
+    s->bytes[slot] = bytes;
+    return p;
+}
+
+void ms_scratch_release(ms_scratch *s)
+{
+    for (int i = 0; i < MS_TR_N; i++) {
+        if (s->buf[i]) ms_dev_free(s->dev, s->buf[i]);
+        s->buf[i] = NULL;
+        s->bytes[i] = 0;
+    }
+}
+
+int ms_exec_ensure_acts(ms_model *m, ms_layer *L)
+{
+    if (L->a.arena) return MS_OK;
+    size_t bytes = ms_acts_layout(m, L, m->B, NULL, NULL);
+    void *p = ms_dev_alloc(L->dev, bytes, MS_CAT_ACT, "saved activations", 0);
+    if (!p) return MS_EOOM;
+    ms_acts_layout(m, L, m->B, &L->a, p);
+    L->a.arena = p;
+    return MS_OK;
+}
+
+int ms_exec_ensure_grads(ms_model *m, ms_layer *L)
+{
+    (void)m;
+    if (L->g) return MS_OK;
+    L->g = ms_dev_alloc(L->dev, L->n_params * 4, MS_CAT_GRAD, "gradients", 1);
+    return L->g ? MS_OK : MS_EOOM;
+}
+
+/* which: 0 = first norm of a block / the head's norm, 1 = second norm of a block */
+void ms_exec_norm_fwd(ms_model *m, ms_layer *L, int which, void *out, float *mean, float *rstd,
+                      const void *x, const float *w, const float *b)
+{
+    ms_device *d = L->dev;
+    int N = m->B * m->T, C = m->C;
+    if (m->cfg.norm == MS_NORM_LAYER) {
+        d->ops->layernorm_fwd(&d->k, m->dt, out, mean, rstd, x, w, b, N, C);
+    } else {
+        float *run = L->bn_run + (size_t)which * 2 * C;
+        d->ops->batchnorm_fwd(&d->k, m->dt, out, mean, rstd, run, run + C, m->cfg.bn_momentum, x, w, b, N, C);
+    }
+}
+
+void ms_exec_norm_bwd(ms_model *m, ms_layer *L, void *dx, const void *dresid, float *dw, float *db,
+                      const void *dout, const void *x, const float *mean, const float *rstd, const float *w)
+{
+    ms_device *d = L->dev;
+    int N = m->B * m->T, C = m->C;
+    if (m->cfg.norm == MS_NORM_LAYER)
+        d->ops->layernorm_bwd(&d->k, m->dt, dx, dresid, dw, db, dout, x, mean, rstd, w, N, C);
+    else
+        d->ops->batchnorm_bwd(&d->k, m->dt, dx, dresid, dw, db, dout, x, mean, rstd, w, N, C);
+}
+
+static int status_of(ms_layer *L, int rc)
+{
+    if (rc != MS_OK) return rc;
+    return L->dev->k.status ? MS_EFAIL : MS_OK;
+}
+
+int ms_layer_forward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, const int32_t *ids)
+{
+    ms_dev_where(L->dev, L->index, MS_PH_FORWARD);
+    int rc = ms_exec_ensure_acts(m, L);
+    if (rc) return rc;
+    switch (L->kind) {
+    case MS_LAYER_EMBED: rc = ms_embed_forward(m, L, ids); break;
+    case MS_LAYER_BLOCK: rc = ms_block_forward(m, L, s, x); break;
+    case MS_LAYER_HEAD: rc = ms_head_forward(m, L, x, ids); break;
+    }
+    return status_of(L, rc);
+}
+
+int ms_layer_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, float dscale, double *loss_sum)
+{
+    ms_dev_where(L->dev, L->index, MS_PH_BACKWARD);
+    int rc = ms_exec_ensure_grads(m, L);
+    if (rc) return rc;
+    switch (L->kind) {
+    case MS_LAYER_EMBED: rc = ms_embed_backward(m, L, s); break;
+    case MS_LAYER_BLOCK: rc = ms_block_backward(m, L, s, x); break;
+    case MS_LAYER_HEAD: rc = ms_head_backward(m, L, s, x, dscale, loss_sum); break;
+    }
+    return status_of(L, rc);
+}
+
+const void *ms_layer_output(const ms_layer *L)
+{
+    return L->a.out;
+}

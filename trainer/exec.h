@@ -1,0 +1,45 @@
+/* exec.h — running layers: forward and backward of each layer kind on its
+ * device, with the transients they share.
+ *
+ * Buffers appear when the first step reaches them, as in a framework, so an
+ * OOM happens at the layer and phase that overflows: a layer's saved
+ * activations at its first forward, its gradients at its first backward,
+ * the shared transients (activation gradients in flight, attention scratch,
+ * logits chunks) when a layer first needs them (grown if a later one needs
+ * more). Every function returns MS_OK, MS_EOOM (dev->oom says where) or
+ * MS_EFAIL (dev->k.error says why). */
+#ifndef MS_EXEC_H
+#define MS_EXEC_H
+
+#include "trainer/model.h"
+
+enum { MS_TR_DRES = 0, MS_TR_DMID, MS_TR_DBIG, MS_TR_ATTN, MS_TR_LOGITS, MS_TR_RECOMP, MS_TR_STATS, MS_TR_N };
+
+/* The shared transient buffers of one device. */
+typedef struct ms_scratch {
+    ms_device *dev;
+    void *buf[MS_TR_N];
+    size_t bytes[MS_TR_N];
+} ms_scratch;
+
+/* A buffer of at least `bytes` for slot (reallocated if smaller), or NULL on OOM. */
+void *ms_scratch_get(ms_scratch *s, int slot, size_t bytes);
+void ms_scratch_release(ms_scratch *s);
+
+/* Forward of layer L for one micro-batch of m->B sequences.
+ * x: the previous layer's output [N,C] (NULL for the embedding).
+ * ids: host token ids [N]: inputs for the embedding, targets for the head
+ * (NULL for blocks). */
+int ms_layer_forward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, const int32_t *ids);
+
+/* Backward of layer L. x: the same input as in forward. dres (in the
+ * device's MS_TR_DRES scratch): in, the gradient of L's output (ignored for
+ * the head); out, the gradient of L's input (not for the embedding).
+ * dscale multiplies the loss gradient (1/tokens per step, times the loss
+ * scale under fp16). The head adds the micro-batch's summed loss to *loss_sum. */
+int ms_layer_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, float dscale, double *loss_sum);
+
+/* The output activation of L (the next layer's input). */
+const void *ms_layer_output(const ms_layer *L);
+
+#endif

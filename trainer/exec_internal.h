@@ -1,0 +1,38 @@
+/* exec_internal.h — helpers shared by the layer implementations (not a public API). */
+#ifndef MS_EXEC_INTERNAL_H
+#define MS_EXEC_INTERNAL_H
+
+#include "trainer/exec.h"
+
+/* Low-precision compute copy of tensor `name` (dt), its fp32 weights, its gradient. */
+static inline void *wc_of(const ms_model *m, const ms_layer *L, const char *name)
+{
+    const ms_tensor *t = ms_layer_tensor(L, name);
+    return (char *)L->wc + t->off * (L->wc == (void *)L->w ? 4 : ms_dtype_size(m->dt));
+}
+static inline float *w_of(const ms_layer *L, const char *name) { return L->w + ms_layer_tensor(L, name)->off; }
+static inline float *g_of(const ms_layer *L, const char *name) { return L->g + ms_layer_tensor(L, name)->off; }
+static inline void *row_ptr(const void *p, size_t row, size_t cols, ms_dtype dt)
+{
+    return (char *)p + row * cols * ms_dtype_size(dt);
+}
+
+/* Allocate L's saved-activation arena at its first forward. */
+int ms_exec_ensure_acts(ms_model *m, ms_layer *L);
+/* Allocate L's gradients (zeroed) at its first backward. */
+int ms_exec_ensure_grads(ms_model *m, ms_layer *L);
+
+/* Normalisation forward/backward with the configured norm (layernorm or batchnorm). */
+void ms_exec_norm_fwd(ms_model *m, ms_layer *L, int which, void *out, float *mean, float *rstd,
+                      const void *x, const float *w, const float *b);
+void ms_exec_norm_bwd(ms_model *m, ms_layer *L, void *dx, const void *dresid, float *dw, float *db,
+                      const void *dout, const void *x, const float *mean, const float *rstd, const float *w);
+
+int ms_embed_forward(ms_model *m, ms_layer *L, const int32_t *ids);
+int ms_embed_backward(ms_model *m, ms_layer *L, ms_scratch *s);
+int ms_block_forward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x);
+int ms_block_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x);
+int ms_head_forward(ms_model *m, ms_layer *L, const void *x, const int32_t *ids);
+int ms_head_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, float dscale, double *loss_sum);
+
+#endif

@@ -1,0 +1,80 @@
+/* layer_block.c — a pre-norm transformer block:
+ *   res2 = x + att_proj(attention(qkv(norm1(x))))
+ *   out  = res2 + proj(gelu(fc(norm2(res2))))
+ * Residual adds are fused into the projection matmuls (beta = 1 on the
+ * residual), GELU into the fc matmul's epilogue (which also keeps the
+ * pre-activation for backward), dGELU into the backward matmul's epilogue. */
+#include "trainer/exec_internal.h"
+
+int ms_block_forward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x)
+{
+    (void)s;
+    ms_device *d = L->dev;
+    const ms_ops *o = d->ops;
+    ms_kctx *k = &d->k;
+    ms_acts *a = &L->a;
+    ms_dtype dt = m->dt;
+    int N = m->B * m->T, C = m->C, H = m->H;
+
+    ms_exec_norm_fwd(m, L, 0, a->ln1, a->ln1_mean, a->ln1_rstd, x, w_of(L, "ln1_w"), w_of(L, "ln1_b"));
+    o->matmul(k, dt, dt, 0, 1, N, 3 * C, C, 1.0f, a->ln1, wc_of(m, L, "qkv_w"), 0.0f, NULL, a->qkv,
+              wc_of(m, L, "qkv_b"), MS_EPI_NONE, NULL);
+    o->attention_fwd(k, dt, a->att, a->lse, a->qkv, m->B, m->T, C, m->NH);
+    o->matmul(k, dt, dt, 0, 1, N, C, C, 1.0f, a->att, wc_of(m, L, "att_w"), 1.0f, x, a->res2,
+              wc_of(m, L, "att_b"), MS_EPI_NONE, NULL);
+    ms_exec_norm_fwd(m, L, 1, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w_of(L, "ln2_w"), w_of(L, "ln2_b"));
+    o->matmul(k, dt, dt, 0, 1, N, H, C, 1.0f, a->ln2, wc_of(m, L, "fc_w"), 0.0f, NULL, a->fc_gelu,
+              wc_of(m, L, "fc_b"), MS_EPI_GELU, a->fc_pre);
+    o->matmul(k, dt, dt, 0, 1, N, C, H, 1.0f, a->fc_gelu, wc_of(m, L, "proj_w"), 1.0f, a->res2, a->out,
+              wc_of(m, L, "proj_b"), MS_EPI_NONE, NULL);
+    return MS_OK;
+}
+
+/* Weight gradient dW[out,in] += dy[N,out]^T · x[N,in] and db += colsum(dy). */
+static void linear_wgrad(const ms_model *m, ms_layer *L, const char *wname, const char *bname,
+                         const void *dy, const void *xin, int N, int out, int in)
+{
+    ms_device *d = L->dev;
+    float *gw = g_of(L, wname);
+    d->ops->matmul(&d->k, m->dt, MS_F32, 1, 0, out, in, N, 1.0f, dy, xin, 1.0f, gw, gw, NULL, MS_EPI_NONE, NULL);
+    d->ops->bias_grad(&d->k, m->dt, g_of(L, bname), dy, N, out);
+}
+
+int ms_block_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x)
+{
+    ms_device *d = L->dev;
+    const ms_ops *o = d->ops;
+    ms_kctx *k = &d->k;
+    ms_acts *a = &L->a;
+    ms_dtype dt = m->dt;
+    int N = m->B * m->T, C = m->C, H = m->H, B = m->B, T = m->T, NH = m->NH;
+    size_t es = ms_dtype_size(dt);
+    size_t wide = (size_t)(H > 3 * C ? H : 3 * C);
+
+    void *dres = s->buf[MS_TR_DRES]; /* gradient of the block output, updated in place */
+    void *dmid = ms_scratch_get(s, MS_TR_DMID, (size_t)N * C * es);
+    if (!dmid) return MS_EOOM;
+    void *dbig = ms_scratch_get(s, MS_TR_DBIG, (size_t)N * wide * es);
+    if (!dbig) return MS_EOOM;
+    void *scr = ms_scratch_get(s, MS_TR_ATTN, o->attention_bwd_scratch(dt, B, T, C, NH));
+    if (!scr) return MS_EOOM;
+
+    /* MLP: out = res2 + proj(gelu(fc(ln2))) */
+    o->matmul(k, dt, dt, 0, 0, N, H, C, 1.0f, dres, wc_of(m, L, "proj_w"), 0.0f, NULL, dbig, NULL,
+              MS_EPI_DGELU, a->fc_pre);
+    linear_wgrad(m, L, "proj_w", "proj_b", dres, a->fc_gelu, N, C, H);
+    o->matmul(k, dt, dt, 0, 0, N, C, H, 1.0f, dbig, wc_of(m, L, "fc_w"), 0.0f, NULL, dmid, NULL, MS_EPI_NONE, NULL);
+    linear_wgrad(m, L, "fc_w", "fc_b", dbig, a->ln2, N, H, C);
+    ms_exec_norm_bwd(m, L, dres, dres, g_of(L, "ln2_w"), g_of(L, "ln2_b"), dmid, a->res2, a->ln2_mean,
+                     a->ln2_rstd, w_of(L, "ln2_w"));
+    /* attention: res2 = x + att_proj(attention(qkv(ln1))) */
+    o->matmul(k, dt, dt, 0, 0, N, C, C, 1.0f, dres, wc_of(m, L, "att_w"), 0.0f, NULL, dmid, NULL, MS_EPI_NONE, NULL);
+    linear_wgrad(m, L, "att_w", "att_b", dres, a->att, N, C, C);
+    o->attention_bwd(k, dt, dbig, dmid, a->qkv, a->att, a->lse, scr, B, T, C, NH);
+    o->matmul(k, dt, dt, 0, 0, N, C, 3 * C, 1.0f, dbig, wc_of(m, L, "qkv_w"), 0.0f, NULL, dmid, NULL,
+              MS_EPI_NONE, NULL);
+    linear_wgrad(m, L, "qkv_w", "qkv_b", dbig, a->ln1, N, 3 * C, C);
+    ms_exec_norm_bwd(m, L, dres, dres, g_of(L, "ln1_w"), g_of(L, "ln1_b"), dmid, x, a->ln1_mean, a->ln1_rstd,
+                     w_of(L, "ln1_w"));
+    return MS_OK;
+}

@@ -1,0 +1,85 @@
+/* layer_head.c — the last layer: final norm, LM head, softmax cross-entropy.
+ *
+ * Forward keeps only the normalised input. Backward computes the logits a
+ * chunk of rows at a time, turns them into their gradient in place (fused
+ * softmax + cross-entropy), and uses each chunk at once for the input
+ * gradient and the head's weight gradient: the [N, V] logits never exist
+ * whole (for GPT-2 small at B=16 that would be 1.6 GB in bf16). The loss is
+ * known at the end of backward. */
+#include "trainer/exec_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int ms_head_forward(ms_model *m, ms_layer *L, const void *x, const int32_t *ids)
+{
+    ms_device *d = L->dev;
+    size_t N = (size_t)m->B * m->T;
+    if (ms_dev_h2d(d, L->a.targets, ids, N * 4)) return MS_EFAIL;
+    ms_exec_norm_fwd(m, L, 0, L->a.lnf, L->a.lnf_mean, L->a.lnf_rstd, x, w_of(L, "lnf_w"), w_of(L, "lnf_b"));
+    return MS_OK;
+}
+
+/* Rows of logits per chunk: the configured head_chunk, or as many as fit in 256 MiB. */
+static int chunk_rows(const ms_model *m)
+{
+    int N = m->B * m->T;
+    if (m->cfg.head_chunk > 0) return m->cfg.head_chunk < N ? m->cfg.head_chunk : N;
+    size_t per_row = (size_t)m->V * ms_dtype_size(m->dt);
+    size_t rows = ((size_t)256 << 20) / per_row;
+    if (rows >= 128) rows = rows / 128 * 128;
+    if (rows < 1) rows = 1;
+    return rows < (size_t)N ? (int)rows : N;
+}
+
+int ms_head_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, float dscale, double *loss_sum)
+{
+    ms_device *d = L->dev;
+    const ms_ops *o = d->ops;
+    ms_kctx *k = &d->k;
+    ms_dtype dt = m->dt;
+    int N = m->B * m->T, C = m->C, V = m->V;
+    size_t es = ms_dtype_size(dt);
+    /* Tied: the LM head is the embedding's wte (same device: the planner keeps them together). */
+    ms_layer *E = m->cfg.tied ? &m->layers[0] : L;
+    if (m->cfg.tied && E->dev != d) {
+        snprintf(d->k.error, sizeof d->k.error, "tied embedding and head on different devices");
+        d->k.status = MS_EFAIL;
+        return MS_EFAIL;
+    }
+    if (m->cfg.tied) {
+        int rc = ms_exec_ensure_grads(m, E);
+        if (rc) return rc;
+    }
+    const void *W = wc_of(m, E, m->cfg.tied ? "wte" : "lm_w");
+    float *gW = g_of(E, m->cfg.tied ? "wte" : "lm_w");
+    int rows = chunk_rows(m);
+    void *logits = ms_scratch_get(s, MS_TR_LOGITS, (size_t)rows * V * es);
+    if (!logits) return MS_EOOM;
+    void *dlnf = ms_scratch_get(s, MS_TR_DMID, (size_t)N * C * es);
+    if (!dlnf) return MS_EOOM;
+    void *dres = ms_scratch_get(s, MS_TR_DRES, (size_t)N * C * es);
+    if (!dres) return MS_EOOM;
+    for (int r0 = 0; r0 < N; r0 += rows) {
+        int n = N - r0 < rows ? N - r0 : rows;
+        const void *xin = row_ptr(L->a.lnf, r0, C, dt);
+        o->matmul(k, dt, dt, 0, 1, n, V, C, 1.0f, xin, W, 0.0f, NULL, logits, NULL, MS_EPI_NONE, NULL);
+        o->softmax_xent(k, dt, L->a.losses + r0, logits, L->a.targets + r0, n, V, V, dscale);
+        o->matmul(k, dt, dt, 0, 0, n, C, V, 1.0f, logits, W, 0.0f, NULL, row_ptr(dlnf, r0, C, dt), NULL,
+                  MS_EPI_NONE, NULL);
+        o->matmul(k, dt, MS_F32, 1, 0, V, C, n, 1.0f, logits, xin, 1.0f, gW, gW, NULL, MS_EPI_NONE, NULL);
+    }
+    ms_exec_norm_bwd(m, L, dres, NULL, g_of(L, "lnf_w"), g_of(L, "lnf_b"), dlnf, x, L->a.lnf_mean,
+                     L->a.lnf_rstd, w_of(L, "lnf_w"));
+    if (loss_sum) {
+        float *h = malloc((size_t)N * 4);
+        if (!h) return MS_EFAIL;
+        int rc = ms_dev_d2h(d, h, L->a.losses, (size_t)N * 4);
+        double sum = 0;
+        for (int i = 0; i < N; i++) sum += h[i];
+        free(h);
+        if (rc) return MS_EFAIL;
+        *loss_sum += sum;
+    }
+    return MS_OK;
+}

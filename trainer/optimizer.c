@@ -1,0 +1,90 @@
+/* optimizer.c — gradient statistics, clipping, loss scaling, AdamW. */
+#include "trainer/optimizer.h"
+
+#include <math.h>
+#include <string.h>
+
+void ms_opt_init(ms_opt_state *st, const ms_config *cfg)
+{
+    memset(st, 0, sizeof *st);
+    st->loss_scale = cfg->precision == MS_PREC_FP16 ? cfg->loss_scale : 1.0f;
+}
+
+int ms_opt_ensure_state(ms_model *m, ms_layer *L)
+{
+    (void)m;
+    if (L->mv) return MS_OK;
+    ms_dev_where(L->dev, L->index, MS_PH_OPTIMIZER);
+    L->mv = ms_dev_alloc(L->dev, L->n_params * 8, MS_CAT_OPTIM, "adamw m+v", 1);
+    return L->mv ? MS_OK : MS_EOOM;
+}
+
+typedef struct { float sumsq; int nonfinite; } grad_stats_t;
+
+int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_state *st, ms_opt_result *res)
+{
+    const ms_config *c = &m->cfg;
+    double sumsq = 0;
+    long nonfinite = 0;
+    memset(res, 0, sizeof *res);
+    /* 1. statistics, one device at a time (layers of a device are contiguous) */
+    for (int i = first; i <= last;) {
+        ms_device *d = m->layers[i].dev;
+        ms_scratch *s = scratch[i];
+        ms_dev_where(d, i, MS_PH_OPTIMIZER);
+        grad_stats_t *gs = ms_scratch_get(s, MS_TR_STATS, sizeof(grad_stats_t));
+        if (!gs) return MS_EOOM;
+        ms_dev_memset0(d, gs, sizeof *gs);
+        int j = i;
+        for (; j <= last && m->layers[j].dev == d; j++) {
+            ms_layer *L = &m->layers[j];
+            if (L->g) d->ops->grad_stats(&d->k, L->g, L->n_params, &gs->sumsq, &gs->nonfinite);
+        }
+        grad_stats_t h;
+        if (ms_dev_d2h(d, &h, gs, sizeof h)) return MS_EFAIL;
+        sumsq += h.sumsq;
+        nonfinite += h.nonfinite;
+        i = j;
+    }
+    double scale = st->loss_scale;
+    res->grad_norm = sqrt(sumsq) / scale;
+    int finite = nonfinite == 0 && isfinite(res->grad_norm);
+    if (finite) {
+        float clip = 1.0f;
+        if (c->grad_clip > 0 && res->grad_norm > c->grad_clip) clip = (float)(c->grad_clip / res->grad_norm);
+        st->t++;
+        for (int i = first; i <= last; i++) {
+            ms_layer *L = &m->layers[i];
+            if (!L->g) continue;
+            int rc = ms_opt_ensure_state(m, L);
+            if (rc) return rc;
+            ms_device *d = L->dev;
+            ms_dev_where(d, i, MS_PH_OPTIMIZER);
+            int mixed = L->wc != (void *)L->w;
+            d->ops->adamw(&d->k, L->w, L->g, L->mv, L->mv + L->n_params, L->n_params, c->lr, c->beta1, c->beta2,
+                          c->eps, c->weight_decay, st->t, clip / (float)scale, mixed ? L->wc : NULL, m->dt,
+                          mixed ? L->n_copy : 0);
+        }
+        res->applied = 1;
+    } else {
+        st->skipped++;
+    }
+    /* dynamic loss scaling (fp16 only): halve on overflow, double after a window of good steps */
+    if (c->precision == MS_PREC_FP16) {
+        if (!finite) {
+            st->loss_scale = st->loss_scale > 1.0f ? st->loss_scale * 0.5f : 1.0f;
+            st->good_steps = 0;
+        } else if (++st->good_steps >= c->loss_scale_window) {
+            st->loss_scale *= 2.0f;
+            st->good_steps = 0;
+        }
+    }
+    for (int i = first; i <= last; i++) {
+        ms_layer *L = &m->layers[i];
+        if (L->g) ms_dev_memset0(L->dev, L->g, L->n_params * 4);
+    }
+    for (int i = first; i <= last; i++)
+        if (i == first || m->layers[i].dev != m->layers[i - 1].dev)
+            if (ms_dev_sync(m->layers[i].dev)) return MS_EFAIL;
+    return MS_OK;
+}

@@ -1,0 +1,31 @@
+/* optimizer.h — one AdamW step over a range of layers (possibly on several
+ * devices): gradient statistics (global norm, non-finite count) first, then
+ * either a skipped step (non-finite gradients: fp16 overflow) or clipping and
+ * the fused AdamW update, which also refreshes the low-precision copy; then
+ * the gradients are zeroed for the next accumulation. Optimizer state is
+ * allocated at the first step (phase optimizer). */
+#ifndef MS_OPTIMIZER_H
+#define MS_OPTIMIZER_H
+
+#include "trainer/exec.h"
+
+typedef struct ms_opt_state {
+    int t;              /* AdamW steps applied (bias correction) */
+    float loss_scale;   /* 1 unless fp16 */
+    int good_steps;     /* fp16: consecutive applied steps since the scale last changed */
+    int skipped;        /* steps skipped for non-finite gradients */
+} ms_opt_state;
+
+typedef struct ms_opt_result {
+    int applied;        /* 0: skipped */
+    double grad_norm;   /* unscaled global gradient norm (before clipping) */
+} ms_opt_result;
+
+void ms_opt_init(ms_opt_state *st, const ms_config *cfg);
+/* Layers [first,last] of m; scratch[i] is the scratch of the device that holds
+ * layer i (the same pointer for layers on one device). */
+int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_state *st, ms_opt_result *res);
+/* Make sure m/v exist for layer L (used by resume). */
+int ms_opt_ensure_state(ms_model *m, ms_layer *L);
+
+#endif

@@ -1,0 +1,244 @@
+/* session.c — one-device training session and its checkpoints. */
+#include "trainer/session.h"
+#include "trainer/checkpoint.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int fail(ms_session *s, int rc, const char *msg)
+{
+    if (rc == MS_EOOM) {
+        const ms_dev_oom *o = &s->dev.oom;
+        const char *lname = o->layer >= 0 && o->layer < s->model.n_layers ? s->model.layers[o->layer].name : NULL;
+        ms_dev_oom_message(&s->dev, lname, s->oom_msg, sizeof s->oom_msg);
+        snprintf(s->err, sizeof s->err, "%s", s->oom_msg);
+    } else if (msg && !s->err[0]) {
+        snprintf(s->err, sizeof s->err, "%s", msg);
+    } else if (!s->err[0]) {
+        snprintf(s->err, sizeof s->err, "%s", s->dev.k.error[0] ? s->dev.k.error : "device error");
+    }
+    return rc;
+}
+
+int ms_session_open(ms_session *s, const ms_config *cfg, ms_alloc_hook hook, void *user)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = *cfg;
+    if (ms_model_init(&s->model, cfg, s->err, sizeof s->err)) return MS_EFAIL;
+    s->data = ms_data_open(cfg, s->err, sizeof s->err);
+    if (!s->data) return MS_EFAIL;
+    if (ms_data_vocab_needed(s->data) > cfg->vocab) {
+        snprintf(s->err, sizeof s->err, "the data has token ids up to %d but the model's vocab is %d (set model.vocab)",
+                 ms_data_vocab_needed(s->data) - 1, cfg->vocab);
+        return MS_EFAIL;
+    }
+    size_t N = (size_t)cfg->batch * cfg->seq_len;
+    s->inputs = malloc(N * 4);
+    s->targets = malloc(N * 4);
+    s->fwd_ms = calloc((size_t)s->model.n_layers, sizeof(double));
+    s->bwd_ms = calloc((size_t)s->model.n_layers, sizeof(double));
+    s->scr_of = calloc((size_t)s->model.n_layers, sizeof *s->scr_of);
+    if (!s->inputs || !s->targets || !s->fwd_ms || !s->bwd_ms || !s->scr_of) {
+        snprintf(s->err, sizeof s->err, "out of host memory");
+        return MS_EFAIL;
+    }
+    if (ms_dev_open(&s->dev, 0, cfg->device, cfg->gpu_mem, 0, s->err, sizeof s->err)) return MS_EFAIL;
+    s->dev.hook = hook;
+    s->dev.hook_user = user;
+    s->scr.dev = &s->dev;
+    for (int i = 0; i < s->model.n_layers; i++) {
+        s->model.layers[i].dev = &s->dev;
+        s->scr_of[i] = &s->scr;
+    }
+    ms_opt_init(&s->opt, cfg);
+    int rc = ms_model_alloc_params(&s->model, 0, s->model.n_layers - 1);
+    if (rc) return fail(s, rc, "cannot initialise the parameters");
+    ms_dev_where(&s->dev, -1, MS_PH_INIT);
+    return MS_OK;
+}
+
+static double dev_ms(ms_session *s, double t0)
+{
+    if (ms_dev_sync(&s->dev)) return -1;
+    return now_ms() - t0;
+}
+
+int ms_session_step(ms_session *s)
+{
+    ms_model *m = &s->model;
+    int nl = m->n_layers, rc;
+    double loss_sum = 0;
+    size_t tokens = (size_t)s->cfg.accum * m->B * m->T;
+    float dscale = s->opt.loss_scale / (float)tokens;
+    if (s->timing)
+        for (int i = 0; i < nl; i++) s->fwd_ms[i] = s->bwd_ms[i] = 0;
+    for (int mb = 0; mb < s->cfg.accum; mb++) {
+        if (ms_data_next(s->data, s->inputs, s->targets, m->B, m->T)) return fail(s, MS_EFAIL, "data read failed");
+        for (int i = 0; i < nl; i++) {
+            ms_layer *L = &m->layers[i];
+            const int32_t *ids = L->kind == MS_LAYER_EMBED ? s->inputs : L->kind == MS_LAYER_HEAD ? s->targets : NULL;
+            double t0 = s->timing ? now_ms() : 0;
+            rc = ms_layer_forward(m, L, &s->scr, i ? ms_layer_output(&m->layers[i - 1]) : NULL, ids);
+            if (rc) return fail(s, rc, NULL);
+            if (s->timing) s->fwd_ms[i] += dev_ms(s, t0);
+        }
+        for (int i = nl - 1; i >= 0; i--) {
+            ms_layer *L = &m->layers[i];
+            double t0 = s->timing ? now_ms() : 0;
+            rc = ms_layer_backward(m, L, &s->scr, i ? ms_layer_output(&m->layers[i - 1]) : NULL, dscale, &loss_sum);
+            if (rc) return fail(s, rc, NULL);
+            if (s->timing) s->bwd_ms[i] += dev_ms(s, t0);
+        }
+    }
+    rc = ms_opt_step(m, 0, nl - 1, s->scr_of, &s->opt, &s->last_opt);
+    if (rc) return fail(s, rc, NULL);
+    ms_dev_where(&s->dev, -1, MS_PH_INIT);
+    s->last_loss = loss_sum / (double)tokens;
+    s->step++;
+    return MS_OK;
+}
+
+void ms_session_close(ms_session *s)
+{
+    if (s->dev.ops) ms_dev_close(&s->dev);
+    if (s->data) ms_data_close(s->data);
+    ms_model_free(&s->model);
+    free(s->inputs);
+    free(s->targets);
+    free(s->fwd_ms);
+    free(s->bwd_ms);
+    free(s->scr_of);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- checkpoints ---------------------------------------------------------- */
+
+/* Host copies of everything a checkpoint holds, as sections. */
+typedef struct ckpt_buf {
+    int n;
+    ms_ckpt_section *sec;
+    char (*names)[40];
+    int64_t state[4];   /* opt.t, opt.skipped, step, reserved */
+} ckpt_buf;
+
+static int ckpt_sections(ms_session *s, ckpt_buf *b)
+{
+    ms_model *m = &s->model;
+    int max = 3 * m->n_layers + 1;
+    b->sec = calloc((size_t)max, sizeof *b->sec);
+    b->names = calloc((size_t)max, sizeof *b->names);
+    if (!b->sec || !b->names) return -1;
+    b->n = 0;
+    snprintf(b->names[b->n], 40, "state");
+    b->sec[b->n++] = (ms_ckpt_section){ b->names[0], b->state, sizeof b->state };
+    for (int i = 0; i < m->n_layers; i++) {
+        ms_layer *L = &m->layers[i];
+        size_t nb[3] = { L->n_params * 4, L->n_params * 8, L->bn_run ? (L->kind == MS_LAYER_BLOCK ? 4u : 2u) * m->C * 4 : 0 };
+        const char *tag[3] = { "w", "mv", "bn" };
+        for (int k = 0; k < 3; k++) {
+            if (!nb[k]) continue;
+            snprintf(b->names[b->n], 40, "layer%d.%s", i, tag[k]);
+            void *h = malloc(nb[k]);
+            if (!h) return -1;
+            b->sec[b->n] = (ms_ckpt_section){ b->names[b->n], h, nb[k] };
+            b->n++;
+        }
+    }
+    return 0;
+}
+
+static void ckpt_free(ckpt_buf *b)
+{
+    for (int i = 1; i < b->n; i++) free(b->sec[i].data);
+    free(b->sec);
+    free(b->names);
+}
+
+int ms_session_save(ms_session *s, const char *path)
+{
+    ms_model *m = &s->model;
+    ckpt_buf b = { 0 };
+    int rc = MS_EFAIL;
+    if (ckpt_sections(s, &b)) { snprintf(s->err, sizeof s->err, "out of host memory"); goto out; }
+    b.state[0] = s->opt.t;
+    b.state[1] = s->opt.skipped;
+    b.state[2] = s->step;
+    for (int i = 0, k = 1; i < m->n_layers; i++) {
+        ms_layer *L = &m->layers[i];
+        if (ms_opt_ensure_state(m, L)) { rc = fail(s, MS_EOOM, NULL); goto out; }
+        if (ms_dev_d2h(L->dev, b.sec[k++].data, L->w, L->n_params * 4)) goto out;
+        if (ms_dev_d2h(L->dev, b.sec[k++].data, L->mv, L->n_params * 8)) goto out;
+        if (L->bn_run && ms_dev_d2h(L->dev, b.sec[k].data, L->bn_run, b.sec[k].bytes)) goto out;
+        if (L->bn_run) k++;
+    }
+    ms_ckpt_meta meta;
+    memset(&meta, 0, sizeof meta);
+    meta.model_hash = ms_config_model_hash(&s->cfg);
+    meta.step = s->step;
+    meta.data_cursor = ms_data_cursor(s->data);
+    meta.loss_scale = s->opt.loss_scale;
+    meta.good_steps = s->opt.good_steps;
+    char *ini = ms_config_to_ini(&s->cfg);
+    if (ini) { snprintf(meta.config_ini, sizeof meta.config_ini, "%s", ini); free(ini); }
+    if (ms_ckpt_save(path, &meta, b.sec, b.n, s->err, sizeof s->err)) goto out;
+    rc = MS_OK;
+out:
+    ckpt_free(&b);
+    return rc;
+}
+
+int ms_session_load(ms_session *s, const char *path)
+{
+    ms_model *m = &s->model;
+    ckpt_buf b = { 0 };
+    int rc = MS_EFAIL;
+    if (ckpt_sections(s, &b)) { snprintf(s->err, sizeof s->err, "out of host memory"); goto out; }
+    ms_ckpt_meta meta;
+    memset(&meta, 0, sizeof meta);
+    meta.model_hash = ms_config_model_hash(&s->cfg);
+    char *ini = ms_config_to_ini(&s->cfg);
+    if (ini) { snprintf(meta.config_ini, sizeof meta.config_ini, "%s", ini); free(ini); }
+    if (ms_ckpt_load(path, &meta, b.sec, b.n, s->err, sizeof s->err)) goto out;
+    for (int i = 0, k = 1; i < m->n_layers; i++) {
+        ms_layer *L = &m->layers[i];
+        if (ms_opt_ensure_state(m, L)) { rc = fail(s, MS_EOOM, NULL); goto out; }
+        if (ms_dev_h2d(L->dev, L->w, b.sec[k++].data, L->n_params * 4)) goto out;
+        if (ms_dev_h2d(L->dev, L->mv, b.sec[k++].data, L->n_params * 8)) goto out;
+        if (L->bn_run && ms_dev_h2d(L->dev, L->bn_run, b.sec[k].data, b.sec[k].bytes)) goto out;
+        if (L->bn_run) k++;
+        if (L->wc != (void *)L->w) L->dev->ops->cast(&L->dev->k, m->dt, L->wc, MS_F32, L->w, L->n_copy);
+        if (ms_dev_sync(L->dev)) goto out;
+    }
+    ms_dev_where(&s->dev, -1, MS_PH_INIT);
+    s->opt.t = (int)b.state[0];
+    s->opt.skipped = (int)b.state[1];
+    s->step = (int)b.state[2];
+    s->opt.loss_scale = meta.loss_scale;
+    s->opt.good_steps = meta.good_steps;
+    if (ms_data_seek(s->data, meta.data_cursor)) { snprintf(s->err, sizeof s->err, "checkpoint's data position is past the data"); goto out; }
+    rc = MS_OK;
+out:
+    ckpt_free(&b);
+    return rc;
+}
+
+int ms_session_checkpoint(ms_session *s, const char *dir, char *path_out, size_t len)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        snprintf(s->err, sizeof s->err, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
+        return MS_EFAIL;
+    }
+    snprintf(path_out, len, "%s/step-%08d.ckpt", dir, s->step);
+    return ms_session_save(s, path_out);
+}

@@ -1,0 +1,46 @@
+/* session.h — a training session on one device: config → device → model →
+ * data → steps, with checkpoints. The profiler and `memsplit train` drive it.
+ *
+ * Contract: ms_session_open builds everything and allocates the parameters
+ * (phase init); each ms_session_step runs one optimizer step of cfg.accum
+ * micro-batches. Every call returns MS_OK, MS_EOOM (s->oom_msg and
+ * s->dev.oom say where) or MS_EFAIL (s->err says why); after a failure the
+ * session can only be closed. Nothing prints. */
+#ifndef MS_SESSION_H
+#define MS_SESSION_H
+
+#include "trainer/data.h"
+#include "trainer/optimizer.h"
+
+typedef struct ms_session {
+    ms_config cfg;
+    ms_model model;
+    ms_device dev;
+    ms_scratch scr;
+    ms_scratch **scr_of;       /* per layer (all &scr here) */
+    ms_data *data;
+    ms_opt_state opt;
+    int step;                  /* optimizer steps completed */
+    int32_t *inputs, *targets; /* host, one micro-batch */
+    double last_loss;          /* mean loss of the last step */
+    ms_opt_result last_opt;
+    /* per-layer timing (optional): filled when timing = 1 */
+    int timing;
+    double *fwd_ms, *bwd_ms;   /* summed over the micro-batches of the last step */
+    char err[512];
+    char oom_msg[512];
+} ms_session;
+
+/* hook/user: allocator hook installed before anything is allocated (may be NULL). */
+int ms_session_open(ms_session *s, const ms_config *cfg, ms_alloc_hook hook, void *user);
+int ms_session_step(ms_session *s);
+void ms_session_close(ms_session *s);
+
+/* Checkpoints: weights, optimizer state, batchnorm statistics, step, data
+ * position and loss scale; a resumed run continues bit-for-bit on the CPU. */
+int ms_session_save(ms_session *s, const char *path);
+int ms_session_load(ms_session *s, const char *path);
+/* Save as <dir>/step-NNNNNNNN.ckpt; path_out gets the file name. */
+int ms_session_checkpoint(ms_session *s, const char *dir, char *path_out, size_t len);
+
+#endif
