@@ -46,5 +46,6 @@ void ms_cli_print_json(json_t *j);
 json_t *ms_cli_cat_json(const size_t *bytes);
 
 int ms_cmd_train(int argc, char **argv);
+int ms_cmd_profile(int argc, char **argv);
 
 #endif

@@ -1,4 +1,6 @@
 /* main.c — the memsplit front end: dispatches to a subcommand. */
+#include "cli/cmd_plan.h"
+#include "cli/cmd_report.h"
 #include "cli/common.h"
 
 #include <stdio.h>
@@ -9,6 +11,9 @@ static const char usage[] =
     "\n"
     "Commands:\n"
     "  train     train a model on one device (CPU or one GPU)\n"
+    "  profile   trial on one device: per-layer memory, OOM diagnosis, ledgers\n"
+    "  plan      choose split points, precision, micro-batches and recompute\n"
+    "  report    show a run database's runs, profiles and diagnoses\n"
     "\n"
     "Every command takes --json to print one machine-readable object on stdout.\n"
     "Exit status: 0 ok, 1 usage/configuration error, 2 runtime error, 3 out of memory.\n";
@@ -25,6 +30,9 @@ int main(int argc, char **argv)
         return MS_EXIT_OK;
     }
     if (!strcmp(cmd, "train")) return ms_cmd_train(argc - 1, argv + 1);
+    if (!strcmp(cmd, "profile")) return ms_cmd_profile(argc - 1, argv + 1);
+    if (!strcmp(cmd, "plan")) return ms_cmd_plan(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report")) return ms_cmd_report(argc - 1, argv + 1);
     fprintf(stderr, "memsplit: unknown command '%s'\n%s", cmd, usage);
     return MS_EXIT_USAGE;
 }

@@ -3,10 +3,7 @@
 
 #include <string.h>
 
-static const char *const slot_names[MS_TR_N] = {
-    "activation grad (residual)", "activation grad (width C)", "activation grad (width 4C)",
-    "attention scratch", "logits chunk", "recompute arena", "grad stats",
-};
+static const char *const slot_names[MS_TR_N] = { "activation grad (residual)", "layer scratch", "grad stats" };
 
 void *ms_scratch_get(ms_scratch *s, int slot, size_t bytes)
 {
@@ -19,6 +16,12 @@ void *ms_scratch_get(ms_scratch *s, int slot, size_t bytes)
     s->buf[slot] = p;
     s->bytes[slot] = bytes;
     return p;
+}
+
+void *ms_scratch_arena(ms_scratch *s, size_t bytes)
+{
+    s->last_need = bytes;
+    return ms_scratch_get(s, MS_TR_ARENA, bytes);
 }
 
 void ms_scratch_release(ms_scratch *s)
@@ -82,6 +85,7 @@ static int status_of(ms_layer *L, int rc)
 
 int ms_layer_forward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, const int32_t *ids)
 {
+    s->last_need = 0;
     ms_dev_where(L->dev, L->index, MS_PH_FORWARD);
     int rc = ms_exec_ensure_acts(m, L);
     if (rc) return rc;
@@ -95,6 +99,7 @@ int ms_layer_forward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, con
 
 int ms_layer_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, float dscale, double *loss_sum)
 {
+    s->last_need = 0;
     ms_dev_where(L->dev, L->index, MS_PH_BACKWARD);
     int rc = ms_exec_ensure_grads(m, L);
     if (rc) return rc;

@@ -13,17 +13,31 @@
 
 #include "trainer/model.h"
 
-enum { MS_TR_DRES = 0, MS_TR_DMID, MS_TR_DBIG, MS_TR_ATTN, MS_TR_LOGITS, MS_TR_RECOMP, MS_TR_STATS, MS_TR_N };
+/* The transients of one device, in three buffers:
+ *  DRES   the activation gradient flowing from layer to layer in backward
+ *         ([N,C]; written by the head, updated in place by each block);
+ *  ARENA  one buffer that each layer carves its own scratch from during its
+ *         forward or backward (activation gradients of width C and 4C,
+ *         attention scratch, logits chunks): nothing in it outlives the
+ *         layer, so it is as large as the largest single need, and the
+ *         transient peak of a set of layers is DRES + the largest need;
+ *  STATS  a few bytes for the optimizer's gradient statistics. */
+enum { MS_TR_DRES = 0, MS_TR_ARENA, MS_TR_STATS, MS_TR_N };
 
-/* The shared transient buffers of one device. */
 typedef struct ms_scratch {
     ms_device *dev;
     void *buf[MS_TR_N];
     size_t bytes[MS_TR_N];
+    size_t last_need;   /* bytes of the arena the last layer asked for */
 } ms_scratch;
 
-/* A buffer of at least `bytes` for slot (reallocated if smaller), or NULL on OOM. */
+/* A buffer of at least `bytes` for slot (reallocated if smaller; contents
+ * are not kept), or NULL on OOM. */
 void *ms_scratch_get(ms_scratch *s, int slot, size_t bytes);
+/* The arena, at least `bytes`; records the need in s->last_need. */
+void *ms_scratch_arena(ms_scratch *s, size_t bytes);
+/* Round a view size up so views carved from the arena stay 256-byte aligned. */
+static inline size_t ms_scratch_round(size_t b) { return (b + 255) / 256 * 256; }
 void ms_scratch_release(ms_scratch *s);
 
 /* Forward of layer L for one micro-batch of m->B sequences.

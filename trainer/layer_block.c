@@ -52,12 +52,11 @@ int ms_block_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x)
     size_t wide = (size_t)(H > 3 * C ? H : 3 * C);
 
     void *dres = s->buf[MS_TR_DRES]; /* gradient of the block output, updated in place */
-    void *dmid = ms_scratch_get(s, MS_TR_DMID, (size_t)N * C * es);
-    if (!dmid) return MS_EOOM;
-    void *dbig = ms_scratch_get(s, MS_TR_DBIG, (size_t)N * wide * es);
-    if (!dbig) return MS_EOOM;
-    void *scr = ms_scratch_get(s, MS_TR_ATTN, o->attention_bwd_scratch(dt, B, T, C, NH));
-    if (!scr) return MS_EOOM;
+    /* scratch: dmid [N,C] (dln2, datt, dln1), dbig [N,max(H,3C)] (dfc, dqkv), attention's */
+    size_t b_mid = ms_scratch_round((size_t)N * C * es), b_big = ms_scratch_round((size_t)N * wide * es);
+    char *arena = ms_scratch_arena(s, b_mid + b_big + o->attention_bwd_scratch(dt, B, T, C, NH));
+    if (!arena) return MS_EOOM;
+    void *dmid = arena, *dbig = arena + b_mid, *scr = arena + b_mid + b_big;
 
     /* MLP: out = res2 + proj(gelu(fc(ln2))) */
     o->matmul(k, dt, dt, 0, 0, N, H, C, 1.0f, dres, wc_of(m, L, "proj_w"), 0.0f, NULL, dbig, NULL,

@@ -54,12 +54,13 @@ int ms_head_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, flo
     const void *W = wc_of(m, E, m->cfg.tied ? "wte" : "lm_w");
     float *gW = g_of(E, m->cfg.tied ? "wte" : "lm_w");
     int rows = chunk_rows(m);
-    void *logits = ms_scratch_get(s, MS_TR_LOGITS, (size_t)rows * V * es);
-    if (!logits) return MS_EOOM;
-    void *dlnf = ms_scratch_get(s, MS_TR_DMID, (size_t)N * C * es);
-    if (!dlnf) return MS_EOOM;
     void *dres = ms_scratch_get(s, MS_TR_DRES, (size_t)N * C * es);
     if (!dres) return MS_EOOM;
+    /* scratch: dlnf [N,C], one logits chunk [rows,V] */
+    size_t b_dlnf = ms_scratch_round((size_t)N * C * es);
+    char *arena = ms_scratch_arena(s, b_dlnf + (size_t)rows * V * es);
+    if (!arena) return MS_EOOM;
+    void *dlnf = arena, *logits = arena + b_dlnf;
     for (int r0 = 0; r0 < N; r0 += rows) {
         int n = N - r0 < rows ? N - r0 : rows;
         const void *xin = row_ptr(L->a.lnf, r0, C, dt);

@@ -1,6 +1,7 @@
 /* session.c — one-device training session and its checkpoints. */
 #include "trainer/session.h"
 #include "trainer/checkpoint.h"
+#include "profiler/nvtx_ranges.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -31,7 +32,7 @@ static int fail(ms_session *s, int rc, const char *msg)
     return rc;
 }
 
-int ms_session_open(ms_session *s, const ms_config *cfg, ms_alloc_hook hook, void *user)
+int ms_session_open(ms_session *s, const ms_config *cfg, const ms_session_hooks *hooks)
 {
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
@@ -49,13 +50,31 @@ int ms_session_open(ms_session *s, const ms_config *cfg, ms_alloc_hook hook, voi
     s->fwd_ms = calloc((size_t)s->model.n_layers, sizeof(double));
     s->bwd_ms = calloc((size_t)s->model.n_layers, sizeof(double));
     s->scr_of = calloc((size_t)s->model.n_layers, sizeof *s->scr_of);
-    if (!s->inputs || !s->targets || !s->fwd_ms || !s->bwd_ms || !s->scr_of) {
+    s->need_fwd = calloc((size_t)s->model.n_layers, sizeof(size_t));
+    s->need_bwd = calloc((size_t)s->model.n_layers, sizeof(size_t));
+    if (!s->inputs || !s->targets || !s->fwd_ms || !s->bwd_ms || !s->scr_of || !s->need_fwd || !s->need_bwd) {
         snprintf(s->err, sizeof s->err, "out of host memory");
         return MS_EFAIL;
     }
+    s->fwd_range = calloc((size_t)s->model.n_layers, sizeof *s->fwd_range);
+    s->bwd_range = calloc((size_t)s->model.n_layers, sizeof *s->bwd_range);
+    if (!s->fwd_range || !s->bwd_range) {
+        snprintf(s->err, sizeof s->err, "out of host memory");
+        return MS_EFAIL;
+    }
+    for (int i = 0; i < s->model.n_layers; i++) {
+        snprintf(s->fwd_range[i], sizeof s->fwd_range[i], "%s/forward", s->model.layers[i].name);
+        snprintf(s->bwd_range[i], sizeof s->bwd_range[i], "%s/backward", s->model.layers[i].name);
+    }
     if (ms_dev_open(&s->dev, 0, cfg->device, cfg->gpu_mem, 0, s->err, sizeof s->err)) return MS_EFAIL;
-    s->dev.hook = hook;
-    s->dev.hook_user = user;
+    if (hooks) {
+        s->dev.hook = hooks->alloc_hook;
+        s->dev.hook_user = hooks->user;
+        if (hooks->on_device && hooks->on_device(hooks->user, &s->dev)) {
+            if (!s->err[0]) snprintf(s->err, sizeof s->err, "profiler could not start on %s", s->dev.name);
+            return MS_EFAIL;
+        }
+    }
     s->scr.dev = &s->dev;
     for (int i = 0; i < s->model.n_layers; i++) {
         s->model.layers[i].dev = &s->dev;
@@ -81,28 +100,42 @@ int ms_session_step(ms_session *s)
     double loss_sum = 0;
     size_t tokens = (size_t)s->cfg.accum * m->B * m->T;
     float dscale = s->opt.loss_scale / (float)tokens;
-    if (s->timing)
+    if (s->measure)
         for (int i = 0; i < nl; i++) s->fwd_ms[i] = s->bwd_ms[i] = 0;
     for (int mb = 0; mb < s->cfg.accum; mb++) {
         if (ms_data_next(s->data, s->inputs, s->targets, m->B, m->T)) return fail(s, MS_EFAIL, "data read failed");
         for (int i = 0; i < nl; i++) {
             ms_layer *L = &m->layers[i];
             const int32_t *ids = L->kind == MS_LAYER_EMBED ? s->inputs : L->kind == MS_LAYER_HEAD ? s->targets : NULL;
-            double t0 = s->timing ? now_ms() : 0;
+            double t0 = s->measure ? now_ms() : 0;
+            ms_range_push(s->fwd_range[i]);
             rc = ms_layer_forward(m, L, &s->scr, i ? ms_layer_output(&m->layers[i - 1]) : NULL, ids);
+            ms_range_pop();
             if (rc) return fail(s, rc, NULL);
-            if (s->timing) s->fwd_ms[i] += dev_ms(s, t0);
+            if (s->measure) {
+                s->fwd_ms[i] += dev_ms(s, t0);
+                if (s->scr.last_need > s->need_fwd[i]) s->need_fwd[i] = s->scr.last_need;
+            }
         }
         for (int i = nl - 1; i >= 0; i--) {
             ms_layer *L = &m->layers[i];
-            double t0 = s->timing ? now_ms() : 0;
+            double t0 = s->measure ? now_ms() : 0;
+            ms_range_push(s->bwd_range[i]);
             rc = ms_layer_backward(m, L, &s->scr, i ? ms_layer_output(&m->layers[i - 1]) : NULL, dscale, &loss_sum);
+            ms_range_pop();
             if (rc) return fail(s, rc, NULL);
-            if (s->timing) s->bwd_ms[i] += dev_ms(s, t0);
+            if (s->measure) {
+                s->bwd_ms[i] += dev_ms(s, t0);
+                if (s->scr.last_need > s->need_bwd[i]) s->need_bwd[i] = s->scr.last_need;
+            }
         }
     }
+    double t0 = now_ms();
+    ms_range_push("optimizer");
     rc = ms_opt_step(m, 0, nl - 1, s->scr_of, &s->opt, &s->last_opt);
+    ms_range_pop();
     if (rc) return fail(s, rc, NULL);
+    s->opt_ms = now_ms() - t0; /* ms_opt_step ends with a sync */
     ms_dev_where(&s->dev, -1, MS_PH_INIT);
     s->last_loss = loss_sum / (double)tokens;
     s->step++;
@@ -119,6 +152,10 @@ void ms_session_close(ms_session *s)
     free(s->fwd_ms);
     free(s->bwd_ms);
     free(s->scr_of);
+    free(s->need_fwd);
+    free(s->need_bwd);
+    free(s->fwd_range);
+    free(s->bwd_range);
     memset(s, 0, sizeof *s);
 }
 

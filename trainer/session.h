@@ -24,15 +24,27 @@ typedef struct ms_session {
     int32_t *inputs, *targets; /* host, one micro-batch */
     double last_loss;          /* mean loss of the last step */
     ms_opt_result last_opt;
-    /* per-layer timing (optional): filled when timing = 1 */
-    int timing;
+    /* per-layer measurements (optional): filled when measure = 1 */
+    int measure;
     double *fwd_ms, *bwd_ms;   /* summed over the micro-batches of the last step */
+    size_t *need_fwd, *need_bwd; /* arena bytes each layer asked for (max over micro-batches) */
+    double opt_ms;             /* the last optimizer step's time */
+    char (*fwd_range)[48], (*bwd_range)[48]; /* NVTX range names: "block 17/forward" */
     char err[512];
     char oom_msg[512];
 } ms_session;
 
-/* hook/user: allocator hook installed before anything is allocated (may be NULL). */
-int ms_session_open(ms_session *s, const ms_config *cfg, ms_alloc_hook hook, void *user);
+/* Optional hooks: the allocator hook is installed before anything is
+ * allocated; on_device runs once the device is open (context and ballast
+ * taken) and before the parameters are allocated (the profiler starts
+ * tracing there); a non-zero return aborts the open with MS_EFAIL. */
+typedef struct ms_session_hooks {
+    ms_alloc_hook alloc_hook;
+    void *user;
+    int (*on_device)(void *user, ms_device *dev);
+} ms_session_hooks;
+
+int ms_session_open(ms_session *s, const ms_config *cfg, const ms_session_hooks *hooks);
 int ms_session_step(ms_session *s);
 void ms_session_close(ms_session *s);
 

@@ -43,5 +43,23 @@ mkdir -p "$T/ck"
 check "checkpoint" 0 "checkpoint" -- "$M" train --preset tiny --steps 2 --checkpoint-dir "$T/ck"
 printf 'garbage' > "$T/ck/step-00000099.ckpt"
 check "corrupt checkpoint" 2 "checkpoint|corrupt" -- "$M" train --preset tiny --steps 4 --checkpoint-dir "$T/ck" --resume
+# profile: diagnosis, database, report
+check "profile seed17-cpu" 3 "forward pass of block 17" -- "$M" profile --preset seed17-cpu --db "$T/runs.db" --json
+if [ "$(json_get "d['fits'] == False and d['oom']['layer'] == 17 and d['oom']['phase'] == 'forward' and len(d['layers']) == 22")" = True ]; then
+    echo "ok   profile json contract"; pass=$((pass+1)); else echo "FAIL profile json contract"; head -c 600 "$T/out"; fail=$((fail+1)); fi
+check "profile fits" 0 "" -- "$M" profile --preset tiny --db "$T/runs.db"
+check "report" 0 "" -- "$M" report --db "$T/runs.db"
+check "report missing db" 2 "" -- "$M" report --db "$T/none.db"
+check "profile bad batch" 1 "batch" -- "$M" profile --preset tiny --batch 4,4
+# a profile killed with SIGKILL at a random moment leaves a sound database
+for i in 1 2 3 4 5; do
+    "$M" profile --preset seed17-cpu --db "$T/kill.db" --quiet >/dev/null 2>&1 &
+    pid=$!
+    sleep "0.0$((RANDOM % 9))$((RANDOM % 10))"
+    kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+done
+if [ "$(sqlite3 "$T/kill.db" 'PRAGMA integrity_check')" = ok ] && "$M" report --db "$T/kill.db" --list >/dev/null 2>&1; then
+    echo "ok   killed profiles leave a sound database"; pass=$((pass+1))
+else echo "FAIL killed profiles"; fail=$((fail+1)); fi
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

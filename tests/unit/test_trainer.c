@@ -84,7 +84,7 @@ static void check_model_grad(ms_norm norm, int tied)
     ms_config c;
     small_config(&c, norm, tied);
     ms_session s;
-    assert_int_equal(ms_session_open(&s, &c, NULL, NULL), MS_OK);
+    assert_int_equal(ms_session_open(&s, &c, NULL), MS_OK);
     assert_int_equal(ms_data_next(s.data, s.inputs, s.targets, c.batch, c.seq_len), 0);
     ms_model *m = &s.model;
     loss_of(&s); /* allocates everything */
@@ -133,7 +133,7 @@ static void test_tiny_loss_falls(void **st)
     char err[256];
     assert_int_equal(ms_config_preset(&c, "tiny", err, sizeof err), 0);
     ms_session s;
-    assert_int_equal(ms_session_open(&s, &c, NULL, NULL), MS_OK);
+    assert_int_equal(ms_session_open(&s, &c, NULL), MS_OK);
     double first = 0, last = 0;
     for (int i = 0; i < c.steps; i++) {
         assert_int_equal(ms_session_step(&s), MS_OK);
@@ -161,19 +161,19 @@ static void check_resume(ms_precision prec, ms_norm norm)
     c.precision = prec;
     double full[8], part[8];
     ms_session s;
-    assert_int_equal(ms_session_open(&s, &c, NULL, NULL), MS_OK);
+    assert_int_equal(ms_session_open(&s, &c, NULL), MS_OK);
     run_steps(&s, 8, full);
     ms_session_close(&s);
 
     char dir[] = "/tmp/ms_resume_XXXXXX";
     assert_non_null(mkdtemp(dir));
     char path[1024];
-    assert_int_equal(ms_session_open(&s, &c, NULL, NULL), MS_OK);
+    assert_int_equal(ms_session_open(&s, &c, NULL), MS_OK);
     run_steps(&s, 3, part);
     assert_int_equal(ms_session_checkpoint(&s, dir, path, sizeof path), MS_OK);
     ms_session_close(&s);
 
-    assert_int_equal(ms_session_open(&s, &c, NULL, NULL), MS_OK);
+    assert_int_equal(ms_session_open(&s, &c, NULL), MS_OK);
     assert_int_equal(ms_session_load(&s, path), MS_OK);
     assert_int_equal(s.step, 3);
     run_steps(&s, 5, part + 3);
@@ -186,7 +186,7 @@ static void check_resume(ms_precision prec, ms_norm norm)
     /* a checkpoint of another model is refused */
     ms_config other = c;
     other.d_model = 32;
-    assert_int_equal(ms_session_open(&s, &other, NULL, NULL), MS_OK);
+    assert_int_equal(ms_session_open(&s, &other, NULL), MS_OK);
     assert_int_not_equal(ms_session_load(&s, path), MS_OK);
     assert_non_null(strstr(s.err, "different model"));
     ms_session_close(&s);
@@ -204,7 +204,7 @@ static int oom_at(const ms_config *base, size_t cap, ms_dev_oom *out)
     ms_config c = *base;
     c.gpu_mem = cap;
     ms_session s;
-    int rc = ms_session_open(&s, &c, NULL, NULL);
+    int rc = ms_session_open(&s, &c, NULL);
     if (rc == MS_OK) rc = ms_session_step(&s);
     *out = s.dev.oom;
     ms_session_close(&s);
@@ -267,7 +267,7 @@ static void test_oom_boundary_monotone(void **st)
     small_config(&c, MS_NORM_LAYER, 0);
     c.n_layer = 6;
     ms_session s;
-    assert_int_equal(ms_session_open(&s, &c, NULL, NULL), MS_OK);
+    assert_int_equal(ms_session_open(&s, &c, NULL), MS_OK);
     assert_int_equal(ms_session_step(&s), MS_OK);
     size_t peak = s.dev.peak_total;
     ms_session_close(&s);

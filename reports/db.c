@@ -1,0 +1,162 @@
+/* db.c — opening a run database: pragmas, recognising a foreign file, and
+ * upgrading the schema through reports/schema.c's migrations. */
+#include "reports/db_internal.h"
+#include "reports/schema.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Long enough for a busy writer's transaction (a batch of memory events),
+ * short enough that a wedged database is reported rather than waited on. */
+#define MS_DB_BUSY_MS 5000
+
+const char *ms_db_errmsg(const ms_db *db) { return db ? db->err : "no database handle"; }
+
+static int pragma_int(ms_db *db, const char *sql, int *out)
+{
+    sqlite3_stmt *st = dbi_prepare(db, sql);
+    if (!st) return -1;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) *out = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) return dbi_sqlfail(db, "cannot read it as a memsplit database");
+    return 0;
+}
+
+int ms_db_schema_version(ms_db *db)
+{
+    int v = -1;
+    if (!db || pragma_int(db, "PRAGMA user_version", &v) != 0) return -1;
+    return v;
+}
+
+static int set_pragmas(ms_db *db, int in_memory)
+{
+    /* journal_mode answers with the mode in effect; WAL can be refused
+     * (e.g. a filesystem without shared memory), which we report rather
+     * than silently run without crash safety. */
+    sqlite3_stmt *st = dbi_prepare(db, "PRAGMA journal_mode=WAL");
+    if (!st) return -1;
+    int rc = sqlite3_step(st);
+    char mode[16] = "";
+    if (rc == SQLITE_ROW) dbi_col_text(st, 0, mode, sizeof mode);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) return dbi_sqlfail(db, "cannot set WAL mode");
+    if (!in_memory && strcmp(mode, "wal") != 0)
+        return dbi_fail(db, "the database refused WAL mode (journal mode is '%s')", mode);
+    char *msg = NULL;
+    if (sqlite3_exec(db->h, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", NULL, NULL, &msg) != SQLITE_OK) {
+        dbi_fail(db, "cannot set pragmas: %s", msg ? msg : "?");
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Refuses a foreign file or a newer schema; 0 when the file is (or may
+ * become) a memsplit database of a version we know. */
+static int check_identity(ms_db *db, int version, int app_id, int n_objects)
+{
+    int known = ms_db_n_migrations;
+    if (app_id != (int)MS_DB_APPLICATION_ID && !(app_id == 0 && version == 0))
+        return dbi_fail(db, "not a memsplit database (application id %d, schema version %d)", app_id, version);
+    if (version == 0 && n_objects > 0)
+        return dbi_fail(db, "not a memsplit database: it holds %d tables or indexes but no memsplit schema",
+                        n_objects);
+    if (version > known)
+        return dbi_fail(db, "database schema version %d is newer than this memsplit knows (%d); "
+                        "open it with a newer memsplit", version, known);
+    return 0;
+}
+
+static int read_identity(ms_db *db, int *version, int *app_id, int *n_objects)
+{
+    if (pragma_int(db, "PRAGMA user_version", version) != 0) return -1;
+    if (pragma_int(db, "PRAGMA application_id", app_id) != 0) return -1;
+    return pragma_int(db, "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'", n_objects);
+}
+
+static int migrate(ms_db *db)
+{
+    int version, app_id, n_objects;
+    if (read_identity(db, &version, &app_id, &n_objects) != 0) return -1;
+    if (check_identity(db, version, app_id, n_objects) != 0) return -1;
+    if (version == ms_db_n_migrations) return 0;
+
+    if (dbi_begin(db) != 0) return -1;
+    /* Read again under the write lock: another process may have migrated
+     * between our first look and the lock. */
+    if (read_identity(db, &version, &app_id, &n_objects) != 0 ||
+        check_identity(db, version, app_id, n_objects) != 0) {
+        dbi_rollback(db);
+        return -1;
+    }
+    for (int v = version; v < ms_db_n_migrations; v++) {
+        char *msg = NULL;
+        if (sqlite3_exec(db->h, ms_db_migrations[v], NULL, NULL, &msg) != SQLITE_OK) {
+            dbi_fail(db, "schema migration %d -> %d failed: %s", v, v + 1, msg ? msg : "?");
+            sqlite3_free(msg);
+            dbi_rollback(db);
+            return -1;
+        }
+    }
+    char sql[96];
+    snprintf(sql, sizeof sql, "PRAGMA user_version=%d; PRAGMA application_id=%d;", ms_db_n_migrations,
+             (int)MS_DB_APPLICATION_ID);
+    if (sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK) {
+        dbi_sqlfail(db, "cannot record the schema version");
+        dbi_rollback(db);
+        return -1;
+    }
+    return dbi_commit(db);
+}
+
+ms_db *ms_db_open(const char *path, int create, char *err, size_t errlen)
+{
+    if (err && errlen) err[0] = '\0';
+    if (!path || !*path) {
+        if (err) snprintf(err, errlen, "no database path given");
+        return NULL;
+    }
+    int in_memory = strcmp(path, ":memory:") == 0;
+    struct stat sb;
+    if (!in_memory && !create && stat(path, &sb) != 0) {
+        if (err) snprintf(err, errlen, "no database at '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    if (!in_memory && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        if (err) snprintf(err, errlen, "'%s' is a directory, not a database file", path);
+        return NULL;
+    }
+    ms_db *db = calloc(1, sizeof *db);
+    if (!db) {
+        if (err) snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
+    if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
+        dbi_sqlfail(db, "cannot open the database");
+    } else {
+        sqlite3_busy_timeout(db->h, MS_DB_BUSY_MS);
+        /* Look before touching: switching a foreign file to WAL would
+         * already change it. */
+        int version, app_id, n_objects;
+        if (read_identity(db, &version, &app_id, &n_objects) == 0 &&
+            check_identity(db, version, app_id, n_objects) == 0 && set_pragmas(db, in_memory) == 0 &&
+            migrate(db) == 0)
+            return db;
+    }
+    if (err) snprintf(err, errlen, "%s: %s", path, db->err);
+    ms_db_close(db);
+    return NULL;
+}
+
+void ms_db_close(ms_db *db)
+{
+    if (!db) return;
+    if (db->h) sqlite3_close_v2(db->h);
+    free(db);
+}

@@ -1,0 +1,211 @@
+/* db_profile.c — storing a profile (header, layer rows, OOM) in one
+ * transaction, and loading it back field for field. */
+#include "reports/db_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int check_profile(ms_db *db, const ms_profile *p)
+{
+    if (!p) return dbi_fail(db, "no profile given");
+    if (p->n_rows < 0 || (p->n_rows > 0 && !p->rows)) return dbi_fail(db, "profile: bad row list (%d rows)", p->n_rows);
+    for (int i = 0; i < p->n_rows; i++) {
+        const ms_layer_row *r = &p->rows[i];
+        if (!dbi_precision_name(r->precision))
+            return dbi_fail(db, "profile row %d (layer %d): unknown precision %d", i, r->layer, r->precision);
+        if (r->source != MS_ROW_FULL && r->source != MS_ROW_ISOLATED)
+            return dbi_fail(db, "profile row %d (layer %d): unknown source %d", i, r->layer, r->source);
+    }
+    return 0;
+}
+
+static int insert_header(ms_db *db, int64_t run, const ms_profile *p, int64_t oom_id)
+{
+    char now[32];
+    double now_unix;
+    dbi_now(now, &now_unix);
+    sqlite3_stmt *st = dbi_prepare(db,
+        "INSERT INTO profiles (run_id, model, n_layers, seq_len, d_model, n_head, vocab, global_batch, device,"
+        " capacity, reserve, peak, fits, oom_event, created, created_unix)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, run);
+    dbi_bind_fixed(st, 2, p->model);
+    sqlite3_bind_int(st, 3, p->n_layers);
+    sqlite3_bind_int(st, 4, p->seq_len);
+    sqlite3_bind_int(st, 5, p->d_model);
+    sqlite3_bind_int(st, 6, p->n_head);
+    sqlite3_bind_int(st, 7, p->vocab);
+    sqlite3_bind_int(st, 8, p->global_batch);
+    dbi_bind_fixed(st, 9, p->device);
+    dbi_bind_u64(st, 10, p->capacity);
+    dbi_bind_u64(st, 11, p->reserve);
+    dbi_bind_u64(st, 12, p->peak);
+    sqlite3_bind_int(st, 13, p->fits ? 1 : 0);
+    if (oom_id > 0) sqlite3_bind_int64(st, 14, oom_id); else sqlite3_bind_null(st, 14);
+    dbi_bind_text(st, 15, now);
+    sqlite3_bind_double(st, 16, now_unix);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE) return 0;
+    int ext = sqlite3_extended_errcode(db->h);
+    if (ext == SQLITE_CONSTRAINT_PRIMARYKEY || ext == SQLITE_CONSTRAINT_UNIQUE)
+        return dbi_fail(db, "run %lld already has a profile (one profile per run)", (long long)run);
+    if (ext == SQLITE_CONSTRAINT_FOREIGNKEY) return dbi_fail(db, "no run %lld in the database", (long long)run);
+    return dbi_sqlfail(db, "cannot add the profile");
+    return 0;
+}
+
+static int insert_rows(ms_db *db, int64_t run, const ms_profile *p)
+{
+    sqlite3_stmt *st = dbi_prepare(db,
+        "INSERT INTO layer_rows (run_id, ord, layer, name, kind, precision, micro_batch, source, param, master,"
+        " grad, optim, act, act_input, transient_fwd, transient_bwd, out_bytes, fwd_ms, bwd_ms, opt_ms)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)");
+    if (!st) return -1;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < p->n_rows; i++) {
+        const ms_layer_row *r = &p->rows[i];
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, run);
+        sqlite3_bind_int(st, 2, i);
+        sqlite3_bind_int(st, 3, r->layer);
+        dbi_bind_fixed(st, 4, r->name);
+        dbi_bind_fixed(st, 5, r->kind);
+        dbi_bind_text(st, 6, dbi_precision_name(r->precision));
+        sqlite3_bind_int(st, 7, r->micro_batch);
+        dbi_bind_text(st, 8, r->source == MS_ROW_ISOLATED ? "isolated" : "full");
+        const uint64_t bytes[9] = { r->param, r->master, r->grad, r->optim, r->act,
+                                    r->act_input, r->transient_fwd, r->transient_bwd, r->out_bytes };
+        for (int k = 0; k < 9; k++) dbi_bind_u64(st, 9 + k, bytes[k]);
+        sqlite3_bind_double(st, 18, r->fwd_ms);
+        sqlite3_bind_double(st, 19, r->bwd_ms);
+        sqlite3_bind_double(st, 20, r->opt_ms);
+        rc = dbi_step_done(db, st, "cannot add a layer row");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int ms_db_add_rows(ms_db *db, int64_t run, const ms_profile *p)
+{
+    if (!db) return -1;
+    if (check_profile(db, p) != 0) return -1;
+    if (dbi_begin(db) != 0) return -1;
+    int64_t oom_id = dbi_need_run(db, run);
+    if (oom_id == 0 && p->oom.happened) oom_id = dbi_insert_oom(db, run, p->device, &p->oom, 0, 0);
+    if (oom_id < 0 || insert_header(db, run, p, oom_id) != 0 || insert_rows(db, run, p) != 0) {
+        dbi_rollback(db);
+        return -1;
+    }
+    return dbi_commit(db);
+}
+
+/* ---- loading ------------------------------------------------------- */
+
+static int load_header(ms_db *db, int64_t run, ms_profile *out, int64_t *oom_id)
+{
+    sqlite3_stmt *st = dbi_prepare(db,
+        "SELECT model, n_layers, seq_len, d_model, n_head, vocab, global_batch, device, capacity, reserve,"
+        " peak, fits, coalesce(oom_event, 0) FROM profiles WHERE run_id = ?1");
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, run);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        dbi_col_text(st, 0, out->model, sizeof out->model);
+        out->n_layers = sqlite3_column_int(st, 1);
+        out->seq_len = sqlite3_column_int(st, 2);
+        out->d_model = sqlite3_column_int(st, 3);
+        out->n_head = sqlite3_column_int(st, 4);
+        out->vocab = sqlite3_column_int(st, 5);
+        out->global_batch = sqlite3_column_int(st, 6);
+        dbi_col_text(st, 7, out->device, sizeof out->device);
+        out->capacity = dbi_col_u64(st, 8);
+        out->reserve = dbi_col_u64(st, 9);
+        out->peak = dbi_col_u64(st, 10);
+        out->fits = sqlite3_column_int(st, 11);
+        *oom_id = sqlite3_column_int64(st, 12);
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE) return dbi_fail(db, "run %lld has no stored profile", (long long)run);
+    if (rc != SQLITE_ROW) return dbi_sqlfail(db, "cannot read the profile");
+    return 0;
+}
+
+static int read_row(ms_db *db, sqlite3_stmt *st, ms_layer_row *r)
+{
+    char prec[8], source[16];
+    memset(r, 0, sizeof *r);
+    r->layer = sqlite3_column_int(st, 0);
+    dbi_col_text(st, 1, r->name, sizeof r->name);
+    dbi_col_text(st, 2, r->kind, sizeof r->kind);
+    dbi_col_text(st, 3, prec, sizeof prec);
+    r->micro_batch = sqlite3_column_int(st, 4);
+    dbi_col_text(st, 5, source, sizeof source);
+    uint64_t *bytes[9] = { &r->param, &r->master, &r->grad, &r->optim, &r->act,
+                           &r->act_input, &r->transient_fwd, &r->transient_bwd, &r->out_bytes };
+    for (int k = 0; k < 9; k++) *bytes[k] = dbi_col_u64(st, 6 + k);
+    r->fwd_ms = sqlite3_column_double(st, 15);
+    r->bwd_ms = sqlite3_column_double(st, 16);
+    r->opt_ms = sqlite3_column_double(st, 17);
+    r->precision = dbi_precision_parse(prec);
+    r->source = strcmp(source, "isolated") == 0 ? MS_ROW_ISOLATED : MS_ROW_FULL;
+    if (r->precision < 0) return dbi_fail(db, "layer %d: unknown precision '%s'", r->layer, prec);
+    return 0;
+}
+
+static int load_rows(ms_db *db, int64_t run, ms_profile *out)
+{
+    sqlite3_stmt *st = dbi_prepare(db,
+        "SELECT layer, name, kind, precision, micro_batch, source, param, master, grad, optim, act, act_input,"
+        " transient_fwd, transient_bwd, out_bytes, fwd_ms, bwd_ms, opt_ms FROM layer_rows WHERE run_id = ?1"
+        " ORDER BY ord");
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, run);
+    int cap = 0, rc, ret = 0;
+    while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (out->n_rows == cap) {
+            int ncap = cap ? 2 * cap : 64;
+            ms_layer_row *grown = realloc(out->rows, (size_t)ncap * sizeof *grown);
+            if (!grown) { ret = dbi_fail(db, "out of memory"); break; }
+            out->rows = grown;
+            cap = ncap;
+        }
+        ret = read_row(db, st, &out->rows[out->n_rows]);
+        if (ret == 0) out->n_rows++;
+    }
+    if (ret == 0 && rc != SQLITE_DONE) ret = dbi_sqlfail(db, "cannot read layer rows");
+    sqlite3_finalize(st);
+    return ret;
+}
+
+int ms_db_load_profile(ms_db *db, int64_t run_id, ms_profile *out, char *err, size_t errlen)
+{
+    if (err && errlen) err[0] = '\0';
+    if (!out) return -1;
+    memset(out, 0, sizeof *out);
+    if (!db) {
+        if (err) snprintf(err, errlen, "no database handle");
+        return -1;
+    }
+    int64_t run = run_id > 0 ? run_id : ms_db_latest_profile_run(db);
+    int ret = 0;
+    if (run == 0) ret = dbi_fail(db, "the database holds no profile");
+    else if (run < 0) ret = -1;
+    /* One read transaction: the header, rows and OOM from one snapshot. */
+    if (ret == 0 && sqlite3_exec(db->h, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+        ret = dbi_sqlfail(db, "cannot start a read");
+    if (ret == 0) {
+        int64_t oom_id = 0;
+        ret = load_header(db, run, out, &oom_id);
+        if (ret == 0) ret = load_rows(db, run, out);
+        if (ret == 0 && oom_id > 0) ret = dbi_load_oom(db, oom_id, &out->oom);
+        dbi_rollback(db);   /* read only: nothing to commit */
+    }
+    if (ret != 0) {
+        ms_profile_free(out);
+        if (err) snprintf(err, errlen, "%s", db->err);
+    }
+    return ret;
+}

@@ -1,0 +1,43 @@
+/* term_report.h — memsplit's reports in the terminal: the per-layer table,
+ * the OOM diagnosis, and a stored run with everything recorded under it.
+ *
+ * Contract: output is plain ASCII text meant to be read in `width` columns
+ * (80 is the design target; every line of the profile table and the
+ * diagnosis fits in 80). Byte counts in tables use one compact binary-unit
+ * form everywhere ("512", "12K", "340M", "1.2G", "-" for zero; K = 1024);
+ * sentences use two decimals ("1.50 GiB"). Nothing here changes data. */
+#ifndef MS_TERM_REPORT_H
+#define MS_TERM_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "profiler/profile.h"
+#include "reports/db.h"
+
+/* The profile: header, one per-layer table per (precision, micro-batch)
+ * measured, totals, capacity and peak, and the OOM diagnosis when the trial
+ * ran out. */
+void ms_term_report_profile(FILE *f, const ms_profile *p, int width);
+
+/* Only the OOM diagnosis block (nothing when p->oom.happened is 0). */
+void ms_term_report_oom(FILE *f, const ms_profile *p, int width);
+
+/* Compact table form of a byte count into buf (at least 8 bytes): at most
+ * 4 characters. Returns buf. */
+char *ms_term_bytes_short(uint64_t bytes, char *buf, size_t len);
+/* Sentence form: "1.50 GiB", "340.00 MiB", "12.00 KiB", "512 B". */
+char *ms_term_bytes(uint64_t bytes, char *buf, size_t len);
+
+/* One line per run: id, kind, state ("incomplete" for a run whose process
+ * died), start time, model. */
+void ms_term_report_run_line(FILE *f, const ms_run_info *r, int width);
+
+/* A stored run in full: its header (id, kind, state, times, model, devices,
+ * command), then what is recorded under it (profile and diagnosis, plans,
+ * per-device peaks, steps, recoveries), then the same for its child runs
+ * (a doctor's trial, plan and training). Returns 0, or -1 with the reason
+ * in ms_db_errmsg(db). */
+int ms_term_report_run(FILE *f, ms_db *db, int64_t run, int width);
+
+#endif

@@ -1,0 +1,213 @@
+/* term_run.c — a stored run in the terminal: header, then what is recorded
+ * under it, then its child runs (see term_report.h). */
+#include "reports/term_report.h"
+#include "reports/term_internal.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A doctor holds trial, plan and training runs; deeper nesting is not made
+ * by memsplit, and the limit guards against a hand-edited cycle. */
+#define MAX_DEPTH 4
+
+void ms_term_report_run_line(FILE *f, const ms_run_info *r, int width)
+{
+    char line[160], parent[32] = "";
+    if (r->parent) snprintf(parent, sizeof parent, " (in run %lld)", (long long)r->parent);
+    int col = fprintf(f, "%5lld  %-7s  %-10s  %.19sZ  ", (long long)r->id, r->kind, ms_run_state(r), r->started);
+    snprintf(line, sizeof line, "%s%s", r->model[0] ? r->model : "-", parent);
+    rep_wrap_from(f, width, col, 7, line);
+}
+
+static void print_field(FILE *f, int width, const char *label, const char *value)
+{
+    fprintf(f, "%-9s ", label);
+    rep_wrap_from(f, width, 10, 10, value);
+}
+
+static void print_header(FILE *f, const ms_run_info *r, int width)
+{
+    const char *state = ms_run_state(r);
+    char line[512];
+    snprintf(line, sizeof line, "== run %lld: %s, %s ==", (long long)r->id, r->kind, state);
+    rep_wrap(f, width, 3, line);
+    print_field(f, width, "started", r->started);
+    if (r->finished[0]) {
+        snprintf(line, sizeof line, "%s (after %.1f s)", r->finished, r->finished_unix - r->started_unix);
+    } else if (strcmp(state, "running") == 0) {
+        snprintf(line, sizeof line, "- (still running: process %d on %s)", r->pid, r->host);
+    } else {
+        char host[64] = "";
+        gethostname(host, sizeof host - 1);
+        if (strcmp(host, r->host) == 0)
+            snprintf(line, sizeof line, "- (incomplete: its process, pid %d, is gone without recording "
+                     "the end: killed or crashed)", r->pid);
+        else
+            snprintf(line, sizeof line, "- (incomplete: no end recorded; it ran on host '%s', which "
+                     "this cannot check)", r->host[0] ? r->host : "?");
+    }
+    print_field(f, width, "finished", line);
+    print_field(f, width, "model", r->model[0] ? r->model : "-");
+    print_field(f, width, "devices", r->devices[0] ? r->devices : "-");
+    if (r->cmdline[0]) print_field(f, width, "command", r->cmdline);
+    if (r->parent) {
+        snprintf(line, sizeof line, "run %lld", (long long)r->parent);
+        print_field(f, width, "part of", line);
+    }
+    if (r->notes[0]) print_field(f, width, "notes", r->notes);
+}
+
+/* ---- plans, peaks, steps, recoveries ------------------------------------ */
+
+typedef struct { FILE *f; int width; int n; } printer;
+
+static int print_plan(const ms_plan_info *pl, void *ctx)
+{
+    printer *pr = ctx;
+    char stages[48] = "";
+    json_t *j = pl->plan_json ? json_loads(pl->plan_json, 0, NULL) : NULL;
+    json_t *st = j ? json_object_get(j, "stages") : NULL;
+    if (st && json_is_array(st)) snprintf(stages, sizeof stages, ", %zu stages", json_array_size(st));
+    json_decref(j);
+    char line[256];
+    snprintf(line, sizeof line, "plan %lld: %s%s, predicted %.2f ms per step", (long long)pl->id,
+             pl->feasible ? "feasible" : "INFEASIBLE", stages, pl->predicted_step_ms);
+    if (pr->n++ == 0) fprintf(pr->f, "\n");
+    rep_wrap(pr->f, pr->width, 2, line);
+    return 0;
+}
+
+static int print_peak(const ms_device_peak *d, void *ctx)
+{
+    printer *pr = ctx;
+    char cap[32], pred[32] = "-", meas[32], gap[16] = "-";
+    if (pr->n++ == 0)
+        fprintf(pr->f, "\n%-10s %11s %11s %11s %8s\n", "device", "capacity", "predicted", "measured", "gap");
+    ms_term_bytes(d->capacity, cap, sizeof cap);
+    ms_term_bytes(d->measured_peak, meas, sizeof meas);
+    if (d->predicted_peak) {
+        ms_term_bytes(d->predicted_peak, pred, sizeof pred);
+        snprintf(gap, sizeof gap, "%+.2f%%",
+                 100.0 * ((double)d->measured_peak - (double)d->predicted_peak) / (double)d->predicted_peak);
+    }
+    fprintf(pr->f, "%-10.10s %11s %11s %11s %8s%s\n", d->name, cap, pred, meas, gap,
+            d->measured_peak > d->capacity ? "  OVER" : "");
+    return 0;
+}
+
+typedef struct {
+    int n, skipped, first_step, last_step;
+    double first_loss, last_loss, sum_ms, sum_tps;
+} step_sum;
+
+static int sum_step(const ms_step_rec *s, void *ctx)
+{
+    step_sum *a = ctx;
+    if (a->n == 0) { a->first_step = s->step; a->first_loss = s->loss; }
+    a->last_step = s->step;
+    a->last_loss = s->loss;
+    a->n++;
+    a->skipped += s->skipped != 0;
+    a->sum_ms += s->ms;
+    a->sum_tps += s->tokens_per_s;
+    return 0;
+}
+
+static void print_steps(FILE *f, const step_sum *a, int width)
+{
+    char line[256];
+    if (a->n == 0) return;
+    fprintf(f, "\n");
+    snprintf(line, sizeof line, "%d recorded (%d..%d), %d skipped", a->n, a->first_step, a->last_step, a->skipped);
+    print_field(f, width, "steps", line);
+    snprintf(line, sizeof line, "%.4f at step %d -> %.4f at step %d", a->first_loss, a->first_step, a->last_loss,
+             a->last_step);
+    print_field(f, width, "loss", line);
+    snprintf(line, sizeof line, "%.2f ms per step, %.0f tokens/s (means)", a->sum_ms / a->n, a->sum_tps / a->n);
+    print_field(f, width, "speed", line);
+}
+
+static int print_recovery(const ms_recovery_rec *r, void *ctx)
+{
+    printer *pr = ctx;
+    char line[1024], resumed[64] = "", plans[64] = "";
+    if (r->resumed_step >= 0) snprintf(resumed, sizeof resumed, " from the checkpoint of step %d", r->resumed_step);
+    if (r->old_plan_id || r->new_plan_id)
+        snprintf(plans, sizeof plans, "; plan %lld -> plan %lld", (long long)r->old_plan_id, (long long)r->new_plan_id);
+    snprintf(line, sizeof line, "recovery at step %d (%s): %s; resumed%s%s%s%s", r->step, r->t, r->reason, resumed,
+             r->checkpoint[0] ? " in " : "", r->checkpoint, plans);
+    if (pr->n++ == 0) fprintf(pr->f, "\n");
+    rep_wrap(pr->f, pr->width, 2, line);
+    return 0;
+}
+
+/* ---- the run and its children ----------------------------------------- */
+
+typedef struct { int64_t parent; int64_t *ids; int n, cap; int oom; } child_list;
+
+static int collect_child(const ms_run_info *r, void *ctx)
+{
+    child_list *c = ctx;
+    if (r->parent != c->parent) return 0;
+    if (c->n == c->cap) {
+        int ncap = c->cap ? 2 * c->cap : 8;
+        int64_t *grown = realloc(c->ids, (size_t)ncap * sizeof *grown);
+        if (!grown) { c->oom = 1; return 1; }
+        c->ids = grown;
+        c->cap = ncap;
+    }
+    c->ids[c->n++] = r->id;
+    return 0;
+}
+
+static int report_run(FILE *f, ms_db *db, int64_t run, int width, int depth)
+{
+    ms_run_info *r = malloc(sizeof *r);
+    if (!r) return -1;
+    if (ms_db_get_run(db, run, r) != 0) { free(r); return -1; }
+    if (depth > 0) fprintf(f, "\n");
+    print_header(f, r, width);
+
+    int ret = 0;
+    if (r->has_profile) {
+        ms_profile p;
+        char err[256];
+        if (ms_db_load_profile(db, run, &p, err, sizeof err) == 0) {
+            fprintf(f, "\n");
+            ms_term_report_profile(f, &p, width);
+            ms_profile_free(&p);
+        } else {
+            ret = -1;
+        }
+    }
+    printer pr = { f, width, 0 };
+    if (ret == 0) ret = ms_db_list_plans(db, run, print_plan, &pr);
+    pr.n = 0;
+    if (ret == 0) ret = ms_db_list_device_peaks(db, run, print_peak, &pr);
+    step_sum steps;
+    memset(&steps, 0, sizeof steps);
+    if (ret == 0) ret = ms_db_list_steps(db, run, sum_step, &steps);
+    if (ret == 0) print_steps(f, &steps, width);
+    pr.n = 0;
+    if (ret == 0) ret = ms_db_list_recoveries(db, run, print_recovery, &pr);
+    free(r);
+    if (ret != 0) return -1;
+
+    child_list kids = { .parent = run };
+    if (depth + 1 < MAX_DEPTH) {
+        if (ms_db_list_runs(db, collect_child, &kids) != 0) ret = -1;
+        if (kids.oom) ret = -1;
+        for (int i = 0; ret == 0 && i < kids.n; i++) ret = report_run(f, db, kids.ids[i], width, depth + 1);
+    }
+    free(kids.ids);
+    return ret;
+}
+
+int ms_term_report_run(FILE *f, ms_db *db, int64_t run, int width)
+{
+    if (!f || !db) return -1;
+    if (width <= 0) width = 80;
+    return report_run(f, db, run, width, 0);
+}

@@ -1,0 +1,874 @@
+/* test_db.c — the run database: opening and migrations (from an empty file,
+ * from an older schema; a newer schema and foreign files refused), profiles
+ * round-tripping field for field, several profiles in one database, memory
+ * events in atomic batches, training records, and crash safety: a writer
+ * SIGKILLed at random moments leaves a database that passes integrity_check
+ * and shows its run as incomplete. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cmd_report.h"
+#include "reports/db.h"
+#include "reports/report_json.h"
+#include "reports/schema.h"
+#include "reports/term_report.h"
+#include "tests/common/reports_util.h"
+
+static char tmpdir[256];
+static int file_no;
+
+static int setup_dir(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ms_test_db_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_dir(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void fresh_path(char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/db%d.sqlite", tmpdir, file_no++);
+}
+
+static ms_db *open_new(char *path, size_t len)
+{
+    char err[512];
+    fresh_path(path, len);
+    ms_db *db = ms_db_open(path, 1, err, sizeof err);
+    if (!db) fprintf(stderr, "open: %s\n", err);
+    assert_non_null(db);
+    return db;
+}
+
+/* Runs SQL on a raw connection and returns the first column of the first row
+ * as text (static buffer), "" if no row. */
+static const char *raw_query(const char *path, const char *sql)
+{
+    static char out[256];
+    sqlite3 *h = NULL;
+    sqlite3_stmt *st = NULL;
+    out[0] = '\0';
+    assert_int_equal(sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(h, 5000);
+    assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(out, sizeof out, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return out;
+}
+
+static void raw_exec(const char *path, const char *sql)
+{
+    sqlite3 *h = NULL;
+    char *msg = NULL;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK) fprintf(stderr, "raw_exec: %s\n", msg);
+    assert_null(msg);
+    sqlite3_close(h);
+}
+
+/* text with every run of white space made one space, so phrases can be
+ * found whatever the line breaks (in place; returns text). */
+static char *squash(char *text)
+{
+    char *w = text;
+    for (const char *r = text; *r; r++) {
+        int space = *r == ' ' || *r == '\n';
+        if (space && w > text && w[-1] == ' ') continue;
+        *w++ = space ? ' ' : *r;
+    }
+    *w = '\0';
+    return text;
+}
+
+/* ---- opening and migrations ----------------------------------------- */
+
+static void test_missing_file_not_created(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    fresh_path(path, sizeof path);
+    ms_db *db = ms_db_open(path, 0, err, sizeof err);
+    assert_null(db);
+    assert_non_null(strstr(err, "no database"));
+    assert_int_not_equal(access(path, F_OK), 0);   /* not created */
+}
+
+static void test_empty_file_migrates(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    fresh_path(path, sizeof path);
+    int fd = open(path, O_CREAT | O_WRONLY, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    ms_db *db = ms_db_open(path, 0, err, sizeof err);
+    assert_non_null(db);
+    assert_int_equal(ms_db_schema_version(db), ms_db_n_migrations);
+    int64_t run = ms_db_run_begin(db, "profile", "memsplit profile", NULL, "[\"cpu\"]", "m", 0);
+    assert_true(run > 0);
+    ms_db_close(db);
+    assert_string_equal(raw_query(path, "PRAGMA journal_mode"), "wal");
+    char want[32];
+    snprintf(want, sizeof want, "%d", (int)MS_DB_APPLICATION_ID);
+    assert_string_equal(raw_query(path, "PRAGMA application_id"), want);
+    /* Reopening an up-to-date database changes nothing. */
+    db = ms_db_open(path, 0, err, sizeof err);
+    assert_non_null(db);
+    ms_run_info r;
+    assert_int_equal(ms_db_get_run(db, run, &r), 0);
+    assert_string_equal(r.kind, "profile");
+    ms_db_close(db);
+}
+
+static void test_migrates_from_version_1(void **state)
+{
+    (void)state;
+    char path[300], err[512], sql[200];
+    fresh_path(path, sizeof path);
+    /* A database as the first schema left it, with a run in it. */
+    raw_exec(path, ms_db_migrations[0]);
+    snprintf(sql, sizeof sql, "PRAGMA user_version=1; PRAGMA application_id=%d;", (int)MS_DB_APPLICATION_ID);
+    raw_exec(path, sql);
+    raw_exec(path, "INSERT INTO runs (kind, status, started, started_unix, model) "
+                   "VALUES ('profile', 'ok', '2024-01-01T00:00:00.000Z', 1704067200, 'old')");
+    assert_true(ms_db_n_migrations >= 2);
+    ms_db *db = ms_db_open(path, 0, err, sizeof err);
+    assert_non_null(db);
+    assert_int_equal(ms_db_schema_version(db), ms_db_n_migrations);
+    ms_run_info r;
+    assert_int_equal(ms_db_get_run(db, 1, &r), 0);
+    assert_string_equal(r.model, "old");
+    /* The tables of version 2 now work. */
+    int64_t plan = ms_db_add_plan(db, 1, "{\"version\":1}", 12.5, 1);
+    assert_true(plan > 0);
+    ms_db_close(db);
+}
+
+static void test_newer_schema_refused(void **state)
+{
+    (void)state;
+    char path[300], err[512], sql[120];
+    ms_db *db = open_new(path, sizeof path);
+    ms_db_close(db);
+    snprintf(sql, sizeof sql, "PRAGMA user_version=%d", ms_db_n_migrations + 1);
+    raw_exec(path, sql);
+    db = ms_db_open(path, 0, err, sizeof err);
+    assert_null(db);
+    assert_non_null(strstr(err, "newer"));
+    /* Untouched: still the newer version. */
+    snprintf(sql, sizeof sql, "%d", ms_db_n_migrations + 1);
+    assert_string_equal(raw_query(path, "PRAGMA user_version"), sql);
+}
+
+static void test_foreign_files_refused(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    fresh_path(path, sizeof path);
+    raw_exec(path, "CREATE TABLE accounts (id INTEGER, owner TEXT)");
+    assert_null(ms_db_open(path, 1, err, sizeof err));
+    assert_non_null(strstr(err, "not a memsplit database"));
+    assert_string_equal(raw_query(path, "PRAGMA journal_mode"), "delete");   /* not switched to WAL */
+
+    fresh_path(path, sizeof path);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed());
+    for (int i = 0; i < 8192; i++) fputc((int)(rp_next(&rng) & 0xff), f);
+    fclose(f);
+    assert_null(ms_db_open(path, 1, err, sizeof err));
+    assert_true(strlen(err) > 0);
+    assert_null(ms_db_open(tmpdir, 1, err, sizeof err));   /* a directory */
+}
+
+/* ---- profiles -------------------------------------------------------- */
+
+static void assert_rows_equal(const ms_layer_row *a, const ms_layer_row *b)
+{
+    assert_int_equal(a->layer, b->layer);
+    assert_string_equal(a->name, b->name);
+    assert_string_equal(a->kind, b->kind);
+    assert_int_equal(a->precision, b->precision);
+    assert_int_equal(a->micro_batch, b->micro_batch);
+    assert_int_equal(a->source, b->source);
+    assert_int_equal(a->param, b->param);
+    assert_int_equal(a->master, b->master);
+    assert_int_equal(a->grad, b->grad);
+    assert_int_equal(a->optim, b->optim);
+    assert_int_equal(a->act, b->act);
+    assert_int_equal(a->act_input, b->act_input);
+    assert_int_equal(a->transient_fwd, b->transient_fwd);
+    assert_int_equal(a->transient_bwd, b->transient_bwd);
+    assert_int_equal(a->out_bytes, b->out_bytes);
+    /* Doubles are stored as REAL: bit for bit. */
+    assert_memory_equal(&a->fwd_ms, &b->fwd_ms, sizeof(double));
+    assert_memory_equal(&a->bwd_ms, &b->bwd_ms, sizeof(double));
+    assert_memory_equal(&a->opt_ms, &b->opt_ms, sizeof(double));
+}
+
+static void assert_profiles_equal(const ms_profile *a, const ms_profile *b)
+{
+    assert_string_equal(a->model, b->model);
+    assert_int_equal(a->n_layers, b->n_layers);
+    assert_int_equal(a->seq_len, b->seq_len);
+    assert_int_equal(a->d_model, b->d_model);
+    assert_int_equal(a->n_head, b->n_head);
+    assert_int_equal(a->vocab, b->vocab);
+    assert_int_equal(a->global_batch, b->global_batch);
+    assert_string_equal(a->device, b->device);
+    assert_int_equal(a->capacity, b->capacity);
+    assert_int_equal(a->reserve, b->reserve);
+    assert_int_equal(a->peak, b->peak);
+    assert_int_equal(a->fits, b->fits);
+    assert_int_equal(a->n_rows, b->n_rows);
+    for (int i = 0; i < a->n_rows; i++) assert_rows_equal(&a->rows[i], &b->rows[i]);
+    const ms_oom_info *x = &a->oom, *y = &b->oom;
+    assert_int_equal(x->happened, y->happened);
+    if (!x->happened) return;
+    assert_int_equal(x->layer, y->layer);
+    assert_string_equal(x->layer_name, y->layer_name);
+    assert_int_equal(x->phase, y->phase);
+    assert_int_equal(x->category, y->category);
+    assert_int_equal(x->requested, y->requested);
+    assert_int_equal(x->capacity, y->capacity);
+    for (int c = 0; c < MS_CAT_N; c++) assert_int_equal(x->live_by_cat[c], y->live_by_cat[c]);
+    assert_int_equal(x->n_live_layers, y->n_live_layers);
+    for (int i = 0; i < x->n_live_layers; i++) assert_int_equal(x->live_by_layer[i], y->live_by_layer[i]);
+    assert_string_equal(x->what, y->what);
+}
+
+static void test_profile_round_trip_with_oom(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 1);
+    ms_db *db = open_new(path, sizeof path);
+    ms_profile p, q;
+    rp_profile_spec spec = { .n_blocks = 20, .n_prec = 3, .n_mb = 2, .isolated_from = 17, .oom = 1,
+                             .oom_layer = 17, .capacity = 40ull << 30, .requested = 3ull << 29,
+                             .missing = 450971566ull };
+    assert_int_equal(rp_make_profile(&p, &spec, &rng), 0);
+    /* Extremes survive too: the largest byte count, a negative layer. */
+    p.rows[3].out_bytes = UINT64_MAX;
+    p.rows[4].param = (uint64_t)INT64_MAX + 7;
+    int64_t run = ms_db_run_begin(db, "profile", "memsplit profile --preset seed17", "[model]\nn_layer=20\n",
+                                  "[{\"name\":\"cuda:0\",\"capacity\":42949672960}]", "seed17", 0);
+    assert_true(run > 0);
+    assert_int_equal(ms_db_add_rows(db, run, &p), 0);
+    assert_int_equal(ms_db_run_finish(db, run, "oom"), 0);
+
+    assert_int_equal(ms_db_load_profile(db, run, &q, err, sizeof err), 0);
+    assert_profiles_equal(&p, &q);
+    ms_profile_free(&q);
+    assert_int_equal(ms_db_load_profile(db, 0, &q, err, sizeof err), 0);   /* newest */
+    assert_profiles_equal(&p, &q);
+    ms_profile_free(&q);
+
+    /* One profile per run: a second is refused and the first stays intact. */
+    assert_int_equal(ms_db_add_rows(db, run, &p), -1);
+    assert_non_null(strstr(ms_db_errmsg(db), "already has a profile"));
+    assert_int_equal(ms_db_load_profile(db, run, &q, err, sizeof err), 0);
+    assert_profiles_equal(&p, &q);
+    ms_profile_free(&q);
+
+    /* A bad row is refused whole: nothing of that profile is stored. */
+    int64_t run2 = ms_db_run_begin(db, "profile", NULL, NULL, NULL, NULL, 0);
+    p.rows[p.n_rows - 1].precision = 9;
+    assert_int_equal(ms_db_add_rows(db, run2, &p), -1);
+    assert_int_equal(ms_db_load_profile(db, run2, &q, err, sizeof err), -1);
+    assert_int_equal(q.n_rows, 0);
+    assert_null(q.rows);
+    assert_int_equal(ms_db_load_profile(db, 999, &q, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no stored profile"));
+    assert_int_equal(ms_db_add_rows(db, 999, &p), -1);   /* no such run */
+    ms_profile_free(&p);
+
+    ms_run_info r;
+    assert_int_equal(ms_db_get_run(db, run, &r), 0);
+    assert_string_equal(r.status, "oom");
+    assert_string_equal(ms_run_state(&r), "oom");
+    assert_true(r.has_profile);
+    assert_non_null(strstr(r.devices, "cuda:0"));
+    char *ini = ms_db_run_config(db, run);
+    assert_non_null(ini);
+    assert_string_equal(ini, "[model]\nn_layer=20\n");
+    free(ini);
+    ms_db_close(db);
+}
+
+static void test_several_profiles_share_a_database(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 2);
+    ms_db *db = open_new(path, sizeof path);
+    enum { N = 4 };
+    ms_profile p[N];
+    int64_t run[N];
+    for (int i = 0; i < N; i++) {
+        rp_profile_spec spec = { .n_blocks = 2 + i * 5, .n_prec = 1 + i % 3, .n_mb = 1 + i % 2,
+                                 .isolated_from = i % 2 ? 1 : -1, .oom = i % 2, .oom_layer = 1,
+                                 .capacity = (8ull << 30) * (uint64_t)(i + 1), .requested = 1ull << 20,
+                                 .missing = 1ull << 19 };
+        assert_int_equal(rp_make_profile(&p[i], &spec, &rng), 0);
+        run[i] = ms_db_run_begin(db, "profile", NULL, NULL, NULL, p[i].model, 0);
+        assert_true(run[i] > 0);
+        assert_int_equal(ms_db_add_rows(db, run[i], &p[i]), 0);
+        assert_int_equal(ms_db_run_finish(db, run[i], p[i].fits ? "ok" : "oom"), 0);
+    }
+    ms_db_close(db);
+    db = ms_db_open(path, 0, err, sizeof err);
+    assert_non_null(db);
+    for (int i = N - 1; i >= 0; i--) {
+        ms_profile q;
+        assert_int_equal(ms_db_load_profile(db, run[i], &q, err, sizeof err), 0);
+        assert_profiles_equal(&p[i], &q);
+        ms_profile_free(&q);
+    }
+    assert_int_equal(ms_db_latest_profile_run(db), run[N - 1]);
+    for (int i = 0; i < N; i++) ms_profile_free(&p[i]);
+    ms_db_close(db);
+}
+
+/* ---- memory events --------------------------------------------------- */
+
+static void random_events(rp_rng *rng, ms_mem_event *ev, int n)
+{
+    for (int i = 0; i < n; i++) {
+        memset(&ev[i], 0, sizeof ev[i]);
+        ev[i].t_us = (int64_t)rp_below(rng, 1000000000);
+        ev[i].device = (int)rp_below(rng, 4);
+        ev[i].kind = (int)rp_below(rng, 3);
+        ev[i].layer = (int)rp_below(rng, 30) - 1;
+        ev[i].phase = (int)rp_below(rng, MS_PH_N + 1) - 1;
+        ev[i].category = (int)rp_below(rng, MS_CAT_N + 1) - 1;
+        ev[i].bytes = rp_next(rng) >> (int)rp_below(rng, 60);
+        ev[i].address = rp_next(rng);
+        if (rp_below(rng, 4)) snprintf(ev[i].what, sizeof ev[i].what, "t%llu", (unsigned long long)rp_below(rng, 1000));
+        ev[i].source = (int)rp_below(rng, 3);
+    }
+}
+
+typedef struct { const ms_mem_event *want; int n; int64_t next_seq; } ev_check;
+
+static int check_event(int64_t seq, const ms_mem_event *e, void *ctx)
+{
+    ev_check *c = ctx;
+    assert_int_equal(seq, c->next_seq);
+    assert_true(seq < c->n);
+    const ms_mem_event *w = &c->want[seq];
+    assert_int_equal(e->t_us, w->t_us);
+    assert_int_equal(e->device, w->device);
+    assert_int_equal(e->kind, w->kind);
+    assert_int_equal(e->layer, w->layer);
+    assert_int_equal(e->phase, w->phase);
+    assert_int_equal(e->category, w->category);
+    assert_int_equal(e->bytes, w->bytes);
+    assert_int_equal(e->address, w->address);
+    assert_string_equal(e->what, w->what);
+    assert_int_equal(e->source, w->source);
+    c->next_seq++;
+    return 0;
+}
+
+static void test_mem_events_batches(void **state)
+{
+    (void)state;
+    char path[300];
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 3);
+    ms_db *db = open_new(path, sizeof path);
+    int64_t run = ms_db_run_begin(db, "profile", NULL, NULL, NULL, NULL, 0);
+    int64_t other = ms_db_run_begin(db, "profile", NULL, NULL, NULL, NULL, 0);
+    enum { N = 1500 };
+    ms_mem_event *ev = malloc(N * sizeof *ev);
+    assert_non_null(ev);
+    random_events(&rng, ev, N);
+    int done = 0;
+    while (done < N) {
+        int n = 1 + (int)rp_below(&rng, 400);
+        if (n > N - done) n = N - done;
+        assert_int_equal(ms_db_add_mem_events(db, run, ev + done, n), 0);
+        assert_int_equal(ms_db_add_mem_events(db, other, ev, 1), 0);   /* interleaved run */
+        done += n;
+    }
+    assert_int_equal(ms_db_count_mem_events(db, run), N);
+    ev_check c = { ev, N, 0 };
+    assert_int_equal(ms_db_list_mem_events(db, run, check_event, &c), 0);
+    assert_int_equal(c.next_seq, N);
+
+    /* A batch with one bad event is refused whole. */
+    ms_mem_event bad[3];
+    random_events(&rng, bad, 3);
+    bad[2].kind = 7;
+    assert_int_equal(ms_db_add_mem_events(db, run, bad, 3), -1);
+    assert_int_equal(ms_db_count_mem_events(db, run), N);
+    assert_int_equal(ms_db_add_mem_events(db, 12345, ev, 2), -1);   /* no such run */
+    assert_non_null(strstr(ms_db_errmsg(db), "no run"));
+    free(ev);
+    ms_db_close(db);
+}
+
+/* ---- runs, plans and training records -------------------------------- */
+
+static int count_steps(const ms_step_rec *s, void *ctx)
+{
+    double *sum = ctx;
+    sum[0] += 1;
+    sum[1] += s->loss;
+    if (s->step == 3) {
+        assert_non_null(s->peaks_json);
+        assert_non_null(strstr(s->peaks_json, "cuda:1"));
+    }
+    return 0;
+}
+
+static int get_peak(const ms_device_peak *d, void *ctx)
+{
+    ms_device_peak *out = ctx;
+    out[d->device] = *d;
+    return 0;
+}
+
+static int get_recovery(const ms_recovery_rec *r, void *ctx)
+{
+    *(ms_recovery_rec *)ctx = *r;
+    return 0;
+}
+
+static void test_runs_and_training_records(void **state)
+{
+    (void)state;
+    char path[300];
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 4);
+    ms_db *db = open_new(path, sizeof path);
+    assert_int_equal(ms_db_run_begin(db, "bogus", NULL, NULL, NULL, NULL, 0), -1);
+    assert_int_equal(ms_db_run_begin(db, "train", NULL, NULL, "{not json", NULL, 0), -1);
+    assert_int_equal(ms_db_run_begin(db, "train", NULL, NULL, NULL, NULL, 777), -1);   /* no parent */
+    int64_t doctor = ms_db_run_begin(db, "doctor", "memsplit doctor --gpus 2", NULL, NULL, "seed17", 0);
+    int64_t train = ms_db_run_begin(db, "train", NULL, NULL, NULL, "seed17", doctor);
+    assert_true(doctor > 0 && train > doctor);
+    assert_int_equal(ms_db_latest_top_run(db), doctor);
+
+    char plan[128];
+    snprintf(plan, sizeof plan, "{\"version\":1,\"stages\":[{\"layers\":[0,9]},{\"layers\":[10,21]}],\"r\":%llu}",
+             (unsigned long long)rp_below(&rng, 1000000));
+    assert_int_equal(ms_db_add_plan(db, doctor, "not json", 1, 1), -1);
+    int64_t p1 = ms_db_add_plan(db, doctor, plan, 123.5, 1);
+    int64_t p2 = ms_db_add_plan(db, doctor, "{\"version\":1}", 150.25, 0);
+    assert_true(p1 > 0 && p2 > p1);
+    assert_int_equal(ms_db_latest_plan_id(db, doctor), p2);
+    char *json = NULL;
+    double pred = 0;
+    int feasible = -1;
+    int64_t prun = 0;
+    assert_int_equal(ms_db_get_plan(db, p1, &json, &pred, &feasible, &prun), 0);
+    assert_string_equal(json, plan);
+    assert_true(pred == 123.5);
+    assert_int_equal(feasible, 1);
+    assert_int_equal(prun, doctor);
+    free(json);
+    assert_int_equal(ms_db_get_plan(db, 0, NULL, &pred, &feasible, NULL), 0);   /* newest */
+    assert_true(pred == 150.25);
+    assert_int_equal(feasible, 0);
+
+    double loss_sum = 0;
+    for (int s = 1; s <= 5; s++) {
+        ms_step_rec rec = { .step = s, .loss = 10.0 - s + rp_unit(&rng), .ms = 100, .tokens_per_s = 5000,
+                            .lr = 3e-4, .peaks_json = "{\"cuda:0\": 1000, \"cuda:1\": 2000}" };
+        loss_sum += rec.loss;
+        assert_int_equal(ms_db_add_step(db, train, &rec), 0);
+    }
+    /* Step 5 redone after a recovery replaces the first record. */
+    ms_step_rec redo = { .step = 5, .loss = 1.0, .ms = 90 };
+    assert_int_equal(ms_db_add_step(db, train, &redo), 0);
+    double sums[2] = { 0, 0 };
+    assert_int_equal(ms_db_list_steps(db, train, count_steps, sums), 0);
+    assert_true(sums[0] == 5);
+    assert_true(sums[1] < loss_sum);
+
+    ms_device_peak d = { .device = 1, .capacity = 40ull << 30, .predicted_peak = 30ull << 30,
+                         .measured_peak = (30ull << 30) + rp_below(&rng, 1u << 28) };
+    snprintf(d.name, sizeof d.name, "cuda:1");
+    for (int c = 0; c < MS_CAT_N; c++) d.measured_by_cat[c] = rp_below(&rng, 1ull << 32);
+    assert_int_equal(ms_db_add_device_peak(db, train, &d), 0);
+    ms_device_peak got[2];
+    memset(got, 0, sizeof got);
+    assert_int_equal(ms_db_list_device_peaks(db, train, get_peak, got), 0);
+    assert_string_equal(got[1].name, "cuda:1");
+    assert_int_equal(got[1].measured_peak, d.measured_peak);
+    assert_int_equal(got[1].predicted_peak, d.predicted_peak);
+    for (int c = 0; c < MS_CAT_N; c++) {
+        assert_int_equal(got[1].measured_by_cat[c], d.measured_by_cat[c]);
+        assert_int_equal(got[1].predicted_by_cat[c], 0);
+    }
+
+    ms_oom_info oom;
+    memset(&oom, 0, sizeof oom);
+    oom.happened = 1;
+    oom.layer = 12;
+    oom.phase = MS_PH_BACKWARD;
+    oom.category = MS_CAT_TRANSIENT;
+    oom.requested = 1 << 20;
+    int64_t ev = ms_db_add_oom_event(db, train, "cuda:1", &oom, 123456);
+    assert_true(ev > 0);
+    ms_recovery_rec rr = { .step = 5, .resumed_step = 4, .oom_event = ev, .old_plan_id = p1, .new_plan_id = p2 };
+    snprintf(rr.reason, sizeof rr.reason, "oom on cuda:1");
+    snprintf(rr.checkpoint, sizeof rr.checkpoint, "/tmp/ckpt/step4");
+    assert_true(ms_db_add_recovery(db, train, &rr) > 0);
+    ms_recovery_rec back;
+    memset(&back, 0, sizeof back);
+    assert_int_equal(ms_db_list_recoveries(db, train, get_recovery, &back), 0);
+    assert_int_equal(back.step, 5);
+    assert_int_equal(back.resumed_step, 4);
+    assert_int_equal(back.oom_event, ev);
+    assert_int_equal(back.new_plan_id, p2);
+    assert_string_equal(back.checkpoint, "/tmp/ckpt/step4");
+
+    assert_int_equal(ms_db_run_finish(db, train, "done"), -1);   /* not a status */
+    assert_int_equal(ms_db_run_finish(db, train, "ok"), 0);
+    assert_int_equal(ms_db_run_finish(db, train, "failed"), -1); /* only once */
+    assert_int_equal(ms_db_run_note(db, doctor, "trial ran out"), 0);
+    assert_int_equal(ms_db_run_note(db, doctor, "plan 2 chosen"), 0);
+    ms_run_info r;
+    assert_int_equal(ms_db_get_run(db, train, &r), 0);
+    assert_string_equal(r.status, "ok");
+    assert_true(r.finished[0] != '\0');
+    assert_true(r.finished_unix >= r.started_unix);
+    assert_int_equal(r.parent, doctor);
+    assert_int_equal(ms_db_get_run(db, doctor, &r), 0);
+    assert_string_equal(r.notes, "trial ran out\nplan 2 chosen");
+    assert_string_equal(ms_run_state(&r), "running");   /* our own process: alive */
+
+    /* The whole doctor run reports, children included, in 80 columns. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(ms_term_report_run(f, db, doctor, 80), 0);
+    fclose(f);
+    squash(text);
+    assert_non_null(strstr(text, "== run 2: train, ok =="));
+    assert_non_null(strstr(text, "2 stages"));
+    assert_non_null(strstr(text, "cuda:1"));
+    assert_non_null(strstr(text, "recovery at step 5"));
+    free(text);
+    ms_db_close(db);
+}
+
+/* ---- crash safety ------------------------------------------------------ */
+
+enum { CRASH_BATCH = 256 };
+
+/* The writer: a run, a profile, then memory events and steps in a loop of
+ * transactions until killed. Reports its run id through the pipe. */
+static void crash_child(const char *path, int fd, uint64_t seed)
+{
+    char err[512];
+    rp_rng rng;
+    rp_seed(&rng, seed);
+    ms_db *db = ms_db_open(path, 1, err, sizeof err);
+    if (!db) _exit(3);
+    int64_t run = ms_db_run_begin(db, "profile", "crash child", "[model]\n", "[\"cpu\"]", "crash", 0);
+    if (run <= 0) _exit(4);
+    if (fd >= 0 && write(fd, &run, sizeof run) != (ssize_t)sizeof run) _exit(5);
+    ms_profile p;
+    rp_profile_spec spec = { .n_blocks = 30, .n_prec = 3, .n_mb = 2, .isolated_from = -1, .oom = 1,
+                             .oom_layer = 17, .capacity = 1ull << 30, .requested = 1 << 20, .missing = 1 << 10 };
+    if (rp_make_profile(&p, &spec, &rng) != 0 || ms_db_add_rows(db, run, &p) != 0) _exit(6);
+    static ms_mem_event ev[CRASH_BATCH];
+    for (int step = 0;; step++) {
+        random_events(&rng, ev, CRASH_BATCH);
+        if (ms_db_add_mem_events(db, run, ev, CRASH_BATCH) != 0) _exit(7);
+        ms_step_rec s = { .step = step, .loss = rp_unit(&rng) };
+        if (ms_db_add_step(db, run, &s) != 0) _exit(8);
+    }
+}
+
+static void assert_sound(const char *path)
+{
+    assert_string_equal(raw_query(path, "PRAGMA integrity_check"), "ok");
+    assert_string_equal(raw_query(path, "PRAGMA foreign_key_check"), "");
+}
+
+static void test_sigkill_leaves_sound_database(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    fresh_path(path, sizeof path);
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 5);
+    enum { ROUNDS = 6 };
+    for (int round = 0; round < ROUNDS; round++) {
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(fds[0]);
+            crash_child(path, fds[1], rp_next(&rng));
+        }
+        close(fds[1]);
+        int64_t run = 0;
+        assert_int_equal(read(fds[0], &run, sizeof run), (ssize_t)sizeof run);
+        close(fds[0]);
+        /* Kill at a random moment within the writing: 0.2 to 60 ms in. */
+        struct timespec ts = { 0, (long)(200000 + rp_below(&rng, 60000000)) };
+        nanosleep(&ts, NULL);
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (!WIFSIGNALED(status)) fprintf(stderr, "child exited %d\n", WEXITSTATUS(status));
+        assert_true(WIFSIGNALED(status));
+
+        ms_db *db = ms_db_open(path, 0, err, sizeof err);
+        if (!db) fprintf(stderr, "reopen after kill: %s\n", err);
+        assert_non_null(db);
+        assert_sound(path);
+        ms_run_info r;
+        assert_int_equal(ms_db_get_run(db, run, &r), 0);
+        assert_string_equal(r.status, "running");
+        assert_string_equal(r.finished, "");
+        assert_string_equal(ms_run_state(&r), "incomplete");
+        /* Batches are atomic: whole batches only, numbered without gaps. */
+        int64_t n = ms_db_count_mem_events(db, run);
+        assert_true(n >= 0);
+        assert_int_equal(n % CRASH_BATCH, 0);
+        char sql[160];
+        snprintf(sql, sizeof sql, "SELECT coalesce(max(seq), -1) + 1 FROM mem_events WHERE run_id = %lld",
+                 (long long)run);
+        char want[32];
+        snprintf(want, sizeof want, "%lld", (long long)n);
+        ms_db_close(db);
+        assert_string_equal(raw_query(path, sql), want);
+
+        /* The report calls it incomplete; a new run can be added and ends. */
+        db = ms_db_open(path, 0, err, sizeof err);
+        assert_non_null(db);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        assert_int_equal(ms_term_report_run(f, db, run, 80), 0);
+        fclose(f);
+        assert_non_null(strstr(text, ", incomplete =="));
+        free(text);
+        json_t *j = ms_report_run_json(db, run);
+        assert_non_null(j);
+        assert_string_equal(json_string_value(json_object_get(j, "state")), "incomplete");
+        assert_true(json_is_null(json_object_get(j, "finished")));
+        /* The profile is there whole, or (killed before its commit) not at all. */
+        assert_true(r.has_profile ? json_is_object(json_object_get(j, "profile"))
+                                  : json_is_null(json_object_get(j, "profile")));
+        json_decref(j);
+        if (r.has_profile) {
+            ms_profile q;
+            assert_int_equal(ms_db_load_profile(db, run, &q, err, sizeof err), 0);
+            assert_int_equal(q.n_rows, 32 * 3 * 2);
+            assert_int_equal(q.oom.happened, 1);
+            assert_int_equal(q.oom.n_live_layers, 32);
+            ms_profile_free(&q);
+        }
+        int64_t next = ms_db_run_begin(db, "train", NULL, NULL, NULL, NULL, 0);
+        assert_true(next > run);
+        ms_mem_event one[1];
+        random_events(&rng, one, 1);
+        assert_int_equal(ms_db_add_mem_events(db, next, one, 1), 0);
+        assert_int_equal(ms_db_run_finish(db, next, "ok"), 0);
+        assert_int_equal(ms_db_get_run(db, next, &r), 0);
+        assert_string_equal(ms_run_state(&r), "ok");
+        ms_db_close(db);
+    }
+}
+
+/* A kill so early it may land while the first writer creates the schema. */
+static void test_sigkill_during_creation(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 6);
+    for (int round = 0; round < 6; round++) {
+        fresh_path(path, sizeof path);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) crash_child(path, -1, rp_next(&rng));
+        struct timespec ts = { 0, (long)rp_below(&rng, 4000000) };
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        ms_db *db = ms_db_open(path, 1, err, sizeof err);
+        if (!db) fprintf(stderr, "reopen after early kill: %s\n", err);
+        assert_non_null(db);
+        assert_int_equal(ms_db_schema_version(db), ms_db_n_migrations);
+        ms_db_close(db);
+        assert_sound(path);
+    }
+}
+
+/* Several processes writing one database at once: each waits its turn
+ * (busy timeout, write lock taken at BEGIN) and nothing is lost. */
+static void test_concurrent_writers(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    ms_db *db = open_new(path, sizeof path);
+    ms_db_close(db);
+    enum { WRITERS = 3, BATCHES = 20, PER = 50 };
+    pid_t pids[WRITERS];
+    uint64_t seed = rp_test_seed() + 8;
+    for (int w = 0; w < WRITERS; w++) {
+        pids[w] = fork();
+        assert_true(pids[w] >= 0);
+        if (pids[w] > 0) continue;
+        rp_rng rng;
+        rp_seed(&rng, seed + (uint64_t)w);
+        ms_db *mine = ms_db_open(path, 0, err, sizeof err);
+        if (!mine) _exit(3);
+        int64_t run = ms_db_run_begin(mine, "profile", NULL, NULL, NULL, NULL, 0);
+        if (run <= 0) _exit(4);
+        ms_profile p;
+        rp_profile_spec spec = { .n_blocks = 6, .n_prec = 2, .n_mb = 1, .isolated_from = -1 };
+        if (rp_make_profile(&p, &spec, &rng) != 0) _exit(5);
+        ms_mem_event ev[PER];
+        for (int b = 0; b < BATCHES; b++) {
+            random_events(&rng, ev, PER);
+            if (ms_db_add_mem_events(mine, run, ev, PER) != 0) _exit(6);
+            if (b == BATCHES / 2 && ms_db_add_rows(mine, run, &p) != 0) _exit(7);
+        }
+        if (ms_db_run_finish(mine, run, "ok") != 0) _exit(8);
+        ms_profile_free(&p);
+        ms_db_close(mine);
+        _exit(0);
+    }
+    for (int w = 0; w < WRITERS; w++) {
+        int status = 0;
+        assert_int_equal(waitpid(pids[w], &status, 0), pids[w]);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fprintf(stderr, "writer %d: status %d\n", w, status);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    db = ms_db_open(path, 0, err, sizeof err);
+    assert_non_null(db);
+    for (int64_t run = 1; run <= WRITERS; run++) {
+        ms_run_info r;
+        ms_profile q;
+        assert_int_equal(ms_db_get_run(db, run, &r), 0);
+        assert_string_equal(r.status, "ok");
+        assert_int_equal(ms_db_count_mem_events(db, run), BATCHES * PER);
+        assert_int_equal(ms_db_load_profile(db, run, &q, err, sizeof err), 0);
+        assert_int_equal(q.n_rows, 8 * 2);
+        ms_profile_free(&q);
+    }
+    ms_db_close(db);
+    assert_sound(path);
+}
+
+/* ---- the command ------------------------------------------------------ */
+
+/* Runs `memsplit report ARGS...` with its stdout and stderr silenced. */
+static int run_report(int n, ...)
+{
+    char *argv[16];
+    va_list ap;
+    va_start(ap, n);
+    argv[0] = "report";
+    for (int i = 0; i < n && i < 14; i++) argv[i + 1] = va_arg(ap, char *);
+    va_end(ap);
+    argv[n + 1] = NULL;
+    fflush(stdout);
+    fflush(stderr);
+    int out = dup(1), err = dup(2), null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    int rc = ms_cmd_report(n + 1, argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(out, 1);
+    dup2(err, 2);
+    close(out);
+    close(err);
+    close(null);
+    return rc;
+}
+
+static void test_report_command_exit_codes(void **state)
+{
+    (void)state;
+    char path[300], missing[300];
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 7);
+    ms_db *db = open_new(path, sizeof path);
+    assert_int_equal(run_report(2, "--db", path), 2);   /* no runs yet */
+    int64_t run = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "m", 0);
+    ms_profile p;
+    rp_profile_spec spec = { .n_blocks = 3, .n_prec = 1, .n_mb = 1, .isolated_from = -1, .oom = 1, .oom_layer = 2,
+                             .capacity = 1ull << 30, .requested = 1 << 20, .missing = 4096 };
+    assert_int_equal(rp_make_profile(&p, &spec, &rng), 0);
+    assert_int_equal(ms_db_add_rows(db, run, &p), 0);
+    ms_profile_free(&p);
+    ms_db_close(db);
+    char id[24];
+    snprintf(id, sizeof id, "%lld", (long long)run);
+    fresh_path(missing, sizeof missing);
+
+    assert_int_equal(run_report(1, "--help"), 0);
+    assert_int_equal(run_report(2, "--db", path), 0);
+    assert_int_equal(run_report(4, "--db", path, "--run", id), 0);
+    assert_int_equal(run_report(3, "--db", path, "--json"), 0);
+    assert_int_equal(run_report(3, "--db", path, "--list"), 0);
+    assert_int_equal(run_report(0), 1);                               /* --db missing */
+    assert_int_equal(run_report(3, "--db", path, "--frobnicate"), 1);
+    assert_int_equal(run_report(4, "--db", path, "--run", "x"), 1);
+    assert_int_equal(run_report(1, "--db"), 1);
+    assert_int_equal(run_report(3, "--db", path, "stray"), 1);
+    assert_int_equal(run_report(4, "--db", path, "--run", "999"), 2);  /* no such run */
+    assert_int_equal(run_report(2, "--db", missing), 2);
+    assert_int_not_equal(access(missing, F_OK), 0);                    /* not created */
+}
+
+int main(void)
+{
+    rp_test_seed();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_missing_file_not_created),
+        cmocka_unit_test(test_empty_file_migrates),
+        cmocka_unit_test(test_migrates_from_version_1),
+        cmocka_unit_test(test_newer_schema_refused),
+        cmocka_unit_test(test_foreign_files_refused),
+        cmocka_unit_test(test_profile_round_trip_with_oom),
+        cmocka_unit_test(test_several_profiles_share_a_database),
+        cmocka_unit_test(test_mem_events_batches),
+        cmocka_unit_test(test_runs_and_training_records),
+        cmocka_unit_test(test_sigkill_leaves_sound_database),
+        cmocka_unit_test(test_sigkill_during_creation),
+        cmocka_unit_test(test_concurrent_writers),
+        cmocka_unit_test(test_report_command_exit_codes),
+    };
+    return cmocka_run_group_tests(tests, setup_dir, remove_dir);
+}

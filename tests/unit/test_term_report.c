@@ -1,0 +1,341 @@
+/* test_term_report.c — the terminal report: compact byte units, the
+ * per-layer table and the OOM diagnosis rendered from synthetic profiles
+ * (random, seeded) into a memory stream: every line within 80 columns, the
+ * key numbers and phrases present, totals right; and the word wrapper. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reports/term_internal.h"
+#include "reports/term_report.h"
+#include "tests/common/reports_util.h"
+
+typedef struct { char *text; size_t len; FILE *f; } capture;
+
+static void cap_open(capture *c) { c->text = NULL; c->len = 0; c->f = open_memstream(&c->text, &c->len); assert_non_null(c->f); }
+static void cap_close(capture *c) { fclose(c->f); }
+
+/* Every line at most width columns (UTF-8 aware), no tabs; returns the
+ * number of lines. */
+static int assert_lines_fit(const char *text, int width)
+{
+    int lines = 0;
+    const char *s = text;
+    while (*s) {
+        const char *nl = strchr(s, '\n');
+        int n = nl ? (int)(nl - s) : (int)strlen(s);
+        int cols = rep_columns(s, n);
+        if (cols > width) fprintf(stderr, "line of %d columns: %.*s\n", cols, n, s);
+        assert_true(cols <= width);
+        assert_null(memchr(s, '\t', (size_t)n));
+        lines++;
+        s += n + (nl ? 1 : 0);
+    }
+    return lines;
+}
+
+/* A copy with every run of white space made one space. */
+static char *squashed(const char *text)
+{
+    char *out = malloc(strlen(text) + 1), *w = out;
+    assert_non_null(out);
+    for (const char *r = text; *r; r++) {
+        int space = *r == ' ' || *r == '\n';
+        if (space && (w == out || w[-1] == ' ')) continue;
+        *w++ = space ? ' ' : *r;
+    }
+    if (w > out && w[-1] == ' ') w--;
+    *w = '\0';
+    return out;
+}
+
+static void assert_has(const char *text, const char *phrase)
+{
+    if (!strstr(text, phrase)) fprintf(stderr, "missing phrase: '%s'\n", phrase);
+    assert_non_null(strstr(text, phrase));
+}
+
+/* ---- units ------------------------------------------------------------ */
+
+static double parse_short(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    const char *units = "KMGTPE";
+    const char *u = *end ? strchr(units, *end) : NULL;
+    for (int i = 0; u && i <= (int)(u - units); i++) v *= 1024.0;
+    return v;
+}
+
+static void test_bytes_short(void **state)
+{
+    (void)state;
+    char b[16];
+    assert_string_equal(ms_term_bytes_short(0, b, sizeof b), "-");
+    assert_string_equal(ms_term_bytes_short(512, b, sizeof b), "512");
+    assert_string_equal(ms_term_bytes_short(12 * 1024, b, sizeof b), "12K");
+    assert_string_equal(ms_term_bytes_short(340ull << 20, b, sizeof b), "340M");
+    assert_string_equal(ms_term_bytes_short((uint64_t)(1.2 * (1ull << 30)), b, sizeof b), "1.2G");
+    assert_string_equal(ms_term_bytes_short(1000ull << 20, b, sizeof b), "1.0G");   /* stays 4 wide */
+    assert_string_equal(ms_term_bytes_short(UINT64_MAX, b, sizeof b), "16E");
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed());
+    for (int i = 0; i < 20000; i++) {
+        uint64_t v = rp_next(&rng) >> rp_below(&rng, 64);
+        ms_term_bytes_short(v, b, sizeof b);
+        assert_true(strlen(b) >= 1 && strlen(b) <= 4);
+        if (v == 0) continue;
+        /* One significant form everywhere: within 5% (2 digits) or exact. */
+        double back = parse_short(b);
+        assert_true(fabs(back - (double)v) <= 0.05 * (double)v + 0.5);
+    }
+}
+
+static void test_bytes_sentence(void **state)
+{
+    (void)state;
+    char b[32];
+    assert_string_equal(ms_term_bytes(3ull << 29, b, sizeof b), "1.50 GiB");
+    assert_string_equal(ms_term_bytes(1023, b, sizeof b), "1023 B");
+    assert_string_equal(ms_term_bytes(1024, b, sizeof b), "1.00 KiB");
+    assert_string_equal(ms_term_bytes(340ull << 20, b, sizeof b), "340.00 MiB");
+    assert_string_equal(ms_term_bytes(40ull << 30, b, sizeof b), "40.00 GiB");
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+static void test_profile_that_fits(void **state)
+{
+    (void)state;
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 1);
+    ms_profile p;
+    rp_profile_spec spec = { .n_blocks = 12, .n_prec = 1, .n_mb = 1, .isolated_from = -1 };
+    assert_int_equal(rp_make_profile(&p, &spec, &rng), 0);
+    capture c;
+    cap_open(&c);
+    ms_term_report_profile(c.f, &p, 80);
+    cap_close(&c);
+    int lines = assert_lines_fit(c.text, 80);
+    assert_true(lines >= p.n_rows + 6);
+    assert_has(c.text, "fits");
+    assert_null(strstr(c.text, "OUT OF MEMORY"));
+    assert_null(strstr(c.text, "master"));   /* fp32: no master column */
+
+    /* The total row: param summed, transient the largest, times summed. */
+    uint64_t param = 0, trf = 0;
+    double fwd = 0;
+    for (int i = 0; i < p.n_rows; i++) {
+        param += p.rows[i].param;
+        if (p.rows[i].transient_fwd > trf) trf = p.rows[i].transient_fwd;
+        fwd += p.rows[i].fwd_ms;
+    }
+    char want[64], b1[16], b2[16], line_start[8];
+    const char *total = strstr(c.text, "total");
+    assert_non_null(total);
+    const char *eol = strchr(total, '\n');
+    char *row = strndup(total, (size_t)(eol - total));
+    char *sq = squashed(row);
+    /* total param grad optim act tr.fwd ... */
+    snprintf(want, sizeof want, "total %s ", ms_term_bytes_short(param, b1, sizeof b1));
+    assert_has(sq, want);
+    snprintf(want, sizeof want, " %s ", ms_term_bytes_short(trf, b2, sizeof b2));
+    assert_has(sq, want);
+    snprintf(want, sizeof want, " %.2f ", fwd);
+    assert_has(sq, want);
+    free(sq);
+    free(row);
+
+    /* Each layer has its row: index, name and the source letter. */
+    for (int i = 0; i < p.n_rows; i++) {
+        snprintf(line_start, sizeof line_start, "%3d ", p.rows[i].layer);
+        snprintf(want, sizeof want, "\n%s%-9s F", line_start, p.rows[i].name);
+        assert_has(c.text, want);
+    }
+    char capb[32];
+    snprintf(want, sizeof want, "capacity  %s on %s", ms_term_bytes(p.capacity, capb, sizeof capb), p.device);
+    assert_has(c.text, want);
+    assert_has(c.text, "peak      ");
+    free(c.text);
+    ms_profile_free(&p);
+}
+
+static void test_profile_with_oom(void **state)
+{
+    (void)state;
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 2);
+    ms_profile p;
+    /* 40 GiB, 1.5 GiB asked with 38.92 GiB live: 0.42 GiB missing. */
+    rp_profile_spec spec = { .n_blocks = 24, .n_prec = 1, .n_mb = 1, .isolated_from = 17, .oom = 1, .oom_layer = 17,
+                             .capacity = 40ull << 30, .requested = 3ull << 29, .missing = 450971566ull };
+    assert_int_equal(rp_make_profile(&p, &spec, &rng), 0);
+    capture c;
+    cap_open(&c);
+    ms_term_report_profile(c.f, &p, 80);
+    cap_close(&c);
+    assert_lines_fit(c.text, 80);
+    char *sq = squashed(c.text);
+    assert_has(sq, "OUT OF MEMORY in the forward pass of block 17 (layer 17): requested 1.50 GiB "
+                   "(act 'fc_pre') with 38.92 GiB live of 40.00 GiB capacity; 0.42 GiB missing.");
+    char want[160];
+    snprintf(want, sizeof want, "Exact bytes: requested %" PRIu64 ", live %" PRIu64 ", capacity %" PRIu64 ".",
+             spec.requested, spec.capacity + spec.missing - spec.requested, spec.capacity);
+    assert_has(sq, want);
+    assert_has(sq, "A device of at least 40.42 GiB");
+    assert_has(sq, "result OUT OF MEMORY");
+    assert_has(sq, "8 of 26 layers were not reached by the trial and were measured in isolation");
+    /* Live by category: each non-zero category with its bytes. */
+    for (int k = 0; k < MS_CAT_N; k++) {
+        char b[32];
+        if (!p.oom.live_by_cat[k]) continue;
+        snprintf(want, sizeof want, " %s %s ", ms_cat_name((ms_cat)k), ms_term_bytes(p.oom.live_by_cat[k], b, sizeof b));
+        assert_has(sq, want);
+    }
+    /* Top layers: the OOM layer holds the most here, so it comes first. */
+    const char *top = strstr(c.text, "Layers holding the most");
+    assert_non_null(top);
+    assert_has(top, "\n  layer  17  block 17");
+    const char *first = strstr(top, "\n  layer ");
+    assert_true(first == strstr(top, "\n  layer  17"));
+    assert_has(sq, "more layers hold");
+    free(sq);
+    free(c.text);
+
+    /* The diagnosis block alone, narrower: still within its width. */
+    cap_open(&c);
+    ms_term_report_oom(c.f, &p, 60);
+    cap_close(&c);
+    assert_lines_fit(c.text, 60);
+    assert_has(c.text, "OUT OF MEMORY in the forward pass of");
+    assert_null(strstr(c.text, "layer s "));   /* no table */
+    free(c.text);
+    ms_profile_free(&p);
+}
+
+static void test_oom_outside_a_layer_without_shortfall(void **state)
+{
+    (void)state;
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 3);
+    ms_profile p;
+    /* "missing" wraps to a surplus: live + requested < capacity by 1 MiB. */
+    rp_profile_spec spec = { .n_blocks = 4, .n_prec = 1, .n_mb = 1, .isolated_from = -1, .oom = 1, .oom_layer = 2,
+                             .capacity = 8ull << 30, .requested = 64ull << 20, .missing = (uint64_t)-(1 << 20) };
+    assert_int_equal(rp_make_profile(&p, &spec, &rng), 0);
+    p.oom.layer = -1;
+    p.oom.phase = MS_PH_INIT;
+    p.oom.what[0] = '\0';
+    capture c;
+    cap_open(&c);
+    ms_term_report_oom(c.f, &p, 80);
+    cap_close(&c);
+    assert_lines_fit(c.text, 80);
+    char *sq = squashed(c.text);
+    assert_has(sq, "OUT OF MEMORY outside any layer: requested 64.00 MiB (act) with");
+    assert_has(sq, "65.00 MiB were still free");
+    assert_null(strstr(sq, "missing"));
+    free(sq);
+    free(c.text);
+    ms_profile_free(&p);
+}
+
+/* Many layers, three precisions and two micro-batch sizes (one table each),
+ * huge byte counts and long times: the layout still holds in 80 columns. */
+static void test_wide_profiles_fit(void **state)
+{
+    (void)state;
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 4);
+    for (int trial = 0; trial < 4; trial++) {
+        ms_profile p;
+        rp_profile_spec spec = { .n_blocks = 100 + (int)rp_below(&rng, 60), .n_prec = 3, .n_mb = 2,
+                                 .isolated_from = 50, .oom = trial % 2, .oom_layer = 77,
+                                 .capacity = 80ull << 30, .requested = 1ull << 30, .missing = 5ull << 28,
+                                 .scale = (uint64_t)1 << (20 + rp_below(&rng, 22)) };
+        assert_int_equal(rp_make_profile(&p, &spec, &rng), 0);
+        for (int i = 0; i < p.n_rows; i += 7) {
+            p.rows[i].fwd_ms = rp_unit(&rng) * 2e6;
+            p.rows[i].bwd_ms = rp_unit(&rng) * 1e4;
+        }
+        snprintf(p.model, sizeof p.model, "a-model-name-that-is-rather-long-for-a-header-line-%d", trial);
+        capture c;
+        cap_open(&c);
+        ms_term_report_profile(c.f, &p, 80);
+        cap_close(&c);
+        int lines = assert_lines_fit(c.text, 80);
+        assert_true(lines > p.n_rows);
+        /* One table per (precision, micro-batch), bf16 and fp16 with master. */
+        assert_has(c.text, "fp32, micro-batch 4:");
+        assert_has(c.text, "fp16, micro-batch 8:");
+        char *t = strstr(c.text, "bf16, micro-batch 4:");
+        assert_non_null(t);
+        assert_has(t, "master");
+        free(c.text);
+        ms_profile_free(&p);
+    }
+}
+
+/* ---- wrapping ------------------------------------------------------------ */
+
+static void test_wrap_keeps_words_and_width(void **state)
+{
+    (void)state;
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 5);
+    for (int trial = 0; trial < 300; trial++) {
+        char text[600];
+        int n = 0;
+        int words = 1 + (int)rp_below(&rng, 60);
+        for (int w = 0; w < words && n < 500; w++) {
+            int len = 1 + (int)rp_below(&rng, rp_below(&rng, 10) ? 12 : 90);   /* some longer than a line */
+            for (int k = 0; k < len && n < 560; k++) text[n++] = (char)('a' + rp_below(&rng, 26));
+            int spaces = 1 + (int)rp_below(&rng, 3);
+            while (spaces-- && n < 590) text[n++] = ' ';
+        }
+        text[n] = '\0';
+        int width = 20 + (int)rp_below(&rng, 81), indent = (int)rp_below(&rng, 9);
+        int first = (int)rp_below(&rng, 12);
+        capture c;
+        cap_open(&c);
+        fprintf(c.f, "%*s", first, "");
+        rep_wrap_from(c.f, width, first, indent, text);
+        cap_close(&c);
+        assert_lines_fit(c.text, width);
+        assert_true(c.len > 0 && c.text[c.len - 1] == '\n');
+        /* Nothing lost: the letters in order are the same (long words may
+         * be cut, so compare without white space). */
+        char *a = malloc(strlen(text) + 1), *b = malloc(c.len + 1);
+        int na = 0, nb = 0;
+        for (const char *s = text; *s; s++) if (*s != ' ') a[na++] = *s;
+        for (const char *s = c.text; *s; s++) if (*s != ' ' && *s != '\n') b[nb++] = *s;
+        a[na] = b[nb] = '\0';
+        assert_string_equal(a, b);
+        free(a);
+        free(b);
+        free(c.text);
+    }
+}
+
+int main(void)
+{
+    rp_test_seed();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bytes_short),
+        cmocka_unit_test(test_bytes_sentence),
+        cmocka_unit_test(test_profile_that_fits),
+        cmocka_unit_test(test_profile_with_oom),
+        cmocka_unit_test(test_oom_outside_a_layer_without_shortfall),
+        cmocka_unit_test(test_wide_profiles_fit),
+        cmocka_unit_test(test_wrap_keeps_words_and_width),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
