@@ -92,10 +92,27 @@ sanitize:
 demo: $(BUILD)/memsplit
 	scripts/demo.sh $(BUILD)/memsplit
 
-bench: $(BUILD)/memsplit
+bench: $(BUILD)/memsplit $(BUILD)/plan_bench
 	bench/run.sh $(BUILD)/memsplit
+
+$(BUILD)/plan_bench: bench/plan_bench.c $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIB) -o $@ $(LDLIBS)
 
 clean:
 	rm -rf build build-san
 
 -include $(HOST_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d)
+
+# The GPU machine has the CUDA runtime but no Debian -dev packages and no
+# room for the whole build folder: pack stripped binaries to carry there,
+# then run them with `make test-gpu-run` (no build step).
+PACK ?= gpu-pack
+gpu-pack: all gpu-build $(BUILD)/plan_bench
+	rm -rf $(PACK) && mkdir -p $(PACK)/tests/lib
+	cp $(BUILD)/memsplit $(BUILD)/plan_bench $(PACK)/ && strip $(PACK)/memsplit $(PACK)/plan_bench
+	cp $(GPU_BIN) $(PACK)/tests/ && strip $(PACK)/tests/gpu_*
+	cp $(BUILD)/tests/lib/libcmocka.so.0 $(PACK)/tests/lib/
+	@du -sh $(PACK)
+test-gpu-run:
+	MEMSPLIT=$(abspath $(PACK)/memsplit) tests/run.sh $(wildcard $(PACK)/tests/gpu_*)
+.PHONY: gpu-pack test-gpu-run

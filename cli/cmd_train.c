@@ -98,7 +98,7 @@ int ms_cmd_train(int argc, char **argv)
     if (cfg.resume && !cfg.checkpoint_dir[0]) { fprintf(stderr, "memsplit train: --resume needs --checkpoint-dir\n"); return MS_EXIT_USAGE; }
 
     ms_session s;
-    int rc = ms_session_open(&s, &cfg, NULL, NULL);
+    int rc = ms_session_open(&s, &cfg, NULL);
     if (rc == MS_OK && cfg.resume) {
         char path[1024];
         int found = ms_ckpt_latest(cfg.checkpoint_dir, path, sizeof path);

@@ -51,6 +51,13 @@ check "profile fits" 0 "" -- "$M" profile --preset tiny --db "$T/runs.db"
 check "report" 0 "" -- "$M" report --db "$T/runs.db"
 check "report missing db" 2 "" -- "$M" report --db "$T/none.db"
 check "profile bad batch" 1 "batch" -- "$M" profile --preset tiny --batch 4,4
+# plan from the recorded profile
+check "plan help" 0 "" -- "$M" plan --help
+check "plan from db" 0 "" -- "$M" plan --db "$T/runs.db" --run 1 --gpus 2 --gpu-mem 21MiB --json
+if [ "$(json_get "len(d['stages']) >= 2 and d['stages'][0]['layers'][0] == 0 and d['stages'][-1]['layers'][1] == 21")" = True ]; then
+    echo "ok   plan json covers the layers"; pass=$((pass+1)); else echo "FAIL plan json"; head -c 600 "$T/out"; fail=$((fail+1)); fi
+check "plan infeasible" 3 "fit" -- "$M" plan --db "$T/runs.db" --run 1 --gpus 1 --gpu-mem 2MiB
+check "plan bad gpus" 1 "" -- "$M" plan --db "$T/runs.db" --run 1 --gpus 2 --gpu-mem 1GiB,2GiB,3GiB
 # a profile killed with SIGKILL at a random moment leaves a sound database
 for i in 1 2 3 4 5; do
     "$M" profile --preset seed17-cpu --db "$T/kill.db" --quiet >/dev/null 2>&1 &

@@ -1,0 +1,467 @@
+/* cmd_plan.c — `memsplit plan` (see cmd_plan.h). */
+#include "cli/cmd_plan.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/explain.h"
+#include "planner/plan_json.h"
+#include "planner/planner.h"
+#include "profiler/profile_json.h"
+#include "reports/db.h"
+#include "trainer/config.h"
+
+enum { EXIT_OK = 0, EXIT_USAGE = 1, EXIT_DB = 2, EXIT_INFEASIBLE = 3 };
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: memsplit plan (--profile FILE | --db FILE [--run ID]) [--gpus N] [--gpu-mem SIZE[,SIZE...]]\n"
+            "                     [--precision P] [--schedule S] [--batch B] [--micro-batch U]\n"
+            "                     [--recompute M] [--headroom F] [--link-gbps X] [-o FILE] [--json]\n"
+            "\n"
+            "Finds the split of a profiled model over GPUs with the smallest predicted step\n"
+            "time such that every GPU's predicted peak fits its capacity minus the headroom.\n"
+            "It searches exactly over the number of stages (fewer GPUs than given if that is\n"
+            "faster), which GPUs hold them and in what order, the split points, the precision\n"
+            "policy, the schedule, the micro-batch size and per-stage recompute; a flag fixes\n"
+            "an option instead. Prints a table (stage, device, layers, predicted peak against\n"
+            "capacity, bytes per category) and a paragraph of reasoning. The model behind the\n"
+            "predictions: docs/planner.md; the plan format: docs/plan-format.md.\n"
+            "\n"
+            "Input (one of):\n"
+            "  --profile FILE        a profile as `memsplit profile --json` prints it (\"-\": stdin)\n"
+            "  --db FILE             a run database: plan from the profile stored under --run ID\n"
+            "                        (default: the newest profile) and store the plan there\n"
+            "  --run ID              the run whose profile to use (with --db)\n"
+            "Devices:\n"
+            "  --gpus N              number of GPUs (default: as many as --gpu-mem lists)\n"
+            "  --gpu-mem SIZE[,...]  capacity of each GPU, e.g. 40GiB, or one per GPU for mixed\n"
+            "                        GPUs (80GiB,40GiB); a list's length must equal --gpus if both\n"
+            "                        are given (default: the trial's capacity)\n"
+            "  --devices LIST        device names, e.g. cuda:0,cuda:1 or cuda:0,cuda:0 for virtual\n"
+            "                        devices on one GPU (default: cuda:0 ... cuda:N-1)\n"
+            "Options (each open unless given):\n"
+            "  --precision P         fp32 | bf16 | fp16 | any (default any the profile has rows for)\n"
+            "  --schedule S          gpipe | 1f1b | any (default any)\n"
+            "  --batch B             global batch, sequences per optimizer step (default: the trial's)\n"
+            "  --micro-batch U       sequences per micro-batch, dividing B (default: every divisor)\n"
+            "  --recompute M         auto | never | always (default auto: a stage recomputes only\n"
+            "                        when it would not fit otherwise)\n"
+            "  --max-stages K        at most K stages (default: one per GPU)\n"
+            "  --headroom F          fraction of each GPU kept free, 0.05 or 5%% (default %g)\n"
+            "  --link-gbps X         stage-to-stage bandwidth in Gbit/s (default %g)\n"
+            "Output:\n"
+            "  -o FILE               also write the plan JSON to FILE\n"
+            "  --json                print only JSON on stdout: the plan, or when nothing fits\n"
+            "                        {\"feasible\": false, \"message\": ..., \"min_gpus\": ..., ...}\n"
+            "  -h, --help            this help\n"
+            "\n"
+            "Exit status: 0 a plan was found; 1 usage error, or the profile cannot be read or is\n"
+            "invalid; 2 the database cannot be opened, read or written; 3 no plan fits (the\n"
+            "message says what would: how many GPUs, how much memory, or which option).\n",
+            MS_PLAN_DEFAULT_HEADROOM, MS_PLAN_DEFAULT_LINK_GBPS);
+}
+
+typedef struct {
+    const char *profile, *db, *out, *gpu_mem, *devices;
+    int64_t run;
+    int gpus, json;
+    ms_plan_opts opts;
+} plan_args;
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s) return -1;
+    if (*end == '%' && end[1] == 0) v /= 100;
+    else if (*end) return -1;
+    *out = v;
+    return 0;
+}
+
+static int bad(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "memsplit plan: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see memsplit plan --help)\n");
+    return -1;
+}
+
+enum { O_PROFILE = 256, O_DB, O_RUN, O_GPUS, O_GPU_MEM, O_DEVICES, O_PREC, O_SCHED, O_BATCH, O_MICRO,
+       O_RECOMPUTE, O_MAX_STAGES, O_HEADROOM, O_LINK, O_JSON };
+
+/* 0 parsed, 1 help printed, -1 usage error (printed) */
+static int parse_args(int argc, char **argv, plan_args *a)
+{
+    static const struct option opts[] = {
+        {"profile", required_argument, NULL, O_PROFILE}, {"db", required_argument, NULL, O_DB},
+        {"run", required_argument, NULL, O_RUN}, {"gpus", required_argument, NULL, O_GPUS},
+        {"gpu-mem", required_argument, NULL, O_GPU_MEM}, {"devices", required_argument, NULL, O_DEVICES},
+        {"precision", required_argument, NULL, O_PREC}, {"schedule", required_argument, NULL, O_SCHED},
+        {"batch", required_argument, NULL, O_BATCH}, {"micro-batch", required_argument, NULL, O_MICRO},
+        {"recompute", required_argument, NULL, O_RECOMPUTE}, {"max-stages", required_argument, NULL, O_MAX_STAGES},
+        {"headroom", required_argument, NULL, O_HEADROOM}, {"link-gbps", required_argument, NULL, O_LINK},
+        {"json", no_argument, NULL, O_JSON}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+    };
+    memset(a, 0, sizeof *a);
+    ms_plan_opts_default(&a->opts);
+    optind = 0; /* glibc: full re-initialisation */
+    opterr = 0;
+    int c;
+    long v;
+    while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
+        const char *arg = optarg;
+        switch (c) {
+        case 'h': usage(stdout); return 1;
+        case 'o': a->out = arg; break;
+        case O_PROFILE: a->profile = arg; break;
+        case O_DB: a->db = arg; break;
+        case O_RUN:
+            if (parse_long(arg, 1, INT32_MAX, &v)) return bad("--run '%s' is not a run id", arg);
+            a->run = v;
+            break;
+        case O_GPUS:
+            if (parse_long(arg, 1, MS_PLAN_MAX_DEVICES, &v)) return bad("--gpus '%s' is not a GPU count (1..1024)", arg);
+            a->gpus = (int)v;
+            break;
+        case O_GPU_MEM: a->gpu_mem = arg; break;
+        case O_DEVICES: a->devices = arg; break;
+        case O_PREC: {
+            ms_precision p;
+            if (!strcmp(arg, "any")) a->opts.precision = -1;
+            else if (ms_precision_parse(arg, &p) == 0) a->opts.precision = (int)p;
+            else return bad("--precision '%s' is not fp32, bf16, fp16 or any", arg);
+            break;
+        }
+        case O_SCHED:
+            if (!strcmp(arg, "any")) a->opts.schedule = -1;
+            else if ((a->opts.schedule = ms_schedule_parse(arg)) < 0)
+                return bad("--schedule '%s' is not gpipe, 1f1b or any", arg);
+            break;
+        case O_BATCH:
+            if (parse_long(arg, 1, MS_PROFILE_MAX_BATCH, &v)) return bad("--batch '%s' is not a positive batch size", arg);
+            a->opts.global_batch = (int)v;
+            break;
+        case O_MICRO:
+            if (!strcmp(arg, "any")) a->opts.micro_batch = 0;
+            else if (parse_long(arg, 1, MS_PROFILE_MAX_BATCH, &v))
+                return bad("--micro-batch '%s' is not a positive size", arg);
+            else a->opts.micro_batch = (int)v;
+            break;
+        case O_RECOMPUTE:
+            if ((a->opts.recompute = ms_recompute_mode_parse(arg)) < 0)
+                return bad("--recompute '%s' is not auto, never or always", arg);
+            break;
+        case O_MAX_STAGES:
+            if (parse_long(arg, 1, MS_PLAN_MAX_DEVICES, &v)) return bad("--max-stages '%s' is not a positive count", arg);
+            a->opts.max_stages = (int)v;
+            break;
+        case O_HEADROOM:
+            if (parse_double(arg, &a->opts.headroom) || !(a->opts.headroom >= 0 && a->opts.headroom < 1))
+                return bad("--headroom '%s' is not a fraction in [0, 1) (e.g. 0.05 or 5%%)", arg);
+            break;
+        case O_LINK:
+            if (parse_double(arg, &a->opts.link_gbps) || !(a->opts.link_gbps > 0 && a->opts.link_gbps < 1e9))
+                return bad("--link-gbps '%s' is not a positive bandwidth", arg);
+            break;
+        case O_JSON: a->json = 1; break;
+        case ':': return bad("%s needs a value", argv[optind - 1]);
+        default: return bad("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
+    if (!a->profile == !a->db) return bad("%s", "give exactly one of --profile FILE or --db FILE");
+    if (a->run && !a->db) return bad("%s", "--run needs --db");
+    return 0;
+}
+
+/* The devices: capacities from --gpu-mem (one or a list), the count from
+ * --gpus or the list, names from --devices. 0 or -1 (printed). */
+static int build_devices(const plan_args *a, const ms_profile *prof, const uint64_t *det, int n_det,
+                         ms_plan_device **out, int *n_out)
+{
+    uint64_t caps[MS_PLAN_MAX_DEVICES];
+    int n_caps = 0;
+    char err[160];
+    if (a->gpu_mem) {
+        char *copy = strdup(a->gpu_mem), *save = NULL;
+        if (!copy) return bad("%s", "out of memory");
+        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            size_t sz;
+            if (n_caps == MS_PLAN_MAX_DEVICES || ms_parse_size(tok, &sz, err, sizeof err)) {
+                free(copy);
+                return bad("--gpu-mem: %s", n_caps == MS_PLAN_MAX_DEVICES ? "too many sizes" : err);
+            }
+            if (sz == 0) {
+                free(copy);
+                return bad("--gpu-mem '%s': a GPU needs some memory", tok);
+            }
+            caps[n_caps++] = sz;
+        }
+        free(copy);
+        if (!n_caps) return bad("--gpu-mem '%s' lists no size", a->gpu_mem);
+    }
+    int n;
+    if (n_caps > 1) {
+        if (a->gpus && a->gpus != n_caps) {
+            fprintf(stderr, "memsplit plan: --gpus %d but --gpu-mem lists %d capacities\n", a->gpus, n_caps);
+            return -1;
+        }
+        n = n_caps;
+    } else if (a->gpus) {
+        n = a->gpus;
+    } else if (n_caps == 1) {
+        n = n_det > 0 ? n_det : 1;
+    } else if (n_det > 0) {
+        n = n_det;
+    } else {
+        return bad("%s", "no GPUs to plan for: give --gpus N (and --gpu-mem SIZE)");
+    }
+    ms_plan_device *d = calloc((size_t)n, sizeof *d);
+    if (!d) return bad("%s", "out of memory");
+    for (int i = 0; i < n; i++) {
+        if (n_caps) d[i].capacity = caps[n_caps > 1 ? i : 0];
+        else if (i < n_det) d[i].capacity = det[i];
+        else d[i].capacity = prof->capacity; /* the trial's GPU */
+        if (!d[i].capacity) {
+            free(d);
+            return bad("%s", "the profile records no capacity: give --gpu-mem SIZE");
+        }
+        snprintf(d[i].name, sizeof d[i].name, "cuda:%d", i);
+    }
+    if (a->devices) {
+        char *copy = strdup(a->devices), *save = NULL;
+        int k = 0;
+        for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save), k++) {
+            if (k < n) snprintf(d[k].name, sizeof d[k].name, "%.31s", tok);
+        }
+        free(copy);
+        if (k != n) {
+            fprintf(stderr, "memsplit plan: --devices names %d device%s for %d GPU%s\n", k, k == 1 ? "" : "s", n,
+                    n == 1 ? "" : "s");
+            free(d);
+            return -1;
+        }
+    }
+    *out = d;
+    *n_out = n;
+    return 0;
+}
+
+static json_t *infeasible_json(const ms_infeasible *inf, const ms_profile *prof)
+{
+    json_t *j = json_object(), *fixes = json_array();
+    json_object_set_new(j, "feasible", json_false());
+    json_object_set_new(j, "model", json_string(prof->model));
+    json_object_set_new(j, "message", json_string(inf->text));
+    json_object_set_new(j, "gpus_given", json_integer(inf->gpus_given));
+    json_object_set_new(j, "min_gpus", inf->min_gpus > 0 ? json_integer(inf->min_gpus) : json_null());
+    json_object_set_new(j, "added_gpu_capacity_bytes", ms_json_u64(inf->added_capacity));
+    json_object_set_new(j, "min_gpus_every_option_open",
+                        inf->min_gpus_open > 0 ? json_integer(inf->min_gpus_open) : json_null());
+    json_object_set_new(j, "capacity_needed_bytes",
+                        inf->capacity_needed ? ms_json_u64(inf->capacity_needed) : json_null());
+    for (int i = 0; i < inf->n_fixes; i++)
+        json_array_append_new(fixes, json_pack("{s:s, s:i, s:f}", "option", inf->fixes[i].option, "n_stages",
+                                               inf->fixes[i].n_stages, "predicted_step_ms", inf->fixes[i].step_ms));
+    json_object_set_new(j, "fixes", fixes);
+    return j;
+}
+
+/* Prints text wrapped at `width` columns. */
+static void print_wrapped(FILE *f, const char *s, int width)
+{
+    int col = 0;
+    while (*s) {
+        size_t w = strcspn(s, " ");
+        if (col && col + 1 + (int)w > width) {
+            fputc('\n', f);
+            col = 0;
+        } else if (col) {
+            fputc(' ', f);
+            col++;
+        }
+        fwrite(s, 1, w, f);
+        col += (int)w;
+        s += w;
+        while (*s == ' ') s++;
+    }
+    fputc('\n', f);
+}
+
+static char *join_args(int argc, char **argv)
+{
+    size_t len = 16;
+    for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 1;
+    char *s = malloc(len);
+    if (!s) return NULL;
+    strcpy(s, "memsplit");
+    for (int i = 0; i < argc; i++) {
+        strcat(s, " ");
+        strcat(s, argv[i]);
+    }
+    return s;
+}
+
+/* Records the outcome under a new "plan" run in the database: 0 or -1. */
+static int store(ms_db *db, int argc, char **argv, int64_t parent, const ms_profile *prof,
+                 const ms_plan_device *devs, int n_devs, const char *json, double step_ms, int feasible)
+{
+    char *cmd = join_args(argc, argv);
+    json_t *dj = json_array();
+    for (int i = 0; dj && i < n_devs; i++)
+        json_array_append_new(dj, json_pack("{s:s, s:I}", "device", devs[i].name, "capacity_bytes",
+                                            (json_int_t)devs[i].capacity));
+    char *dev_text = dj ? json_dumps(dj, JSON_COMPACT) : NULL;
+    json_decref(dj);
+    /* the plan run belongs to the run whose profile it used */
+    int64_t run = ms_db_run_begin(db, "plan", cmd, NULL, dev_text, prof->model, parent);
+    free(dev_text);
+    free(cmd);
+    if (run < 0) return -1;
+    if (ms_db_add_plan(db, run, json, step_ms, feasible) < 0) return -1;
+    return ms_db_run_finish(db, run, feasible ? "ok" : "infeasible");
+}
+
+int ms_cmd_plan_ex(int argc, char **argv, const uint64_t *detected_caps, int n_detected)
+{
+    plan_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc > 0 ? EXIT_OK : EXIT_USAGE;
+
+    ms_profile prof;
+    memset(&prof, 0, sizeof prof);
+    ms_db *db = NULL;
+    int64_t prof_run = 0;
+    char err[512];
+    ms_plan_device *devs = NULL;
+    int n_devs = 0;
+    ms_plan plan;
+    memset(&plan, 0, sizeof plan);
+    char *plan_text = NULL;
+
+    if (a.profile) {
+        if (ms_profile_load_json(a.profile, &prof, err, sizeof err)) {
+            fprintf(stderr, "memsplit plan: %s\n", err);
+            return EXIT_USAGE;
+        }
+    } else {
+        db = ms_db_open(a.db, 0, err, sizeof err);
+        if (!db) {
+            fprintf(stderr, "memsplit plan: %s\n", err);
+            return EXIT_DB;
+        }
+        prof_run = a.run ? a.run : ms_db_latest_profile_run(db);
+        if (prof_run <= 0) {
+            fprintf(stderr, "memsplit plan: %s holds no profile%s\n", a.db, prof_run < 0 ? " (read error)" : "");
+            rc = EXIT_DB;
+            goto done;
+        }
+        if (ms_db_load_profile(db, prof_run, &prof, err, sizeof err)) {
+            fprintf(stderr, "memsplit plan: run %" PRId64 ": %s\n", prof_run, err);
+            rc = EXIT_DB;
+            goto done;
+        }
+        char verr[256];
+        if (ms_profile_validate(&prof, verr, sizeof verr)) {
+            fprintf(stderr, "memsplit plan: the profile of run %" PRId64 " is invalid: %s\n", prof_run, verr);
+            rc = EXIT_USAGE;
+            goto done;
+        }
+    }
+    if (build_devices(&a, &prof, detected_caps, n_detected, &devs, &n_devs)) {
+        rc = EXIT_USAGE;
+        goto done;
+    }
+
+    int found = ms_plan_search(&prof, devs, n_devs, &a.opts, &plan, err, sizeof err);
+    if (found == MS_PLAN_ERROR) {
+        fprintf(stderr, "memsplit plan: %s\n", err);
+        rc = EXIT_USAGE;
+        goto done;
+    }
+    if (found == MS_PLAN_INFEASIBLE) {
+        ms_infeasible inf;
+        if (ms_plan_explain_infeasible(&prof, devs, n_devs, &a.opts, &inf, err, sizeof err)) {
+            fprintf(stderr, "memsplit plan: %s\n", err);
+            rc = EXIT_USAGE;
+            goto done;
+        }
+        fprintf(stderr, "memsplit plan: ");
+        print_wrapped(stderr, inf.text, 100);
+        json_t *j = infeasible_json(&inf, &prof);
+        if (a.json) {
+            json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+            fputc('\n', stdout);
+        }
+        char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        json_decref(j);
+        rc = EXIT_INFEASIBLE;
+        if (db && (!s || store(db, argc, argv, prof_run, &prof, devs, n_devs, s, 0, 0))) {
+            fprintf(stderr, "memsplit plan: storing the outcome in %s failed: %s\n", a.db, ms_db_errmsg(db));
+            rc = EXIT_DB;
+        }
+        free(s);
+        goto done;
+    }
+
+    plan.profile_run = prof_run;
+    if (a.profile) snprintf(plan.profile_file, sizeof plan.profile_file, "%s", a.profile);
+    if (ms_plan_explain(&prof, &plan)) {
+        fprintf(stderr, "memsplit plan: out of memory\n");
+        rc = EXIT_USAGE;
+        goto done;
+    }
+    rc = EXIT_OK;
+    if (a.out && ms_plan_save_json(a.out, &plan, err, sizeof err)) {
+        fprintf(stderr, "memsplit plan: %s\n", err);
+        rc = EXIT_USAGE;
+        goto done;
+    }
+    if (a.json) {
+        if (ms_plan_write_json(stdout, &plan, err, sizeof err)) {
+            fprintf(stderr, "memsplit plan: %s\n", err);
+            rc = EXIT_USAGE;
+        }
+    } else {
+        ms_plan_print_table(stdout, &plan, &prof);
+        fputc('\n', stdout);
+        print_wrapped(stdout, plan.reasoning, 100);
+        if (a.out) printf("plan written to %s\n", a.out);
+    }
+    if (db) {
+        plan_text = ms_plan_to_string(&plan);
+        if (!plan_text || store(db, argc, argv, prof_run, &prof, devs, n_devs, plan_text, plan.step_ms, 1)) {
+            fprintf(stderr, "memsplit plan: storing the plan in %s failed: %s\n", a.db, ms_db_errmsg(db));
+            rc = EXIT_DB;
+        }
+    }
+
+done:
+    free(plan_text);
+    ms_plan_free(&plan);
+    free(devs);
+    ms_profile_free(&prof);
+    if (db) ms_db_close(db);
+    return rc;
+}
+
+int ms_cmd_plan(int argc, char **argv) { return ms_cmd_plan_ex(argc, argv, NULL, 0); }

@@ -1,0 +1,148 @@
+/* explain.c — the plan's table and its paragraph of reasoning (explain.h). */
+#include "planner/explain.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/memory_model.h"
+#include "trainer/config.h"
+
+static const char *layer_name(const ms_profile *prof, int layer, char *buf, size_t len)
+{
+    if (prof)
+        for (int i = 0; i < prof->n_rows; i++)
+            if (prof->rows[i].layer == layer && prof->rows[i].name[0]) return prof->rows[i].name;
+    snprintf(buf, len, "layer %d", layer);
+    return buf;
+}
+
+static const char *bytes(uint64_t b, char *buf, size_t len) { return ms_fmt_bytes(b, buf, len); }
+
+void ms_plan_print_table(FILE *f, const ms_plan *pl, const ms_profile *prof)
+{
+    char b1[32], b2[32];
+    fprintf(f, "plan: %s, %s, %d micro-batch%s of %d (global batch %d), %d of %d GPU%s, predicted %.1f ms/step\n",
+            ms_precision_name((ms_precision)pl->precision), ms_schedule_name(pl->schedule), pl->n_micro,
+            pl->n_micro > 1 ? "es" : "", pl->micro_batch, pl->global_batch, pl->n_stages, pl->n_devices,
+            pl->n_devices > 1 ? "s" : "", pl->step_ms);
+    fprintf(f, "%-5s %-10s %-26s %-4s %-28s", "stage", "device", "layers", "rc", "peak / capacity");
+    for (int c = 0; c < MS_CAT_N; c++) fprintf(f, " %10s", ms_cat_name((ms_cat)c));
+    fputc('\n', f);
+    for (int s = 0; s < pl->n_stages; s++) {
+        const ms_plan_stage *st = &pl->stages[s];
+        const ms_plan_device *d = &pl->devices[st->device];
+        char range[160], peak[96], n1[40], n2[40];
+        if (prof)
+            snprintf(range, sizeof range, "%d-%d (%s..%s)", st->first, st->last,
+                     layer_name(prof, st->first, n1, sizeof n1), layer_name(prof, st->last, n2, sizeof n2));
+        else
+            snprintf(range, sizeof range, "%d-%d", st->first, st->last);
+        snprintf(peak, sizeof peak, "%s / %s %3.0f%%", bytes(st->peak, b1, sizeof b1),
+                 bytes(d->capacity, b2, sizeof b2), d->capacity ? 100.0 * (double)st->peak / (double)d->capacity : 0);
+        fprintf(f, "%-5d %-10s %-26s %-4s %-28s", s, d->name, range, st->recompute ? "yes" : "no", peak);
+        for (int c = 0; c < MS_CAT_N; c++) fprintf(f, " %10s", bytes(st->bytes[c], b1, sizeof b1));
+        fputc('\n', f);
+    }
+}
+
+/* The trial, in one sentence. */
+static void say_trial(FILE *f, const ms_profile *prof)
+{
+    char b1[32], b2[32], b3[32], n1[40];
+    const ms_oom_info *o = &prof->oom;
+    if (o->happened) {
+        const char *who = o->layer_name[0] ? o->layer_name
+                          : o->layer >= 0  ? layer_name(prof, o->layer, n1, sizeof n1)
+                                           : "code outside any layer";
+        uint64_t live = 0, top = 0;
+        int top_c = 0;
+        for (int c = 0; c < MS_CAT_N; c++) {
+            live += o->live_by_cat[c];
+            if (o->live_by_cat[c] > top) {
+                top = o->live_by_cat[c];
+                top_c = c;
+            }
+        }
+        uint64_t cap = o->capacity ? o->capacity : prof->capacity;
+        fprintf(f, "In the trial, %s overflowed the %s %s in the %s pass: it asked for %s", who,
+                bytes(cap, b1, sizeof b1), prof->device, ms_phase_name((ms_phase)o->phase),
+                bytes(o->requested, b2, sizeof b2));
+        if (o->what[0]) fprintf(f, " (%s, %s)", o->what, ms_cat_name((ms_cat)o->category));
+        fprintf(f, " with %s already live", bytes(live, b3, sizeof b3));
+        if (top) fprintf(f, ", most of it %s (%s)", ms_cat_name((ms_cat)top_c), bytes(top, b1, sizeof b1));
+        fprintf(f, ". ");
+    } else if (prof->fits) {
+        fprintf(f, "The trial fit on %s: peak %s of %s. ", prof->device, bytes(prof->peak, b1, sizeof b1),
+                bytes(prof->capacity, b2, sizeof b2));
+    } else {
+        fprintf(f, "The trial on %s did not finish (no OOM was recorded). ", prof->device);
+    }
+}
+
+char *ms_plan_reasoning(const ms_profile *prof, const ms_plan *pl)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    char b1[32], b2[32], n1[40], n2[40];
+    ms_layer_cost *L = malloc((size_t)prof->n_layers * sizeof *L);
+    int have_costs = L && ms_layer_costs(prof, pl->precision, pl->micro_batch, L, NULL, 0) == 0;
+
+    say_trial(f, prof);
+    fprintf(f, "The plan trains in %s with the %s schedule, %d micro-batch%s of %d sequence%s (global batch %d), on %d of the %d GPU%s given.",
+            ms_precision_name((ms_precision)pl->precision), ms_schedule_name(pl->schedule), pl->n_micro,
+            pl->n_micro > 1 ? "es" : "", pl->micro_batch, pl->micro_batch > 1 ? "s" : "", pl->global_batch,
+            pl->n_stages, pl->n_devices, pl->n_devices > 1 ? "s" : "");
+    for (int s = 0; s < pl->n_stages; s++) {
+        const ms_plan_stage *st = &pl->stages[s];
+        const ms_plan_device *d = &pl->devices[st->device];
+        int top = 0;
+        for (int c = 1; c < MS_CAT_N; c++)
+            if (st->bytes[c] > st->bytes[top]) top = c;
+        fprintf(f, " Stage %d takes layers %d-%d (%s to %s) on %s: predicted peak %s of %s, mostly %s", s, st->first,
+                st->last, layer_name(prof, st->first, n1, sizeof n1), layer_name(prof, st->last, n2, sizeof n2),
+                d->name, bytes(st->peak, b1, sizeof b1), bytes(d->capacity, b2, sizeof b2),
+                ms_cat_name((ms_cat)top));
+        if (st->recompute && have_costs) {
+            ms_plan_stage nr;
+            ms_stage_predict(L, prof->n_layers, st->first, st->last, s, pl->n_stages, pl->schedule, pl->n_micro, 0,
+                             prof->reserve, pl->link_gbps, &nr);
+            fprintf(f, "; it recomputes its layers in backward because keeping every activation would need %s",
+                    bytes(nr.peak, b1, sizeof b1));
+        }
+        const ms_oom_info *o = &prof->oom;
+        if (o->happened && o->layer >= st->first && o->layer <= st->last)
+            fprintf(f, "; %s, which overflowed in the trial, now has %s to spare here",
+                    layer_name(prof, o->layer, n1, sizeof n1),
+                    bytes(d->capacity > st->peak ? d->capacity - st->peak : 0, b2, sizeof b2));
+        fprintf(f, ".");
+    }
+    int slow = 0, slow_o = 0;
+    for (int s = 1; s < pl->n_stages; s++) {
+        if (ms_stage_cycle_ms(&pl->stages[s]) > ms_stage_cycle_ms(&pl->stages[slow])) slow = s;
+        if (pl->stages[s].opt_ms > pl->stages[slow_o].opt_ms) slow_o = s;
+    }
+    const ms_plan_stage *ss = &pl->stages[slow];
+    fprintf(f, " Stage %d is the slowest at %.2f ms per micro-batch (forward %.2f, backward %.2f, transfers %.2f), so a step takes (%d + %d - 1) x %.2f + %.2f (optimizer, stage %d) = %.1f ms.",
+            slow, ms_stage_cycle_ms(ss), ss->fwd_ms, ss->bwd_ms, ss->comm_ms, pl->n_micro, pl->n_stages,
+            ms_stage_cycle_ms(ss), pl->stages[slow_o].opt_ms, slow_o, pl->step_ms);
+    if (pl->n_stages < pl->n_devices)
+        fprintf(f, " The other %d GPU%s stay idle: no plan that uses them is faster.", pl->n_devices - pl->n_stages,
+                pl->n_devices - pl->n_stages > 1 ? "s" : "");
+    free(L);
+    if (fclose(f)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+int ms_plan_explain(const ms_profile *prof, ms_plan *plan)
+{
+    char *r = ms_plan_reasoning(prof, plan);
+    if (!r) return -1;
+    free(plan->reasoning);
+    plan->reasoning = r;
+    return 0;
+}

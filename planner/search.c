@@ -1,0 +1,325 @@
+/* search.c — the exact plan search (planner.h).
+ *
+ * Outer loop: configurations (precision x schedule x micro-batch size), in
+ * order of a lower bound on their step time so that a good plan is found
+ * early and bounds the rest. Inner: a dynamic program over suffixes of the
+ * layer list. A stage's memory and time depend on its layers, on whether it
+ * is the first stage (it receives no input) and on how many stages follow it
+ * (1F1B keeps min(m, that + 1) micro-batches in flight; the last stage sends
+ * nothing) — all known when stages are added from the back, so one pass
+ * covers every stage count at once. Devices enter as a multiset of capacity
+ * classes (equal capacities are interchangeable), which makes the search
+ * exact over every subset and ordering of the devices. The objective
+ * (m + p - 1) * max cycle + max opt is not a single max, so each state keeps
+ * the Pareto set of (max cycle C, max opt O) over its partial plans. */
+#include "planner/planner.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/memory_model.h"
+#include "planner/search_dp.h"
+#include "profiler/profile_json.h"
+#include "trainer/config.h"
+
+#define MAX_DP_CELLS (1 << 23)
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return MS_PLAN_ERROR;
+}
+
+/* ---- configurations -------------------------------------------------- */
+
+typedef struct {
+    int precision, schedule, micro_batch;
+    double lb;
+    int order;
+} config;
+
+static int config_cmp(const void *a, const void *b)
+{
+    const config *x = a, *y = b;
+    if (x->lb != y->lb) return x->lb < y->lb ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+/* Step time no plan with this configuration can beat: the compute spread
+ * perfectly, never less than the slowest layer, plus the slowest optimizer step. */
+static double lower_bound(const ms_layer_cost *L, int n, int m, int R)
+{
+    double total = 0, maxc = 0, maxo = 0, tot_o = 0;
+    for (int l = 0; l < n; l++) {
+        double c = L[l].fwd_ms + L[l].bwd_ms;
+        total += c;
+        if (c > maxc) maxc = c;
+        if (L[l].opt_ms > maxo) maxo = L[l].opt_ms;
+        tot_o += L[l].opt_ms;
+    }
+    double best = INFINITY;
+    for (int p = 1; p <= R; p++) {
+        double C = total / p > maxc ? total / p : maxc;
+        double O = tot_o / p > maxo ? tot_o / p : maxo;
+        double t = (double)(m + p - 1) * C + O;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+static int check_opts(const ms_profile *prof, const ms_plan_device *devs, int n_devs, const ms_plan_opts *o,
+                      char *err, size_t errlen)
+{
+    if (!prof || !o || !devs) return fail(err, errlen, "missing profile, devices or options");
+    if (n_devs < 1) return fail(err, errlen, "no devices to plan for");
+    if (n_devs > MS_PLAN_MAX_DEVICES) return fail(err, errlen, "%d devices is more than %d", n_devs, MS_PLAN_MAX_DEVICES);
+    if (!(o->headroom >= 0 && o->headroom < 1)) return fail(err, errlen, "headroom %g is outside [0, 1)", o->headroom);
+    if (!(o->link_gbps > 0 && isfinite(o->link_gbps)))
+        return fail(err, errlen, "link bandwidth %g Gbit/s is not positive", o->link_gbps);
+    if (o->precision < -1 || o->precision > 2) return fail(err, errlen, "unknown precision %d", o->precision);
+    if (o->schedule < -1 || o->schedule >= MS_SCHED_N) return fail(err, errlen, "unknown schedule %d", o->schedule);
+    if (o->recompute < 0 || o->recompute > 2) return fail(err, errlen, "unknown recompute mode %d", o->recompute);
+    if (o->global_batch < 0 || o->global_batch > MS_PROFILE_MAX_BATCH)
+        return fail(err, errlen, "global batch %d is outside 1..%d", o->global_batch, MS_PROFILE_MAX_BATCH);
+    if (o->micro_batch < 0) return fail(err, errlen, "micro-batch %d is negative", o->micro_batch);
+    if (o->max_stages < 0) return fail(err, errlen, "max stages %d is negative", o->max_stages);
+    int G = o->global_batch ? o->global_batch : prof->global_batch;
+    if (o->micro_batch && G % o->micro_batch)
+        return fail(err, errlen, "micro-batch %d does not divide the global batch %d", o->micro_batch, G);
+    unsigned have = ms_profile_precisions(prof);
+    if (o->precision >= 0 && !(have & (1u << o->precision))) {
+        char list[32] = "";
+        for (int p = 0; p < 3; p++)
+            if (have & (1u << p)) {
+                if (list[0]) strcat(list, ", ");
+                strcat(list, ms_precision_name((ms_precision)p));
+            }
+        return fail(err, errlen, "the profile has no %s rows (it has %s); profile that precision or drop --precision",
+                    ms_precision_name((ms_precision)o->precision), list);
+    }
+    return 0;
+}
+
+static void fill_plan_header(ms_plan *pl, const ms_profile *prof, const ms_plan_device *devs, int n_devs,
+                             const ms_plan_opts *o)
+{
+    pl->version = MS_PLAN_VERSION;
+    snprintf(pl->model, sizeof pl->model, "%s", prof->model);
+    pl->n_layers = prof->n_layers;
+    pl->seq_len = prof->seq_len;
+    pl->d_model = prof->d_model;
+    pl->n_head = prof->n_head;
+    pl->vocab = prof->vocab;
+    pl->n_devices = n_devs;
+    memcpy(pl->devices, devs, (size_t)n_devs * sizeof *devs);
+    pl->headroom = o->headroom;
+    pl->link_gbps = o->link_gbps;
+}
+
+/* Runs the configurations (sorted by lower bound) against one device space.
+ * Improves *best and sets *win / picks / *n_picks when a better plan turns
+ * up. Returns 0, or MS_PLAN_ERROR with err. */
+static int run_configs(const ms_profile *prof, const ms_plan_opts *o, const config *cfg, int n_cfg, int G, int R,
+                       const ms_dev_space *ds, ms_layer_cost *L, double *best, const config **win, ms_stage_pick *picks,
+                       int *n_picks, char *err, size_t errlen)
+{
+    const int n = prof->n_layers;
+    ms_dp *x = ms_dp_new(n, R, ds, prof->reserve, o->link_gbps, o->recompute != MS_RECOMPUTE_ALWAYS,
+                         o->recompute != MS_RECOMPUTE_NEVER);
+    ms_stage_pick *cur = malloc((size_t)R * sizeof *cur);
+    int rc = 0;
+    if (!cur || !x) {
+        rc = fail(err, errlen, "out of memory");
+        goto done;
+    }
+    for (int ci = 0; ci < n_cfg; ci++) {
+        const config *cf = &cfg[ci];
+        if (cf->lb >= *best) break; /* sorted: nothing later can win */
+        if (ms_layer_costs(prof, cf->precision, cf->micro_batch, L, err, errlen)) {
+            rc = MS_PLAN_ERROR;
+            goto done;
+        }
+        int np = 0, got = ms_dp_run(x, L, cf->schedule, G / cf->micro_batch, best, cur, &np);
+        if (got < 0) {
+            rc = fail(err, errlen, "out of memory");
+            goto done;
+        }
+        if (got) {
+            *win = cf;
+            *n_picks = np;
+            memcpy(picks, cur, (size_t)np * sizeof *cur);
+            if (o->first_fit) break;
+        }
+    }
+done:
+    ms_dp_free(x);
+    free(cur);
+    return rc;
+}
+
+int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_devs, const ms_plan_opts *opts,
+                   ms_plan *out, char *err, size_t errlen)
+{
+    if (out) memset(out, 0, sizeof *out);
+    if (!out) return fail(err, errlen, "no output plan");
+    if (check_opts(prof, devs, n_devs, opts, err, errlen)) return MS_PLAN_ERROR;
+    char verr[256];
+    if (ms_profile_validate(prof, verr, sizeof verr)) return fail(err, errlen, "bad profile: %s", verr);
+
+    const int n = prof->n_layers;
+    const int G = opts->global_batch ? opts->global_batch : prof->global_batch;
+    int R = n_devs < n ? n_devs : n;
+    if (opts->max_stages && opts->max_stages < R) R = opts->max_stages;
+
+    ms_dev_space ds, ds_min;
+    memset(&ds_min, 0, sizeof ds_min);
+    ms_plan_device *flat = NULL;
+    if (ms_dev_space_build(&ds, devs, n_devs, R, opts->headroom, err, errlen)) {
+        ms_dev_space_free(&ds);
+        return MS_PLAN_ERROR;
+    }
+    int n_cfg = 0, cfg_cap = 0, rc = MS_PLAN_INFEASIBLE;
+    config *cfg = NULL;
+    ms_layer_cost *L = malloc((size_t)n * sizeof *L);
+    ms_stage_pick *picks = malloc((size_t)R * sizeof *picks);
+    if (!L || !picks) {
+        rc = fail(err, errlen, "out of memory");
+        goto done;
+    }
+    if ((size_t)(n + 1) * (size_t)ds.n_states > MAX_DP_CELLS) {
+        rc = fail(err, errlen, "search space too large (%d layers x %d device states)", n, ds.n_states);
+        goto done;
+    }
+
+    /* configurations with their lower bounds */
+    unsigned have = ms_profile_precisions(prof);
+    for (int prec = 0; prec < 3; prec++) {
+        if (!(have & (1u << prec)) || (opts->precision >= 0 && opts->precision != prec)) continue;
+        for (int u = 1; u <= G; u++) {
+            if (G % u || (opts->micro_batch && opts->micro_batch != u)) continue;
+            if (ms_layer_costs(prof, prec, u, L, err, errlen)) {
+                rc = MS_PLAN_ERROR;
+                goto done;
+            }
+            double lb = lower_bound(L, n, G / u, R);
+            for (int sc = MS_SCHED_N - 1; sc >= 0; sc--) { /* 1F1B first: never more memory */
+                if (opts->schedule >= 0 && opts->schedule != sc) continue;
+                if (n_cfg == cfg_cap) {
+                    cfg_cap = cfg_cap ? cfg_cap * 2 : 32;
+                    config *nc = realloc(cfg, (size_t)cfg_cap * sizeof *nc);
+                    if (!nc) {
+                        rc = fail(err, errlen, "out of memory");
+                        goto done;
+                    }
+                    cfg = nc;
+                }
+                cfg[n_cfg] = (config){prec, sc, u, lb, n_cfg};
+                n_cfg++;
+            }
+        }
+    }
+    qsort(cfg, (size_t)n_cfg, sizeof *cfg, config_cmp);
+
+    double best = INFINITY;
+    int n_best = 0, seeded = 0;
+    const config *win = NULL;
+    /* Mixed capacities: first plan on uniform stand-ins — for each capacity
+     * class k, the devices at least that big, all treated as having exactly
+     * that capacity. These spaces are cheap (one class), their plans fit the
+     * real devices, so their best is a valid plan and a tight bound for the
+     * exact search below. */
+    uint64_t seed_cap = 0;
+    for (int k = ds.n_cls - 1; ds.n_cls > 1 && k >= 0 && !(seeded && opts->first_fit); k--) {
+        int cnt = 0;
+        for (int c = 0; c <= k; c++) cnt += ds.count[c];
+        if (!flat && !(flat = malloc((size_t)n_devs * sizeof *flat))) {
+            rc = fail(err, errlen, "out of memory");
+            goto done;
+        }
+        for (int d = 0; d < cnt; d++) flat[d] = (ms_plan_device){"", ds.cap[k]};
+        const config *w = NULL;
+        ms_dev_space_free(&ds_min);
+        if (ms_dev_space_build(&ds_min, flat, cnt, cnt < R ? cnt : R, opts->headroom, err, errlen) ||
+            run_configs(prof, opts, cfg, n_cfg, G, cnt < R ? cnt : R, &ds_min, L, &best, &w, picks, &n_best, err,
+                        errlen)) {
+            rc = MS_PLAN_ERROR;
+            goto done;
+        }
+        if (w) {
+            win = w;
+            seeded = 1;
+            seed_cap = ds.cap[k];
+        }
+    }
+    if (!(seeded && opts->first_fit)) {
+        const config *w2 = NULL;
+        if (run_configs(prof, opts, cfg, n_cfg, G, R, &ds, L, &best, &w2, picks, &n_best, err, errlen)) {
+            rc = MS_PLAN_ERROR;
+            goto done;
+        }
+        if (w2) {
+            win = w2;
+            seeded = 0;
+        }
+    }
+    if (!win) goto done;
+
+    /* the plan, every number from the reference model */
+    out->devices = calloc((size_t)n_devs, sizeof *out->devices);
+    out->stages = calloc((size_t)n_best, sizeof *out->stages);
+    if (!out->devices || !out->stages) {
+        rc = fail(err, errlen, "out of memory");
+        goto done;
+    }
+    fill_plan_header(out, prof, devs, n_devs, opts);
+    out->precision = win->precision;
+    out->schedule = win->schedule;
+    out->micro_batch = win->micro_batch;
+    out->n_micro = G / win->micro_batch;
+    out->global_batch = G;
+    out->n_stages = n_best;
+    if (ms_layer_costs(prof, win->precision, win->micro_batch, L, err, errlen)) {
+        rc = MS_PLAN_ERROR;
+        goto done;
+    }
+    int used[MS_MAX_CLASSES] = {0}, next_dev = 0;
+    for (int s = 0; s < n_best; s++) {
+        const ms_stage_pick *pk = &picks[s];
+        ms_plan_stage *st = &out->stages[s];
+        ms_stage_predict(L, n, pk->first, pk->last, s, n_best, win->schedule, out->n_micro, pk->rc, prof->reserve,
+                         opts->link_gbps, st);
+        /* a plan from a uniform stand-in fits every device at least seed_cap
+         * big: take those in index order */
+        if (seeded) {
+            while (devs[next_dev].capacity < seed_cap) next_dev++;
+            st->device = next_dev++;
+        } else {
+            st->device = ds.devs[ds.dev_off[pk->cls] + used[pk->cls]++];
+        }
+        if (st->peak > ms_usable_bytes(devs[st->device].capacity, opts->headroom)) {
+            rc = fail(err, errlen, "internal error: stage %d predicted %llu bytes over its device", s,
+                      (unsigned long long)st->peak);
+            goto done;
+        }
+    }
+    out->step_ms = ms_step_ms(out->stages, n_best, out->n_micro);
+    rc = MS_PLAN_OK;
+
+done:
+    if (rc != MS_PLAN_OK) ms_plan_free(out);
+    ms_dev_space_free(&ds);
+    ms_dev_space_free(&ds_min);
+    free(flat);
+    free(cfg);
+    free(L);
+    free(picks);
+    return rc;
+}

@@ -1,0 +1,502 @@
+/* profile_json.c — profile <-> JSON, strict validation, file helpers, and the
+ * strict field readers the plan format reuses. */
+#include "profiler/profile_json.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/config.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* ---- strict readers ------------------------------------------------- */
+
+static const json_t *need(const json_t *obj, const char *ctx, const char *key, char *err, size_t errlen)
+{
+    if (!json_is_object(obj)) {
+        fail(err, errlen, "%s: expected an object", ctx);
+        return NULL;
+    }
+    const json_t *v = json_object_get(obj, key);
+    if (!v) fail(err, errlen, "%s.%s: missing", ctx, key);
+    return v;
+}
+
+int ms_json_get_int(const json_t *obj, const char *ctx, const char *key, long long lo, long long hi,
+                    long long *out, char *err, size_t errlen)
+{
+    const json_t *v = need(obj, ctx, key, err, errlen);
+    if (!v) return -1;
+    if (!json_is_integer(v)) return fail(err, errlen, "%s.%s: expected an integer", ctx, key);
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return fail(err, errlen, "%s.%s: %lld is out of range [%lld, %lld]", ctx, key, x, lo, hi);
+    *out = x;
+    return 0;
+}
+
+int ms_json_get_u64(const json_t *obj, const char *ctx, const char *key, uint64_t max, uint64_t *out,
+                    char *err, size_t errlen)
+{
+    const json_t *v = need(obj, ctx, key, err, errlen);
+    if (!v) return -1;
+    if (!json_is_integer(v)) return fail(err, errlen, "%s.%s: expected an integer number of bytes", ctx, key);
+    long long x = json_integer_value(v);
+    if (x < 0) return fail(err, errlen, "%s.%s: negative bytes (%lld)", ctx, key, x);
+    if ((uint64_t)x > max)
+        return fail(err, errlen, "%s.%s: %lld bytes is beyond the limit %" PRIu64, ctx, key, x, max);
+    *out = (uint64_t)x;
+    return 0;
+}
+
+int ms_json_get_num(const json_t *obj, const char *ctx, const char *key, double lo, double hi,
+                    double *out, char *err, size_t errlen)
+{
+    const json_t *v = need(obj, ctx, key, err, errlen);
+    if (!v) return -1;
+    if (!json_is_number(v)) return fail(err, errlen, "%s.%s: expected a number", ctx, key);
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || x > hi)
+        return fail(err, errlen, "%s.%s: %g is out of range [%g, %g]", ctx, key, x, lo, hi);
+    *out = x;
+    return 0;
+}
+
+int ms_json_get_str(const json_t *obj, const char *ctx, const char *key, char *out, size_t outlen,
+                    char *err, size_t errlen)
+{
+    const json_t *v = need(obj, ctx, key, err, errlen);
+    if (!v) return -1;
+    if (!json_is_string(v)) return fail(err, errlen, "%s.%s: expected a string", ctx, key);
+    size_t n = json_string_length(v);
+    const char *s = json_string_value(v);
+    if (n >= outlen) return fail(err, errlen, "%s.%s: longer than %zu characters", ctx, key, outlen - 1);
+    if (memchr(s, 0, n)) return fail(err, errlen, "%s.%s: contains a NUL character", ctx, key);
+    memcpy(out, s, n);
+    out[n] = 0;
+    return 0;
+}
+
+int ms_json_get_bool(const json_t *obj, const char *ctx, const char *key, int *out, char *err,
+                     size_t errlen)
+{
+    const json_t *v = need(obj, ctx, key, err, errlen);
+    if (!v) return -1;
+    if (!json_is_boolean(v)) return fail(err, errlen, "%s.%s: expected true or false", ctx, key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+json_t *ms_json_u64(uint64_t v)
+{
+    return v > (uint64_t)INT64_MAX ? NULL : json_integer((json_int_t)v);
+}
+
+/* ---- names of the enumerations in the file format ------------------- */
+
+static const char *const source_names[] = {"full", "isolated"};
+
+static int parse_name(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    return -1;
+}
+
+static const char *prec_name(int p) { return ms_precision_name((ms_precision)p); }
+
+static int prec_parse(const char *s)
+{
+    ms_precision p;
+    /* the file format is lower case only, as written */
+    if (strcmp(s, "fp32") && strcmp(s, "bf16") && strcmp(s, "fp16")) return -1;
+    return ms_precision_parse(s, &p) == 0 ? (int)p : -1;
+}
+
+/* ---- validation ------------------------------------------------------ */
+
+static int row_order(const void *a, const void *b)
+{
+    const ms_layer_row *x = *(const ms_layer_row *const *)a, *y = *(const ms_layer_row *const *)b;
+    if (x->precision != y->precision) return x->precision < y->precision ? -1 : 1;
+    if (x->micro_batch != y->micro_batch) return x->micro_batch < y->micro_batch ? -1 : 1;
+    return (x->layer > y->layer) - (x->layer < y->layer);
+}
+
+static int check_bytes(const char *ctx, const char *what, uint64_t v, char *err, size_t errlen)
+{
+    if (v > MS_PROFILE_MAX_ROW_BYTES)
+        return fail(err, errlen, "%s.%s: %" PRIu64 " bytes is beyond the limit %llu", ctx, what, v,
+                    MS_PROFILE_MAX_ROW_BYTES);
+    return 0;
+}
+
+static int check_ms(const char *ctx, const char *what, double v, char *err, size_t errlen)
+{
+    if (!isfinite(v) || v < 0 || v > 1e12) return fail(err, errlen, "%s.%s: %g ms is not a valid time", ctx, what, v);
+    return 0;
+}
+
+static int validate_row(const ms_profile *p, int i, char *err, size_t errlen)
+{
+    const ms_layer_row *r = &p->rows[i];
+    char ctx[32];
+    snprintf(ctx, sizeof ctx, "layers[%d]", i);
+    if (r->layer < 0 || r->layer >= p->n_layers)
+        return fail(err, errlen, "%s.index: %d is outside 0..%d", ctx, r->layer, p->n_layers - 1);
+    if (r->precision < 0 || r->precision > 2)
+        return fail(err, errlen, "%s.precision: unknown precision %d", ctx, r->precision);
+    if (r->source != MS_ROW_FULL && r->source != MS_ROW_ISOLATED)
+        return fail(err, errlen, "%s.source: unknown source %d", ctx, r->source);
+    if (r->micro_batch < 1 || r->micro_batch > MS_PROFILE_MAX_BATCH)
+        return fail(err, errlen, "%s.micro_batch: %d is outside 1..%d", ctx, r->micro_batch, MS_PROFILE_MAX_BATCH);
+    if (!memchr(r->name, 0, sizeof r->name) || !memchr(r->kind, 0, sizeof r->kind))
+        return fail(err, errlen, "%s: name or kind is not terminated", ctx);
+    const uint64_t b[] = {r->param, r->master, r->grad, r->optim, r->act, r->act_input,
+                          r->transient_fwd, r->transient_bwd, r->out_bytes};
+    const char *bn[] = {"param", "master", "grad", "optim", "act", "act_input",
+                        "transient_fwd", "transient_bwd", "out_bytes"};
+    for (int k = 0; k < 9; k++)
+        if (check_bytes(ctx, bn[k], b[k], err, errlen)) return -1;
+    if (check_ms(ctx, "fwd_ms", r->fwd_ms, err, errlen) || check_ms(ctx, "bwd_ms", r->bwd_ms, err, errlen) ||
+        check_ms(ctx, "opt_ms", r->opt_ms, err, errlen))
+        return -1;
+    return 0;
+}
+
+/* Every (precision, micro-batch) group holds layers 0..n-1 exactly once. */
+static int validate_coverage(const ms_profile *p, char *err, size_t errlen)
+{
+    const ms_layer_row **idx = malloc((size_t)p->n_rows * sizeof *idx);
+    if (!idx) return fail(err, errlen, "out of memory");
+    for (int i = 0; i < p->n_rows; i++) idx[i] = &p->rows[i];
+    qsort(idx, (size_t)p->n_rows, sizeof *idx, row_order);
+    int rc = 0;
+    for (int i = 0; i < p->n_rows && !rc;) {
+        int prec = idx[i]->precision, mb = idx[i]->micro_batch, expect = 0;
+        for (; i < p->n_rows && idx[i]->precision == prec && idx[i]->micro_batch == mb; i++, expect++) {
+            if (idx[i]->layer != expect) {
+                rc = fail(err, errlen,
+                          idx[i]->layer < expect
+                              ? "layers: layer %d appears twice for precision %s, micro-batch %d"
+                              : "layers: layer %d is missing for precision %s, micro-batch %d",
+                          idx[i]->layer < expect ? idx[i]->layer : expect, prec_name(prec), mb);
+                break;
+            }
+        }
+        if (!rc && expect != p->n_layers)
+            rc = fail(err, errlen, "layers: layer %d is missing for precision %s, micro-batch %d", expect,
+                      prec_name(prec), mb);
+    }
+    free(idx);
+    return rc;
+}
+
+int ms_profile_validate(const ms_profile *p, char *err, size_t errlen)
+{
+    if (!p) return fail(err, errlen, "no profile");
+    if (p->n_layers < 1 || p->n_layers > MS_PROFILE_MAX_LAYERS)
+        return fail(err, errlen, "model.n_layers: %d is outside 1..%d", p->n_layers, MS_PROFILE_MAX_LAYERS);
+    if (p->global_batch < 1 || p->global_batch > MS_PROFILE_MAX_BATCH)
+        return fail(err, errlen, "model.global_batch: %d is outside 1..%d", p->global_batch, MS_PROFILE_MAX_BATCH);
+    if (p->reserve > MS_PROFILE_MAX_ROW_BYTES)
+        return fail(err, errlen, "reserve_bytes: %" PRIu64 " is beyond the limit", p->reserve);
+    if (p->n_rows < 1 || !p->rows) return fail(err, errlen, "layers: no rows");
+    if (p->oom.n_live_layers < 0 || p->oom.n_live_layers > p->n_layers ||
+        (p->oom.n_live_layers > 0 && !p->oom.live_by_layer))
+        return fail(err, errlen, "oom.live_by_layer: %d entries for %d layers", p->oom.n_live_layers, p->n_layers);
+    for (int i = 0; i < p->n_rows; i++)
+        if (validate_row(p, i, err, errlen)) return -1;
+    return validate_coverage(p, err, errlen);
+}
+
+/* ---- writer ---------------------------------------------------------- */
+
+/* json_object_set_new that remembers a failure (a NULL value) */
+static void put(json_t *o, const char *k, json_t *v, int *bad)
+{
+    if (!v) *bad = 1;
+    else if (json_object_set_new(o, k, v)) *bad = 1;
+}
+
+static json_t *oom_to_json(const ms_profile *p, int *bad)
+{
+    const ms_oom_info *o = &p->oom;
+    if (!o->happened) return json_null();
+    json_t *j = json_object();
+    if (!j) return NULL;
+    put(j, "layer", json_integer(o->layer), bad);
+    put(j, "layer_name", json_string(o->layer_name), bad);
+    put(j, "phase", json_string(ms_phase_name((ms_phase)o->phase)), bad);
+    put(j, "category", json_string(ms_cat_name((ms_cat)o->category)), bad);
+    put(j, "requested_bytes", ms_json_u64(o->requested), bad);
+    put(j, "capacity_bytes", ms_json_u64(o->capacity), bad);
+    json_t *live = json_object();
+    for (int c = 0; c < MS_CAT_N && live; c++) put(live, ms_cat_name((ms_cat)c), ms_json_u64(o->live_by_cat[c]), bad);
+    put(j, "live_bytes", live, bad);
+    json_t *by = json_array();
+    for (int i = 0; i < o->n_live_layers && by; i++)
+        if (json_array_append_new(by, ms_json_u64(o->live_by_layer[i]))) *bad = 1;
+    put(j, "live_by_layer", by, bad);
+    put(j, "what", json_string(o->what), bad);
+    return j;
+}
+
+static json_t *row_to_json(const ms_layer_row *r, int *bad)
+{
+    json_t *j = json_object();
+    if (!j) return NULL;
+    put(j, "index", json_integer(r->layer), bad);
+    put(j, "name", json_string(r->name), bad);
+    put(j, "kind", json_string(r->kind), bad);
+    put(j, "source", json_string((unsigned)r->source < 2 ? source_names[r->source] : "?"), bad);
+    put(j, "precision", json_string(prec_name(r->precision)), bad);
+    put(j, "micro_batch", json_integer(r->micro_batch), bad);
+    put(j, "param", ms_json_u64(r->param), bad);
+    put(j, "master", ms_json_u64(r->master), bad);
+    put(j, "grad", ms_json_u64(r->grad), bad);
+    put(j, "optim", ms_json_u64(r->optim), bad);
+    put(j, "act", ms_json_u64(r->act), bad);
+    put(j, "act_input", ms_json_u64(r->act_input), bad);
+    put(j, "transient_fwd", ms_json_u64(r->transient_fwd), bad);
+    put(j, "transient_bwd", ms_json_u64(r->transient_bwd), bad);
+    put(j, "out_bytes", ms_json_u64(r->out_bytes), bad);
+    put(j, "fwd_ms", json_real(r->fwd_ms), bad);
+    put(j, "bwd_ms", json_real(r->bwd_ms), bad);
+    put(j, "opt_ms", json_real(r->opt_ms), bad);
+    return j;
+}
+
+json_t *ms_profile_to_json(const ms_profile *p)
+{
+    if (!p) return NULL;
+    int bad = 0;
+    json_t *root = json_object();
+    if (!root) return NULL;
+    put(root, "version", json_integer(MS_PROFILE_JSON_VERSION), &bad);
+    put(root, "fits", json_boolean(p->fits), &bad);
+    put(root, "capacity_bytes", ms_json_u64(p->capacity), &bad);
+    put(root, "peak_bytes", ms_json_u64(p->peak), &bad);
+    put(root, "reserve_bytes", ms_json_u64(p->reserve), &bad);
+    json_t *m = json_object();
+    if (m) {
+        put(m, "name", json_string(p->model), &bad);
+        put(m, "n_layers", json_integer(p->n_layers), &bad);
+        put(m, "seq_len", json_integer(p->seq_len), &bad);
+        put(m, "d_model", json_integer(p->d_model), &bad);
+        put(m, "n_head", json_integer(p->n_head), &bad);
+        put(m, "vocab", json_integer(p->vocab), &bad);
+        put(m, "global_batch", json_integer(p->global_batch), &bad);
+    }
+    put(root, "model", m, &bad);
+    put(root, "device", json_string(p->device), &bad);
+    put(root, "oom", oom_to_json(p, &bad), &bad);
+    json_t *rows = json_array();
+    for (int i = 0; rows && i < p->n_rows; i++)
+        if (json_array_append_new(rows, row_to_json(&p->rows[i], &bad))) bad = 1;
+    put(root, "layers", rows, &bad);
+    if (bad) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* ---- reader ---------------------------------------------------------- */
+
+#define GET_INT(obj, ctx, key, lo, hi, dst)                                        \
+    do {                                                                           \
+        long long v_;                                                              \
+        if (ms_json_get_int(obj, ctx, key, lo, hi, &v_, err, errlen)) return -1;   \
+        (dst) = (int)v_;                                                           \
+    } while (0)
+
+static int enum_field(const json_t *obj, const char *ctx, const char *key, int (*parse)(const char *),
+                      const char *choices, int *dst, char *err, size_t errlen)
+{
+    char s[32];
+    if (ms_json_get_str(obj, ctx, key, s, sizeof s, err, errlen)) return -1;
+    int v = parse(s);
+    if (v < 0) return fail(err, errlen, "%s.%s: \"%s\" is not one of %s", ctx, key, s, choices);
+    *dst = v;
+    return 0;
+}
+
+static int source_parse(const char *s) { return parse_name(s, source_names, 2); }
+
+static int row_from_json(const json_t *j, const char *ctx, int n_layers, ms_layer_row *r, char *err, size_t errlen)
+{
+    if (!json_is_object(j)) return fail(err, errlen, "%s: expected an object", ctx);
+    GET_INT(j, ctx, "index", 0, n_layers - 1, r->layer);
+    if (ms_json_get_str(j, ctx, "name", r->name, sizeof r->name, err, errlen)) return -1;
+    if (ms_json_get_str(j, ctx, "kind", r->kind, sizeof r->kind, err, errlen)) return -1;
+    if (enum_field(j, ctx, "source", source_parse, "full|isolated", &r->source, err, errlen)) return -1;
+    if (enum_field(j, ctx, "precision", prec_parse, "fp32|bf16|fp16", &r->precision, err, errlen)) return -1;
+    GET_INT(j, ctx, "micro_batch", 1, MS_PROFILE_MAX_BATCH, r->micro_batch);
+    struct { const char *k; uint64_t *v; } b[] = {
+        {"param", &r->param}, {"master", &r->master}, {"grad", &r->grad}, {"optim", &r->optim},
+        {"act", &r->act}, {"act_input", &r->act_input}, {"transient_fwd", &r->transient_fwd},
+        {"transient_bwd", &r->transient_bwd}, {"out_bytes", &r->out_bytes},
+    };
+    for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
+        if (ms_json_get_u64(j, ctx, b[k].k, MS_PROFILE_MAX_ROW_BYTES, b[k].v, err, errlen)) return -1;
+    if (ms_json_get_num(j, ctx, "fwd_ms", 0, 1e12, &r->fwd_ms, err, errlen) ||
+        ms_json_get_num(j, ctx, "bwd_ms", 0, 1e12, &r->bwd_ms, err, errlen) ||
+        ms_json_get_num(j, ctx, "opt_ms", 0, 1e12, &r->opt_ms, err, errlen))
+        return -1;
+    return 0;
+}
+
+static int oom_from_json(const json_t *j, ms_profile *p, char *err, size_t errlen)
+{
+    ms_oom_info *o = &p->oom;
+    const char *ctx = "oom";
+    if (json_is_null(j)) return 0;
+    if (!json_is_object(j)) return fail(err, errlen, "oom: expected null or an object");
+    o->happened = 1;
+    GET_INT(j, ctx, "layer", -1, p->n_layers - 1, o->layer);
+    if (ms_json_get_str(j, ctx, "layer_name", o->layer_name, sizeof o->layer_name, err, errlen)) return -1;
+    if (enum_field(j, ctx, "phase", ms_phase_parse, "init|forward|backward|optimizer", &o->phase, err, errlen))
+        return -1;
+    if (enum_field(j, ctx, "category", ms_cat_parse, "param|master|grad|optim|act|transient|comm|reserve",
+                   &o->category, err, errlen))
+        return -1;
+    if (ms_json_get_u64(j, ctx, "requested_bytes", INT64_MAX, &o->requested, err, errlen)) return -1;
+    o->capacity = p->capacity; /* optional: the trial's capacity unless stated */
+    if (json_object_get(j, "capacity_bytes") &&
+        ms_json_get_u64(j, ctx, "capacity_bytes", INT64_MAX, &o->capacity, err, errlen))
+        return -1;
+    const json_t *live = json_object_get(j, "live_bytes");
+    if (!live) return fail(err, errlen, "oom.live_bytes: missing");
+    if (!json_is_object(live)) return fail(err, errlen, "oom.live_bytes: expected an object {category: bytes}");
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)live, key, val) {
+        int c = ms_cat_parse(key);
+        if (c < 0) return fail(err, errlen, "oom.live_bytes: \"%s\" is not a memory category", key);
+        if (ms_json_get_u64(live, "oom.live_bytes", key, INT64_MAX, &o->live_by_cat[c], err, errlen)) return -1;
+    }
+    const json_t *by = json_object_get(j, "live_by_layer");
+    if (!by) return fail(err, errlen, "oom.live_by_layer: missing");
+    if (!json_is_array(by)) return fail(err, errlen, "oom.live_by_layer: expected an array of bytes");
+    size_t n = json_array_size(by);
+    if (n > (size_t)p->n_layers)
+        return fail(err, errlen, "oom.live_by_layer: %zu entries for %d layers", n, p->n_layers);
+    if (n) {
+        o->live_by_layer = calloc(n, sizeof *o->live_by_layer);
+        if (!o->live_by_layer) return fail(err, errlen, "out of memory");
+        o->n_live_layers = (int)n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(by, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return fail(err, errlen, "oom.live_by_layer[%zu]: expected non-negative integer bytes", i);
+        o->live_by_layer[i] = (uint64_t)json_integer_value(v);
+    }
+    return ms_json_get_str(j, ctx, "what", o->what, sizeof o->what, err, errlen);
+}
+
+static int from_json(const json_t *root, ms_profile *p, char *err, size_t errlen)
+{
+    const char *ctx = "profile";
+    if (!json_is_object(root)) return fail(err, errlen, "profile: expected a JSON object");
+    if (json_object_get(root, "version")) {
+        long long v;
+        if (ms_json_get_int(root, ctx, "version", MS_PROFILE_JSON_VERSION, MS_PROFILE_JSON_VERSION, &v, err,
+                            errlen))
+            return -1;
+    }
+    if (ms_json_get_bool(root, ctx, "fits", &p->fits, err, errlen)) return -1;
+    if (ms_json_get_u64(root, ctx, "capacity_bytes", INT64_MAX, &p->capacity, err, errlen) ||
+        ms_json_get_u64(root, ctx, "peak_bytes", INT64_MAX, &p->peak, err, errlen) ||
+        ms_json_get_u64(root, ctx, "reserve_bytes", MS_PROFILE_MAX_ROW_BYTES, &p->reserve, err, errlen))
+        return -1;
+    const json_t *m = json_object_get(root, "model");
+    if (!json_is_object(m)) return fail(err, errlen, m ? "model: expected an object" : "model: missing");
+    if (ms_json_get_str(m, "model", "name", p->model, sizeof p->model, err, errlen)) return -1;
+    GET_INT(m, "model", "n_layers", 1, MS_PROFILE_MAX_LAYERS, p->n_layers);
+    GET_INT(m, "model", "seq_len", 1, INT32_MAX, p->seq_len);
+    GET_INT(m, "model", "d_model", 1, INT32_MAX, p->d_model);
+    GET_INT(m, "model", "n_head", 1, INT32_MAX, p->n_head);
+    GET_INT(m, "model", "vocab", 1, INT32_MAX, p->vocab);
+    GET_INT(m, "model", "global_batch", 1, MS_PROFILE_MAX_BATCH, p->global_batch);
+    if (ms_json_get_str(root, ctx, "device", p->device, sizeof p->device, err, errlen)) return -1;
+    const json_t *oom = json_object_get(root, "oom");
+    if (!oom) return fail(err, errlen, "oom: missing (null when the trial fit)");
+    if (oom_from_json(oom, p, err, errlen)) return -1;
+    if (p->fits && p->oom.happened) return fail(err, errlen, "oom: an OOM is given but fits is true");
+    const json_t *rows = json_object_get(root, "layers");
+    if (!json_is_array(rows)) return fail(err, errlen, rows ? "layers: expected an array" : "layers: missing");
+    size_t n = json_array_size(rows);
+    if (n == 0) return fail(err, errlen, "layers: no rows");
+    if (n > (size_t)MS_PROFILE_MAX_LAYERS * 64) return fail(err, errlen, "layers: %zu rows is too many", n);
+    p->rows = calloc(n, sizeof *p->rows);
+    if (!p->rows) return fail(err, errlen, "out of memory");
+    p->n_rows = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        char rctx[32];
+        snprintf(rctx, sizeof rctx, "layers[%zu]", i);
+        if (row_from_json(json_array_get(rows, i), rctx, p->n_layers, &p->rows[i], err, errlen)) return -1;
+    }
+    return ms_profile_validate(p, err, errlen);
+}
+
+int ms_profile_from_json(const json_t *root, ms_profile *out, char *err, size_t errlen)
+{
+    if (!out) return fail(err, errlen, "no output profile");
+    memset(out, 0, sizeof *out);
+    if (from_json(root, out, err, errlen)) {
+        ms_profile_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- files ----------------------------------------------------------- */
+
+int ms_profile_write_json(FILE *f, const ms_profile *p, char *err, size_t errlen)
+{
+    json_t *j = ms_profile_to_json(p);
+    if (!j) return fail(err, errlen, "profile cannot be written as JSON (a value is out of range)");
+    int rc = json_dumpf(j, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(j);
+    if (rc || fputc('\n', f) == EOF) return fail(err, errlen, "writing the profile JSON failed");
+    return 0;
+}
+
+int ms_profile_save_json(const char *path, const ms_profile *p, char *err, size_t errlen)
+{
+    if (!path || strcmp(path, "-") == 0) return ms_profile_write_json(stdout, p, err, errlen);
+    FILE *f = fopen(path, "w");
+    if (!f) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    int rc = ms_profile_write_json(f, p, err, errlen);
+    if (fclose(f) && !rc) rc = fail(err, errlen, "%s: %s", path, strerror(errno));
+    return rc;
+}
+
+int ms_profile_load_json(const char *path, ms_profile *out, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *j = (!path || strcmp(path, "-") == 0) ? json_loadf(stdin, 0, &je) : json_load_file(path, 0, &je);
+    if (out) memset(out, 0, sizeof *out);
+    if (!j && je.line < 1) return fail(err, errlen, "%s", je.text); /* could not open or read */
+    if (!j) return fail(err, errlen, "%s: line %d: %s", path ? path : "-", je.line, je.text);
+    char inner[256];
+    int rc = ms_profile_from_json(j, out, inner, sizeof inner);
+    json_decref(j);
+    if (rc) return fail(err, errlen, "%s: %s", path ? path : "-", inner);
+    return 0;
+}

@@ -1,0 +1,233 @@
+/* planner_util.c — synthetic profiles and a brute-force planner for tests. */
+#include "tests/common/planner_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/memory_model.h"
+
+void pu_seed(pu_rng *r, uint64_t seed) { r->s = seed ^ 0x9E3779B97F4A7C15ull; }
+
+uint64_t pu_next(pu_rng *r)
+{
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double pu_uniform(pu_rng *r) { return (double)(pu_next(r) >> 11) * 0x1.0p-53; }
+int pu_int(pu_rng *r, int n) { return n <= 1 ? 0 : (int)(pu_next(r) % (uint64_t)n); }
+
+static uint64_t rnd(pu_rng *r, uint64_t lo, uint64_t hi) { return lo + pu_next(r) % (hi - lo + 1); }
+
+ms_profile *pu_random_profile(pu_rng *r, int n_layers, unsigned prec_mask, const int *sizes, int n_sizes,
+                              int global_batch)
+{
+    ms_profile *p = calloc(1, sizeof *p);
+    int n_prec = 0;
+    for (int q = 0; q < 3; q++) n_prec += (prec_mask >> q) & 1;
+    p->rows = calloc((size_t)n_layers * (size_t)n_prec * (size_t)n_sizes, sizeof *p->rows);
+    snprintf(p->model, sizeof p->model, "synthetic-%d", n_layers);
+    p->n_layers = n_layers;
+    p->seq_len = 128;
+    p->d_model = 256;
+    p->n_head = 4;
+    p->vocab = 1000;
+    p->global_batch = global_batch;
+    snprintf(p->device, sizeof p->device, "cuda:0");
+    p->reserve = rnd(r, 1, 64) << 20;
+    const uint64_t MiB = 1 << 20;
+    for (int l = 0; l < n_layers; l++) {
+        /* the layer's own character, shared by its rows */
+        uint64_t np = rnd(r, 1, 40) * MiB / 4;                 /* parameters */
+        uint64_t a0 = rnd(r, 0, 8) * MiB, a1 = rnd(r, 1, 60) * MiB; /* act = a0 + a1 * u (fp32) */
+        uint64_t x1 = rnd(r, 1, a1 / MiB) * MiB / 2;            /* act_input per sequence */
+        uint64_t tf0 = rnd(r, 0, 16) * MiB, tf1 = rnd(r, 0, 20) * MiB;
+        uint64_t tb1 = rnd(r, 0, 30) * MiB, o1 = rnd(r, 1, 4) * MiB;
+        double f0 = 0.05 + pu_uniform(r), f1 = 0.1 + 2 * pu_uniform(r), bw = 1.5 + pu_uniform(r);
+        double opt = 0.01 + 0.2 * pu_uniform(r);
+        for (int q = 0; q < 3; q++) {
+            if (!((prec_mask >> q) & 1)) continue;
+            int half = q != 0;
+            for (int s = 0; s < n_sizes; s++) {
+                uint64_t u = (uint64_t)sizes[s];
+                ms_layer_row *w = &p->rows[p->n_rows++];
+                w->layer = l;
+                if (l == 0) snprintf(w->name, sizeof w->name, "embed");
+                else if (l == n_layers - 1) snprintf(w->name, sizeof w->name, "head");
+                else snprintf(w->name, sizeof w->name, "block %d", l);
+                snprintf(w->kind, sizeof w->kind, "%s", l == 0 ? "embed" : l == n_layers - 1 ? "head" : "block");
+                w->precision = q;
+                w->micro_batch = (int)u;
+                w->source = (l % 3 == 2) ? MS_ROW_ISOLATED : MS_ROW_FULL;
+                w->param = np * (half ? 2 : 4);
+                w->master = half ? np * 4 : 0;
+                w->grad = np * (half ? 2 : 4);
+                w->optim = np * 8;
+                w->act = (a0 + a1 * u) >> half;
+                w->act_input = (x1 * u) >> half;
+                w->transient_fwd = (tf0 + tf1 * u) >> half;
+                w->transient_bwd = (tf0 + tb1 * u) >> half;
+                w->out_bytes = (o1 * u) >> half;
+                double speed = q == 0 ? 1.0 : (q == 1 ? 0.55 : 0.5);
+                w->fwd_ms = (f0 + f1 * (double)u) * speed;
+                w->bwd_ms = w->fwd_ms * bw;
+                w->opt_ms = opt;
+            }
+        }
+    }
+    return p;
+}
+
+uint64_t pu_one_device_bytes(const ms_profile *p)
+{
+    int prec = -1, u = 0;
+    for (int i = 0; i < p->n_rows; i++) {
+        const ms_layer_row *w = &p->rows[i];
+        if (prec < 0 || w->precision < prec || (w->precision == prec && w->micro_batch < u)) {
+            prec = w->precision;
+            u = w->micro_batch;
+        }
+    }
+    uint64_t stat = 0, act = 0, tr = 0, m = (uint64_t)(p->global_batch / u ? p->global_batch / u : 1);
+    for (int i = 0; i < p->n_rows; i++) {
+        const ms_layer_row *w = &p->rows[i];
+        if (w->precision != prec || w->micro_batch != u) continue;
+        stat += w->param + w->master + w->grad + w->optim;
+        act += w->act;
+        uint64_t t = w->transient_fwd > w->transient_bwd ? w->transient_fwd : w->transient_bwd;
+        if (t > tr) tr = t;
+    }
+    return stat + m * act + tr + p->reserve;
+}
+
+/* ---- brute force ------------------------------------------------------ */
+
+typedef struct {
+    const ms_profile *prof;
+    const ms_plan_device *devs;
+    int n_devs;
+    const ms_plan_opts *o;
+    const ms_layer_cost *L;
+    int sched, m, p;
+    int first[64], last[64], dev[64];
+    unsigned char used[64];
+    double best;
+} bf;
+
+static void bf_eval(bf *b)
+{
+    ms_plan_stage st[64];
+    for (unsigned mask = 0; mask < (1u << b->p); mask++) {
+        int ok = 1;
+        for (int s = 0; s < b->p && ok; s++) {
+            int rc = (mask >> s) & 1;
+            if ((rc && b->o->recompute == MS_RECOMPUTE_NEVER) || (!rc && b->o->recompute == MS_RECOMPUTE_ALWAYS)) {
+                ok = 0;
+                break;
+            }
+            ms_stage_predict(b->L, b->prof->n_layers, b->first[s], b->last[s], s, b->p, b->sched, b->m, rc,
+                             b->prof->reserve, b->o->link_gbps, &st[s]);
+            if (st[s].peak > ms_usable_bytes(b->devs[b->dev[s]].capacity, b->o->headroom)) ok = 0;
+        }
+        if (!ok) continue;
+        double t = ms_step_ms(st, b->p, b->m);
+        if (t < b->best) b->best = t;
+    }
+}
+
+static void bf_devices(bf *b, int s)
+{
+    if (s == b->p) {
+        bf_eval(b);
+        return;
+    }
+    for (int d = 0; d < b->n_devs; d++) {
+        if (b->used[d]) continue;
+        b->used[d] = 1;
+        b->dev[s] = d;
+        bf_devices(b, s + 1);
+        b->used[d] = 0;
+    }
+}
+
+double pu_brute_force(const ms_profile *prof, const ms_plan_device *devs, int n_devs, const ms_plan_opts *o)
+{
+    const int n = prof->n_layers, G = o->global_batch ? o->global_batch : prof->global_batch;
+    ms_layer_cost *L = malloc((size_t)n * sizeof *L);
+    bf b = {.prof = prof, .devs = devs, .n_devs = n_devs, .o = o, .L = L, .best = INFINITY};
+    unsigned have = ms_profile_precisions(prof);
+    int maxp = n_devs < n ? n_devs : n;
+    if (o->max_stages && o->max_stages < maxp) maxp = o->max_stages;
+    for (int prec = 0; prec < 3; prec++) {
+        if (!(have & (1u << prec)) || (o->precision >= 0 && o->precision != prec)) continue;
+        for (int u = 1; u <= G; u++) {
+            if (G % u || (o->micro_batch && o->micro_batch != u)) continue;
+            if (ms_layer_costs(prof, prec, u, L, NULL, 0)) continue;
+            b.m = G / u;
+            for (int sc = 0; sc < MS_SCHED_N; sc++) {
+                if (o->schedule >= 0 && o->schedule != sc) continue;
+                b.sched = sc;
+                for (int p = 1; p <= maxp; p++) {
+                    b.p = p;
+                    /* cuts: a subset of the n-1 gaps with p-1 members */
+                    for (unsigned cuts = 0; cuts < (1u << (n - 1)); cuts++) {
+                        if (__builtin_popcount(cuts) != p - 1) continue;
+                        int s = 0;
+                        b.first[0] = 0;
+                        for (int g = 0; g < n - 1; g++)
+                            if ((cuts >> g) & 1) {
+                                b.last[s] = g;
+                                b.first[++s] = g + 1;
+                            }
+                        b.last[s] = n - 1;
+                        bf_devices(&b, 0);
+                    }
+                }
+            }
+        }
+    }
+    free(L);
+    return b.best;
+}
+
+/* ---- a plan against its own model ------------------------------------- */
+
+static int close_ms(double a, double b) { return fabs(a - b) <= 1e-9 * (fabs(a) + fabs(b)) + 1e-12; }
+
+int pu_check_plan(const ms_profile *prof, const ms_plan *pl)
+{
+    ms_layer_cost *L = malloc((size_t)prof->n_layers * sizeof *L);
+    unsigned char *taken = calloc((size_t)pl->n_devices, 1);
+    int bad = 0, next = 0;
+    if (ms_layer_costs(prof, pl->precision, pl->micro_batch, L, NULL, 0)) bad = printf("no layer costs\n");
+    if (pl->micro_batch * pl->n_micro != pl->global_batch) bad = printf("batch does not multiply out\n");
+    for (int s = 0; s < pl->n_stages && !bad; s++) {
+        const ms_plan_stage *st = &pl->stages[s];
+        if (st->first != next || st->last < st->first) bad = printf("stage %d: layers [%d, %d], expected start %d\n", s, st->first, st->last, next);
+        else if (st->device < 0 || st->device >= pl->n_devices || taken[st->device]) bad = printf("stage %d: device %d reused or invalid\n", s, st->device);
+        if (bad) break;
+        taken[st->device] = 1;
+        next = st->last + 1;
+        ms_plan_stage ref;
+        ms_stage_predict(L, prof->n_layers, st->first, st->last, s, pl->n_stages, pl->schedule, pl->n_micro,
+                         st->recompute, prof->reserve, pl->link_gbps, &ref);
+        if (memcmp(ref.bytes, st->bytes, sizeof ref.bytes) || ref.peak != st->peak)
+            bad = printf("stage %d: bytes differ from the reference model\n", s);
+        if (!close_ms(ref.fwd_ms, st->fwd_ms) || !close_ms(ref.bwd_ms, st->bwd_ms) ||
+            !close_ms(ref.comm_ms, st->comm_ms) || !close_ms(ref.opt_ms, st->opt_ms))
+            bad = printf("stage %d: times differ from the reference model\n", s);
+        if (st->peak > ms_usable_bytes(pl->devices[st->device].capacity, pl->headroom))
+            bad = printf("stage %d: peak %llu over usable %llu\n", s, (unsigned long long)st->peak,
+                         (unsigned long long)ms_usable_bytes(pl->devices[st->device].capacity, pl->headroom));
+    }
+    if (!bad && next != prof->n_layers) bad = printf("stages end at %d of %d layers\n", next, prof->n_layers);
+    if (!bad && !close_ms(ms_step_ms(pl->stages, pl->n_stages, pl->n_micro), pl->step_ms))
+        bad = printf("step time %g is not the formula's %g\n", pl->step_ms, ms_step_ms(pl->stages, pl->n_stages, pl->n_micro));
+    free(L);
+    free(taken);
+    return bad ? -1 : 0;
+}

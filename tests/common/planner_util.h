@@ -1,0 +1,44 @@
+/* planner_util.h — synthetic profiles and a brute-force planner for the
+ * planner's tests.
+ *
+ *  - pu_rng: a seeded splitmix64 PRNG (deterministic per seed).
+ *  - pu_random_profile(): a profile of n_layers layers with rows for every
+ *    precision in prec_mask and every micro-batch size in sizes[], random but
+ *    plausible: static bytes per layer, per-micro-batch bytes and times that
+ *    grow linearly with the micro-batch size (so a two-point fit is exact),
+ *    mixed precision with master weights, an optional OOM record. Never all
+ *    zeros. Caller frees with ms_profile_free() and free().
+ *  - pu_brute_force(): the best step time over every split, stage count,
+ *    ordered choice of devices, recompute choice, precision, schedule and
+ *    micro-batch size allowed by opts, evaluated with the reference stage
+ *    model only. Returns INFINITY when nothing fits. Small instances only. */
+#ifndef PLANNER_UTIL_H
+#define PLANNER_UTIL_H
+
+#include <stdint.h>
+
+#include "planner/planner.h"
+#include "profiler/profile.h"
+
+typedef struct { uint64_t s; } pu_rng;
+
+void pu_seed(pu_rng *r, uint64_t seed);
+uint64_t pu_next(pu_rng *r);
+double pu_uniform(pu_rng *r);           /* [0, 1) */
+int pu_int(pu_rng *r, int n);           /* [0, n) */
+
+ms_profile *pu_random_profile(pu_rng *r, int n_layers, unsigned prec_mask, const int *sizes, int n_sizes,
+                              int global_batch);
+/* A rough one-device peak of the profile (fp32 if present, smallest size,
+ * all micro-batches in flight): a scale for choosing capacities. */
+uint64_t pu_one_device_bytes(const ms_profile *p);
+
+double pu_brute_force(const ms_profile *prof, const ms_plan_device *devs, int n_devs, const ms_plan_opts *o);
+
+/* Checks a plan against its own model: stages cover every layer once, in
+ * order, on distinct devices, each stage's numbers equal the reference
+ * model's and fit its device; step time equals the formula. Returns 0, or
+ * -1 after printing what is wrong. */
+int pu_check_plan(const ms_profile *prof, const ms_plan *pl);
+
+#endif

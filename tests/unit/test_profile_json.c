@@ -1,0 +1,418 @@
+/* test_profile_json.c — the profile JSON: round trips bit for bit, rejects
+ * malformed input with a message naming the field, and survives random
+ * mutations of valid documents (text and structure) without crashing. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "profiler/profile_json.h"
+#include "tests/common/planner_util.h"
+
+static ms_profile *sample(uint64_t seed, int with_oom)
+{
+    pu_rng r;
+    pu_seed(&r, seed);
+    int sizes[2] = {1, 2 + pu_int(&r, 3)};
+    ms_profile *p = pu_random_profile(&r, 3 + pu_int(&r, 10), 1u + (unsigned)pu_int(&r, 7), sizes, 1 + pu_int(&r, 2),
+                                      8);
+    p->capacity = (8ull << 30) + pu_next(&r) % 1000;
+    p->peak = p->capacity - 12345;
+    p->fits = !with_oom;
+    if (with_oom) {
+        ms_oom_info *o = &p->oom;
+        o->happened = 1;
+        o->layer = pu_int(&r, p->n_layers);
+        snprintf(o->layer_name, sizeof o->layer_name, "block %d", o->layer);
+        o->phase = pu_int(&r, MS_PH_N);
+        o->category = pu_int(&r, MS_CAT_N);
+        o->requested = pu_next(&r) >> 20;
+        o->capacity = p->capacity;
+        for (int c = 0; c < MS_CAT_N; c++) o->live_by_cat[c] = pu_next(&r) >> 24;
+        o->n_live_layers = o->layer + 1;
+        o->live_by_layer = calloc((size_t)o->n_live_layers, sizeof *o->live_by_layer);
+        for (int i = 0; i < o->n_live_layers; i++) o->live_by_layer[i] = pu_next(&r) >> 30;
+        snprintf(o->what, sizeof o->what, "fc_pre");
+    }
+    return p;
+}
+
+static void drop(ms_profile *p)
+{
+    ms_profile_free(p);
+    free(p);
+}
+
+static void assert_same_profile(const ms_profile *a, const ms_profile *b)
+{
+    assert_string_equal(a->model, b->model);
+    assert_int_equal(a->n_layers, b->n_layers);
+    assert_int_equal(a->seq_len, b->seq_len);
+    assert_int_equal(a->d_model, b->d_model);
+    assert_int_equal(a->n_head, b->n_head);
+    assert_int_equal(a->vocab, b->vocab);
+    assert_int_equal(a->global_batch, b->global_batch);
+    assert_string_equal(a->device, b->device);
+    assert_int_equal(a->capacity, b->capacity);
+    assert_int_equal(a->reserve, b->reserve);
+    assert_int_equal(a->peak, b->peak);
+    assert_int_equal(a->fits, b->fits);
+    assert_int_equal(a->oom.happened, b->oom.happened);
+    if (a->oom.happened) {
+        assert_int_equal(a->oom.layer, b->oom.layer);
+        assert_string_equal(a->oom.layer_name, b->oom.layer_name);
+        assert_int_equal(a->oom.phase, b->oom.phase);
+        assert_int_equal(a->oom.category, b->oom.category);
+        assert_int_equal(a->oom.requested, b->oom.requested);
+        assert_int_equal(a->oom.capacity, b->oom.capacity);
+        assert_memory_equal(a->oom.live_by_cat, b->oom.live_by_cat, sizeof a->oom.live_by_cat);
+        assert_int_equal(a->oom.n_live_layers, b->oom.n_live_layers);
+        assert_memory_equal(a->oom.live_by_layer, b->oom.live_by_layer,
+                            (size_t)a->oom.n_live_layers * sizeof *a->oom.live_by_layer);
+        assert_string_equal(a->oom.what, b->oom.what);
+    }
+    assert_int_equal(a->n_rows, b->n_rows);
+    for (int i = 0; i < a->n_rows; i++) {
+        const ms_layer_row *x = &a->rows[i], *y = &b->rows[i];
+        assert_int_equal(x->layer, y->layer);
+        assert_string_equal(x->name, y->name);
+        assert_string_equal(x->kind, y->kind);
+        assert_int_equal(x->precision, y->precision);
+        assert_int_equal(x->micro_batch, y->micro_batch);
+        assert_int_equal(x->source, y->source);
+        assert_int_equal(x->param, y->param);
+        assert_int_equal(x->master, y->master);
+        assert_int_equal(x->grad, y->grad);
+        assert_int_equal(x->optim, y->optim);
+        assert_int_equal(x->act, y->act);
+        assert_int_equal(x->act_input, y->act_input);
+        assert_int_equal(x->transient_fwd, y->transient_fwd);
+        assert_int_equal(x->transient_bwd, y->transient_bwd);
+        assert_int_equal(x->out_bytes, y->out_bytes);
+        /* bit for bit: jansson writes 17 significant digits */
+        assert_memory_equal(&x->fwd_ms, &y->fwd_ms, sizeof(double));
+        assert_memory_equal(&x->bwd_ms, &y->bwd_ms, sizeof(double));
+        assert_memory_equal(&x->opt_ms, &y->opt_ms, sizeof(double));
+    }
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    for (int it = 0; it < 40; it++) {
+        ms_profile *p = sample(1000 + (uint64_t)it, it % 2);
+        json_t *j = ms_profile_to_json(p);
+        assert_non_null(j);
+        char *text = json_dumps(j, JSON_COMPACT);
+        json_error_t je;
+        json_t *back_j = json_loads(text, 0, &je);
+        assert_non_null(back_j);
+        ms_profile back;
+        char err[256];
+        if (ms_profile_from_json(back_j, &back, err, sizeof err)) fail_msg("round trip %d: %s", it, err);
+        assert_same_profile(p, &back);
+        json_t *again = ms_profile_to_json(&back);
+        assert_true(json_equal(j, again));
+        json_decref(again);
+        ms_profile_free(&back);
+        json_decref(back_j);
+        free(text);
+        json_decref(j);
+        drop(p);
+    }
+}
+
+static void test_files(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ms_profile_json_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    ms_profile *p = sample(7, 1);
+    char err[256];
+    assert_int_equal(ms_profile_save_json(path, p, err, sizeof err), 0);
+    ms_profile back;
+    assert_int_equal(ms_profile_load_json(path, &back, err, sizeof err), 0);
+    assert_same_profile(p, &back);
+    ms_profile_free(&back);
+    FILE *f = fopen(path, "w");
+    fputs("{\"fits\": true,\n  \"capacity_bytes\": 12,,}\n", f);
+    fclose(f);
+    assert_int_equal(ms_profile_load_json(path, &back, err, sizeof err), -1);
+    assert_non_null(strstr(err, "line 2"));
+    unlink(path);
+    assert_int_equal(ms_profile_load_json(path, &back, err, sizeof err), -1);
+    assert_non_null(strstr(err, path));
+    assert_int_equal(back.n_rows, 0); /* left empty: safe to free */
+    ms_profile_free(&back);
+    drop(p);
+}
+
+/* Applies one edit to a copy of the valid document and expects a rejection
+ * whose message contains `want`. */
+typedef void (*edit_fn)(json_t *root);
+
+static void expect_reject(const json_t *valid, edit_fn edit, const char *want)
+{
+    json_t *doc = json_deep_copy(valid);
+    edit(doc);
+    ms_profile p;
+    char err[256] = "";
+    int rc = ms_profile_from_json(doc, &p, err, sizeof err);
+    json_decref(doc);
+    if (rc == 0) {
+        ms_profile_free(&p);
+        fail_msg("accepted a document that should fail with '%s'", want);
+    }
+    if (!strstr(err, want)) fail_msg("message '%s' lacks '%s'", err, want);
+    assert_int_equal(p.n_rows, 0);
+    assert_null(p.rows);
+}
+
+static json_t *row(json_t *root, int i) { return json_array_get(json_object_get(root, "layers"), (size_t)i); }
+static void e_no_fits(json_t *r) { json_object_del(r, "fits"); }
+static void e_no_layers(json_t *r) { json_object_del(r, "layers"); }
+static void e_no_model(json_t *r) { json_object_del(r, "model"); }
+static void e_no_oom(json_t *r) { json_object_del(r, "oom"); }
+static void e_no_nlayers(json_t *r) { json_object_del(json_object_get(r, "model"), "n_layers"); }
+static void e_zero_batch(json_t *r) { json_object_set_new(json_object_get(r, "model"), "global_batch", json_integer(0)); }
+static void e_row_no_act(json_t *r) { json_object_del(row(r, 2), "act"); }
+static void e_row_no_fwd(json_t *r) { json_object_del(row(r, 1), "fwd_ms"); }
+static void e_row_str_act(json_t *r) { json_object_set_new(row(r, 1), "act", json_string("big")); }
+static void e_row_real_param(json_t *r) { json_object_set_new(row(r, 1), "param", json_real(1.5)); }
+static void e_row_neg(json_t *r) { json_object_set_new(row(r, 0), "param", json_integer(-5)); }
+static void e_row_huge(json_t *r) { json_object_set_new(row(r, 0), "grad", json_integer(1ll << 50)); }
+static void e_row_neg_ms(json_t *r) { json_object_set_new(row(r, 0), "bwd_ms", json_real(-1.0)); }
+static void e_row_prec(json_t *r) { json_object_set_new(row(r, 0), "precision", json_string("int8")); }
+static void e_row_prec_case(json_t *r) { json_object_set_new(row(r, 0), "precision", json_string("FP32")); }
+static void e_row_source(json_t *r) { json_object_set_new(row(r, 0), "source", json_string("partial")); }
+static void e_row_mb(json_t *r) { json_object_set_new(row(r, 0), "micro_batch", json_integer(0)); }
+static void e_row_index(json_t *r) { json_object_set_new(row(r, 0), "index", json_integer(999)); }
+static void e_row_name(json_t *r) { json_object_set_new(row(r, 0), "name", json_string("a name far longer than thirty-one characters")); }
+static void e_row_not_obj(json_t *r) { json_array_set_new(json_object_get(r, "layers"), 1, json_integer(3)); }
+static void e_missing_layer(json_t *r) { json_array_remove(json_object_get(r, "layers"), 1); }
+static void e_dup_layer(json_t *r)
+{
+    json_t *ls = json_object_get(r, "layers");
+    json_array_append_new(ls, json_deep_copy(json_array_get(ls, 0)));
+}
+static void e_empty_layers(json_t *r) { json_object_set_new(r, "layers", json_array()); }
+static void e_fits_with_oom(json_t *r) { json_object_set_new(r, "fits", json_true()); }
+static void e_oom_phase(json_t *r) { json_object_set_new(json_object_get(r, "oom"), "phase", json_string("sideways")); }
+static void e_oom_cat(json_t *r) { json_object_set_new(json_object_get(json_object_get(r, "oom"), "live_bytes"), "foo", json_integer(1)); }
+static void e_oom_layer(json_t *r) { json_object_set_new(json_object_get(r, "oom"), "layer", json_integer(500)); }
+static void e_oom_by_layer(json_t *r)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < 600; i++) json_array_append_new(a, json_integer(i));
+    json_object_set_new(json_object_get(r, "oom"), "live_by_layer", a);
+}
+static void e_oom_by_layer_neg(json_t *r)
+{
+    json_array_set_new(json_object_get(json_object_get(r, "oom"), "live_by_layer"), 0, json_integer(-1));
+}
+static void e_version(json_t *r) { json_object_set_new(r, "version", json_integer(2)); }
+static void e_device_type(json_t *r) { json_object_set_new(r, "device", json_integer(0)); }
+
+static void test_rejects_malformed(void **state)
+{
+    (void)state;
+    ms_profile *p = sample(42, 1);
+    json_t *valid = ms_profile_to_json(p);
+    struct { edit_fn f; const char *want; } cases[] = {
+        {e_no_fits, "fits: missing"},
+        {e_no_layers, "layers: missing"},
+        {e_no_model, "model: missing"},
+        {e_no_oom, "oom: missing"},
+        {e_no_nlayers, "model.n_layers: missing"},
+        {e_zero_batch, "model.global_batch"},
+        {e_row_no_act, "layers[2].act: missing"},
+        {e_row_no_fwd, "layers[1].fwd_ms: missing"},
+        {e_row_str_act, "layers[1].act: expected an integer"},
+        {e_row_real_param, "layers[1].param: expected an integer"},
+        {e_row_neg, "layers[0].param: negative bytes"},
+        {e_row_huge, "layers[0].grad"},
+        {e_row_neg_ms, "layers[0].bwd_ms"},
+        {e_row_prec, "not one of fp32|bf16|fp16"},
+        {e_row_prec_case, "layers[0].precision"},
+        {e_row_source, "layers[0].source"},
+        {e_row_mb, "layers[0].micro_batch"},
+        {e_row_index, "layers[0].index"},
+        {e_row_name, "layers[0].name: longer than 31"},
+        {e_row_not_obj, "layers[1]: expected an object"},
+        {e_missing_layer, "is missing for precision"},
+        {e_dup_layer, "appears twice"},
+        {e_empty_layers, "no rows"},
+        {e_fits_with_oom, "fits is true"},
+        {e_oom_phase, "oom.phase"},
+        {e_oom_cat, "not a memory category"},
+        {e_oom_layer, "oom.layer"},
+        {e_oom_by_layer, "oom.live_by_layer"},
+        {e_oom_by_layer_neg, "oom.live_by_layer[0]"},
+        {e_version, "version"},
+        {e_device_type, "device: expected a string"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_reject(valid, cases[i].f, cases[i].want);
+
+    /* not an object at all */
+    ms_profile q;
+    char err[128];
+    json_t *arr = json_array();
+    assert_int_equal(ms_profile_from_json(arr, &q, err, sizeof err), -1);
+    assert_int_equal(ms_profile_from_json(NULL, &q, err, sizeof err), -1);
+    json_decref(arr);
+    /* the version and oom capacity are optional */
+    json_t *doc = json_deep_copy(valid);
+    json_object_del(doc, "version");
+    json_object_del(json_object_get(doc, "oom"), "capacity_bytes");
+    assert_int_equal(ms_profile_from_json(doc, &q, err, sizeof err), 0);
+    assert_int_equal(q.oom.capacity, q.capacity);
+    ms_profile_free(&q);
+    json_decref(doc);
+    json_decref(valid);
+    drop(p);
+}
+
+/* In-memory profiles (the database path) get the same checks. */
+static void test_validate_in_memory(void **state)
+{
+    (void)state;
+    ms_profile *p = sample(5, 0);
+    char err[200];
+    assert_int_equal(ms_profile_validate(p, err, sizeof err), 0);
+    p->rows[0].act = MS_PROFILE_MAX_ROW_BYTES + 1;
+    assert_int_equal(ms_profile_validate(p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "layers[0].act"));
+    p->rows[0].act = 1;
+    p->rows[0].fwd_ms = NAN;
+    assert_int_equal(ms_profile_validate(p, err, sizeof err), -1);
+    p->rows[0].fwd_ms = 1;
+    p->rows[1].precision = 7;
+    assert_int_equal(ms_profile_validate(p, err, sizeof err), -1);
+    p->rows[1].precision = p->rows[0].precision;
+    p->n_layers = 0;
+    assert_int_equal(ms_profile_validate(p, err, sizeof err), -1);
+    drop(p);
+}
+
+static const json_t *pick_any(json_t *root, pu_rng *r, json_t **parent, const char **key)
+{
+    /* a random object among root, model, oom, oom.live_bytes, some layer row */
+    json_t *objs[5] = {root, json_object_get(root, "model"), json_object_get(root, "oom"), NULL,
+                       row(root, pu_int(r, (int)json_array_size(json_object_get(root, "layers"))))};
+    if (json_is_object(objs[2])) objs[3] = json_object_get(objs[2], "live_bytes");
+    json_t *o = objs[pu_int(r, 5)];
+    if (!json_is_object(o) || json_object_size(o) == 0) return NULL;
+    int k = pu_int(r, (int)json_object_size(o));
+    void *it = json_object_iter(o);
+    while (k-- > 0) it = json_object_iter_next(o, it);
+    *parent = o;
+    *key = json_object_iter_key(it);
+    return json_object_iter_value(it);
+}
+
+static json_t *random_value(pu_rng *r)
+{
+    switch (pu_int(r, 10)) {
+    case 0: return json_null();
+    case 1: return json_true();
+    case 2: return json_string("x");
+    case 3: return json_integer(-1);
+    case 4: return json_integer(0);
+    case 5: return json_real(1e300);
+    case 6: return json_integer(INT64_MAX);
+    case 7: return json_array();
+    case 8: return json_object();
+    default: return json_integer((json_int_t)(pu_next(r) >> 40));
+    }
+}
+
+static void check_outcome(json_t *doc, int *accepted)
+{
+    ms_profile q;
+    char err[256];
+    if (ms_profile_from_json(doc, &q, err, sizeof err) == 0) {
+        (*accepted)++;
+        assert_int_equal(ms_profile_validate(&q, err, sizeof err), 0);
+        json_t *again = ms_profile_to_json(&q);
+        assert_non_null(again);
+        json_decref(again);
+    } else {
+        assert_true(strlen(err) > 0);
+        assert_null(q.rows);
+    }
+    ms_profile_free(&q);
+}
+
+/* Random edits of a valid document: structural (a field deleted or replaced
+ * by a value of another type) and textual (bytes changed). Nothing crashes;
+ * anything accepted is a valid profile. */
+static void test_fuzz(void **state)
+{
+    (void)state;
+    pu_rng r;
+    pu_seed(&r, 2718);
+    ms_profile *p = sample(11, 1);
+    json_t *valid = ms_profile_to_json(p);
+    int accepted = 0, rejected = 0;
+    for (int it = 0; it < 1500; it++) {
+        json_t *doc = json_deep_copy(valid);
+        int edits = 1 + pu_int(&r, 3);
+        for (int e = 0; e < edits; e++) {
+            json_t *parent;
+            const char *key;
+            if (!pick_any(doc, &r, &parent, &key)) continue;
+            char k[64];
+            snprintf(k, sizeof k, "%s", key);
+            if (pu_int(&r, 3) == 0) json_object_del(parent, k);
+            else json_object_set_new(parent, k, random_value(&r));
+        }
+        int before = accepted;
+        check_outcome(doc, &accepted);
+        rejected += accepted == before;
+        json_decref(doc);
+    }
+    assert_true(rejected > 1000);
+
+    char *text = json_dumps(valid, JSON_COMPACT);
+    size_t len = strlen(text);
+    static const char alphabet[] = "{}[]\",:-0123456789.eE aznul\\";
+    int parsed = 0;
+    for (int it = 0; it < 3000; it++) {
+        char *m = strdup(text);
+        int edits = 1 + pu_int(&r, 4);
+        for (int e = 0; e < edits; e++) m[pu_int(&r, (int)len)] = alphabet[pu_int(&r, (int)sizeof alphabet - 1)];
+        json_error_t je;
+        json_t *doc = json_loads(m, 0, &je);
+        if (doc) {
+            parsed++;
+            check_outcome(doc, &accepted);
+            json_decref(doc);
+        }
+        free(m);
+    }
+    assert_true(parsed > 100); /* the mutations reached the validator, not only the JSON parser */
+    free(text);
+    json_decref(valid);
+    drop(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_files),
+        cmocka_unit_test(test_rejects_malformed),
+        cmocka_unit_test(test_validate_in_memory),
+        cmocka_unit_test(test_fuzz),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
