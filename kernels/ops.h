@@ -21,6 +21,10 @@
 #include <stdint.h>
 #include "dtype.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Per-device execution context. The CPU table ignores everything but status. */
 typedef struct ms_kctx {
     void *stream;          /* cudaStream_t */
@@ -140,5 +144,9 @@ typedef struct ms_ops {
 extern const ms_ops ms_ops_cpu;
 /* The CUDA table; its functions run on the GPU of the current CUDA device. */
 extern const ms_ops ms_ops_cuda;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,1304 @@
+/* attention.cu — causal multi-head self-attention on the GPU, forward and
+ * backward (contract: kernels/ops.h; declarations: attention_cuda.h).
+ *
+ * What is kept for backward, and why: only the inputs q, k, v (inside qkv),
+ * the output `out` and one fp32 log-sum-exp per query row (lse [B,nh,T]).
+ * The T x T probability matrix is never stored: backward recomputes it
+ * blockwise as P = exp(scale * Q K^T - lse), trading one extra Q K^T
+ * product for O(T) instead of O(T^2) memory per head (FlashAttention).
+ *
+ * Paths:
+ *  - bf16/f16 (tensor cores, mma.sync m16n8k16 via inline PTX, fp32
+ *    accumulation), FlashAttention-2 structure:
+ *    forward: one block of 4 warps per (64-query tile, head, batch); each
+ *    warp owns 16 query rows (Q fragments stay in registers); K/V tiles of
+ *    64 keys are staged in shared memory with cp.async double buffering;
+ *    the online softmax runs in fp32 registers (exp2 domain); key tiles past
+ *    the diagonal are never visited and only diagonal tiles are masked. The
+ *    heaviest (last) query tiles are dispatched first.
+ *    backward: a prep kernel computes D = rowsum(dO * O) (fp32) and zeroes
+ *    an fp32 dQ accumulator; the main kernel runs one block per 64-key tile
+ *    (4 warps x 16 keys), keeps dK, dV in registers and walks the query
+ *    tiles from the diagonal down (Q, dO double-buffered), recomputing
+ *    S^T = K Q^T, P^T = exp(S^T - lse), dP^T = V dO^T and dS^T = P^T (dP^T -
+ *    D); dV += P^T dO, dK += dS^T Q; dS goes through shared memory so that
+ *    dQ_tile = dS K is formed once per (key tile, query tile) and added to
+ *    the accumulator with float4 atomics (in L2). Atomics rather than a
+ *    separate dQ pass over query tiles: that pass would recompute S and dP
+ *    (7 instead of 5 tile products, ~40% more tensor work). A last kernel
+ *    writes scale * dQ into dqkv. Scratch = D + the dQ accumulator.
+ *    Measured on an H200, GPT-2 small (B=16 T=1024 C=768 nh=12, bf16):
+ *    fwd 0.14 ms + bwd 0.46 ms, against 0.22 + 0.43 ms for PyTorch 2.11
+ *    eager SDPA (cuDNN flash kernels) on the same qkv layout.
+ *  - fp32 (CUDA cores, fp32 math): the same flash structure at warp level:
+ *    each warp owns 4 rows, a lane owns one key of a 32-key tile (scores)
+ *    and hs/32 output columns; forward online softmax; backward as two
+ *    kernels, dQ over query tiles and dK/dV over key tiles (no atomics,
+ *    deterministic). Scratch = D. Meets 1e-5 relative against the CPU twin.
+ *  - MS_ATTN_SIMPLE=1 (read at every call): one thread per row, fp32 math,
+ *    straight loops over global memory, any dtype; backward needs no
+ *    scratch. Slow but plainly correct: the fallback if a fast kernel is
+ *    ever suspect, tested against the CPU twin like the fast paths. Also
+ *    used for 16-bit data when a buffer is not 16-byte aligned (the fast
+ *    kernels move 16-byte chunks).
+ * Head sizes: 32, 64, 128 (templates); anything else sets ctx->status. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/attention_cuda.h"
+
+namespace {
+
+constexpr int kMaxHS = 128;           /* largest head size of every path */
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+/* ---------------------------------------------------------------- helpers */
+
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
+
+/* Two floats rounded to T and packed into one 32-bit register, lo first. */
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi)
+{
+    __half2 v = __floats2half2_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+
+/* D += A B for one m16n8k16 tile: A row-major 16x16 (4 regs), B "col" 16x8
+ * (2 regs), D fp32 16x8 (4 regs). Fragment ownership (PTX ISA): with
+ * g = lane/4, c = 2*(lane%4): a0 = A[g][c..c+1], a1 = A[g+8][c..], a2 =
+ * A[g][c+8..], a3 = A[g+8][c+8..]; b0 = B[c..c+1][g], b1 = B[c+8..][g];
+ * d0,d1 = D[g][c..c+1], d2,d3 = D[g+8][c..c+1]. */
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma16816<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/* Four 8x8 b16 matrices; lane l gives the address of row l%8 of matrix l/8;
+ * register i receives matrix i, lane l holding its row l/4, columns
+ * 2(l%4), 2(l%4)+1 (transposed with .trans: column l/4, rows 2(l%4)..). */
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p))
+                 : "memory");
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p))
+                 : "memory");
+}
+
+/* 16-byte global -> shared copy; when !valid the 16 bytes are zero-filled
+ * and nothing is read (src must still be a valid address). */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* 2^x by the SFU (ex2.approx.ftz: ~2 ulp; subnormal results flush to 0,
+ * which only ever drops probabilities below 1e-38). exp2f proper adds
+ * range-fixing instructions the 16-bit paths have no use for. */
+__device__ __forceinline__ float fast_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Row stride (elements) of a shared tile with HD columns: +8 elements (16
+ * bytes) of padding make the 8 rows an ldmatrix reads fall in 8 distinct
+ * 16-byte bank groups, and keep every row 16-byte aligned for cp.async. */
+template <int HD> struct Pad { static constexpr int S = HD + 8; };
+
+/* Stage R rows of HD elements (global rows row0.., stride rs elements) into
+ * shared memory with row stride HD+8, NT threads cooperating; rows >= Tn
+ * are zero-filled. */
+template <typename T, int R, int HD, int NT>
+__device__ __forceinline__ void load_rows(T *s, const T *g, size_t rs, int row0, int Tn, int tid)
+{
+    constexpr int CPR = HD / 8; /* 16-byte chunks per row */
+    static_assert((R * CPR) % NT == 0, "tile must split evenly over the block");
+#pragma unroll
+    for (int c = tid; c < R * CPR; c += NT) {
+        const int r = c / CPR, cc = c % CPR, gr = row0 + r;
+        const bool ok = gr < Tn;
+        cp_async16(s + r * Pad<HD>::S + cc * 8, g + (size_t)(ok ? gr : 0) * rs + cc * 8, ok);
+    }
+}
+
+/* ------------------------------------------- tensor-core forward (16-bit) */
+
+/* Tuning knobs (compile-time): warps of the forward block (each owns 16
+ * query rows), of the backward block (each owns 16 keys) and the backward's
+ * query tile at hs <= 64. Measured on an H200 (GPT-2 small, bf16): 4/4/64
+ * best; 8 backward warps (128-key blocks) or 32-row query tiles were 1-20%
+ * slower depending on hs. */
+#ifndef MS_ATTN_FWD_WARPS
+#define MS_ATTN_FWD_WARPS 4
+#endif
+#ifndef MS_ATTN_BWD_WARPS
+#define MS_ATTN_BWD_WARPS 4
+#endif
+constexpr int kFwdWarps = MS_ATTN_FWD_WARPS, kBwdWarps = MS_ATTN_BWD_WARPS;
+constexpr int kFwdBr = 16 * kFwdWarps, kFwdBc = 64; /* query rows, keys per tile */
+
+template <int HD> constexpr size_t fwd_tc_smem()
+{
+    return (size_t)(kFwdBr + 4 * kFwdBc) * Pad<HD>::S * 2; /* Q + 2x(K, V) */
+}
+
+/* Grid: (nh, B, query tiles); blockIdx.z = 0 is the last (heaviest) query
+ * tile, so the hardware's in-order dispatch starts the longest blocks first. */
+template <typename T, int HD>
+__global__ void __launch_bounds__(32 * kFwdWarps) attn_fwd_tc(T *__restrict__ out, float *__restrict__ lse,
+                                                              const T *__restrict__ qkv, int Tn, int C, int nh,
+                                                              float sl2 /* scale*log2(e) */)
+{
+    constexpr int NT = 32 * kFwdWarps, Br = kFwdBr, Bc = kFwdBc, S = Pad<HD>::S;
+    constexpr int NTS = Bc / 8, NTO = HD / 8, KS = HD / 16;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *sQ = reinterpret_cast<T *>(smem_raw);
+    T *sK = sQ + Br * S; /* [2][Bc][S] */
+    T *sV = sK + 2 * Bc * S;
+
+    const int qt = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, b = blockIdx.y;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+    const size_t rs = 3 * (size_t)C;
+    const T *gq = qkv + (size_t)b * Tn * rs + (size_t)h * HD;
+    const T *gk = gq + C, *gv = gq + 2 * (size_t)C;
+    const int q0 = qt * Br, row_lo = q0 + warp * 16;
+    const int nkt = (min(q0 + Br, Tn) + Bc - 1) / Bc; /* key tiles up to the diagonal */
+
+    load_rows<T, Br, HD, NT>(sQ, gq, rs, q0, Tn, tid);
+    cp_async_commit(); /* group: Q */
+    load_rows<T, Bc, HD, NT>(sK, gk, rs, 0, Tn, tid);
+    load_rows<T, Bc, HD, NT>(sV, gv, rs, 0, Tn, tid);
+    cp_async_commit(); /* group: K/V tile 0 */
+
+    float o[NTO][4];
+#pragma unroll
+    for (int i = 0; i < NTO; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    /* this warp's 16 Q rows as A fragments, kept in registers throughout */
+    uint32_t qf[KS][4];
+    cp_async_wait<1>();
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++)
+        ldsm_x4(qf[kk], sQ + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+
+    for (int it = 0; it < nkt; ++it) {
+        const int buf = it & 1;
+        if (it + 1 < nkt) { /* prefetch the next K/V tile into the other buffer */
+            load_rows<T, Bc, HD, NT>(sK + (buf ^ 1) * Bc * S, gk, rs, (it + 1) * Bc, Tn, tid);
+            load_rows<T, Bc, HD, NT>(sV + (buf ^ 1) * Bc * S, gv, rs, (it + 1) * Bc, Tn, tid);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const int k0 = it * Bc;
+        /* a warp whose 16 rows all precede this tile has nothing to add */
+        if (k0 <= row_lo + 15) {
+            const T *ks = sK + buf * Bc * S, *vs = sV + buf * Bc * S;
+
+            /* S = Q K^T: B[k=d][n=key] = K[key][d], K rows read as-is */
+            float s[NTS][4];
+#pragma unroll
+            for (int i = 0; i < NTS; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+                for (int nn = 0; nn < Bc / 16; nn++) {
+                    uint32_t kb[4];
+                    ldsm_x4(kb, ks + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * S + kk * 16 + (((lane >> 3) & 1) << 3));
+                    mma16816<T>(s[2 * nn], qf[kk], kb[0], kb[1]);
+                    mma16816<T>(s[2 * nn + 1], qf[kk], kb[2], kb[3]);
+                }
+
+            /* scale into the exp2 domain; mask keys after the query (diagonal tiles) */
+            const bool masked = k0 + Bc - 1 > row_lo;
+#pragma unroll
+            for (int nt = 0; nt < NTS; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float x = s[nt][e] * sl2;
+                    if (masked && k0 + nt * 8 + 2 * tig + (e & 1) > row_lo + g + 8 * (e >> 1)) x = -INFINITY;
+                    s[nt][e] = x;
+                }
+
+            /* online softmax: rows g (r=0) and g+8 (r=1); the 4 lanes of a row
+             * hold its 64 scores. l stays a per-lane partial sum (reduced once). */
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int nt = 0; nt < NTS; nt++) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float m_new = fmaxf(m[r], mx);
+                const float base = m_new == -INFINITY ? 0.f : m_new; /* fully masked row: no NaN */
+                const float alpha = fast_exp2(m[r] - base);
+                m[r] = m_new;
+                float sum = 0.f;
+#pragma unroll
+                for (int nt = 0; nt < NTS; nt++) {
+                    s[nt][2 * r] = fast_exp2(s[nt][2 * r] - base);
+                    s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - base);
+                    sum += s[nt][2 * r] + s[nt][2 * r + 1];
+                }
+                l[r] = l[r] * alpha + sum;
+#pragma unroll
+                for (int nt = 0; nt < NTO; nt++) {
+                    o[nt][2 * r] *= alpha;
+                    o[nt][2 * r + 1] *= alpha;
+                }
+            }
+
+            /* O += P V: P from registers (accumulator layout = A layout), V
+             * through ldmatrix.trans since B[k=key][n=d] must be key-contiguous */
+#pragma unroll
+            for (int kk = 0; kk < Bc / 16; kk++) {
+                const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                        pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                        pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+                for (int dn = 0; dn < HD / 16; dn++) {
+                    uint32_t vb[4];
+                    ldsm_x4_t(vb, vs + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * S + dn * 16 + ((lane >> 4) << 3));
+                    mma16816<T>(o[2 * dn], pa, vb[0], vb[1]);
+                    mma16816<T>(o[2 * dn + 1], pa, vb[2], vb[3]);
+                }
+            }
+        }
+        __syncthreads(); /* every warp is done with buffer `buf` before it is refilled */
+    }
+
+    float inv[2], lse_v[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float lt = l[r];
+        lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+        lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+        inv[r] = 1.f / lt;
+        lse_v[r] = (m[r] + log2f(lt)) * kLn2; /* back to natural log */
+    }
+    /* stage this warp's 16 output rows in its own (now unused) rows of sQ,
+     * then write them with 16-byte stores */
+    T *so = sQ + warp * 16 * S;
+#pragma unroll
+    for (int nt = 0; nt < NTO; nt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            *reinterpret_cast<uint32_t *>(so + (g + 8 * r) * S + nt * 8 + 2 * tig) =
+                pack2<T>(o[nt][2 * r] * inv[r], o[nt][2 * r + 1] * inv[r]);
+    __syncwarp();
+#pragma unroll
+    for (int c = lane; c < 16 * (HD / 8); c += 32) {
+        const int r = c / (HD / 8), cc = c % (HD / 8), row = row_lo + r;
+        if (row < Tn)
+            *reinterpret_cast<uint4 *>(out + ((size_t)b * Tn + row) * C + (size_t)h * HD + cc * 8) =
+                *reinterpret_cast<const uint4 *>(so + r * S + cc * 8);
+    }
+    if (tig == 0)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = row_lo + g + 8 * r;
+            if (row < Tn) lse[((size_t)b * nh + h) * Tn + row] = lse_v[r];
+        }
+}
+
+/* ------------------------------------------ tensor-core backward (16-bit) */
+
+constexpr int kBwdBc = 16 * kBwdWarps; /* keys per block */
+/* query rows per tile: 32 at hs=128 keeps dK+dV (128 fp32 regs) plus the
+ * score tiles under the register limit */
+#ifndef MS_ATTN_BWD_BR
+#define MS_ATTN_BWD_BR 64
+#endif
+template <int HD> struct BwdBr { static constexpr int v = HD >= 128 ? 32 : MS_ATTN_BWD_BR; };
+
+template <int HD> constexpr size_t bwd_tc_smem()
+{
+    constexpr int Br = BwdBr<HD>::v, S = Pad<HD>::S;
+    return (size_t)(2 * kBwdBc * S + 4 * Br * S + kBwdBc * (Br + 8)) * 2 + 4 * (size_t)Br * sizeof(float);
+}
+
+/* dQ partial (16 rows x 8 columns of one n-tile, accumulator layout) added
+ * to the fp32 accumulator with one float4 atomic per lane: lanes tig, tig^1
+ * swap halves so the even lane owns row g, columns 2tig..2tig+3 and the odd
+ * lane row g+8, columns 2(tig-1)..+3. row0 is the global row of the tile's
+ * first row; dst points at (row 0 of the tile, the n-tile's first column). */
+__device__ __forceinline__ void add_dq_tile(float *dst, size_t ld, const float (&d)[4], int row0, int Tn, int g, int tig)
+{
+    const bool odd = tig & 1;
+    const float x = __shfl_xor_sync(0xffffffffu, odd ? d[0] : d[2], 1);
+    const float y = __shfl_xor_sync(0xffffffffu, odd ? d[1] : d[3], 1);
+    const int r = g + (odd ? 8 : 0), c = 2 * (tig & ~1);
+    if (row0 + r < Tn)
+        atomicAdd(reinterpret_cast<float4 *>(dst + (size_t)r * ld + c),
+                  odd ? make_float4(x, y, d[2], d[3]) : make_float4(d[0], d[1], x, y));
+}
+
+/* Grid: (key tiles, nh, B): the key tiles of one head run side by side, so
+ * the blocks in flight share that head's Q, dO and dQ accumulator in L2
+ * (dispatching all heads' heaviest tiles first instead measured slower:
+ * the dQ atomics then spill out of L2). Key tile 0 (most work) first. */
+template <typename T, int HD>
+__global__ void __launch_bounds__(32 * kBwdWarps)
+    attn_bwd_tc(T *__restrict__ dqkv, float *__restrict__ dqacc, const T *__restrict__ dout,
+                const T *__restrict__ qkv, const float *__restrict__ lse, const float *__restrict__ Dg,
+                int Tn, int C, int nh, float sl2, float scale)
+{
+    constexpr int NW = kBwdWarps, NT = 32 * NW;
+    constexpr int Br = BwdBr<HD>::v, Bc = kBwdBc, S = Pad<HD>::S, SP = Br + 8;
+    constexpr int KS = HD / 16, NQ = Br / 8, ND = HD / 8;
+    constexpr int RG = Br / 16, CG = NW / RG, DW = HD / CG; /* dQ tile split over warps */
+    static_assert(RG * CG == NW && DW % 16 == 0 && Bc % Br == 0, "tiling");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *sK = reinterpret_cast<T *>(smem_raw);
+    T *sV = sK + Bc * S;
+    T *sQ = sV + Bc * S;       /* [2][Br][S] */
+    T *sdO = sQ + 2 * Br * S;  /* [2][Br][S] */
+    T *sdS = sdO + 2 * Br * S; /* [Bc][SP]: dS^T, rows = keys */
+    float *sL = reinterpret_cast<float *>(sdS + Bc * SP); /* [2][Br]: lse*log2(e), +inf past T */
+    float *sD = sL + 2 * Br;                              /* [2][Br] */
+
+    const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+    const size_t rs = 3 * (size_t)C;
+    const T *gq = qkv + (size_t)b * Tn * rs + (size_t)h * HD;
+    const T *gk = gq + C, *gv = gq + 2 * (size_t)C;
+    const T *gdo = dout + (size_t)b * Tn * C + (size_t)h * HD;
+    const float *glse = lse + ((size_t)b * nh + h) * Tn, *gD = Dg + ((size_t)b * nh + h) * Tn;
+    const int k0 = kt * Bc, key_lo = k0 + warp * 16;
+    const int qt0 = k0 / Br, nqt = (Tn + Br - 1) / Br;
+
+    load_rows<T, Bc, HD, NT>(sK, gk, rs, k0, Tn, tid);
+    load_rows<T, Bc, HD, NT>(sV, gv, rs, k0, Tn, tid);
+    load_rows<T, Br, HD, NT>(sQ, gq, rs, qt0 * Br, Tn, tid);
+    load_rows<T, Br, HD, NT>(sdO, gdo, C, qt0 * Br, Tn, tid);
+    cp_async_commit();
+    if (tid < Br) {
+        const int q = qt0 * Br + tid;
+        sL[tid] = q < Tn ? glse[q] * kLog2e : INFINITY; /* rows past T: P = 0 */
+        sD[tid] = q < Tn ? gD[q] : 0.f;
+    }
+
+    float dk[ND][4], dv[ND][4];
+#pragma unroll
+    for (int i = 0; i < ND; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[i][e] = dv[i][e] = 0.f;
+
+    for (int qt = qt0; qt < nqt; ++qt) {
+        const int buf = (qt - qt0) & 1, q0 = qt * Br;
+        cp_async_wait<0>();
+        __syncthreads(); /* tile qt landed; everyone is past iteration qt-1 */
+        const bool more = qt + 1 < nqt;
+        float next_l = 0.f, next_d = 0.f;
+        if (more) { /* prefetch the next query tile into the other buffer */
+            load_rows<T, Br, HD, NT>(sQ + (buf ^ 1) * Br * S, gq, rs, q0 + Br, Tn, tid);
+            load_rows<T, Br, HD, NT>(sdO + (buf ^ 1) * Br * S, gdo, C, q0 + Br, Tn, tid);
+            cp_async_commit();
+            if (tid < Br) {
+                const int q = q0 + Br + tid;
+                next_l = q < Tn ? glse[q] * kLog2e : INFINITY;
+                next_d = q < Tn ? gD[q] : 0.f;
+            }
+        }
+        const T *qs = sQ + buf * Br * S, *dos = sdO + buf * Br * S;
+        const float *ls = sL + buf * Br, *ds_ = sD + buf * Br;
+        T *dsw = sdS + warp * 16 * SP;
+
+        if (key_lo > q0 + Br - 1) {
+            /* every key of this warp follows every query of the tile: P = 0,
+             * dS = 0; only the zeros dQ will read are needed */
+#pragma unroll
+            for (int nt = 0; nt < NQ; nt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+                    *reinterpret_cast<uint32_t *>(dsw + (g + 8 * r) * SP + nt * 8 + 2 * tig) = 0u;
+        } else {
+            /* S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x Br queries */
+            float st[NQ][4], dpt[NQ][4];
+#pragma unroll
+            for (int i = 0; i < NQ; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) st[i][e] = dpt[i][e] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t ka[4], va[4];
+                ldsm_x4(ka, sK + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+                ldsm_x4(va, sV + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+                for (int nn = 0; nn < Br / 16; nn++) {
+                    const int off = (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * S + kk * 16 + (((lane >> 3) & 1) << 3);
+                    uint32_t qb[4], ob[4];
+                    ldsm_x4(qb, qs + off);
+                    ldsm_x4(ob, dos + off);
+                    mma16816<T>(st[2 * nn], ka, qb[0], qb[1]);
+                    mma16816<T>(st[2 * nn + 1], ka, qb[2], qb[3]);
+                    mma16816<T>(dpt[2 * nn], va, ob[0], ob[1]);
+                    mma16816<T>(dpt[2 * nn + 1], va, ob[2], ob[3]);
+                }
+            }
+
+            /* P^T = exp(s*scale - lse) (0 where key > query), dS^T = P^T (dP^T - D) */
+            const bool masked = key_lo + 15 > q0;
+#pragma unroll
+            for (int nt = 0; nt < NQ; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int qc = nt * 8 + 2 * tig + (e & 1);
+                    float p = fast_exp2(st[nt][e] * sl2 - ls[qc]);
+                    if (masked && key_lo + g + 8 * (e >> 1) > q0 + qc) p = 0.f;
+                    st[nt][e] = p;
+                    dpt[nt][e] = p * (dpt[nt][e] - ds_[qc]);
+                }
+
+            /* dV += P^T dO, dK += dS^T Q: B[k=query][n=d] via ldmatrix.trans */
+#pragma unroll
+            for (int kk = 0; kk < Br / 16; kk++) {
+                const uint32_t pa[4] = {pack2<T>(st[2 * kk][0], st[2 * kk][1]), pack2<T>(st[2 * kk][2], st[2 * kk][3]),
+                                        pack2<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]),
+                                        pack2<T>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+                const uint32_t sa[4] = {pack2<T>(dpt[2 * kk][0], dpt[2 * kk][1]), pack2<T>(dpt[2 * kk][2], dpt[2 * kk][3]),
+                                        pack2<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]),
+                                        pack2<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
+#pragma unroll
+                for (int dn = 0; dn < HD / 16; dn++) {
+                    const int off = (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * S + dn * 16 + ((lane >> 4) << 3);
+                    uint32_t ob[4], qb[4];
+                    ldsm_x4_t(ob, dos + off);
+                    ldsm_x4_t(qb, qs + off);
+                    mma16816<T>(dv[2 * dn], pa, ob[0], ob[1]);
+                    mma16816<T>(dv[2 * dn + 1], pa, ob[2], ob[3]);
+                    mma16816<T>(dk[2 * dn], sa, qb[0], qb[1]);
+                    mma16816<T>(dk[2 * dn + 1], sa, qb[2], qb[3]);
+                }
+            }
+
+            /* dS^T to shared memory: dQ needs it split by queries, not keys */
+#pragma unroll
+            for (int nt = 0; nt < NQ; nt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+                    *reinterpret_cast<uint32_t *>(dsw + (g + 8 * r) * SP + nt * 8 + 2 * tig) =
+                        pack2<T>(dpt[nt][2 * r], dpt[nt][2 * r + 1]);
+        }
+        __syncthreads();
+
+        /* dQ_tile [Br x HD] = dS [Br x Bc] K [Bc x HD]; warp (wr, wc) owns
+         * rows wr*16.. and columns wc*DW..; A = dS read transposed from dS^T,
+         * B[k=key][n=d] = K via ldmatrix.trans. Keys past the diagonal carry
+         * dS = 0, so only the key steps up to the tile's last query count. */
+        const int wr = warp % RG, wc = warp / RG;
+        const int ksteps = min(Bc, q0 + Br - k0) / 16;
+        float dq[DW / 8][4];
+#pragma unroll
+        for (int i = 0; i < DW / 8; i++) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < Bc / 16; kk++) {
+            if (kk < ksteps) {
+                uint32_t a[4];
+                ldsm_x4_t(a, sdS + (kk * 16 + (lane & 7) + ((lane >> 4) << 3)) * SP + wr * 16 + (((lane >> 3) & 1) << 3));
+#pragma unroll
+                for (int dn = 0; dn < DW / 16; dn++) {
+                    uint32_t kb[4];
+                    ldsm_x4_t(kb, sK + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * S + wc * DW + dn * 16 +
+                                      ((lane >> 4) << 3));
+                    mma16816<T>(dq[2 * dn], a, kb[0], kb[1]);
+                    mma16816<T>(dq[2 * dn + 1], a, kb[2], kb[3]);
+                }
+            }
+        }
+        {
+            float *dst = dqacc + ((size_t)b * Tn + q0 + wr * 16) * C + (size_t)h * HD + wc * DW;
+#pragma unroll
+            for (int nt = 0; nt < DW / 8; nt++) add_dq_tile(dst + nt * 8, C, dq[nt], q0 + wr * 16, Tn, g, tig);
+        }
+        if (more && tid < Br) { /* buffer buf^1 was last read before this iteration's first barrier */
+            sL[(buf ^ 1) * Br + tid] = next_l;
+            sD[(buf ^ 1) * Br + tid] = next_d;
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int key = key_lo + g + 8 * r;
+        if (key >= Tn) continue;
+        T *base = dqkv + ((size_t)b * Tn + key) * rs + (size_t)h * HD + 2 * tig;
+#pragma unroll
+        for (int nt = 0; nt < ND; nt++) {
+            *reinterpret_cast<uint32_t *>(base + C + nt * 8) = pack2<T>(dk[nt][2 * r] * scale, dk[nt][2 * r + 1] * scale);
+            *reinterpret_cast<uint32_t *>(base + 2 * C + nt * 8) = pack2<T>(dv[nt][2 * r], dv[nt][2 * r + 1]);
+        }
+    }
+}
+
+/* D[b,h,t] = sum_d dO * O (fp32), one warp per (b,t,h) row (the fp32 path). */
+template <typename T>
+__global__ void attn_bwd_prep(float *__restrict__ Dg, const T *__restrict__ dout, const T *__restrict__ out, int Tn,
+                              int C, int nh, long long rows)
+{
+    const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (w >= rows) return;
+    const int hs = C / nh, h = (int)(w % nh);
+    const long long bt = w / nh;
+    const size_t off = (size_t)bt * C + (size_t)h * hs;
+    float s = 0.f;
+    for (int d = lane; d < hs; d += 32) s += to_f(dout[off + d]) * to_f(out[off + d]);
+    s = warp_sum(s);
+    if (lane == 0) Dg[((size_t)(bt / Tn) * nh + h) * Tn + (size_t)(bt % Tn)] = s;
+}
+
+/* The same for 16-bit data, vectorized: a thread takes one 16-byte chunk (8
+ * elements) of dO and O and zeroes 8 floats of the accumulator; the hs/8
+ * lanes of one (b,t,h) row (an aligned group of 4, 8 or 16 lanes) reduce
+ * with shuffles. Needs dout, out, dqacc 16-byte aligned. */
+__device__ __forceinline__ float2 to_f2(uint32_t u, __nv_bfloat16)
+{
+    __nv_bfloat162 v;
+    memcpy(&v, &u, 4);
+    return __bfloat1622float2(v);
+}
+__device__ __forceinline__ float2 to_f2(uint32_t u, __half)
+{
+    __half2 v;
+    memcpy(&v, &u, 4);
+    return __half22float2(v);
+}
+template <typename T>
+__global__ void attn_bwd_prep16(float *__restrict__ Dg, float *__restrict__ dqacc, const T *__restrict__ dout,
+                                const T *__restrict__ out, int Tn, int C, int nh, long long chunks)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int cpr = C / nh / 8; /* chunks per head row: 4, 8 or 16 */
+    float s = 0.f;
+    if (i < chunks) {
+        const size_t e = (size_t)i * 8;
+        const uint4 a = *reinterpret_cast<const uint4 *>(dout + e), o = *reinterpret_cast<const uint4 *>(out + e);
+        const uint32_t av[4] = {a.x, a.y, a.z, a.w}, ov[4] = {o.x, o.y, o.z, o.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float2 x = to_f2(av[k], T()), y = to_f2(ov[k], T());
+            s += x.x * y.x + x.y * y.y;
+        }
+        const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+        *reinterpret_cast<float4 *>(dqacc + e) = z;
+        *reinterpret_cast<float4 *>(dqacc + e + 4) = z;
+    }
+    for (int o = cpr / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (i < chunks && i % cpr == 0) {
+        const long long row = i / cpr, bt = row / nh; /* row = (b*T + t)*nh + h */
+        const int h = (int)(row % nh);
+        Dg[((size_t)(bt / Tn) * nh + h) * Tn + (size_t)(bt % Tn)] = s;
+    }
+}
+
+/* dq slot of dqkv = scale * accumulator, two elements a thread. */
+template <typename T>
+__global__ void attn_dq_store(T *__restrict__ dqkv, const float *__restrict__ dqacc, size_t pairs, int C, float scale)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t e = 2 * i, bt = e / C, c = e % C;
+        const float2 v = *reinterpret_cast<const float2 *>(dqacc + e);
+        *reinterpret_cast<uint32_t *>(dqkv + bt * 3 * C + c) = pack2<T>(v.x * scale, v.y * scale);
+    }
+}
+
+/* --------------------------------------------- CUDA-core fp32 flash path */
+
+constexpr int kF32Threads = 256, kF32Rows = 32, kF32RowsPerWarp = kF32Rows / (kF32Threads / 32);
+
+/* Copy R rows of HD floats (global stride rs) into shared rows of stride SS;
+ * rows >= Tn become zeros. */
+template <int R, int HD, int SS>
+__device__ __forceinline__ void f32_rows(float *s, const float *g, size_t rs, int row0, int Tn, int tid)
+{
+    for (int i = tid; i < R * HD; i += kF32Threads) {
+        const int r = i / HD, d = i % HD, gr = row0 + r;
+        s[r * SS + d] = gr < Tn ? g[(size_t)gr * rs + d] : 0.f;
+    }
+}
+
+template <int HD> constexpr size_t f32_fwd_smem() { return (size_t)(2 * kF32Rows * HD + kF32Rows * (HD + 1)) * 4; }
+
+/* Block: 32 query rows, 8 warps x 4 rows. Per 32-key tile, lane j scores key
+ * j (K rows padded to HD+1 floats: conflict-free column walk), then every
+ * lane updates its HD/32 output columns with the broadcast probabilities. */
+template <int HD>
+__global__ void __launch_bounds__(kF32Threads, 2) attn_fwd_f32(float *__restrict__ out, float *__restrict__ lse,
+                                                            const float *__restrict__ qkv, int Tn, int C, int nh,
+                                                            float scale)
+{
+    constexpr int R = kF32Rows, RW = kF32RowsPerWarp, NR = HD / 32, SK = HD + 1;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *sQ = reinterpret_cast<float *>(smem_raw); /* [R][HD] */
+    float *sV = sQ + R * HD;                         /* [R][HD] */
+    float *sK = sV + R * HD;                         /* [R][SK] */
+    const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const size_t rs = 3 * (size_t)C;
+    const float *gq = qkv + (size_t)b * Tn * rs + (size_t)h * HD;
+    const int q0 = qt * R, nkt = (min(q0 + R, Tn) + R - 1) / R;
+    f32_rows<R, HD, HD>(sQ, gq, rs, q0, Tn, tid);
+
+    float o[RW][NR], m[RW], l[RW];
+#pragma unroll
+    for (int i = 0; i < RW; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.f;
+#pragma unroll
+        for (int j = 0; j < NR; j++) o[i][j] = 0.f;
+    }
+    for (int kt = 0; kt < nkt; kt++) {
+        __syncthreads(); /* previous tile fully used */
+        f32_rows<R, HD, SK>(sK, gq + C, rs, kt * R, Tn, tid);
+        f32_rows<R, HD, HD>(sV, gq + 2 * (size_t)C, rs, kt * R, Tn, tid);
+        __syncthreads();
+        /* the warp's RW rows together: each shared K/V load serves RW rows */
+        const int key = kt * R + lane;
+        const float *qw = sQ + warp * RW * HD;
+        float s[RW], p[RW];
+#pragma unroll
+        for (int i = 0; i < RW; i++) s[i] = 0.f;
+#pragma unroll 8
+        for (int d = 0; d < HD; d++) {
+            const float kd = sK[lane * SK + d];
+#pragma unroll
+            for (int i = 0; i < RW; i++) s[i] += qw[i * HD + d] * kd;
+        }
+#pragma unroll
+        for (int i = 0; i < RW; i++) {
+            const float x = key > q0 + warp * RW + i ? -INFINITY : s[i] * scale;
+            const float m_new = fmaxf(m[i], warp_max(x));
+            const float base = m_new == -INFINITY ? 0.f : m_new;
+            const float alpha = expf(m[i] - base);
+            p[i] = expf(x - base);
+            m[i] = m_new;
+            l[i] = l[i] * alpha + warp_sum(p[i]);
+#pragma unroll
+            for (int j = 0; j < NR; j++) o[i][j] *= alpha;
+        }
+        for (int jj = 0; jj < 32; jj++) {
+            float pj[RW];
+#pragma unroll
+            for (int i = 0; i < RW; i++) pj[i] = __shfl_sync(0xffffffffu, p[i], jj);
+#pragma unroll
+            for (int j = 0; j < NR; j++) {
+                const float v = sV[jj * HD + lane + 32 * j];
+#pragma unroll
+                for (int i = 0; i < RW; i++) o[i][j] += pj[i] * v;
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < RW; i++) {
+        const int t = q0 + warp * RW + i;
+        if (t >= Tn) continue;
+#pragma unroll
+        for (int j = 0; j < NR; j++) out[((size_t)b * Tn + t) * C + (size_t)h * HD + lane + 32 * j] = o[i][j] / l[i];
+        if (lane == 0) lse[((size_t)b * nh + h) * Tn + t] = m[i] + logf(l[i]);
+    }
+}
+
+template <int HD> constexpr size_t f32_bwd_smem() { return (size_t)(2 * kF32Rows * HD + 2 * kF32Rows * (HD + 1) + 2 * kF32Rows) * 4; }
+
+/* dQ over query tiles: block = 32 query rows; per 32-key tile lane j forms
+ * p, dp and ds for key j; dq (lane's HD/32 columns) += ds_j k_j. */
+template <int HD>
+__global__ void __launch_bounds__(kF32Threads, 2)
+    attn_bwd_dq_f32(float *__restrict__ dqkv, const float *__restrict__ dout, const float *__restrict__ qkv,
+                    const float *__restrict__ lse, const float *__restrict__ Dg, int Tn, int C, int nh, float scale)
+{
+    constexpr int R = kF32Rows, RW = kF32RowsPerWarp, NR = HD / 32, SK = HD + 1;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *sQ = reinterpret_cast<float *>(smem_raw); /* [R][HD] */
+    float *sdO = sQ + R * HD;                        /* [R][HD] */
+    float *sK = sdO + R * HD;                        /* [R][SK] */
+    float *sV = sK + R * SK;                         /* [R][SK] */
+    const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const size_t rs = 3 * (size_t)C;
+    const float *gq = qkv + (size_t)b * Tn * rs + (size_t)h * HD;
+    const float *hl = lse + ((size_t)b * nh + h) * Tn, *hD = Dg + ((size_t)b * nh + h) * Tn;
+    const int q0 = qt * R, nkt = (min(q0 + R, Tn) + R - 1) / R;
+    f32_rows<R, HD, HD>(sQ, gq, rs, q0, Tn, tid);
+    f32_rows<R, HD, HD>(sdO, dout + (size_t)b * Tn * C + (size_t)h * HD, C, q0, Tn, tid);
+
+    float dq[RW][NR], rl[RW], rD[RW];
+#pragma unroll
+    for (int i = 0; i < RW; i++) {
+        const int t = q0 + warp * RW + i;
+        rl[i] = t < Tn ? hl[t] : INFINITY; /* rows past T: p = 0 */
+        rD[i] = t < Tn ? hD[t] : 0.f;
+#pragma unroll
+        for (int j = 0; j < NR; j++) dq[i][j] = 0.f;
+    }
+    for (int kt = 0; kt < nkt; kt++) {
+        __syncthreads();
+        f32_rows<R, HD, SK>(sK, gq + C, rs, kt * R, Tn, tid);
+        f32_rows<R, HD, SK>(sV, gq + 2 * (size_t)C, rs, kt * R, Tn, tid);
+        __syncthreads();
+        const int key = kt * R + lane;
+        const float *qw = sQ + warp * RW * HD, *ow = sdO + warp * RW * HD;
+        float s[RW], dp[RW], ds[RW];
+#pragma unroll
+        for (int i = 0; i < RW; i++) s[i] = dp[i] = 0.f;
+#pragma unroll 8
+        for (int d = 0; d < HD; d++) {
+            const float kd = sK[lane * SK + d], vd = sV[lane * SK + d];
+#pragma unroll
+            for (int i = 0; i < RW; i++) {
+                s[i] += qw[i * HD + d] * kd;
+                dp[i] += ow[i * HD + d] * vd;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < RW; i++) {
+            const float p = key > q0 + warp * RW + i ? 0.f : expf(s[i] * scale - rl[i]);
+            ds[i] = p * (dp[i] - rD[i]);
+        }
+        for (int jj = 0; jj < 32; jj++) {
+            float dsj[RW];
+#pragma unroll
+            for (int i = 0; i < RW; i++) dsj[i] = __shfl_sync(0xffffffffu, ds[i], jj);
+#pragma unroll
+            for (int j = 0; j < NR; j++) {
+                const float kv = sK[jj * SK + lane + 32 * j];
+#pragma unroll
+                for (int i = 0; i < RW; i++) dq[i][j] += dsj[i] * kv;
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < RW; i++) {
+        const int t = q0 + warp * RW + i;
+        if (t >= Tn) continue;
+#pragma unroll
+        for (int j = 0; j < NR; j++) dqkv[((size_t)b * Tn + t) * rs + (size_t)h * HD + lane + 32 * j] = dq[i][j] * scale;
+    }
+}
+
+/* dK, dV over key tiles: block = 32 keys; per 32-query tile lane i forms p,
+ * ds of query i against each of the warp's keys; dv += p_i dO_i, dk += ds_i q_i. */
+template <int HD>
+__global__ void __launch_bounds__(kF32Threads, 2)
+    attn_bwd_dkv_f32(float *__restrict__ dqkv, const float *__restrict__ dout, const float *__restrict__ qkv,
+                     const float *__restrict__ lse, const float *__restrict__ Dg, int Tn, int C, int nh, float scale)
+{
+    constexpr int R = kF32Rows, RW = kF32RowsPerWarp, NR = HD / 32, SK = HD + 1;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *sK = reinterpret_cast<float *>(smem_raw); /* [R][HD] this block's keys */
+    float *sV = sK + R * HD;                         /* [R][HD] */
+    float *sQ = sV + R * HD;                         /* [R][SK] query tile */
+    float *sdO = sQ + R * SK;                        /* [R][SK] */
+    float *sL = sdO + R * SK, *sD = sL + R;          /* [R] each */
+    const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const size_t rs = 3 * (size_t)C;
+    const float *gq = qkv + (size_t)b * Tn * rs + (size_t)h * HD;
+    const float *gdo = dout + (size_t)b * Tn * C + (size_t)h * HD;
+    const float *hl = lse + ((size_t)b * nh + h) * Tn, *hD = Dg + ((size_t)b * nh + h) * Tn;
+    const int k0 = kt * R, nqt = (Tn + R - 1) / R;
+    f32_rows<R, HD, HD>(sK, gq + C, rs, k0, Tn, tid);
+    f32_rows<R, HD, HD>(sV, gq + 2 * (size_t)C, rs, k0, Tn, tid);
+
+    float dk[RW][NR], dv[RW][NR];
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+#pragma unroll
+        for (int j = 0; j < NR; j++) dk[i][j] = dv[i][j] = 0.f;
+    for (int qt = kt; qt < nqt; qt++) {
+        const int q0 = qt * R;
+        __syncthreads();
+        f32_rows<R, HD, SK>(sQ, gq, rs, q0, Tn, tid);
+        f32_rows<R, HD, SK>(sdO, gdo, C, q0, Tn, tid);
+        if (tid < R) {
+            const int t = q0 + tid;
+            sL[tid] = t < Tn ? hl[t] : INFINITY;
+            sD[tid] = t < Tn ? hD[t] : 0.f;
+        }
+        __syncthreads();
+        const int t = q0 + lane;
+        const float *kw = sK + warp * RW * HD, *vw = sV + warp * RW * HD;
+        float s[RW], dp[RW], p[RW], ds[RW];
+#pragma unroll
+        for (int i = 0; i < RW; i++) s[i] = dp[i] = 0.f;
+#pragma unroll 8
+        for (int d = 0; d < HD; d++) {
+            const float qd = sQ[lane * SK + d], od = sdO[lane * SK + d];
+#pragma unroll
+            for (int i = 0; i < RW; i++) {
+                s[i] += kw[i * HD + d] * qd;
+                dp[i] += vw[i * HD + d] * od;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < RW; i++) {
+            p[i] = k0 + warp * RW + i > t ? 0.f : expf(s[i] * scale - sL[lane]);
+            ds[i] = p[i] * (dp[i] - sD[lane]);
+        }
+        for (int jj = 0; jj < 32; jj++) {
+            float pj[RW], dsj[RW];
+#pragma unroll
+            for (int i = 0; i < RW; i++) {
+                pj[i] = __shfl_sync(0xffffffffu, p[i], jj);
+                dsj[i] = __shfl_sync(0xffffffffu, ds[i], jj);
+            }
+#pragma unroll
+            for (int j = 0; j < NR; j++) {
+                const float ov = sdO[jj * SK + lane + 32 * j], qv = sQ[jj * SK + lane + 32 * j];
+#pragma unroll
+                for (int i = 0; i < RW; i++) {
+                    dv[i][j] += pj[i] * ov;
+                    dk[i][j] += dsj[i] * qv;
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < RW; i++) {
+        const int key = k0 + warp * RW + i;
+        if (key >= Tn) continue;
+        float *row = dqkv + ((size_t)b * Tn + key) * rs + (size_t)h * HD;
+#pragma unroll
+        for (int j = 0; j < NR; j++) {
+            row[C + lane + 32 * j] = dk[i][j] * scale;
+            row[2 * (size_t)C + lane + 32 * j] = dv[i][j];
+        }
+    }
+}
+
+/* ------------------------------------ simple reference (MS_ATTN_SIMPLE=1) */
+
+/* Thread per (b, h, t): online softmax over keys 0..t straight from global. */
+template <typename T>
+__global__ void attn_fwd_simple(T *out, float *lse, const T *qkv, int B, int Tn, int C, int nh, float scale)
+{
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long long)B * nh * Tn) return;
+    const int t = (int)(idx % Tn), h = (int)((idx / Tn) % nh), b = (int)(idx / ((long long)Tn * nh));
+    const int hs = C / nh;
+    const size_t rs = 3 * (size_t)C;
+    const T *base = qkv + (size_t)b * Tn * rs + (size_t)h * hs;
+    float q[kMaxHS], o[kMaxHS];
+    for (int d = 0; d < hs; d++) {
+        q[d] = to_f(base[(size_t)t * rs + d]);
+        o[d] = 0.f;
+    }
+    float m = -INFINITY, l = 0.f;
+    for (int j = 0; j <= t; j++) {
+        const T *k = base + (size_t)j * rs + C, *v = k + C;
+        float s = 0.f;
+        for (int d = 0; d < hs; d++) s += q[d] * to_f(k[d]);
+        s *= scale;
+        const float m_new = fmaxf(m, s), a = expf(m - m_new), p = expf(s - m_new);
+        l = l * a + p;
+        for (int d = 0; d < hs; d++) o[d] = o[d] * a + p * to_f(v[d]);
+        m = m_new;
+    }
+    for (int d = 0; d < hs; d++) out[((size_t)b * Tn + t) * C + (size_t)h * hs + d] = from_f<T>(o[d] / l);
+    lse[((size_t)b * nh + h) * Tn + t] = m + logf(l);
+}
+
+/* Thread per query (b, h, t): D_t, then dq = scale * sum_j ds_tj k_j. */
+template <typename T>
+__global__ void attn_bwd_dq_simple(T *dqkv, const T *dout, const T *qkv, const T *out, const float *lse,
+                                   int B, int Tn, int C, int nh, float scale)
+{
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long long)B * nh * Tn) return;
+    const int t = (int)(idx % Tn), h = (int)((idx / Tn) % nh), b = (int)(idx / ((long long)Tn * nh));
+    const int hs = C / nh;
+    const size_t rs = 3 * (size_t)C;
+    const T *base = qkv + (size_t)b * Tn * rs + (size_t)h * hs;
+    const size_t oo = ((size_t)b * Tn + t) * C + (size_t)h * hs;
+    float q[kMaxHS], go[kMaxHS], dq[kMaxHS];
+    float D = 0.f;
+    for (int d = 0; d < hs; d++) {
+        q[d] = to_f(base[(size_t)t * rs + d]);
+        go[d] = to_f(dout[oo + d]);
+        dq[d] = 0.f;
+        D += go[d] * to_f(out[oo + d]);
+    }
+    const float lt = lse[((size_t)b * nh + h) * Tn + t];
+    for (int j = 0; j <= t; j++) {
+        const T *k = base + (size_t)j * rs + C, *v = k + C;
+        float s = 0.f, dp = 0.f;
+        for (int d = 0; d < hs; d++) {
+            s += q[d] * to_f(k[d]);
+            dp += go[d] * to_f(v[d]);
+        }
+        const float ds = expf(s * scale - lt) * (dp - D);
+        for (int d = 0; d < hs; d++) dq[d] += ds * to_f(k[d]);
+    }
+    for (int d = 0; d < hs; d++) dqkv[((size_t)b * Tn + t) * rs + (size_t)h * hs + d] = from_f<T>(dq[d] * scale);
+}
+
+/* Thread per key (b, h, j): loops over queries t >= j, recomputing each D_t. */
+template <typename T>
+__global__ void attn_bwd_dkv_simple(T *dqkv, const T *dout, const T *qkv, const T *out, const float *lse,
+                                    int B, int Tn, int C, int nh, float scale)
+{
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long long)B * nh * Tn) return;
+    const int j = (int)(idx % Tn), h = (int)((idx / Tn) % nh), b = (int)(idx / ((long long)Tn * nh));
+    const int hs = C / nh;
+    const size_t rs = 3 * (size_t)C;
+    const T *base = qkv + (size_t)b * Tn * rs + (size_t)h * hs;
+    float k[kMaxHS], v[kMaxHS], dk[kMaxHS], dv[kMaxHS];
+    for (int d = 0; d < hs; d++) {
+        k[d] = to_f(base[(size_t)j * rs + C + d]);
+        v[d] = to_f(base[(size_t)j * rs + 2 * C + d]);
+        dk[d] = dv[d] = 0.f;
+    }
+    for (int t = j; t < Tn; t++) {
+        const T *q = base + (size_t)t * rs;
+        const size_t oo = ((size_t)b * Tn + t) * C + (size_t)h * hs;
+        float s = 0.f, dp = 0.f, D = 0.f;
+        for (int d = 0; d < hs; d++) {
+            const float go = to_f(dout[oo + d]);
+            s += to_f(q[d]) * k[d];
+            dp += go * v[d];
+            D += go * to_f(out[oo + d]);
+        }
+        const float p = expf(s * scale - lse[((size_t)b * nh + h) * Tn + t]), ds = p * (dp - D);
+        for (int d = 0; d < hs; d++) {
+            dk[d] += ds * to_f(q[d]);
+            dv[d] += p * to_f(dout[oo + d]);
+        }
+    }
+    T *row = dqkv + ((size_t)b * Tn + j) * rs + (size_t)h * hs;
+    for (int d = 0; d < hs; d++) {
+        row[C + d] = from_f<T>(dk[d] * scale);
+        row[2 * C + d] = from_f<T>(dv[d]);
+    }
+}
+
+/* ------------------------------------------------------------------ host */
+
+void fail(ms_kctx *ctx, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void fail(ms_kctx *ctx, int code, const char *fmt, ...)
+{
+    if (!ctx || ctx->status != 0) return; /* first error wins */
+    ctx->status = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    va_end(ap);
+}
+
+/* Records the launch error, if any, of the kernels just queued. */
+bool launched(ms_kctx *ctx, const char *what)
+{
+    const cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return true;
+    fail(ctx, (int)e, "%s: %s", what, cudaGetErrorString(e));
+    return false;
+}
+
+/* Lets a kernel use `bytes` of dynamic shared memory (beyond 48 KiB needs
+ * an opt-in, which is per device, so it is set at every launch: cheap). */
+template <typename K> bool allow_smem(ms_kctx *ctx, K kernel, size_t bytes, const char *what)
+{
+    if (bytes <= 48 * 1024) return true;
+    const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel),
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e == cudaSuccess) return true;
+    (void)cudaGetLastError();
+    fail(ctx, (int)e, "%s: %zu bytes of shared memory refused: %s", what, bytes, cudaGetErrorString(e));
+    return false;
+}
+
+bool simple_requested()
+{
+    const char *e = getenv("MS_ATTN_SIMPLE");
+    return e && e[0] && strcmp(e, "0") != 0;
+}
+
+bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+/* Shape/dtype check shared by forward and backward; *hs receives C/nh. */
+bool shape_ok(ms_kctx *ctx, const char *op, ms_dtype dt, int B, int T, int C, int nh, int *hs)
+{
+    if ((dt != MS_F32 && dt != MS_BF16 && dt != MS_F16) || B < 0 || T < 0 || C <= 0 || nh <= 0 ||
+        C % nh != 0 || B > 65535 || nh > 65535) {
+        fail(ctx, -1, "%s: bad arguments (dt=%d B=%d T=%d C=%d nh=%d)", op, (int)dt, B, T, C, nh);
+        return false;
+    }
+    *hs = C / nh;
+    if (*hs != 32 && *hs != 64 && *hs != 128) {
+        fail(ctx, -1, "%s: head size %d is not supported on the GPU (32, 64 or 128)", op, *hs);
+        return false;
+    }
+    return true;
+}
+
+unsigned blocks_for(long long threads, int per_block) { return (unsigned)((threads + per_block - 1) / per_block); }
+
+template <typename E>
+void fwd_simple(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh)
+{
+    const float scale = 1.f / sqrtf((float)(C / nh));
+    attn_fwd_simple<E><<<blocks_for((long long)B * nh * T, 128), 128, 0, st>>>(
+        static_cast<E *>(out), lse, static_cast<const E *>(qkv), B, T, C, nh, scale);
+    launched(ctx, "attention_fwd (simple)");
+}
+
+template <typename E, int HD>
+void fwd_tc(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh)
+{
+    constexpr size_t smem = fwd_tc_smem<HD>();
+    if (!allow_smem(ctx, attn_fwd_tc<E, HD>, smem, "attention_fwd")) return;
+    const dim3 grid(nh, B, (T + kFwdBr - 1) / kFwdBr);
+    const float sl2 = kLog2e / sqrtf((float)HD);
+    attn_fwd_tc<E, HD><<<grid, 32 * kFwdWarps, smem, st>>>(static_cast<E *>(out), lse, static_cast<const E *>(qkv), T, C,
+                                                     nh, sl2);
+    launched(ctx, "attention_fwd");
+}
+
+template <int HD>
+void fwd_f32(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh)
+{
+    constexpr size_t smem = f32_fwd_smem<HD>();
+    if (!allow_smem(ctx, attn_fwd_f32<HD>, smem, "attention_fwd")) return;
+    const dim3 grid((T + kF32Rows - 1) / kF32Rows, nh, B);
+    attn_fwd_f32<HD><<<grid, kF32Threads, smem, st>>>(static_cast<float *>(out), lse, static_cast<const float *>(qkv),
+                                                      T, C, nh, 1.f / sqrtf((float)HD));
+    launched(ctx, "attention_fwd (fp32)");
+}
+
+template <typename E>
+void fwd_tc_any(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh, int hs)
+{
+    if (hs == 32) fwd_tc<E, 32>(ctx, st, out, lse, qkv, B, T, C, nh);
+    else if (hs == 64) fwd_tc<E, 64>(ctx, st, out, lse, qkv, B, T, C, nh);
+    else fwd_tc<E, 128>(ctx, st, out, lse, qkv, B, T, C, nh);
+}
+
+/* Scratch layout of the 16-bit fast backward: D [B*nh*T] fp32, then (at a
+ * 256-byte boundary) the dQ accumulator [B*T*C] fp32. fp32: D only. */
+size_t d_bytes(int B, int T, int nh) { return ((size_t)B * nh * T * sizeof(float) + 255) & ~(size_t)255; }
+
+template <typename E>
+void bwd_simple(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const void *out,
+                const float *lse, int B, int T, int C, int nh)
+{
+    const float scale = 1.f / sqrtf((float)(C / nh));
+    const unsigned blocks = blocks_for((long long)B * nh * T, 128);
+    attn_bwd_dq_simple<E><<<blocks, 128, 0, st>>>(static_cast<E *>(dqkv), static_cast<const E *>(dout),
+                                                  static_cast<const E *>(qkv), static_cast<const E *>(out), lse, B, T,
+                                                  C, nh, scale);
+    attn_bwd_dkv_simple<E><<<blocks, 128, 0, st>>>(static_cast<E *>(dqkv), static_cast<const E *>(dout),
+                                                   static_cast<const E *>(qkv), static_cast<const E *>(out), lse, B, T,
+                                                   C, nh, scale);
+    launched(ctx, "attention_bwd (simple)");
+}
+
+template <typename E, int HD>
+void bwd_tc(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse,
+            float *D, float *dqacc, int B, int T, int C, int nh)
+{
+    constexpr size_t smem = bwd_tc_smem<HD>();
+    if (!allow_smem(ctx, attn_bwd_tc<E, HD>, smem, "attention_bwd")) return;
+    const float scale = 1.f / sqrtf((float)HD);
+    const dim3 grid((T + kBwdBc - 1) / kBwdBc, nh, B);
+    attn_bwd_tc<E, HD><<<grid, 32 * kBwdWarps, smem, st>>>(static_cast<E *>(dqkv), dqacc, static_cast<const E *>(dout),
+                                                     static_cast<const E *>(qkv), lse, D, T, C, nh, scale * kLog2e,
+                                                     scale);
+    if (!launched(ctx, "attention_bwd")) return;
+    const size_t pairs = (size_t)B * T * C / 2;
+    const size_t want = (pairs + 255) / 256, cap = (size_t)132 * 16; /* grid-stride beyond ~16 blocks an SM */
+    const unsigned blocks = (unsigned)(want < cap ? want : cap);
+    attn_dq_store<E><<<blocks, 256, 0, st>>>(static_cast<E *>(dqkv), dqacc, pairs, C, scale);
+    launched(ctx, "attention_bwd (dq store)");
+}
+
+template <int HD>
+void bwd_f32(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse,
+             const float *D, int B, int T, int C, int nh)
+{
+    constexpr size_t smem = f32_bwd_smem<HD>();
+    if (!allow_smem(ctx, attn_bwd_dq_f32<HD>, smem, "attention_bwd") ||
+        !allow_smem(ctx, attn_bwd_dkv_f32<HD>, smem, "attention_bwd"))
+        return;
+    const float scale = 1.f / sqrtf((float)HD);
+    const dim3 grid((T + kF32Rows - 1) / kF32Rows, nh, B);
+    float *g = static_cast<float *>(dqkv);
+    const float *o = static_cast<const float *>(dout), *x = static_cast<const float *>(qkv);
+    attn_bwd_dq_f32<HD><<<grid, kF32Threads, smem, st>>>(g, o, x, lse, D, T, C, nh, scale);
+    attn_bwd_dkv_f32<HD><<<grid, kF32Threads, smem, st>>>(g, o, x, lse, D, T, C, nh, scale);
+    launched(ctx, "attention_bwd (fp32)");
+}
+
+/* D = rowsum(dO * O) into the scratch (fp32 path). */
+bool bwd_prep_f32(ms_kctx *ctx, cudaStream_t st, float *D, const void *dout, const void *out, int B, int T, int C,
+                  int nh)
+{
+    const long long rows = (long long)B * T * nh;
+    attn_bwd_prep<float><<<blocks_for(rows * 32, 256), 256, 0, st>>>(D, static_cast<const float *>(dout),
+                                                                   static_cast<const float *>(out), T, C, nh, rows);
+    return launched(ctx, "attention_bwd (prep)");
+}
+
+void bwd_fast_f32(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const void *out,
+                  const float *lse, void *scratch, int B, int T, int C, int nh, int hs)
+{
+    float *D = static_cast<float *>(scratch);
+    if (!bwd_prep_f32(ctx, st, D, dout, out, B, T, C, nh)) return;
+    if (hs == 32) bwd_f32<32>(ctx, st, dqkv, dout, qkv, lse, D, B, T, C, nh);
+    else if (hs == 64) bwd_f32<64>(ctx, st, dqkv, dout, qkv, lse, D, B, T, C, nh);
+    else bwd_f32<128>(ctx, st, dqkv, dout, qkv, lse, D, B, T, C, nh);
+}
+
+template <typename E>
+void bwd_fast_tc(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const void *out,
+                 const float *lse, void *scratch, int B, int T, int C, int nh, int hs)
+{
+    float *D = static_cast<float *>(scratch);
+    float *dqacc = reinterpret_cast<float *>(static_cast<char *>(scratch) + d_bytes(B, T, nh));
+    const long long chunks = (long long)B * T * C / 8;
+    attn_bwd_prep16<E><<<blocks_for(chunks, 256), 256, 0, st>>>(D, dqacc, static_cast<const E *>(dout),
+                                                               static_cast<const E *>(out), T, C, nh, chunks);
+    if (!launched(ctx, "attention_bwd (prep)")) return;
+    if (hs == 32) bwd_tc<E, 32>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
+    else if (hs == 64) bwd_tc<E, 64>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
+    else bwd_tc<E, 128>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
+}
+
+} // namespace
+
+extern "C" void ms_cuda_attention_fwd(ms_kctx *ctx, ms_dtype dt, void *out, float *lse, const void *qkv,
+                                      int B, int T, int C, int nh)
+{
+    int hs = 0;
+    if (!shape_ok(ctx, "attention_fwd", dt, B, T, C, nh, &hs)) return;
+    if (B == 0 || T == 0) return;
+    if (!out || !lse || !qkv) {
+        fail(ctx, -1, "attention_fwd: NULL buffer");
+        return;
+    }
+    cudaStream_t st = static_cast<cudaStream_t>(ctx->stream);
+    const bool simple = simple_requested() || (dt != MS_F32 && !(aligned16(qkv) && aligned16(out)));
+    if (dt == MS_F32) {
+        if (simple) fwd_simple<float>(ctx, st, out, lse, qkv, B, T, C, nh);
+        else if (hs == 32) fwd_f32<32>(ctx, st, out, lse, qkv, B, T, C, nh);
+        else if (hs == 64) fwd_f32<64>(ctx, st, out, lse, qkv, B, T, C, nh);
+        else fwd_f32<128>(ctx, st, out, lse, qkv, B, T, C, nh);
+    } else if (dt == MS_BF16) {
+        if (simple) fwd_simple<__nv_bfloat16>(ctx, st, out, lse, qkv, B, T, C, nh);
+        else fwd_tc_any<__nv_bfloat16>(ctx, st, out, lse, qkv, B, T, C, nh, hs);
+    } else {
+        if (simple) fwd_simple<__half>(ctx, st, out, lse, qkv, B, T, C, nh);
+        else fwd_tc_any<__half>(ctx, st, out, lse, qkv, B, T, C, nh, hs);
+    }
+}
+
+extern "C" size_t ms_cuda_attention_bwd_scratch(ms_dtype dt, int B, int T, int C, int nh)
+{
+    if (B <= 0 || T <= 0 || C <= 0 || nh <= 0) return 0;
+    const size_t d = d_bytes(B, T, nh);
+    return dt == MS_F32 ? d : d + (size_t)B * T * C * sizeof(float);
+}
+
+extern "C" void ms_cuda_attention_bwd(ms_kctx *ctx, ms_dtype dt, void *dqkv, const void *dout, const void *qkv,
+                                      const void *out, const float *lse, void *scratch,
+                                      int B, int T, int C, int nh)
+{
+    int hs = 0;
+    if (!shape_ok(ctx, "attention_bwd", dt, B, T, C, nh, &hs)) return;
+    if (B == 0 || T == 0) return;
+    if (!dqkv || !dout || !qkv || !out || !lse) {
+        fail(ctx, -1, "attention_bwd: NULL buffer");
+        return;
+    }
+    cudaStream_t st = static_cast<cudaStream_t>(ctx->stream);
+    const bool simple = simple_requested() ||
+                        (dt != MS_F32 &&
+                         !(aligned16(dqkv) && aligned16(dout) && aligned16(qkv) && aligned16(out) && aligned16(scratch)));
+    if (!simple && !scratch) {
+        fail(ctx, -1, "attention_bwd: NULL scratch (%zu bytes needed)", ms_cuda_attention_bwd_scratch(dt, B, T, C, nh));
+        return;
+    }
+    if (dt == MS_F32) {
+        if (simple) bwd_simple<float>(ctx, st, dqkv, dout, qkv, out, lse, B, T, C, nh);
+        else bwd_fast_f32(ctx, st, dqkv, dout, qkv, out, lse, scratch, B, T, C, nh, hs);
+    } else if (dt == MS_BF16) {
+        if (simple) bwd_simple<__nv_bfloat16>(ctx, st, dqkv, dout, qkv, out, lse, B, T, C, nh);
+        else bwd_fast_tc<__nv_bfloat16>(ctx, st, dqkv, dout, qkv, out, lse, scratch, B, T, C, nh, hs);
+    } else {
+        if (simple) bwd_simple<__half>(ctx, st, dqkv, dout, qkv, out, lse, B, T, C, nh);
+        else bwd_fast_tc<__half>(ctx, st, dqkv, dout, qkv, out, lse, scratch, B, T, C, nh, hs);
+    }
+}

@@ -1,0 +1,112 @@
+/* ctx.cu — the CUDA execution context (stream, cuBLASLt handle, workspace),
+ * error recording and sync. */
+#include "kernels/cuda/cuda_common.cuh"
+
+#include <cublasLt.h>
+#include <atomic>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Live contexts: the matmul plan cache is released with the last one. */
+static std::atomic<int> g_live_ctx{0};
+
+extern "C" void ms_cuda_fail(ms_kctx *ctx, int code, const char *fmt, ...)
+{
+    if (!ctx || ctx->status != 0) return; /* first error wins */
+    ctx->status = code ? code : MS_CUDA_EARG;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    va_end(ap);
+}
+
+extern "C" int ms_cuda_check(ms_kctx *ctx, const char *what)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return 0;
+    ms_cuda_fail(ctx, (int)e, "%s: %s", what, cudaGetErrorString(e));
+    return -1;
+}
+
+extern "C" int ms_cuda_sync(ms_kctx *ctx)
+{
+    if (!ctx) return MS_CUDA_EARG;
+    cudaError_t e = cudaStreamSynchronize(ms_stream(ctx));
+    if (e != cudaSuccess) ms_cuda_fail(ctx, (int)e, "sync: %s", cudaGetErrorString(e));
+    ms_cuda_check(ctx, "sync");
+    return ctx->status;
+}
+
+extern "C" int ms_cuda_ctx_init(ms_kctx *ctx, void *workspace, size_t workspace_bytes)
+{
+    if (!ctx) return -1;
+    memset(ctx, 0, sizeof *ctx);
+    cudaStream_t s = NULL;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* clear a non-sticky error */
+        ms_cuda_fail(ctx, (int)e, "ctx_init: cudaStreamCreate: %s", cudaGetErrorString(e));
+        return -1;
+    }
+    cublasLtHandle_t lt = NULL;
+    cublasStatus_t st = cublasLtCreate(&lt);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        cudaStreamDestroy(s);
+        ms_cuda_fail(ctx, MS_CUDA_EBLAS, "ctx_init: cublasLtCreate: %s", cublasLtGetStatusString(st));
+        return -1;
+    }
+    ctx->stream = s;
+    ctx->lt = lt;
+    ctx->workspace = workspace;
+    ctx->workspace_bytes = workspace ? workspace_bytes : 0;
+    g_live_ctx.fetch_add(1);
+    return 0;
+}
+
+extern "C" void ms_cuda_ctx_destroy(ms_kctx *ctx)
+{
+    if (!ctx || (!ctx->stream && !ctx->lt)) return;
+    if (ctx->stream) {
+        cudaStreamSynchronize(ms_stream(ctx)); /* work queued on it may still use the handle */
+        cudaStreamDestroy(ms_stream(ctx));
+    }
+    if (ctx->lt) cublasLtDestroy((cublasLtHandle_t)ctx->lt);
+    ctx->stream = NULL;
+    ctx->lt = NULL;
+    ctx->workspace = NULL;
+    ctx->workspace_bytes = 0;
+    if (g_live_ctx.fetch_sub(1) == 1) ms_cuda_matmul_cache_clear();
+}
+
+extern "C" int ms_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+int ms_cuda_sm_count(void)
+{
+    enum { MAXDEV = 64 };
+    static std::atomic<int> cache[MAXDEV];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        dev = 0;
+    }
+    if (dev >= 0 && dev < MAXDEV) {
+        int n = cache[dev].load(std::memory_order_relaxed);
+        if (n > 0) return n;
+    }
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+        cudaGetLastError();
+        n = 132; /* H100/H200; only sizes grids, never correctness */
+    }
+    if (dev >= 0 && dev < MAXDEV) cache[dev].store(n, std::memory_order_relaxed);
+    return n;
+}

@@ -1,0 +1,230 @@
+/* layernorm.cu — LayerNorm over C for each of N rows (eps 1e-5, biased
+ * variance), one warp per row.
+ *
+ * Forward: the warp copies its row into shared memory while summing it (the
+ * only read of x from global memory), takes the exact two-pass variance from
+ * shared memory, then writes out. Rows too long for shared memory are read
+ * from global memory again instead (L1/L2 hits).
+ * Backward: per row, pass 1 sums g = dout*w and g*xhat (warp reduction) and
+ * adds dout*xhat, dout into the warp's own dw/db partials in shared memory;
+ * pass 2 writes dx. Blocks loop over rows; at the end each block sums its
+ * warps' partials and adds them into dw/db with float atomics (so dw/db may
+ * differ in the last bits between runs).
+ * 16-byte vectors when C is a multiple of the vector width and every row
+ * pointer is aligned; scalar otherwise. */
+#include "kernels/cuda/cuda_common.cuh"
+
+#define LN_EPS 1e-5f
+#define LN_WARPS 8 /* rows (warps) per block */
+
+template <typename T, int V, bool CACHE>
+__global__ void __launch_bounds__(LN_WARPS * 32)
+    layernorm_fwd_k(T *out, float *mean, float *rstd, const T *x, const float *w, const float *b, int N, int C)
+{
+    extern __shared__ __align__(16) unsigned char ln_smem[];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int row = blockIdx.x * LN_WARPS + warp;
+    if (row >= N) return; /* whole warp leaves; no block-wide barrier below */
+    const T *xr = x + (size_t)row * C;
+    T *cache = reinterpret_cast<T *>(ln_smem) + (size_t)warp * C;
+
+    float s = 0.0f;
+    for (int c = lane * V; c < C; c += 32 * V) {
+        if constexpr (CACHE) {
+            ms_pack<T, V> pk = *reinterpret_cast<const ms_pack<T, V> *>(xr + c);
+            *reinterpret_cast<ms_pack<T, V> *>(cache + c) = pk;
+#pragma unroll
+            for (int k = 0; k < V; k++) s += ms_to_f(pk.v[k]);
+        } else {
+            float f[V];
+            ms_ldv<V>(f, xr + c);
+#pragma unroll
+            for (int k = 0; k < V; k++) s += f[k];
+        }
+    }
+    const T *src = CACHE ? cache : xr; /* each lane re-reads only what it wrote: no sync needed */
+    float mu = ms_warp_sum(s) / (float)C;
+
+    float ss = 0.0f;
+    for (int c = lane * V; c < C; c += 32 * V) {
+        float f[V];
+        ms_ldv<V>(f, src + c);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float d = f[k] - mu;
+            ss += d * d;
+        }
+    }
+    float r = 1.0f / sqrtf(ms_warp_sum(ss) / (float)C + LN_EPS);
+    if (lane == 0) {
+        mean[row] = mu;
+        rstd[row] = r;
+    }
+
+    T *orow = out + (size_t)row * C;
+    for (int c = lane * V; c < C; c += 32 * V) {
+        float f[V], fw[V], fb[V];
+        ms_ldv<V>(f, src + c);
+        ms_ldf<V>(fw, w + c);
+        ms_ldf<V>(fb, b + c);
+#pragma unroll
+        for (int k = 0; k < V; k++) f[k] = (f[k] - mu) * r * fw[k] + fb[k];
+        ms_stv<V>(orow + c, f);
+    }
+}
+
+/* Dynamic shared memory: per warp, dw[C] then db[C] partial sums. Lane l
+ * always owns the same columns (l*V + j*32*V ...), so the warp's partials are
+ * plain read-modify-writes: no atomics, no bank-conflicting scalar accesses
+ * (V-wide vector accesses). The warps' partials are summed at the end. */
+template <typename T, int V>
+__global__ void layernorm_bwd_k(T *dx, const T *dresid, float *dw, float *db, const T *dout, const T *x,
+                                const float *mean, const float *rstd, const float *w, int N, int C)
+{
+    extern __shared__ __align__(16) unsigned char ln_smem[];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    float *wdw = reinterpret_cast<float *>(ln_smem) + (size_t)warp * 2 * C, *wdb = wdw + C;
+    for (int c = lane; c < 2 * C; c += 32) wdw[c] = 0.0f;
+    __syncwarp();
+
+    for (int row = blockIdx.x * nwarps + warp; row < N; row += gridDim.x * nwarps) {
+        size_t base = (size_t)row * C;
+        float mu = mean[row], r = rstd[row];
+        float sg = 0.0f, sgx = 0.0f;
+        for (int c = lane * V; c < C; c += 32 * V) {
+            float go[V], fx[V], fw[V], pw[V], pb[V];
+            ms_ldv<V>(go, dout + base + c);
+            ms_ldv<V>(fx, x + base + c);
+            ms_ldf<V>(fw, w + c);
+            ms_ldf<V>(pw, wdw + c);
+            ms_ldf<V>(pb, wdb + c);
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                float xhat = (fx[k] - mu) * r;
+                float g = go[k] * fw[k];
+                sg += g;
+                sgx += g * xhat;
+                pw[k] += go[k] * xhat;
+                pb[k] += go[k];
+            }
+            ms_stf<V>(wdw + c, pw);
+            ms_stf<V>(wdb + c, pb);
+        }
+        float mg = ms_warp_sum(sg) / (float)C, mgx = ms_warp_sum(sgx) / (float)C;
+        for (int c = lane * V; c < C; c += 32 * V) {
+            float go[V], fx[V], fw[V], v[V];
+            ms_ldv<V>(go, dout + base + c);
+            ms_ldv<V>(fx, x + base + c);
+            ms_ldf<V>(fw, w + c);
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                float xhat = (fx[k] - mu) * r;
+                v[k] = r * (go[k] * fw[k] - mg - xhat * mgx);
+            }
+            if (dresid) { /* read before the store: dresid may alias dx */
+                float fr[V];
+                ms_ldv<V>(fr, dresid + base + c);
+#pragma unroll
+                for (int k = 0; k < V; k++) v[k] += fr[k];
+            }
+            ms_stv<V>(dx + base + c, v);
+        }
+    }
+    __syncthreads();
+    const float *part = reinterpret_cast<const float *>(ln_smem);
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float sw = 0.0f, sb = 0.0f;
+        for (int wi = 0; wi < nwarps; wi++) {
+            sw += part[(size_t)wi * 2 * C + c];
+            sb += part[(size_t)wi * 2 * C + C + c];
+        }
+        atomicAdd(dw + c, sw);
+        atomicAdd(db + c, sb);
+    }
+}
+
+template <typename T>
+static void layernorm_fwd_t(ms_kctx *ctx, T *out, float *mean, float *rstd, const T *x, const float *w,
+                            const float *b, int N, int C)
+{
+    constexpr int V = 16 / sizeof(T);
+    unsigned grid = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
+    const int threads = LN_WARPS * 32;
+    size_t cache = (size_t)LN_WARPS * C * sizeof(T);
+    bool vec = C % V == 0 && ms_al(out, 16) && ms_al(x, 16) && ms_al(w, 16) && ms_al(b, 16);
+    bool use_cache = cache <= 48 * 1024; /* the default dynamic shared memory limit */
+    cudaStream_t st = ms_stream(ctx);
+    if (vec && use_cache)
+        layernorm_fwd_k<T, V, true><<<grid, threads, cache, st>>>(out, mean, rstd, x, w, b, N, C);
+    else if (vec)
+        layernorm_fwd_k<T, V, false><<<grid, threads, 0, st>>>(out, mean, rstd, x, w, b, N, C);
+    else if (use_cache)
+        layernorm_fwd_k<T, 1, true><<<grid, threads, cache, st>>>(out, mean, rstd, x, w, b, N, C);
+    else
+        layernorm_fwd_k<T, 1, false><<<grid, threads, 0, st>>>(out, mean, rstd, x, w, b, N, C);
+}
+
+template <typename T>
+static int layernorm_bwd_t(ms_kctx *ctx, T *dx, const T *dresid, float *dw, float *db, const T *dout,
+                           const T *x, const float *mean, const float *rstd, const float *w, int N, int C)
+{
+    constexpr int V = 16 / sizeof(T);
+    bool vec = C % V == 0 && ms_al(dx, 16) && ms_al(dout, 16) && ms_al(x, 16) && ms_al(w, 16) &&
+               (!dresid || ms_al(dresid, 16));
+    /* warps per block: up to 8, fewer when their partials (8 C bytes each)
+     * would pass ~100 KiB; one warp may use up to 227 KiB (C <= 29056) */
+    size_t per_warp = 8 * (size_t)C;
+    int warps = LN_WARPS;
+    while (warps > 1 && warps * per_warp > 100 * 1024) warps /= 2;
+    size_t smem = warps * per_warp;
+    if (smem > 227 * 1024) {
+        ms_cuda_fail(ctx, MS_CUDA_EARG, "layernorm_bwd: C=%d is too wide for shared memory", C);
+        return -1;
+    }
+    void (*kern)(T *, const T *, float *, float *, const T *, const T *, const float *, const float *,
+                 const float *, int, int) = vec ? layernorm_bwd_k<T, V> : layernorm_bwd_k<T, 1>;
+    if (smem > 48 * 1024 &&
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
+        ms_cuda_check(ctx, "layernorm_bwd: shared memory opt-in");
+        return -1;
+    }
+    /* enough blocks to fill every multiprocessor's shared memory and threads */
+    int per_sm = (int)((200 * 1024) / smem);
+    int by_threads = 2048 / (warps * 32);
+    if (per_sm > by_threads) per_sm = by_threads;
+    if (per_sm < 1) per_sm = 1;
+    long long rows_blocks = (N + warps - 1) / warps, cap = (long long)ms_cuda_sm_count() * per_sm;
+    unsigned grid = (unsigned)(rows_blocks < cap ? rows_blocks : cap);
+    kern<<<grid, warps * 32, smem, ms_stream(ctx)>>>(dx, dresid, dw, db, dout, x, mean, rstd, w, N, C);
+    return 0;
+}
+
+extern "C" void ms_cuda_layernorm_fwd(ms_kctx *ctx, ms_dtype dt, void *out, float *mean, float *rstd,
+                                      const void *x, const float *w, const float *b, int N, int C)
+{
+    if (!ctx) return;
+    if (!ms_dt_ok(dt) || N < 0 || C <= 0 || (N && (!out || !mean || !rstd || !x || !w || !b))) {
+        ms_cuda_fail(ctx, MS_CUDA_EARG, "layernorm_fwd: bad arguments (N=%d C=%d)", N, C);
+        return;
+    }
+    if (N == 0) return;
+    MS_DISPATCH(dt, X, layernorm_fwd_t<X>(ctx, (X *)out, mean, rstd, (const X *)x, w, b, N, C));
+    ms_cuda_check(ctx, "layernorm_fwd");
+}
+
+extern "C" void ms_cuda_layernorm_bwd(ms_kctx *ctx, ms_dtype dt, void *dx, const void *dresid, float *dw,
+                                      float *db, const void *dout, const void *x, const float *mean,
+                                      const float *rstd, const float *w, int N, int C)
+{
+    if (!ctx) return;
+    if (!ms_dt_ok(dt) || N < 0 || C <= 0 || (N && (!dx || !dw || !db || !dout || !x || !mean || !rstd || !w))) {
+        ms_cuda_fail(ctx, MS_CUDA_EARG, "layernorm_bwd: bad arguments (N=%d C=%d)", N, C);
+        return;
+    }
+    if (N == 0) return;
+    int rc = 0;
+    MS_DISPATCH(dt, X,
+                rc = layernorm_bwd_t<X>(ctx, (X *)dx, (const X *)dresid, dw, db, (const X *)dout, (const X *)x,
+                                        mean, rstd, w, N, C));
+    if (rc == 0) ms_cuda_check(ctx, "layernorm_bwd");
+}

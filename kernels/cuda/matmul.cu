@@ -1,0 +1,404 @@
+/* matmul.cu — D = epilogue(alpha op(A) op(B) + beta Cin + bias) through
+ * cuBLASLt, row-major (see ops.h).
+ *
+ * Row-major trick: a row-major [M,N] matrix is the column-major [N,M] matrix
+ * of its transpose, so D^T = op(B)^T op(A)^T is computed in cuBLASLt's
+ * column-major terms with cuBLASLt's "A" = our B and "B" = our A, m = N,
+ * n = M, k = K. Then cuBLASLt's bias (one value per row of its D) is our
+ * bias[N] per column, and the GELU aux matrix has D's layout (ld = N).
+ *
+ * Types: A/B 32F/16BF/16F, C/D of type cd (= ab or 32F), compute
+ * CUBLAS_COMPUTE_32F (true fp32, never TF32), scale 32F.
+ *
+ * Epilogues: BIAS, GELU_AUX(_BIAS) and DGELU are fused when cuBLASLt has an
+ * algorithm for them (GELU in cuBLASLt is the tanh approximation, like ours;
+ * the aux leading dimension must be a multiple of 8, so N % 8 != 0 is never
+ * fused; fp32 D never fuses GELU, see k_fuse_gelu_f32). Otherwise, or when
+ * the fused call fails, the product is computed plain (DEFAULT) and a small
+ * kernel applies bias / GELU / GELU' after it.
+ *
+ * Plans (layouts + the heuristic's algorithm, or "not supported") are cached
+ * per (device, types, transposes, shape, epilogue, pointer alignments,
+ * workspace size) in a process-wide table, so the heuristic runs once per
+ * shape. A fresh matmul descriptor (cheap, host-only) is built per call, so
+ * concurrent calls from several threads never share a mutable object. */
+#include "kernels/cuda/cuda_common.cuh"
+
+#include <cublasLt.h>
+#include <mutex>
+#include <string.h>
+
+namespace {
+
+struct mm_key {
+    int dev, ab, cd, ta, tb, M, N, K;
+    int epi; /* cublasLtEpilogue_t */
+    unsigned al_a, al_b, al_c, al_d, al_bias, al_aux;
+    unsigned long long ws;
+};
+
+struct mm_plan {
+    bool used, ok;
+    mm_key key;
+    cublasLtMatrixLayout_t la, lb, lc; /* cuBLASLt A (= our B), B (= our A), C = D */
+    cublasLtMatmulAlgo_t algo;
+};
+
+enum { MM_SLOTS = 1024, MM_MAX_USED = 768 };
+std::mutex g_mu;
+mm_plan g_plans[MM_SLOTS];
+int g_used;
+
+/* fp32 results: cuBLASLt's fused GELU / DGELU were measured on an H200 to
+ * differ from the tanhf formula by ~5e-5 relative (a fast tanh), beyond the
+ * 1e-5 fp32 contract, so fp32 D takes the plain product + precise epilogue
+ * kernel. 16-bit D fuses (that error is far below a bf16/f16 ulp). */
+const bool k_fuse_gelu_f32 = false;
+
+cudaDataType_t cuda_type(ms_dtype dt)
+{
+    return dt == MS_F32 ? CUDA_R_32F : dt == MS_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+/* Largest power of two (<= 256) dividing the address; 256 for NULL. */
+unsigned align_class(const void *p)
+{
+    uintptr_t u = (uintptr_t)p, low = u & (~u + 1);
+    return (low == 0 || low >= 256) ? 256u : (unsigned)low;
+}
+
+size_t key_hash(const mm_key &k)
+{
+    const unsigned char *b = reinterpret_cast<const unsigned char *>(&k);
+    size_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof k; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+void destroy_layouts(mm_plan &p)
+{
+    if (p.la) cublasLtMatrixLayoutDestroy(p.la);
+    if (p.lb) cublasLtMatrixLayoutDestroy(p.lb);
+    if (p.lc) cublasLtMatrixLayoutDestroy(p.lc);
+    p.la = p.lb = p.lc = NULL;
+}
+
+cublasStatus_t make_desc(const mm_key &k, const void *bias, const void *aux, cublasLtMatmulDesc_t *out)
+{
+    cublasLtMatmulDesc_t d = NULL;
+    cublasStatus_t st = cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    cublasOperation_t opa = k.tb ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt A = our B */
+    cublasOperation_t opb = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = (cublasLtEpilogue_t)k.epi;
+    int64_t ld_aux = k.N;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (st == CUBLAS_STATUS_SUCCESS && bias)
+        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (st == CUBLAS_STATUS_SUCCESS && aux)
+        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
+    if (st == CUBLAS_STATUS_SUCCESS && aux)
+        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        cublasLtMatmulDescDestroy(d);
+        return st;
+    }
+    *out = d;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Builds layouts and runs the heuristic. Returns a cuBLASLt error only for
+ * failures other than "no algorithm" (which leaves p.ok false). */
+cublasStatus_t build_plan(ms_kctx *ctx, const mm_key &k, const void *bias, const void *aux, mm_plan &p)
+{
+    memset(&p, 0, sizeof p);
+    p.key = k;
+    cudaDataType_t tab = cuda_type((ms_dtype)k.ab), tcd = cuda_type((ms_dtype)k.cd);
+    /* cuBLASLt A = our B: [K,N] row-major is N x K column-major (ld N); stored [N,K] it is K x N (ld K) */
+    cublasStatus_t st = k.tb ? cublasLtMatrixLayoutCreate(&p.la, tab, k.K, k.N, k.K)
+                             : cublasLtMatrixLayoutCreate(&p.la, tab, k.N, k.K, k.N);
+    /* cuBLASLt B = our A: [M,K] row-major is K x M (ld K); stored [K,M] it is M x K (ld M) */
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = k.ta ? cublasLtMatrixLayoutCreate(&p.lb, tab, k.M, k.K, k.M)
+                  : cublasLtMatrixLayoutCreate(&p.lb, tab, k.K, k.M, k.K);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p.lc, tcd, k.N, k.M, k.N);
+    cublasLtMatmulDesc_t desc = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    if (st == CUBLAS_STATUS_SUCCESS) st = make_desc(k, bias, aux, &desc);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
+    uint64_t ws = k.ws;
+    uint32_t al_a = k.al_b, al_b = k.al_a, al_c = k.al_c, al_d = k.al_d; /* operands swapped */
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
+                                                  sizeof al_a);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
+                                                  sizeof al_b);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c,
+                                                  sizeof al_c);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d,
+                                                  sizeof al_d);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        cublasLtMatmulHeuristicResult_t res;
+        memset(&res, 0, sizeof res);
+        int n = 0;
+        cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)ctx->lt, desc, p.la, p.lb, p.lc,
+                                                           p.lc, pref, 1, &res, &n);
+        /* NOT_SUPPORTED (or no result) means: no algorithm for this combination */
+        if (hs == CUBLAS_STATUS_SUCCESS && n > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
+            p.algo = res.algo;
+            p.ok = true;
+        } else if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED &&
+                   hs != CUBLAS_STATUS_INVALID_VALUE) {
+            st = hs;
+        }
+    }
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (st != CUBLAS_STATUS_SUCCESS) destroy_layouts(p);
+    return st;
+}
+
+/* Copies the plan for k into *out (from the cache, building it on a miss).
+ * *owned says the caller must destroy its layouts (cache full). */
+cublasStatus_t get_plan(ms_kctx *ctx, const mm_key &k, const void *bias, const void *aux, mm_plan *out,
+                        bool *owned)
+{
+    std::lock_guard<std::mutex> lock(g_mu);
+    size_t slot = key_hash(k) % MM_SLOTS;
+    for (int probe = 0; probe < MM_SLOTS; probe++, slot = (slot + 1) % MM_SLOTS) {
+        mm_plan &p = g_plans[slot];
+        if (!p.used) break;
+        if (memcmp(&p.key, &k, sizeof k) == 0) {
+            *out = p;
+            *owned = false;
+            return CUBLAS_STATUS_SUCCESS;
+        }
+    }
+    mm_plan fresh;
+    cublasStatus_t st = build_plan(ctx, k, bias, aux, fresh);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    *out = fresh;
+    *owned = true;
+    if (g_used < MM_MAX_USED && !g_plans[slot].used) { /* slot: the empty one the probe stopped at */
+        fresh.used = true;
+        g_plans[slot] = fresh;
+        g_used++;
+        *owned = false;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+void mark_unsupported(const mm_key &k)
+{
+    std::lock_guard<std::mutex> lock(g_mu);
+    size_t slot = key_hash(k) % MM_SLOTS;
+    for (int probe = 0; probe < MM_SLOTS; probe++, slot = (slot + 1) % MM_SLOTS) {
+        mm_plan &p = g_plans[slot];
+        if (!p.used) return;
+        if (memcmp(&p.key, &k, sizeof k) == 0) {
+            p.ok = false;
+            return;
+        }
+    }
+}
+
+struct mm_call {
+    ms_dtype ab, cd;
+    int ta, tb, M, N, K;
+    float alpha, beta;
+    const void *A, *B, *C;
+    void *D;
+};
+
+/* One cublasLtMatmul with the given epilogue. Returns 0 on success, 1 when
+ * cuBLASLt cannot do it (no algorithm, or the call failed: nothing recorded),
+ * -1 on an error that was recorded in ctx. */
+int run_lt(ms_kctx *ctx, const mm_call &c, cublasLtEpilogue_t epi, const void *bias, const void *aux)
+{
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        ms_cuda_check(ctx, "matmul: cudaGetDevice");
+        return -1;
+    }
+    mm_key k;
+    memset(&k, 0, sizeof k); /* padding takes part in hashing and comparison */
+    k.dev = dev;
+    k.ab = c.ab;
+    k.cd = c.cd;
+    k.ta = c.ta;
+    k.tb = c.tb;
+    k.M = c.M;
+    k.N = c.N;
+    k.K = c.K;
+    k.epi = (int)epi;
+    k.al_a = align_class(c.A);
+    k.al_b = align_class(c.B);
+    k.al_c = align_class(c.C);
+    k.al_d = align_class(c.D);
+    k.al_bias = bias ? align_class(bias) : 0;
+    k.al_aux = aux ? align_class(aux) : 0;
+    k.ws = ctx->workspace ? ctx->workspace_bytes : 0;
+
+    mm_plan p;
+    bool owned = false;
+    cublasStatus_t st = get_plan(ctx, k, bias, aux, &p, &owned);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        ms_cuda_fail(ctx, MS_CUDA_EBLAS, "matmul: cuBLASLt setup: %s", cublasLtGetStatusString(st));
+        return -1;
+    }
+    int rc = 1;
+    if (p.ok) {
+        cublasLtMatmulDesc_t desc = NULL;
+        st = make_desc(k, bias, aux, &desc);
+        if (st == CUBLAS_STATUS_SUCCESS) {
+            st = cublasLtMatmul((cublasLtHandle_t)ctx->lt, desc, &c.alpha, c.B, p.la, c.A, p.lb, &c.beta, c.C,
+                                p.lc, c.D, p.lc, &p.algo, k.ws ? ctx->workspace : NULL, (size_t)k.ws,
+                                ms_stream(ctx));
+            cublasLtMatmulDescDestroy(desc);
+            if (st == CUBLAS_STATUS_SUCCESS) rc = 0;
+        }
+        if (rc != 0) {
+            if (owned) p.ok = false;
+            else mark_unsupported(k);
+        }
+    }
+    if (owned) destroy_layouts(p);
+    return rc;
+}
+
+/* Epilogue applied after a plain product (or, with from_zero, for K == 0,
+ * where the product is 0). v = product element (src) or beta*Cin;
+ * NONE: D = v + bias; GELU: aux = v + bias, D = gelu(v + bias);
+ * DGELU: D = v * gelu'(aux). src may be D (NONE, DGELU) or aux (GELU). */
+template <typename T>
+__global__ void mm_epilogue_k(T *D, const T *src, const T *cin, float beta, const T *bias, T *aux, int epi,
+                              int from_zero, int M, int N)
+{
+    size_t total = (size_t)M * N, stride = ms_nthreads();
+    for (size_t i = ms_tid(); i < total; i += stride) {
+        float v = from_zero ? (beta != 0.0f ? beta * ms_to_f(cin[i]) : 0.0f) : ms_to_f(src[i]);
+        if (epi == MS_EPI_DGELU) {
+            D[i] = ms_from_f<T>(v * ms_gelu_grad<T>(ms_to_f(aux[i])));
+            continue;
+        }
+        if (bias) v += ms_to_f(bias[i % N]);
+        if (epi == MS_EPI_GELU) {
+            aux[i] = ms_from_f<T>(v);
+            v = ms_gelu<T>(v);
+        }
+        D[i] = ms_from_f<T>(v);
+    }
+}
+
+void launch_epilogue(ms_kctx *ctx, ms_dtype cd, void *D, const void *src, const void *cin, float beta,
+                     const void *bias, void *aux, ms_epilogue epi, int from_zero, int M, int N)
+{
+    const int threads = 256;
+    unsigned grid = ms_grid((size_t)M * N, threads, 8);
+    MS_DISPATCH(cd, T,
+                mm_epilogue_k<T><<<grid, threads, 0, ms_stream(ctx)>>>((T *)D, (const T *)src, (const T *)cin,
+                                                                       beta, (const T *)bias, (T *)aux, (int)epi,
+                                                                       from_zero, M, N));
+    ms_cuda_check(ctx, "matmul epilogue");
+}
+
+const char *check_args(ms_dtype ab, ms_dtype cd, int M, int N, int K, const void *A, const void *B, float beta,
+                       const void *Cin, void *D, const void *bias, ms_epilogue epi, void *aux)
+{
+    if (!ms_dt_ok(ab) || !ms_dt_ok(cd) || (cd != ab && cd != MS_F32)) return "dtype pair (cd must be ab or f32)";
+    if (M < 0 || N < 0 || K < 0) return "negative size";
+    if (epi != MS_EPI_NONE && epi != MS_EPI_GELU && epi != MS_EPI_DGELU) return "unknown epilogue";
+    if (M && N && !D) return "D is NULL";
+    if (M && N && K && (!A || !B)) return "A or B is NULL";
+    if (beta != 0.0f && !Cin && M && N) return "beta != 0 with Cin NULL";
+    if (epi != MS_EPI_NONE && beta != 0.0f) return "GELU epilogues need beta = 0";
+    if (epi == MS_EPI_DGELU && bias) return "DGELU epilogue takes no bias";
+    if (epi != MS_EPI_NONE && !aux && M && N) return "GELU epilogues need aux";
+    if (epi == MS_EPI_GELU && aux == D && M && N) return "GELU aux must not be D";
+    return NULL;
+}
+
+} // namespace
+
+extern "C" void ms_cuda_matmul(ms_kctx *ctx, ms_dtype ab, ms_dtype cd, int transA, int transB, int M, int N,
+                               int K, float alpha, const void *A, const void *B, float beta, const void *Cin,
+                               void *D, const void *bias, ms_epilogue epi, void *aux)
+{
+    if (!ctx) return;
+    const char *why = check_args(ab, cd, M, N, K, A, B, beta, Cin, D, bias, epi, aux);
+    if (why) {
+        ms_cuda_fail(ctx, MS_CUDA_EARG, "matmul: %s (M=%d N=%d K=%d)", why, M, N, K);
+        return;
+    }
+    if (M == 0 || N == 0) return;
+    if (K == 0) { /* empty product: only beta*Cin, bias and the epilogue remain */
+        launch_epilogue(ctx, cd, D, NULL, Cin, beta, bias, aux, epi, 1, M, N);
+        return;
+    }
+    mm_call c;
+    c.ab = ab;
+    c.cd = cd;
+    c.ta = transA ? 1 : 0;
+    c.tb = transB ? 1 : 0;
+    c.M = M;
+    c.N = N;
+    c.K = K;
+    c.alpha = alpha;
+    c.beta = beta;
+    c.A = A;
+    c.B = B;
+    c.C = beta != 0.0f ? Cin : D; /* with beta = 0 C is not read */
+    c.D = D;
+
+    /* 1. the fused epilogue */
+    cublasLtEpilogue_t fused = CUBLASLT_EPILOGUE_DEFAULT;
+    bool try_fused = true;
+    if (epi == MS_EPI_NONE) {
+        fused = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    } else {
+        fused = epi == MS_EPI_GELU ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                                   : CUBLASLT_EPILOGUE_DGELU;
+        try_fused = N % 8 == 0 && (cd != MS_F32 || k_fuse_gelu_f32); /* aux ld must be a multiple of 8 */
+    }
+    int rc = 1;
+    if (try_fused) {
+        rc = run_lt(ctx, c, fused, bias, epi == MS_EPI_NONE ? NULL : aux);
+        if (rc <= 0) return; /* done, or an error was recorded */
+        if (fused == CUBLASLT_EPILOGUE_DEFAULT) {
+            ms_cuda_fail(ctx, MS_CUDA_EBLAS, "matmul: cuBLASLt has no algorithm (%s x %s -> %s, M=%d N=%d K=%d)",
+                         ms_dtype_name(ab), ms_dtype_name(ab), ms_dtype_name(cd), M, N, K);
+            return;
+        }
+    }
+
+    /* 2. fallback: plain product, then the epilogue kernel */
+    mm_call plain = c;
+    if (epi == MS_EPI_GELU) plain.D = aux, plain.C = aux; /* pre-activation goes to aux (beta = 0) */
+    rc = run_lt(ctx, plain, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL);
+    if (rc < 0) return;
+    if (rc > 0) {
+        ms_cuda_fail(ctx, MS_CUDA_EBLAS, "matmul: cuBLASLt has no algorithm (%s x %s -> %s, M=%d N=%d K=%d)",
+                     ms_dtype_name(ab), ms_dtype_name(ab), ms_dtype_name(cd), M, N, K);
+        return;
+    }
+    launch_epilogue(ctx, cd, D, plain.D, NULL, 0.0f, bias, aux, epi, 0, M, N);
+}
+
+void ms_cuda_matmul_cache_clear(void)
+{
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (int i = 0; i < MM_SLOTS; i++)
+        if (g_plans[i].used) destroy_layouts(g_plans[i]);
+    memset(g_plans, 0, sizeof g_plans);
+    g_used = 0;
+}
