@@ -231,6 +231,7 @@ int ms_cmd_profile(int argc, char **argv)
         if (o) {
             json_object_set_new(o, "ledgers", ledger_json(&r.check));
             if (run > 0) json_object_set_new(o, "run_id", json_integer(run));
+            json_object_set_new(o, "trial_step_ms", json_real(r.step_ms));
             ms_cli_print_json(o);
             json_decref(o);
         }

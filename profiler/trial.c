@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct trial_ctx {
     ms_trial_result *r;
@@ -230,8 +231,15 @@ int ms_trial_run(const ms_config *cfg, const ms_trial_opts *o, ms_trial_result *
         return MS_EFAIL;
     }
     s.measure = 1;
+    double t_sum = 0;
     for (int i = 0; rc == MS_OK && i < o->steps; i++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         rc = ms_session_step(&s);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+        if (i > 0 || o->steps == 1) t_sum += ms;
+        if (rc == MS_OK) r->step_ms = t_sum / (o->steps > 1 ? i : 1);
         if (rc == MS_OK && o->progress)
             fprintf(o->progress, "profile: trial step %d/%d on %s: loss %.4f, peak %zu bytes\n", i + 1, o->steps,
                     s.dev.name, s.last_loss, s.dev.peak_total);

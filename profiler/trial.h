@@ -49,6 +49,7 @@ typedef struct ms_trial_result {
     ms_mem_event *events;        /* allocator events, then CUPTI events (for the database) */
     int n_events, cap_events;
     ms_ledger_check check;
+    double step_ms;              /* mean step time of the trial (steps after the first, if any) */
     char oom_msg[512];
     char err[512];
 } ms_trial_result;

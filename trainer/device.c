@@ -144,10 +144,14 @@ int ms_dev_open(ms_device *d, int index, const char *spec, size_t capacity, int 
     size_t freeb = 0, total = 0;
     cudaMemGetInfo(&freeb, &total);
     /* What the GPU costs before any tensor of ours (context, driver) is the
-     * first part of the reserve. With virtual devices it is counted once, on
-     * the first device of the GPU. */
-    size_t ctx_bytes = total - freeb;
-    if (!virtual_share || index == 0) account(d, MS_CAT_RESERVE, -1, (long long)ctx_bytes);
+     * first part of the reserve, measured at the first open of each GPU in
+     * the process. A virtual device is accounted as if it were a GPU of its
+     * own, context included, so that it behaves like the real one it
+     * emulates (the planner adds the profile's reserve to every device). */
+    static size_t ctx_of[64];
+    if (ord < 64 && !ctx_of[ord]) ctx_of[ord] = total - freeb;
+    size_t ctx_bytes = ord < 64 ? ctx_of[ord] : total - freeb;
+    account(d, MS_CAT_RESERVE, -1, (long long)ctx_bytes);
     if (!capacity) capacity = virtual_share ? freeb : total;
     d->capacity = capacity;
     if (!virtual_share && capacity < total) {
@@ -166,7 +170,7 @@ int ms_dev_open(ms_device *d, int index, const char *spec, size_t capacity, int 
                 return -1;
             }
         }
-    } else if (virtual_share && capacity > freeb) {
+    } else if (virtual_share && capacity > freeb + ctx_bytes) {
         snprintf(err, errlen, "%s: capacity %zu bytes is more than the GPU has free (%zu)", d->name, capacity, freeb);
         return -1;
     }
@@ -204,6 +208,8 @@ void ms_dev_close(ms_device *d)
 
 void ms_dev_where(ms_device *d, int layer, ms_phase phase)
 {
+    /* kernels launch on the current CUDA device: make it this one */
+    if (d->backend == MS_BACKEND_CUDA) cudaSetDevice(d->cuda_ordinal);
     d->cur_layer = layer;
     d->cur_phase = phase;
 }

@@ -3,15 +3,21 @@
 
 #include <string.h>
 
-static const char *const slot_names[MS_TR_N] = { "activation grad (residual)", "layer scratch", "grad stats" };
+static const char *const slot_names[MS_TR_N] = { "activation grad (residual)", "layer scratch", "grad stats",
+                                                  "recompute arena" };
 
 void *ms_scratch_get(ms_scratch *s, int slot, size_t bytes)
+{
+    return ms_scratch_get_as(s, slot, bytes, MS_CAT_TRANSIENT);
+}
+
+void *ms_scratch_get_as(ms_scratch *s, int slot, size_t bytes, ms_cat cat)
 {
     if (s->bytes[slot] >= bytes && s->buf[slot]) return s->buf[slot];
     if (s->buf[slot]) ms_dev_free(s->dev, s->buf[slot]);
     s->buf[slot] = NULL;
     s->bytes[slot] = 0;
-    void *p = ms_dev_alloc(s->dev, bytes, MS_CAT_TRANSIENT, slot_names[slot], 0);
+    void *p = ms_dev_alloc(s->dev, bytes, cat, slot_names[slot], 0);
     if (!p) return NULL;
     s->buf[slot] = p;
     s->bytes[slot] = bytes;
@@ -31,6 +37,35 @@ void ms_scratch_release(ms_scratch *s)
         s->buf[i] = NULL;
         s->bytes[i] = 0;
     }
+}
+
+/* A recomputing block: its output lives in its own (per micro-batch) arena,
+ * everything else in the device's shared recompute arena. */
+static int ensure_recompute_acts(ms_model *m, ms_layer *L, ms_scratch *s)
+{
+    size_t full = ms_acts_layout(m, L, m->B, NULL, NULL);
+    char *shared = ms_scratch_get_as(s, MS_TR_RECOMP, full, MS_CAT_ACT);
+    if (!shared) return MS_EOOM;
+    void *own = L->a.arena;
+    if (!own) {
+        size_t out = (size_t)m->B * m->T * m->C * ms_dtype_size(m->dt);
+        own = ms_dev_alloc(L->dev, out, MS_CAT_ACT, "saved output (recompute)", 0);
+        if (!own) return MS_EOOM;
+    }
+    if (m->cfg.norm == MS_NORM_BATCH && !L->bn_backup) {
+        L->bn_backup = ms_dev_alloc(L->dev, 4 * (size_t)m->C * 4, MS_CAT_TRANSIENT, "batchnorm stats backup", 0);
+        if (!L->bn_backup) return MS_EOOM;
+    }
+    ms_acts_layout(m, L, m->B, &L->a, shared);
+    L->a.arena = own;
+    L->a.out = own;
+    return MS_OK;
+}
+
+int ms_exec_ensure_acts_s(ms_model *m, ms_layer *L, ms_scratch *s)
+{
+    if (L->recompute && L->kind == MS_LAYER_BLOCK) return ensure_recompute_acts(m, L, s);
+    return ms_exec_ensure_acts(m, L);
 }
 
 int ms_exec_ensure_acts(ms_model *m, ms_layer *L)
@@ -77,6 +112,7 @@ void ms_exec_norm_bwd(ms_model *m, ms_layer *L, void *dx, const void *dresid, fl
         d->ops->batchnorm_bwd(&d->k, m->dt, dx, dresid, dw, db, dout, x, mean, rstd, w, N, C);
 }
 
+
 static int status_of(ms_layer *L, int rc)
 {
     if (rc != MS_OK) return rc;
@@ -87,7 +123,7 @@ int ms_layer_forward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, con
 {
     s->last_need = 0;
     ms_dev_where(L->dev, L->index, MS_PH_FORWARD);
-    int rc = ms_exec_ensure_acts(m, L);
+    int rc = ms_exec_ensure_acts_s(m, L, s);
     if (rc) return rc;
     switch (L->kind) {
     case MS_LAYER_EMBED: rc = ms_embed_forward(m, L, ids); break;
@@ -103,6 +139,17 @@ int ms_layer_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, fl
     ms_dev_where(L->dev, L->index, MS_PH_BACKWARD);
     int rc = ms_exec_ensure_grads(m, L);
     if (rc) return rc;
+    if (L->recompute && L->kind == MS_LAYER_BLOCK) {
+        /* re-run the forward from the saved input; batchnorm's running
+         * statistics must not move twice for one micro-batch */
+        rc = ms_exec_ensure_acts_s(m, L, s);
+        if (rc) return rc;
+        size_t bn = 4 * (size_t)m->C * 4;
+        if (L->bn_backup) ms_dev_d2d(L->dev, L->bn_backup, L->bn_run, bn);
+        rc = ms_block_forward(m, L, s, x);
+        if (L->bn_backup) ms_dev_d2d(L->dev, L->bn_run, L->bn_backup, bn);
+        if (rc) return status_of(L, rc);
+    }
     switch (L->kind) {
     case MS_LAYER_EMBED: rc = ms_embed_backward(m, L, s); break;
     case MS_LAYER_BLOCK: rc = ms_block_backward(m, L, s, x); break;

@@ -21,8 +21,11 @@
  *         attention scratch, logits chunks): nothing in it outlives the
  *         layer, so it is as large as the largest single need, and the
  *         transient peak of a set of layers is DRES + the largest need;
- *  STATS  a few bytes for the optimizer's gradient statistics. */
-enum { MS_TR_DRES = 0, MS_TR_ARENA, MS_TR_STATS, MS_TR_N };
+ *  STATS  a few bytes for the optimizer's gradient statistics;
+ *  RECOMP (category act) one block's full saved activations, shared by the
+ *         blocks that recompute: each keeps only its output per micro-batch
+ *         and re-runs its forward into this arena just before its backward. */
+enum { MS_TR_DRES = 0, MS_TR_ARENA, MS_TR_STATS, MS_TR_RECOMP, MS_TR_N };
 
 typedef struct ms_scratch {
     ms_device *dev;
@@ -34,6 +37,7 @@ typedef struct ms_scratch {
 /* A buffer of at least `bytes` for slot (reallocated if smaller; contents
  * are not kept), or NULL on OOM. */
 void *ms_scratch_get(ms_scratch *s, int slot, size_t bytes);
+void *ms_scratch_get_as(ms_scratch *s, int slot, size_t bytes, ms_cat cat);
 /* The arena, at least `bytes`; records the need in s->last_need. */
 void *ms_scratch_arena(ms_scratch *s, size_t bytes);
 /* Round a view size up so views carved from the arena stay 256-byte aligned. */

@@ -19,6 +19,8 @@ static inline void *row_ptr(const void *p, size_t row, size_t cols, ms_dtype dt)
 
 /* Allocate L's saved-activation arena at its first forward. */
 int ms_exec_ensure_acts(ms_model *m, ms_layer *L);
+/* The same, for recomputing blocks too (their views go into s's recompute arena). */
+int ms_exec_ensure_acts_s(ms_model *m, ms_layer *L, ms_scratch *s);
 /* Allocate L's gradients (zeroed) at its first backward. */
 int ms_exec_ensure_grads(ms_model *m, ms_layer *L);
 

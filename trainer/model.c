@@ -90,8 +90,34 @@ int ms_model_init(ms_model *m, const ms_config *cfg, char *err, size_t errlen)
     return 0;
 }
 
+int ms_layer_set_slots(ms_layer *L, int n)
+{
+    L->slots = calloc((size_t)n, sizeof *L->slots);
+    if (!L->slots) return -1;
+    L->n_slots = n;
+    L->cur_slot = 0;
+    L->slots[0] = L->a;
+    return 0;
+}
+
+void ms_layer_select(ms_layer *L, int k)
+{
+    if (!L->slots || k == L->cur_slot) return;
+    L->slots[L->cur_slot] = L->a;
+    L->a = L->slots[k];
+    L->cur_slot = k;
+}
+
+void ms_layer_free_slots(ms_layer *L)
+{
+    free(L->slots);
+    L->slots = NULL;
+    L->n_slots = 0;
+}
+
 void ms_model_free(ms_model *m)
 {
+    for (int i = 0; m->layers && i < m->n_layers; i++) ms_layer_free_slots(&m->layers[i]);
     free(m->layers);
     m->layers = NULL;
 }

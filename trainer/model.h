@@ -57,8 +57,12 @@ typedef struct ms_layer {
     float *w, *g, *mv;     /* mv: m then v, 2*n_params */
     void *wc;              /* == w under fp32 */
     float *bn_run;         /* batchnorm running mean/var: 2 norms x 2 x C (blocks), 2 x C (head) */
-    ms_acts a;
-    int recompute;         /* 1: keep only the input in forward, recompute in backward */
+    ms_acts a;             /* the saved activations in use (of slot cur_slot) */
+    ms_acts *slots;        /* pipeline: one set per in-flight micro-batch (NULL: just a) */
+    int n_slots, cur_slot;
+    int recompute;         /* blocks: keep only the output per micro-batch; backward
+                              recomputes the rest into the device's recompute arena */
+    float *bn_backup;      /* recompute with batchnorm: running stats saved around the re-run */
 } ms_layer;
 
 typedef struct ms_model {
@@ -80,6 +84,11 @@ int ms_model_alloc_params(ms_model *m, int first, int last);
 /* Bytes of a layer's saved activations for micro-batch B (the analytic count
  * of what forward keeps; equals the arena's size). */
 size_t ms_layer_act_bytes(const ms_model *m, const ms_layer *L, int B);
+/* Pipeline: give L n in-flight activation sets (allocated lazily) / use set k. */
+int ms_layer_set_slots(ms_layer *L, int n);
+void ms_layer_select(ms_layer *L, int k);
+void ms_layer_free_slots(ms_layer *L);
+
 /* Lay out a layer's saved activations for micro-batch B: with base == NULL
  * only computes the size; else points a's views into base. Returns bytes. */
 size_t ms_acts_layout(const ms_model *m, const ms_layer *L, int B, ms_acts *a, char *base);

@@ -1098,12 +1098,16 @@ bool shape_ok(ms_kctx *ctx, const char *op, ms_dtype dt, int B, int T, int C, in
         return false;
     }
     *hs = C / nh;
-    if (*hs != 32 && *hs != 64 && *hs != 128) {
-        fail(ctx, -1, "%s: head size %d is not supported on the GPU (32, 64 or 128)", op, *hs);
+    if (*hs > kMaxHS) {
+        fail(ctx, -1, "%s: head size %d is not supported on the GPU (at most %d)", op, *hs, kMaxHS);
         return false;
     }
     return true;
 }
+
+/* The fast kernels are built for head sizes 32, 64 and 128; any other head
+ * size (small test models) takes the simple, exact path. */
+bool fast_hs(int hs) { return hs == 32 || hs == 64 || hs == 128; }
 
 unsigned blocks_for(long long threads, int per_block) { return (unsigned)((threads + per_block - 1) / per_block); }
 
@@ -1250,7 +1254,7 @@ extern "C" void ms_cuda_attention_fwd(ms_kctx *ctx, ms_dtype dt, void *out, floa
         return;
     }
     cudaStream_t st = static_cast<cudaStream_t>(ctx->stream);
-    const bool simple = simple_requested() || (dt != MS_F32 && !(aligned16(qkv) && aligned16(out)));
+    const bool simple = simple_requested() || !fast_hs(hs) || (dt != MS_F32 && !(aligned16(qkv) && aligned16(out)));
     if (dt == MS_F32) {
         if (simple) fwd_simple<float>(ctx, st, out, lse, qkv, B, T, C, nh);
         else if (hs == 32) fwd_f32<32>(ctx, st, out, lse, qkv, B, T, C, nh);
@@ -1284,7 +1288,7 @@ extern "C" void ms_cuda_attention_bwd(ms_kctx *ctx, ms_dtype dt, void *dqkv, con
         return;
     }
     cudaStream_t st = static_cast<cudaStream_t>(ctx->stream);
-    const bool simple = simple_requested() ||
+    const bool simple = simple_requested() || !fast_hs(hs) ||
                         (dt != MS_F32 &&
                          !(aligned16(dqkv) && aligned16(dout) && aligned16(qkv) && aligned16(out) && aligned16(scratch)));
     if (!simple && !scratch) {
