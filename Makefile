@@ -41,6 +41,8 @@ GPU_BIN   = $(GPU_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu_%)
 TEST_HELP = $(wildcard tests/common/*.c)
 
 .PHONY: all test test-gpu sanitize demo bench clean deps tests-build gpu-build
+# keep the test objects (pattern-chained intermediates) so rebuilds stay incremental
+.SECONDARY:
 all: $(BUILD)/memsplit
 
 deps: $(DEPS_STAMP)

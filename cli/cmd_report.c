@@ -1,4 +1,4 @@
-/* cmd_report.c — `memsplit report --db F [--run ID] [--list] [--json]`
+/* cmd_report.c — `memsplit report --db F [--run ID] [--list] [--json] [--html FILE]`
  * (see cmd_report.h). */
 #include "cli/cmd_report.h"
 
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "reports/db.h"
+#include "reports/html_report.h"
 #include "reports/report_json.h"
 #include "reports/term_report.h"
 
@@ -18,6 +19,7 @@ enum { EXIT_OK = 0, EXIT_USAGE = 1, EXIT_DB = 2 };
 static void usage(FILE *f)
 {
     fputs("usage: memsplit report --db FILE [--run ID] [--list] [--json] [--width N]\n"
+          "       memsplit report --db FILE [--run ID] --html PAGE\n"
           "\n"
           "Prints a run stored in a memsplit run database: its header (id, kind,\n"
           "state, times, model, devices, command), then what was recorded under it:\n"
@@ -32,10 +34,14 @@ static void usage(FILE *f)
           "  --json       print one JSON object on stdout instead of text\n"
           "               (with --list: an array of runs)\n"
           "  --width N    wrap text to N columns (default 80)\n"
+          "  --html PAGE  write the run as one self-contained HTML page instead (charts:\n"
+          "               memory per layer, live memory over time, the plan per device,\n"
+          "               training loss and tokens/s; each with a table of exact numbers)\n"
           "  -h, --help   this help\n"
           "\n"
-          "Exit status: 0 printed; 1 usage error; 2 the database cannot be opened\n"
-          "or read, or holds no such run (or no run at all).\n",
+          "Exit status: 0 printed (or the page written); 1 usage error; 2 the database\n"
+          "cannot be opened or read, or holds no such run (or no run at all), or the\n"
+          "page cannot be written.\n",
           f);
 }
 
@@ -100,10 +106,11 @@ int ms_cmd_report(int argc, char **argv)
         { "list", no_argument, NULL, 'l' },
         { "json", no_argument, NULL, 'j' },
         { "width", required_argument, NULL, 'w' },
+        { "html", required_argument, NULL, 'H' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    const char *path = NULL;
+    const char *path = NULL, *html = NULL;
     int64_t run = 0, width64 = 80;
     int json = 0, list = 0, c;
     optind = 0;   /* glibc: full re-initialisation, other subcommands may have parsed */
@@ -125,6 +132,7 @@ int ms_cmd_report(int argc, char **argv)
                 return EXIT_USAGE;
             }
             break;
+        case 'H': html = optarg; break;
         case 'h': usage(stdout); return EXIT_OK;
         case ':':
             fprintf(stderr, "memsplit report: option '%s' needs a value (see memsplit report --help)\n",
@@ -148,6 +156,14 @@ int ms_cmd_report(int argc, char **argv)
         fprintf(stderr, "memsplit report: --list and --run go separately\n");
         return EXIT_USAGE;
     }
+    if (html && (list || json)) {
+        fprintf(stderr, "memsplit report: --html goes without --list and --json\n");
+        return EXIT_USAGE;
+    }
+    if (html && !*html) {
+        fprintf(stderr, "memsplit report: --html wants a file name\n");
+        return EXIT_USAGE;
+    }
     int width = (int)width64;
 
     char err[512];
@@ -169,7 +185,14 @@ int ms_cmd_report(int argc, char **argv)
                 return EXIT_DB;
             }
         }
-        if (json) {
+        if (html) {
+            if (ms_html_report_write(html, db, run, err, sizeof err) != 0) {
+                fprintf(stderr, "memsplit report: %s\n", err);
+                ms_db_close(db);
+                return EXIT_DB;
+            }
+            fprintf(stderr, "memsplit report: wrote %s (run %lld)\n", html, (long long)run);
+        } else if (json) {
             json_t *j = ms_report_run_json(db, run);
             if (j) {
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -21,6 +21,14 @@ static const char usage[] =
     "  --checkpoint-dir DIR write checkpoints there (step-NNNNNNNN.ckpt)\n"
     "  --checkpoint-every N a checkpoint every N steps (default: only at the end)\n"
     "  --resume             continue from the newest checkpoint in --checkpoint-dir\n"
+    "  --plan FILE          train with a plan (memsplit plan -o FILE) over several\n"
+    "                       devices: --device cpu or cuda:K gives virtual devices\n"
+    "                       of the plan's capacities on it; by default distinct\n"
+    "                       GPUs when there are enough\n"
+    "  --db FILE            with --plan: record steps and peaks (and re-plan after\n"
+    "                       an OOM from the plan's profile in FILE)\n"
+    "  --inject-oom S:D:SIZE  with --plan, a testing aid: at step S device D\n"
+    "                       shrinks to SIZE (as if another process took memory)\n"
     "  --json               print one JSON summary object on stdout\n"
     "  --quiet              no progress lines\n"
     "  -h, --help           this text\n"
@@ -49,7 +57,7 @@ static json_t *device_json(const ms_device *d)
 
 int ms_cmd_train(int argc, char **argv)
 {
-    enum { O_CKDIR = 1000, O_CKEVERY, O_RESUME, O_JSON, O_QUIET, O_MODEL };
+    enum { O_CKDIR = 1000, O_CKEVERY, O_RESUME, O_JSON, O_QUIET, O_MODEL, O_PLAN, O_DB, O_INJECT };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
         { "set", required_argument, 0, O_MODEL }, { "device", required_argument, 0, O_MODEL },
@@ -58,11 +66,13 @@ int ms_cmd_train(int argc, char **argv)
         { "data", required_argument, 0, O_MODEL },
         { "checkpoint-dir", required_argument, 0, O_CKDIR }, { "checkpoint-every", required_argument, 0, O_CKEVERY },
         { "resume", no_argument, 0, O_RESUME }, { "json", no_argument, 0, O_JSON },
-        { "quiet", no_argument, 0, O_QUIET }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "quiet", no_argument, 0, O_QUIET }, { "help", no_argument, 0, 'h' },
+        { "plan", required_argument, 0, O_PLAN }, { "db", required_argument, 0, O_DB },
+        { "inject-oom", required_argument, 0, O_INJECT }, { 0, 0, 0, 0 },
     };
     ms_cli_model_args ma;
     ms_cli_model_args_init(&ma);
-    const char *ckdir = NULL;
+    const char *ckdir = NULL, *plan_path = NULL, *db_path = NULL, *inject = NULL;
     long ckevery = -1;
     int resume = 0, json = 0, quiet = 0, idx = 0, c;
     optind = 1;
@@ -79,6 +89,9 @@ int ms_cmd_train(int argc, char **argv)
             break;
         }
         case O_RESUME: resume = 1; break;
+        case O_PLAN: plan_path = optarg; break;
+        case O_DB: db_path = optarg; break;
+        case O_INJECT: inject = optarg; break;
         case O_JSON: json = 1; break;
         case O_QUIET: quiet = 1; break;
         case 'h': printf(usage, ms_cli_model_help); return MS_EXIT_OK;
@@ -96,6 +109,11 @@ int ms_cmd_train(int argc, char **argv)
     if (ckevery >= 0) cfg.checkpoint_every = (int)ckevery;
     if (resume) cfg.resume = 1;
     if (cfg.resume && !cfg.checkpoint_dir[0]) { fprintf(stderr, "memsplit train: --resume needs --checkpoint-dir\n"); return MS_EXIT_USAGE; }
+
+    if ((db_path || inject) && !plan_path) { fprintf(stderr, "memsplit train: --db and --inject-oom go with --plan\n"); return MS_EXIT_USAGE; }
+    if (plan_path)
+        return ms_cmd_train_plan(&cfg, plan_path, ma.device, db_path, cfg.checkpoint_dir[0] ? cfg.checkpoint_dir : NULL,
+                                 cfg.checkpoint_every, cfg.resume, inject, json, quiet);
 
     ms_session s;
     int rc = ms_session_open(&s, &cfg, NULL);

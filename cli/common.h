@@ -47,5 +47,9 @@ json_t *ms_cli_cat_json(const size_t *bytes);
 
 int ms_cmd_train(int argc, char **argv);
 int ms_cmd_profile(int argc, char **argv);
+int ms_cmd_doctor(int argc, char **argv);
+/* `memsplit train --plan FILE`: the plan's pipeline (cli/cmd_doctor.c). */
+int ms_cmd_train_plan(const ms_config *cfg, const char *plan_path, const char *device, const char *db_path,
+                      const char *ckdir, int ckevery, int resume, const char *inject, int json, int quiet);
 
 #endif

@@ -10,9 +10,10 @@ static const char usage[] =
     "usage: memsplit COMMAND [options]   (memsplit COMMAND --help for each)\n"
     "\n"
     "Commands:\n"
-    "  train     train a model on one device (CPU or one GPU)\n"
+    "  train     train a model on one device, or over several with --plan\n"
     "  profile   trial on one device: per-layer memory, OOM diagnosis, ledgers\n"
     "  plan      choose split points, precision, micro-batches and recompute\n"
+    "  doctor    trial, diagnosis, plan and training with the plan, end to end\n"
     "  report    show a run database's runs, profiles and diagnoses\n"
     "\n"
     "Every command takes --json to print one machine-readable object on stdout.\n"
@@ -32,6 +33,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "train")) return ms_cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "profile")) return ms_cmd_profile(argc - 1, argv + 1);
     if (!strcmp(cmd, "plan")) return ms_cmd_plan(argc - 1, argv + 1);
+    if (!strcmp(cmd, "doctor")) return ms_cmd_doctor(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return ms_cmd_report(argc - 1, argv + 1);
     fprintf(stderr, "memsplit: unknown command '%s'\n%s", cmd, usage);
     return MS_EXIT_USAGE;

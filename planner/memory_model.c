@@ -180,7 +180,7 @@ uint64_t ms_stage_bytes(const ms_stage_sums *s, int inflight, int recompute, uin
     bytes[MS_CAT_OPTIM] = s->optim;
     bytes[MS_CAT_ACT] = recompute ? ms_sat_add(ms_sat_mul(k, s->act_input), s->max_act) : ms_sat_mul(k, s->act);
     bytes[MS_CAT_TRANSIENT] = s->max_transient;
-    bytes[MS_CAT_COMM] = ms_sat_add(ms_sat_mul(k + 1, s->in_bytes), ms_sat_mul(2, s->out_bytes));
+    bytes[MS_CAT_COMM] = ms_sat_add(ms_sat_mul(k, s->in_bytes), s->out_bytes);
     bytes[MS_CAT_RESERVE] = reserve;
     uint64_t peak = 0;
     for (int c = 0; c < MS_CAT_N; c++) peak = ms_sat_add(peak, bytes[c]);

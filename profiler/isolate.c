@@ -142,10 +142,13 @@ int ms_isolate_layer(const ms_config *cfg, int layer, ms_layer_row *row, char *e
     row->precision = cfg->precision;
     row->micro_batch = cfg->batch;
     row->source = MS_ROW_ISOLATED;
-    size_t N = (size_t)cfg->batch * cfg->seq_len, es = ms_dtype_size(m.dt);
-    row->act_input = L->kind == MS_LAYER_EMBED ? N * 4 : N * cfg->d_model * es;
-    row->out_bytes = L->kind == MS_LAYER_HEAD ? 0 : N * cfg->d_model * es;
+    size_t N = (size_t)cfg->batch * cfg->seq_len, es = ms_dtype_size(m.dt), g = d.grain;
+    size_t out = (N * cfg->d_model * es + g - 1) / g * g; /* as a buffer of its own */
+    row->out_bytes = L->kind == MS_LAYER_HEAD ? 0 : out;
     int rc = iso_run(&m, &d, layer, &acc, row, err, errlen);
+    /* kept per micro-batch when the stage recomputes: a block its output, the
+     * embedding and the head (never recomputed) all their activations */
+    row->act_input = L->kind == MS_LAYER_BLOCK ? out : row->act;
     ms_dev_close(&d);
     ms_model_free(&m);
     return rc;

@@ -162,7 +162,10 @@ static void finish_trace(trial_ctx *c, ms_profile *p)
     free(t);
 }
 
-static void row_init(ms_layer_row *row, const ms_config *cfg, int layer, int n_layers, int prec, int batch)
+/* Bytes a tensor of b bytes takes as its own allocation on a device of grain g. */
+static uint64_t grained(uint64_t b, size_t g) { return (b + g - 1) / g * g; }
+
+static void row_init(ms_layer_row *row, const ms_config *cfg, int layer, int n_layers, int prec, int batch, size_t grain)
 {
     memset(row, 0, sizeof *row);
     row->layer = layer;
@@ -173,8 +176,12 @@ static void row_init(ms_layer_row *row, const ms_config *cfg, int layer, int n_l
     row->precision = prec;
     row->micro_batch = batch;
     size_t N = (size_t)batch * cfg->seq_len, es = prec == MS_PREC_FP32 ? 4 : 2;
-    row->act_input = kind == 0 ? N * 4 : N * cfg->d_model * es;
-    row->out_bytes = kind == 2 ? 0 : N * cfg->d_model * es;
+    /* out_bytes: the output as a buffer of its own (a stage's received input);
+     * act_input: what the layer keeps per micro-batch when its stage
+     * recomputes — a block its output, the embedding and head everything
+     * (they are not recomputed); the embedding and head fill it in from act */
+    row->out_bytes = kind == 2 ? 0 : grained(N * cfg->d_model * es, grain);
+    row->act_input = kind == 1 ? grained(N * cfg->d_model * es, grain) : 0;
 }
 
 /* Isolated rows for the three layer shapes at (prec, batch); iso[k] for kind k. */
@@ -291,12 +298,13 @@ int ms_trial_run(const ms_config *cfg, const ms_trial_opts *o, ms_trial_result *
     int missing[MS_MAX_TRACK_LAYERS] = { 0 };
     for (int i = 0; i < nl; i++) {
         ms_layer_row *row = &rows[i];
-        row_init(row, &c, i, nl, c.precision, c.batch);
+        row_init(row, &c, i, nl, c.precision, c.batch, s.dev.grain);
         row->param = ctx.by_cat[i][MS_CAT_PARAM];
         row->master = ctx.by_cat[i][MS_CAT_MASTER];
         row->grad = ctx.by_cat[i][MS_CAT_GRAD];
         row->optim = ctx.by_cat[i][MS_CAT_OPTIM];
         row->act = ctx.by_cat[i][MS_CAT_ACT];
+        if (row->kind[0] != 'b') row->act_input = row->act;
         row->fwd_ms = s.fwd_ms[i];
         row->bwd_ms = s.bwd_ms[i];
         /* the arena is sized by the largest need so far: a layer's own need, rounded like the arena */
@@ -324,7 +332,12 @@ int ms_trial_run(const ms_config *cfg, const ms_trial_opts *o, ms_trial_result *
         ms_layer_row *row = &rows[i];
         const ms_layer_row *src = &iso[i == 0 ? 0 : i == nl - 1 ? 2 : 1];
         row->source = MS_ROW_ISOLATED;
-        if (i >= fwd_done) { row->act = src->act; row->transient_fwd = src->transient_fwd; row->fwd_ms = src->fwd_ms; }
+        if (i >= fwd_done) {
+            row->act = src->act;
+            row->act_input = src->act_input;
+            row->transient_fwd = src->transient_fwd;
+            row->fwd_ms = src->fwd_ms;
+        }
         if (i < bwd_from) { row->grad = src->grad; row->transient_bwd = src->transient_bwd; row->bwd_ms = src->bwd_ms; }
         if (!opt_done) { row->optim = src->optim; row->opt_ms = src->opt_ms; }
         if (!row->param && !row->master) { row->param = src->param; row->master = src->master; }
@@ -352,4 +365,26 @@ void ms_trial_free(ms_trial_result *r)
     ms_profile_free(&r->prof);
     free(r->events);
     memset(r, 0, sizeof *r);
+}
+
+int ms_profile_measure(ms_profile *p, const ms_config *cfg, int precision, int batch, FILE *progress, char *err,
+                       size_t errlen)
+{
+    if (ms_profile_find(p, 0, precision, batch)) return MS_OK;
+    int nl = cfg->n_layer + 2, all[3] = { 1, 1, 1 };
+    ms_layer_row iso[3];
+    ms_trial_opts o;
+    memset(&o, 0, sizeof o);
+    o.progress = progress;
+    if (isolate_shapes(cfg, precision, batch, all, iso, &o, err, errlen)) return MS_EFAIL;
+    ms_layer_row *rows = realloc(p->rows, (size_t)(p->n_rows + nl) * sizeof *rows);
+    if (!rows) { snprintf(err, errlen, "out of host memory"); return MS_EFAIL; }
+    p->rows = rows;
+    for (int i = 0; i < nl; i++) {
+        ms_layer_row *row = &p->rows[p->n_rows++];
+        *row = iso[i == 0 ? 0 : i == nl - 1 ? 2 : 1];
+        row->layer = i;
+        if (i > 0 && i < nl - 1) snprintf(row->name, sizeof row->name, "block %d", i);
+    }
+    return MS_OK;
 }

@@ -57,6 +57,12 @@ typedef struct ms_trial_result {
 int ms_trial_run(const ms_config *cfg, const ms_trial_opts *o, ms_trial_result *r);
 void ms_trial_free(ms_trial_result *r);
 
+/* Add rows for (precision, batch) to a profile by measuring each layer
+ * shape in isolation (the planner chose a micro-batch size the trial did
+ * not measure). MS_OK or MS_EFAIL with err. */
+int ms_profile_measure(ms_profile *p, const ms_config *cfg, int precision, int batch, FILE *progress, char *err,
+                       size_t errlen);
+
 /* Measure one layer alone on cfg's device at cfg's precision and batch:
  * its parameters, saved activations, gradients, optimizer state, scratch
  * need and times. Fills row (source = isolated). MS_OK / MS_EOOM / MS_EFAIL. */

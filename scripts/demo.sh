@@ -1,25 +1,28 @@
 #!/usr/bin/env bash
-# demo.sh — memsplit's main job, end to end, on what this machine has:
-# on a GPU the seed17 model on an emulated 40 GiB GPU, else its CPU twin on
-# an emulated 21 MiB device. Trial + diagnosis (profile), then a plan over
-# two devices of that capacity, then the report from the run database.
+# demo.sh — memsplit's main job: `memsplit doctor` on seed17, then the report.
+# Two or more GPUs: the seed17 model on real GPUs with an emulated 40 GiB
+# each; one GPU: two virtual 40 GiB devices on it; no GPU: the CPU twin,
+# seed17-cpu, on two emulated 21 MiB devices. The trial runs out of memory in
+# the forward pass of block 17, the diagnosis says why, the plan splits the
+# model, and training runs with the plan, each device's measured peak beside
+# its prediction. Everything is recorded in $DB (default demo.db).
 set -uo pipefail
 M=${1:-build/memsplit}
 DB=${DB:-demo.db}
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-    PRESET=seed17; DEV=cuda:0; MEM=40GiB; BATCH=15,8
+STEPS=${STEPS:-20}
+gpus=0
+if command -v nvidia-smi >/dev/null 2>&1; then gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); fi
+if [ "$gpus" -ge 2 ]; then
+    ARGS=(--preset seed17 --gpu-mem 40GiB); where="two real GPUs"
+elif [ "$gpus" -eq 1 ]; then
+    ARGS=(--preset seed17 --device cuda:0 --gpu-mem 40GiB); where="two virtual 40 GiB devices on the one GPU"
 else
-    PRESET=seed17-cpu; DEV=cpu; MEM=21MiB; BATCH=4,2
-    echo "demo: no GPU here: running the CPU twin of seed17 on an emulated $MEM device" >&2
+    ARGS=(--preset seed17-cpu --device cpu --gpu-mem 21MiB); where="the CPU backend (no GPU here), two emulated 21 MiB devices"
 fi
-rm -f "$DB" "$DB-wal" "$DB-shm"
-echo "== memsplit profile --preset $PRESET --device $DEV --gpu-mem $MEM" >&2
-"$M" profile --preset "$PRESET" --device "$DEV" --gpu-mem "$MEM" --precision all --batch "$BATCH" --db "$DB"
+echo "demo: memsplit doctor on $where" >&2
+rm -rf "$DB" "$DB-wal" "$DB-shm" "$DB.ckpt"
+"$M" doctor "${ARGS[@]}" --gpus 2 --steps "$STEPS" --db "$DB"
 rc=$?
-if [ $rc -ne 0 ] && [ $rc -ne 3 ]; then echo "demo: profile failed ($rc)" >&2; exit $rc; fi
-echo "== memsplit plan --db $DB --gpus 2 --gpu-mem $MEM" >&2
-"$M" plan --db "$DB" --gpus 2 --gpu-mem "$MEM" -o demo-plan.json
-prc=$?
-if [ $prc -ne 0 ] && [ $prc -ne 3 ]; then echo "demo: plan failed ($prc)" >&2; exit $prc; fi
 echo "== memsplit report --db $DB" >&2
 "$M" report --db "$DB"
+exit $rc

@@ -2,6 +2,7 @@
 #include "trainer/optimizer.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 void ms_opt_init(ms_opt_state *st, const ms_config *cfg)
@@ -27,25 +28,40 @@ int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_s
     double sumsq = 0;
     long nonfinite = 0;
     memset(res, 0, sizeof *res);
-    /* 1. statistics, one device at a time (layers of a device are contiguous) */
+    /* 1. statistics: one accumulator per layer, summed on the host in layer
+     * order, so the global norm (and the clipping) is the same however the
+     * layers are split over devices */
+    double *per_layer = calloc((size_t)(last - first + 1), sizeof(double));
+    if (!per_layer) return MS_EFAIL;
     for (int i = first; i <= last;) {
         ms_device *d = m->layers[i].dev;
         ms_scratch *s = scratch[i];
-        ms_dev_where(d, i, MS_PH_OPTIMIZER);
-        grad_stats_t *gs = ms_scratch_get(s, MS_TR_STATS, sizeof(grad_stats_t));
-        if (!gs) return MS_EOOM;
-        ms_dev_memset0(d, gs, sizeof *gs);
         int j = i;
-        for (; j <= last && m->layers[j].dev == d; j++) {
-            ms_layer *L = &m->layers[j];
-            if (L->g) d->ops->grad_stats(&d->k, L->g, L->n_params, &gs->sumsq, &gs->nonfinite);
+        while (j <= last && m->layers[j].dev == d) j++;
+        int n = j - i;
+        ms_dev_where(d, i, MS_PH_OPTIMIZER);
+        /* the statistics borrow the layer-scratch arena, idle between steps,
+         * so the optimizer adds nothing to the device's transient peak */
+        grad_stats_t *gs = ms_scratch_arena(s, (size_t)n * sizeof(grad_stats_t));
+        if (!gs) { free(per_layer); return MS_EOOM; }
+        ms_dev_memset0(d, gs, (size_t)n * sizeof *gs);
+        for (int k = 0; k < n; k++) {
+            ms_layer *L = &m->layers[i + k];
+            if (L->g) d->ops->grad_stats(&d->k, L->g, L->n_params, &gs[k].sumsq, &gs[k].nonfinite);
         }
-        grad_stats_t h;
-        if (ms_dev_d2h(d, &h, gs, sizeof h)) return MS_EFAIL;
-        sumsq += h.sumsq;
-        nonfinite += h.nonfinite;
+        grad_stats_t h[64];
+        for (int k0 = 0; k0 < n; k0 += 64) {
+            int c = n - k0 < 64 ? n - k0 : 64;
+            if (ms_dev_d2h(d, h, gs + k0, (size_t)c * sizeof *h)) { free(per_layer); return MS_EFAIL; }
+            for (int k = 0; k < c; k++) {
+                per_layer[i - first + k0 + k] = h[k].sumsq;
+                nonfinite += h[k].nonfinite;
+            }
+        }
         i = j;
     }
+    for (int i = first; i <= last; i++) sumsq += per_layer[i - first];
+    free(per_layer);
     double scale = st->loss_scale;
     res->grad_norm = sqrt(sumsq) / scale;
     int finite = nonfinite == 0 && isfinite(res->grad_norm);

@@ -58,6 +58,35 @@ if [ "$(json_get "len(d['stages']) >= 2 and d['stages'][0]['layers'][0] == 0 and
     echo "ok   plan json covers the layers"; pass=$((pass+1)); else echo "FAIL plan json"; head -c 600 "$T/out"; fail=$((fail+1)); fi
 check "plan infeasible" 3 "fit" -- "$M" plan --db "$T/runs.db" --run 1 --gpus 1 --gpu-mem 2MiB
 check "plan bad gpus" 1 "" -- "$M" plan --db "$T/runs.db" --run 1 --gpus 2 --gpu-mem 1GiB,2GiB,3GiB
+# doctor: trial -> diagnosis -> plan -> training with the plan, on two emulated devices
+check "doctor" 0 "" -- "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 21MiB --steps 6 --db "$T/doc.db" --json
+if [ "$(json_get "d['trial']['oom']['layer'] == 17 and len(d['plan']['stages']) == 2 and d['train']['steps'] == 6 and len(d['train']['devices']) == 2 and all(x['gap'] <= 0.02 for x in d['train']['devices']) and d['train']['loss_last'] < d['train']['loss_first']")" = True ]; then
+    echo "ok   doctor json: oom at 17, 2 stages, measured within 2% of predicted"; pass=$((pass+1)); else echo "FAIL doctor json"; head -c 800 "$T/out"; fail=$((fail+1)); fi
+cp "$T/out" "$T/doctor.json"
+check "report doctor" 0 "" -- "$M" report --db "$T/doc.db"
+# OOM mid-run: device 0 shrinks at step 4; re-plan, resume from the step-2 checkpoint
+check "doctor recovers" 0 "OUT OF MEMORY at step 4" -- "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 21MiB --steps 6 --checkpoint-every 2 --inject-oom 4:0:10MiB --db "$T/rec.db" --json
+cp "$T/out" "$T/rec.json"
+# the recovered losses equal an uninterrupted run of the same micro-batching (every split
+# computes the same as one device, so one device is the uninterrupted run of the new plan)
+mb=$(python3 -c "import json; d=json.load(open('$T/rec.json')); print(d['plan']['micro_batch'], d['plan']['n_micro'])")
+check "uninterrupted reference" 0 "" -- "$M" train --preset seed17-cpu --precision fp32 --gpu-mem 0 --batch ${mb% *} --set train.accum=${mb#* } --steps 6 --json
+if python3 - "$T/rec.json" "$T/out" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["train"]; u = json.load(open(sys.argv[2]))
+a, b = r["losses"], u["losses"]
+ok = r["recoveries"] == 1 and len(a) == len(b) == 6 and all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(a, b))
+print("  recovered", [round(x, 6) for x in a]); print("  reference", [round(x, 6) for x in b])
+sys.exit(0 if ok else 1)
+PY
+then echo "ok   recovered losses = uninterrupted losses"; pass=$((pass+1)); else echo "FAIL recovered losses"; fail=$((fail+1)); fi
+check "doctor: nothing fits" 3 "fit" -- "$M" doctor --preset seed17-cpu --device cpu --gpus 1 --gpu-mem 6MiB --steps 2 --db "$T/inf.db"
+check "doctor no gpu-mem" 1 "gpu-mem" -- "$M" doctor --preset tiny --gpus 2 --db "$T/x.db"
+# train --plan on virtual CPU devices; the plan from the profile recorded above
+"$M" plan --db "$T/runs.db" --run 1 --gpus 2 --gpu-mem 21MiB -o "$T/plan.json" >/dev/null 2>&1
+check "train --plan" 0 "" -- "$M" train --preset seed17-cpu --plan "$T/plan.json" --device cpu --steps 3 --json
+if [ "$(json_get "d['steps'] == 3 and len(d['devices']) == 2")" = True ]; then echo "ok   train --plan json"; pass=$((pass+1)); else echo "FAIL train --plan json"; fail=$((fail+1)); fi
+check "train --plan wrong model" 2 "plan is for" -- "$M" train --preset tiny --plan "$T/plan.json" --device cpu --steps 1
 # a profile killed with SIGKILL at a random moment leaves a sound database
 for i in 1 2 3 4 5; do
     "$M" profile --preset seed17-cpu --db "$T/kill.db" --quiet >/dev/null 2>&1 &

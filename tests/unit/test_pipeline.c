@@ -1,0 +1,217 @@
+/* test_pipeline.c — the split run equals the single-device run on the CPU
+ * backend: for 2, 3 and 4 stages, GPipe and 1F1B, recompute on and off,
+ * layernorm and batchnorm, the per-step losses and the final weights match
+ * the single-device run with the same micro-batch size and count (within
+ * 1e-5 relative; on the CPU they are in fact bit-identical, since gradients
+ * accumulate over micro-batches in the same order). Also: the schedules'
+ * op lists are valid and keep at most k micro-batches in flight. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "trainer/pipeline.h"
+#include "trainer/session.h"
+
+#define STEPS 5
+/* tests/gpu/test_pipeline_gpu.c builds this file for virtual devices on a GPU */
+#ifndef PIPE_DEVICE
+#define PIPE_DEVICE "cpu"
+#define PIPE_TOL 1e-5
+#define PIPE_D_MODEL 32
+#define PIPE_HEADS 4
+#endif
+
+static void base_config(ms_config *c, ms_norm norm)
+{
+    char err[256];
+    assert_int_equal(ms_config_preset(c, "tiny", err, sizeof err), 0);
+    c->n_layer = 4;
+    c->d_model = PIPE_D_MODEL;
+    c->n_head = PIPE_HEADS;
+    snprintf(c->device, sizeof c->device, "%s", PIPE_DEVICE);
+    c->seq_len = 16;
+    c->vocab = 128;
+    c->batch = 2;
+    c->accum = 4;
+    c->norm = norm;
+}
+
+static void single_run(const ms_config *c, double *losses, float **weights)
+{
+    ms_session s;
+    assert_int_equal(ms_session_open(&s, c, NULL), MS_OK);
+    for (int i = 0; i < STEPS; i++) {
+        assert_int_equal(ms_session_step(&s), MS_OK);
+        losses[i] = s.last_loss;
+    }
+    for (int i = 0; i < s.model.n_layers; i++) {
+        weights[i] = malloc(s.model.layers[i].n_params * 4);
+        memcpy(weights[i], s.model.layers[i].w, s.model.layers[i].n_params * 4);
+    }
+    ms_session_close(&s);
+}
+
+static void split_spec(ms_pipe_spec *sp, int n_layers, int p, ms_pipe_schedule sch, int recompute)
+{
+    memset(sp, 0, sizeof *sp);
+    sp->n_devices = p;
+    sp->virtual_share = 1;
+    sp->n_stages = p;
+    sp->schedule = sch;
+    sp->micro_batch = 2;
+    sp->n_micro = 4;
+    for (int s = 0; s < p; s++) {
+        snprintf(sp->device[s], sizeof sp->device[s], "%s", PIPE_DEVICE);
+        sp->stage_device[s] = s;
+        sp->first[s] = s * n_layers / p;
+        sp->last[s] = (s + 1) * n_layers / p - 1;
+        sp->recompute[s] = recompute;
+    }
+}
+
+static int n_checked;
+
+static void check_split_prec(ms_norm norm, int p, ms_pipe_schedule sch, int recompute, ms_precision prec, double tol)
+{
+    ms_config c;
+    base_config(&c, norm);
+    c.precision = prec;
+    double ref[STEPS], got[STEPS];
+    float *w[16];
+    single_run(&c, ref, w);
+    ms_pipe_spec sp;
+    split_spec(&sp, c.n_layer + 2, p, sch, recompute);
+    ms_pipeline pl;
+    int rc = ms_pipe_open(&pl, &c, &sp);
+    if (rc) printf("open: %s\n", pl.err);
+    assert_int_equal(rc, MS_OK);
+    for (int i = 0; i < STEPS; i++) {
+        rc = ms_pipe_step(&pl);
+        if (rc) printf("step: %s\n", pl.err);
+        assert_int_equal(rc, MS_OK);
+        got[i] = pl.last_loss;
+        double rel = fabs(got[i] - ref[i]) / fabs(ref[i]);
+        if (rel > tol) printf("p=%d %s rc=%d step %d: %.9g vs %.9g\n", p, sch ? "1f1b" : "gpipe", recompute, i, got[i], ref[i]);
+        assert_true(rel <= tol);
+    }
+    for (int i = 0; i < pl.model.n_layers; i++) {
+        const ms_layer *L = &pl.model.layers[i];
+        for (size_t j = 0; j < L->n_params; j++) {
+            double a = L->w[j], b = w[i][j];
+            if (fabs(a - b) > tol * fmax(fabs(b), 1e-2)) {
+                printf("layer %d weight %zu: %.9g vs %.9g\n", i, j, a, b);
+                fail();
+            }
+        }
+        free(w[i]);
+    }
+    /* every device holds only its stage's layers */
+    for (int s = 0; s < p; s++) assert_true(pl.st[s].dev->peak[MS_CAT_PARAM] > 0);
+    ms_pipe_close(&pl);
+    n_checked++;
+}
+
+static void check_split(ms_norm norm, int p, ms_pipe_schedule sch, int recompute)
+{
+    check_split_prec(norm, p, sch, recompute, MS_PREC_FP32, PIPE_TOL);
+}
+
+static void test_equal_layernorm(void **st)
+{
+    (void)st;
+    for (int p = 2; p <= 4; p++)
+        for (int sch = 0; sch < 2; sch++)
+            for (int rc = 0; rc < 2; rc++) check_split(MS_NORM_LAYER, p, (ms_pipe_schedule)sch, rc);
+}
+
+static void test_equal_batchnorm(void **st)
+{
+    (void)st;
+    check_split(MS_NORM_BATCH, 2, MS_PIPE_1F1B, 1);
+    check_split(MS_NORM_BATCH, 3, MS_PIPE_GPIPE, 0);
+}
+
+/* bf16: the same activations and kernels; on a GPU, atomics (embedding and
+ * attention gradients) make the last bits vary, and 16-bit rounding can
+ * flip with them, so 1e-2 relative (the kernels' own bf16 bound). */
+static void test_equal_bf16(void **st)
+{
+    (void)st;
+    check_split_prec(MS_NORM_LAYER, 2, MS_PIPE_1F1B, 0, MS_PREC_BF16, 1e-2);
+    check_split_prec(MS_NORM_LAYER, 3, MS_PIPE_GPIPE, 1, MS_PREC_BF16, 1e-2);
+}
+
+static void test_schedules(void **st)
+{
+    (void)st;
+    int ops[64];
+    for (int sch = 0; sch < 2; sch++)
+        for (int p = 1; p <= 5; p++)
+            for (int m = 1; m <= 9; m++)
+                for (int s = 0; s < p; s++) {
+                    int n = ms_pipe_schedule_ops((ms_pipe_schedule)sch, s, p, m, ops);
+                    assert_int_equal(n, 2 * m);
+                    int fdone = 0, bdone = 0, maxfl = 0;
+                    for (int i = 0; i < n; i++) {
+                        if (ops[i] > 0) assert_int_equal(ops[i], ++fdone);   /* forwards in order */
+                        else assert_int_equal(-ops[i], ++bdone);             /* backwards in order */
+                        assert_true(bdone <= fdone);
+                        if (fdone - bdone > maxfl) maxfl = fdone - bdone;
+                    }
+                    int k = sch == MS_PIPE_GPIPE ? m : (p - s < m ? p - s : m);
+                    assert_true(maxfl <= k);
+                }
+}
+
+/* A pipeline checkpoint resumes in a single-device session and continues identically. */
+static void test_checkpoint_interop(void **st)
+{
+    (void)st;
+    ms_config c;
+    base_config(&c, MS_NORM_LAYER);
+    double ref[STEPS];
+    float *w[16];
+    single_run(&c, ref, w);
+    for (int i = 0; i < c.n_layer + 2; i++) free(w[i]);
+    ms_pipe_spec sp;
+    split_spec(&sp, c.n_layer + 2, 3, MS_PIPE_1F1B, 0);
+    ms_pipeline pl;
+    assert_int_equal(ms_pipe_open(&pl, &c, &sp), MS_OK);
+    for (int i = 0; i < 2; i++) assert_int_equal(ms_pipe_step(&pl), MS_OK);
+    char dir[] = "/tmp/ms_pipe_XXXXXX", path[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/p.ckpt", dir);
+    assert_int_equal(ms_pipe_save(&pl, path), MS_OK);
+    ms_pipe_close(&pl);
+    ms_session s;
+    assert_int_equal(ms_session_open(&s, &c, NULL), MS_OK);
+    assert_int_equal(ms_session_load(&s, path), MS_OK);
+    for (int i = 2; i < STEPS; i++) {
+        assert_int_equal(ms_session_step(&s), MS_OK);
+        assert_true(fabs(s.last_loss - ref[i]) <= 1e-5 * fabs(ref[i]));
+    }
+    ms_session_close(&s);
+    unlink(path);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schedules),
+        cmocka_unit_test(test_equal_layernorm),
+        cmocka_unit_test(test_equal_batchnorm),
+        cmocka_unit_test(test_equal_bf16),
+        cmocka_unit_test(test_checkpoint_interop),
+    };
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+    printf("pipeline: %d split runs checked against the single-device run\n", n_checked);
+    return r;
+}

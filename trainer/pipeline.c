@@ -1,0 +1,357 @@
+/* pipeline.c — stages, their threads, the schedules, and one training step
+ * over several devices (see pipeline.h). */
+#include "trainer/pipeline.h"
+#include "profiler/nvtx_ranges.h"
+#include "trainer/train_state.h"
+
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ms_pipe_schedule_ops(ms_pipe_schedule sch, int s, int p, int m, int *ops)
+{
+    int n = 0;
+    if (sch == MS_PIPE_GPIPE) {
+        for (int i = 0; i < m; i++) ops[n++] = i + 1;
+        for (int i = 0; i < m; i++) ops[n++] = -(i + 1);
+        return n;
+    }
+    /* 1F1B: p-s-1 warm-up forwards, then one forward and one backward in
+     * turn, then the remaining backwards. At most p-s micro-batches are
+     * in flight on stage s. */
+    int warm = p - s - 1 < m ? p - s - 1 : m, f = 0, b = 0;
+    while (f < warm) ops[n++] = ++f;
+    while (f < m) {
+        ops[n++] = ++f;
+        ops[n++] = -(++b);
+    }
+    while (b < m) ops[n++] = -(++b);
+    return n;
+}
+
+static int in_flight(ms_pipe_schedule sch, int s, int p, int m)
+{
+    if (sch == MS_PIPE_GPIPE) return m;
+    return p - s < m ? p - s : m;
+}
+
+static size_t act_bytes(const ms_pipeline *p) { return (size_t)p->model.B * p->model.T * p->model.C * ms_dtype_size(p->model.dt); }
+
+static int stage_fail(ms_pipeline *p, ms_stage *st, int rc, const char *msg)
+{
+    st->rc = rc;
+    if (msg) snprintf(st->err, sizeof st->err, "%s", msg);
+    else if (rc == MS_EFAIL) snprintf(st->err, sizeof st->err, "%s", st->dev->k.error[0] ? st->dev->k.error : "stage failed");
+    for (int b = 0; b < p->tx.n; b++) {
+        ms_channel_abort(&p->tx.fwd[b]);
+        ms_channel_abort(&p->tx.bwd[b]);
+    }
+    return rc;
+}
+
+typedef struct stage_job {
+    ms_pipeline *p;
+    ms_stage *st;
+} stage_job;
+
+/* Runs one step's schedule on one stage. */
+static void *stage_main(void *arg)
+{
+    stage_job *job = arg;
+    ms_pipeline *p = job->p;
+    ms_stage *st = job->st;
+    ms_model *m = &p->model;
+    int s = st->index, np = p->n_stages, nm = p->spec.n_micro;
+    size_t N = (size_t)m->B * m->T, bytes = act_bytes(p);
+    float dscale = p->opt.loss_scale / (float)(N * nm);
+    if (st->dev->backend == MS_BACKEND_CUDA) cudaSetDevice(st->dev->cuda_ordinal);
+    int ops[2 * 4096];
+    int n_ops = ms_pipe_schedule_ops(p->spec.schedule, s, np, nm, ops);
+    void *x_in[MS_TX_MAX_SLOTS] = { 0 };
+    st->loss_sum = 0;
+    for (int o = 0; o < n_ops; o++) {
+        int fwd = ops[o] > 0, mb = (fwd ? ops[o] : -ops[o]) - 1;
+        long g = (long)(p->step - p->step_base) * nm + mb; /* message number since the channels began */
+        int slot = (int)(g % st->k);
+        for (int i = st->first; i <= st->last; i++) ms_layer_select(&m->layers[i], slot);
+        if (fwd) {
+            if (s > 0) {
+                x_in[slot] = ms_channel_recv(&p->tx.fwd[s - 1], g);
+                if (!x_in[slot]) return (void *)(intptr_t)stage_fail(p, st, MS_EFAIL, "aborted: another stage failed");
+            }
+            for (int i = st->first; i <= st->last; i++) {
+                ms_layer *L = &m->layers[i];
+                const int32_t *ids = L->kind == MS_LAYER_EMBED ? p->inputs + mb * N
+                                   : L->kind == MS_LAYER_HEAD ? p->targets + mb * N : NULL;
+                const void *x = i == st->first ? x_in[slot] : ms_layer_output(&m->layers[i - 1]);
+                int rc = ms_layer_forward(m, L, &st->scr, x, ids);
+                if (rc) return (void *)(intptr_t)stage_fail(p, st, rc, NULL);
+            }
+            if (s < np - 1 && ms_channel_send(&p->tx.fwd[s], g, ms_layer_output(&m->layers[st->last]), bytes))
+                return (void *)(intptr_t)stage_fail(p, st, MS_EFAIL, st->dev->k.error[0] ? NULL : "aborted: another stage failed");
+        } else {
+            if (s < np - 1) {
+                void *gbuf = ms_channel_recv(&p->tx.bwd[s], g);
+                if (!gbuf) return (void *)(intptr_t)stage_fail(p, st, MS_EFAIL, "aborted: another stage failed");
+                ms_dev_where(st->dev, st->last, MS_PH_BACKWARD);
+                void *dres = ms_scratch_get(&st->scr, MS_TR_DRES, bytes);
+                if (!dres) return (void *)(intptr_t)stage_fail(p, st, MS_EOOM, NULL);
+                ms_dev_d2d(st->dev, dres, gbuf, bytes);
+                ms_channel_release(&p->tx.bwd[s], g);
+            }
+            for (int i = st->last; i >= st->first; i--) {
+                ms_layer *L = &m->layers[i];
+                const void *x = i == st->first ? x_in[slot] : ms_layer_output(&m->layers[i - 1]);
+                int rc = ms_layer_backward(m, L, &st->scr, x, dscale, &st->loss_sum);
+                if (rc) return (void *)(intptr_t)stage_fail(p, st, rc, NULL);
+            }
+            if (s > 0) {
+                if (ms_channel_send(&p->tx.bwd[s - 1], g, st->scr.buf[MS_TR_DRES], bytes))
+                    return (void *)(intptr_t)stage_fail(p, st, MS_EFAIL, st->dev->k.error[0] ? NULL : "aborted: another stage failed");
+                ms_channel_release(&p->tx.fwd[s - 1], g);
+            }
+        }
+    }
+    if (ms_dev_sync(st->dev)) return (void *)(intptr_t)stage_fail(p, st, MS_EFAIL, NULL);
+    return NULL;
+}
+
+static int open_fail(ms_pipeline *p, int rc, int stage)
+{
+    p->oom_stage = stage;
+    if (rc == MS_EOOM && stage >= 0) ms_pipe_oom_message(p, p->err, sizeof p->err);
+    return rc;
+}
+
+int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
+{
+    memset(p, 0, sizeof *p);
+    p->oom_stage = -1;
+    p->cfg = *cfg;
+    p->spec = *spec;
+    p->cfg.batch = spec->micro_batch;
+    p->cfg.accum = spec->n_micro;
+    if (ms_model_init(&p->model, &p->cfg, p->err, sizeof p->err)) return MS_EFAIL;
+    ms_model *m = &p->model;
+    int np = spec->n_stages;
+    if (np < 1 || np > MS_PIPE_MAX_STAGES || spec->n_devices < 1 || spec->n_devices > MS_PIPE_MAX_STAGES) {
+        snprintf(p->err, sizeof p->err, "a pipeline needs 1..%d stages and devices", MS_PIPE_MAX_STAGES);
+        return MS_EFAIL;
+    }
+    for (int s = 0, next = 0; s < np; s++) {
+        if (spec->first[s] != next || spec->last[s] < spec->first[s] || spec->last[s] >= m->n_layers ||
+            spec->stage_device[s] < 0 || spec->stage_device[s] >= spec->n_devices) {
+            snprintf(p->err, sizeof p->err, "stage %d (layers %d-%d on device %d) does not continue a split of layers 0-%d",
+                     s, spec->first[s], spec->last[s], spec->stage_device[s], m->n_layers - 1);
+            return MS_EFAIL;
+        }
+        for (int t = 0; t < s; t++)
+            if (spec->stage_device[t] == spec->stage_device[s]) {
+                snprintf(p->err, sizeof p->err, "stages %d and %d are on the same device", t, s);
+                return MS_EFAIL;
+            }
+        next = spec->last[s] + 1;
+        if (s == np - 1 && next != m->n_layers) {
+            snprintf(p->err, sizeof p->err, "the stages end at layer %d; the model has layers 0-%d", next - 1, m->n_layers - 1);
+            return MS_EFAIL;
+        }
+    }
+    if (m->cfg.tied && np > 1 && spec->stage_device[0] != spec->stage_device[np - 1]) {
+        snprintf(p->err, sizeof p->err, "a tied embedding/head cannot be split across devices (set model.tied=0)");
+        return MS_EFAIL;
+    }
+    if (spec->n_micro > 4096 || spec->n_micro < 1) {
+        snprintf(p->err, sizeof p->err, "micro-batches per step must be 1..4096");
+        return MS_EFAIL;
+    }
+    p->data = ms_data_open(&p->cfg, p->err, sizeof p->err);
+    if (!p->data) return MS_EFAIL;
+    if (ms_data_vocab_needed(p->data) > p->cfg.vocab) {
+        snprintf(p->err, sizeof p->err, "the data has token ids up to %d but the model's vocab is %d",
+                 ms_data_vocab_needed(p->data) - 1, p->cfg.vocab);
+        return MS_EFAIL;
+    }
+    size_t N = (size_t)m->B * m->T;
+    p->inputs = malloc(N * spec->n_micro * 4);
+    p->targets = malloc(N * spec->n_micro * 4);
+    p->devs = calloc((size_t)spec->n_devices, sizeof *p->devs);
+    p->st = calloc((size_t)np, sizeof *p->st);
+    p->scr_of = calloc((size_t)m->n_layers, sizeof *p->scr_of);
+    if (!p->inputs || !p->targets || !p->devs || !p->st || !p->scr_of) {
+        snprintf(p->err, sizeof p->err, "out of host memory");
+        return MS_EFAIL;
+    }
+    for (int d = 0; d < spec->n_devices; d++) {
+        if (ms_dev_open(&p->devs[d], d, spec->device[d], spec->capacity[d], spec->virtual_share, p->err, sizeof p->err))
+            return MS_EFAIL;
+        p->n_dev = d + 1;
+    }
+    p->n_stages = np;
+    ms_opt_init(&p->opt, &p->cfg);
+    /* stages: parameters, in-flight slots, receive buffers (comm) */
+    for (int s = 0; s < np; s++) {
+        ms_stage *st = &p->st[s];
+        st->index = s;
+        st->first = spec->first[s];
+        st->last = spec->last[s];
+        st->dev = &p->devs[spec->stage_device[s]];
+        st->scr.dev = st->dev;
+        st->k = in_flight(spec->schedule, s, np, spec->n_micro);
+        for (int i = st->first; i <= st->last; i++) {
+            ms_layer *L = &m->layers[i];
+            L->dev = st->dev;
+            L->recompute = spec->recompute[s] && L->kind == MS_LAYER_BLOCK;
+            p->scr_of[i] = &st->scr;
+            if (ms_layer_set_slots(L, st->k)) { snprintf(p->err, sizeof p->err, "out of host memory"); return MS_EFAIL; }
+        }
+        int rc = ms_model_alloc_params(m, st->first, st->last);
+        if (rc) return open_fail(p, rc, s);
+        ms_dev_where(st->dev, st->first, MS_PH_INIT);
+        size_t bytes = act_bytes(p);
+        if (s > 0) {
+            st->recv_act = calloc((size_t)st->k, sizeof *st->recv_act);
+            if (!st->recv_act) return MS_EFAIL;
+            for (int j = 0; j < st->k; j++) {
+                st->recv_act[j] = ms_dev_alloc(st->dev, bytes, MS_CAT_COMM, "received activation", 0);
+                if (!st->recv_act[j]) return open_fail(p, MS_EOOM, s);
+            }
+        }
+        if (s < np - 1) {
+            ms_dev_where(st->dev, st->last, MS_PH_INIT);
+            st->recv_grad = ms_dev_alloc(st->dev, bytes, MS_CAT_COMM, "received gradient", 0);
+            if (!st->recv_grad) return open_fail(p, MS_EOOM, s);
+        }
+        ms_dev_where(st->dev, -1, MS_PH_INIT);
+    }
+    p->tx.n = np - 1;
+    if (np > 1) {
+        p->tx.fwd = calloc((size_t)(np - 1), sizeof *p->tx.fwd);
+        p->tx.bwd = calloc((size_t)(np - 1), sizeof *p->tx.bwd);
+        if (!p->tx.fwd || !p->tx.bwd) return MS_EFAIL;
+        for (int b = 0; b < np - 1; b++) {
+            ms_stage *a = &p->st[b], *c = &p->st[b + 1];
+            if (ms_channel_init(&p->tx.fwd[b], a->dev, c->dev, c->k, c->recv_act) ||
+                ms_channel_init(&p->tx.bwd[b], c->dev, a->dev, 1, &a->recv_grad)) {
+                snprintf(p->err, sizeof p->err, "cannot set up the transport between stages %d and %d", b, b + 1);
+                return MS_EFAIL;
+            }
+        }
+    }
+    return MS_OK;
+}
+
+int ms_pipe_step(ms_pipeline *p)
+{
+    ms_model *m = &p->model;
+    int nm = p->spec.n_micro, np = p->n_stages;
+    size_t N = (size_t)m->B * m->T;
+    for (int i = 0; i < nm; i++)
+        if (ms_data_next(p->data, p->inputs + i * N, p->targets + i * N, m->B, m->T)) {
+            snprintf(p->err, sizeof p->err, "data read failed");
+            return MS_EFAIL;
+        }
+    stage_job jobs[MS_PIPE_MAX_STAGES];
+    pthread_t th[MS_PIPE_MAX_STAGES];
+    for (int s = 0; s < np; s++) {
+        p->st[s].rc = 0;
+        p->st[s].err[0] = 0;
+        jobs[s] = (stage_job){ p, &p->st[s] };
+    }
+    int started = 0;
+    for (int s = 0; s < np; s++, started++)
+        if (pthread_create(&th[s], NULL, stage_main, &jobs[s]) != 0) {
+            stage_fail(p, &p->st[s], MS_EFAIL, "cannot start a stage thread");
+            break;
+        }
+    for (int s = 0; s < started; s++) pthread_join(th[s], NULL);
+    /* the first real failure wins: an OOM over "aborted" */
+    int rc = MS_OK;
+    for (int s = 0; s < np; s++)
+        if (p->st[s].rc == MS_EOOM) { rc = MS_EOOM; p->oom_stage = s; break; }
+    if (rc == MS_OK)
+        for (int s = 0; s < np; s++)
+            if (p->st[s].rc && !strstr(p->st[s].err, "aborted")) {
+                snprintf(p->err, sizeof p->err, "stage %d: %s", s, p->st[s].err);
+                return MS_EFAIL;
+            }
+    if (rc == MS_EOOM) {
+        ms_pipe_oom_message(p, p->err, sizeof p->err);
+        return rc;
+    }
+    ms_range_push("optimizer");
+    rc = ms_opt_step(m, 0, m->n_layers - 1, p->scr_of, &p->opt, &p->last_opt);
+    ms_range_pop();
+    if (rc) {
+        for (int s = 0; s < np; s++)
+            if (p->st[s].dev->oom.happened) p->oom_stage = s;
+        if (rc == MS_EOOM) ms_pipe_oom_message(p, p->err, sizeof p->err);
+        else snprintf(p->err, sizeof p->err, "optimizer step failed");
+        return rc;
+    }
+    for (int d = 0; d < p->n_dev; d++) ms_dev_where(&p->devs[d], -1, MS_PH_INIT);
+    p->last_loss = p->st[np - 1].loss_sum / (double)(N * nm);
+    p->step++;
+    return MS_OK;
+}
+
+const char *ms_pipe_oom_message(const ms_pipeline *p, char *buf, size_t len)
+{
+    if (p->oom_stage < 0) {
+        snprintf(buf, len, "no out-of-memory recorded");
+        return buf;
+    }
+    const ms_device *d = p->st[p->oom_stage].dev;
+    int l = d->oom.layer;
+    char msg[448];
+    ms_dev_oom_message(d, l >= 0 && l < p->model.n_layers ? p->model.layers[l].name : NULL, msg, sizeof msg);
+    snprintf(buf, len, "stage %d: %s", p->oom_stage, msg);
+    return buf;
+}
+
+void ms_pipe_close(ms_pipeline *p)
+{
+    for (int b = 0; b < p->tx.n; b++) {
+        ms_channel_destroy(&p->tx.fwd[b]);
+        ms_channel_destroy(&p->tx.bwd[b]);
+    }
+    free(p->tx.fwd);
+    free(p->tx.bwd);
+    for (int s = 0; p->st && s < p->n_stages; s++) free(p->st[s].recv_act);
+    for (int d = 0; d < p->n_dev; d++) ms_dev_close(&p->devs[d]);
+    free(p->devs);
+    free(p->st);
+    free(p->scr_of);
+    if (p->data) ms_data_close(p->data);
+    ms_model_free(&p->model);
+    free(p->inputs);
+    free(p->targets);
+    memset(p, 0, sizeof *p);
+}
+
+static ms_train_state state_of(ms_pipeline *p)
+{
+    ms_train_state t = { &p->cfg, &p->model, &p->opt, &p->step, p->data };
+    return t;
+}
+
+int ms_pipe_save(ms_pipeline *p, const char *path)
+{
+    ms_train_state t = state_of(p);
+    return ms_train_state_save(&t, path, p->err, sizeof p->err);
+}
+
+int ms_pipe_load(ms_pipeline *p, const char *path)
+{
+    ms_train_state t = state_of(p);
+    int rc = ms_train_state_load(&t, path, p->err, sizeof p->err);
+    p->step_base = p->step; /* the channels have carried nothing yet */
+    for (int d = 0; d < p->n_dev; d++) ms_dev_where(&p->devs[d], -1, MS_PH_INIT);
+    return rc;
+}
+
+int ms_pipe_checkpoint(ms_pipeline *p, const char *dir, char *path_out, size_t len)
+{
+    ms_train_state t = state_of(p);
+    return ms_train_state_checkpoint(&t, dir, path_out, len, p->err, sizeof p->err);
+}

@@ -1,0 +1,26 @@
+/* train_state.h — what a checkpoint saves and restores: references to the
+ * pieces of a training run (single-device session or pipeline). Files are
+ * written atomically (checkpoint.h) and refused cleanly when corrupt or of
+ * another model. Returns MS_OK, MS_EOOM (optimizer state could not be
+ * allocated) or MS_EFAIL with err. */
+#ifndef MS_TRAIN_STATE_H
+#define MS_TRAIN_STATE_H
+
+#include "trainer/data.h"
+#include "trainer/optimizer.h"
+
+typedef struct ms_train_state {
+    const ms_config *cfg;
+    ms_model *model;
+    ms_opt_state *opt;
+    int *step;
+    ms_data *data;
+} ms_train_state;
+
+int ms_train_state_save(const ms_train_state *s, const char *path, char *err, size_t errlen);
+int ms_train_state_load(const ms_train_state *s, const char *path, char *err, size_t errlen);
+/* Save as <dir>/step-NNNNNNNN.ckpt (the directory is created); path_out gets the name. */
+int ms_train_state_checkpoint(const ms_train_state *s, const char *dir, char *path_out, size_t len, char *err,
+                              size_t errlen);
+
+#endif

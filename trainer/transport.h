@@ -1,0 +1,53 @@
+/* transport.h — moving activations forward and their gradients back
+ * between pipeline stages.
+ *
+ * Push model: the sender copies straight into the receiver's buffer (no
+ * staging), waiting only until that buffer is free: an input slot is free
+ * once the receiver's backward of the micro-batch that last used it has run,
+ * the gradient buffer once the receiver has taken the previous gradient.
+ * Sends never wait for the receiver to reach its receive, so no schedule
+ * order can deadlock. Copies are plain memcpy on the CPU and device copies
+ * on the sender's stream between GPUs (ordered with CUDA events); each
+ * channel's host-side state is guarded by a mutex and condition variable. */
+#ifndef MS_TRANSPORT_H
+#define MS_TRANSPORT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include "trainer/device.h"
+
+#define MS_TX_MAX_SLOTS 256
+
+typedef struct ms_channel {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ms_device *src, *dst;
+    int n_slots;              /* receiver buffers: in-flight inputs, or 1 for gradients */
+    void **slot;              /* the receiver's buffers */
+    long sent;                /* messages delivered (the next one has index sent) */
+    long freed;               /* messages whose buffer the receiver has released */
+    void *ev_sent[MS_TX_MAX_SLOTS], *ev_freed[MS_TX_MAX_SLOTS]; /* cudaEvent_t, per slot */
+    int aborted;
+} ms_channel;
+
+typedef struct ms_transport {
+    int n;                    /* stages - 1 boundaries */
+    ms_channel *fwd;          /* fwd[b]: stage b -> b+1, activations */
+    ms_channel *bwd;          /* bwd[b]: stage b+1 -> b, gradients */
+} ms_transport;
+
+int ms_channel_init(ms_channel *c, ms_device *src, ms_device *dst, int n_slots, void **slots);
+void ms_channel_destroy(ms_channel *c);
+/* Sender: copy bytes from src_buf into the receiver's buffer for message
+ * number msg (0, 1, ... in order), waiting until it is free. */
+int ms_channel_send(ms_channel *c, long msg, const void *src_buf, size_t bytes);
+/* Receiver: wait for message msg; returns its buffer (the receiver's stream
+ * is ordered after the copy). */
+void *ms_channel_recv(ms_channel *c, long msg);
+/* Receiver: the buffer of message msg may be reused (after the receiver's
+ * queued work that reads it). */
+int ms_channel_release(ms_channel *c, long msg);
+/* Wake every waiter with an error (a stage failed). */
+void ms_channel_abort(ms_channel *c);
+
+#endif
