@@ -1,5 +1,6 @@
 /* cmd_report.h — `memsplit report`: a stored run from the run database, in
- * the terminal (80 columns) or as JSON.
+ * the terminal (80 columns), as JSON, or as a self-contained HTML page with
+ * SVG charts (--html FILE).
  *
  * Contract: argv[0] is the subcommand's name ("report"); options are parsed
  * with getopt_long from argv[1]. Returns the process exit status:

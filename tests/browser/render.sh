@@ -101,5 +101,6 @@ page() {
 page oom --run 1    # the trial that ran out, with the plan made from it
 page fits           # the newest: the trial that fit
 
+rm -rf "$T"/profile.*    # chromium's throw-away profiles
 [ -n "${1:-}" ] && echo "pages and images in $T"
 finish
