@@ -94,11 +94,14 @@ sanitize:
 demo: $(BUILD)/memsplit
 	scripts/demo.sh $(BUILD)/memsplit
 
-bench: $(BUILD)/memsplit $(BUILD)/plan_bench
+bench: $(BUILD)/memsplit $(BUILD)/plan_bench $(BUILD)/nccl_bw
 	bench/run.sh $(BUILD)/memsplit
 
 $(BUILD)/plan_bench: bench/plan_bench.c $(LIB)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIB) -o $@ $(LDLIBS)
+
+$(BUILD)/nccl_bw: bench/nccl_bw.c
+	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ $(LDLIBS)
 
 clean:
 	rm -rf build build-san
@@ -109,9 +112,9 @@ clean:
 # room for the whole build folder: pack stripped binaries to carry there,
 # then run them with `make test-gpu-run` (no build step).
 PACK ?= gpu-pack
-gpu-pack: all gpu-build $(BUILD)/plan_bench
+gpu-pack: all gpu-build $(BUILD)/plan_bench $(BUILD)/nccl_bw
 	rm -rf $(PACK) && mkdir -p $(PACK)/tests/lib
-	cp $(BUILD)/memsplit $(BUILD)/plan_bench $(PACK)/ && strip $(PACK)/memsplit $(PACK)/plan_bench
+	cp $(BUILD)/memsplit $(BUILD)/plan_bench $(BUILD)/nccl_bw $(PACK)/ && strip $(PACK)/memsplit $(PACK)/plan_bench $(PACK)/nccl_bw
 	cp $(GPU_BIN) $(PACK)/tests/ && strip $(PACK)/tests/gpu_*
 	cp $(BUILD)/tests/lib/libcmocka.so.0 $(PACK)/tests/lib/
 	@du -sh $(PACK)

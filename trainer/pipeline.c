@@ -69,16 +69,24 @@ static void *stage_main(void *arg)
     int ops[2 * 4096];
     int n_ops = ms_pipe_schedule_ops(p->spec.schedule, s, np, nm, ops);
     void *x_in[MS_TX_MAX_SLOTS] = { 0 };
+    void *ahead = NULL;   /* a receive issued together with the previous op's send */
     st->loss_sum = 0;
+#define FAIL(rc, msg) return (void *)(intptr_t)stage_fail(p, st, (rc), (msg))
+#define ABORTED "aborted: another stage failed"
     for (int o = 0; o < n_ops; o++) {
         int fwd = ops[o] > 0, mb = (fwd ? ops[o] : -ops[o]) - 1;
-        long g = (long)(p->step - p->step_base) * nm + mb; /* message number since the channels began */
+        long base = (long)(p->step - p->step_base) * nm; /* message numbers since the channels began */
+        long g = base + mb;
         int slot = (int)(g % st->k);
+        /* the next op, if it starts with a receive on the boundary this op ends on */
+        int nxt = o + 1 < n_ops ? ops[o + 1] : 0;
+        long g2 = base + (nxt > 0 ? nxt : -nxt) - 1;
         for (int i = st->first; i <= st->last; i++) ms_layer_select(&m->layers[i], slot);
         if (fwd) {
             if (s > 0) {
-                x_in[slot] = ms_channel_recv(&p->tx.fwd[s - 1], g);
-                if (!x_in[slot]) return (void *)(intptr_t)stage_fail(p, st, MS_EFAIL, "aborted: another stage failed");
+                x_in[slot] = ahead ? ahead : ms_channel_recv(&p->tx.fwd[s - 1], g);
+                ahead = NULL;
+                if (!x_in[slot]) FAIL(MS_EFAIL, st->dev->k.error[0] ? NULL : ABORTED);
             }
             for (int i = st->first; i <= st->last; i++) {
                 ms_layer *L = &m->layers[i];
@@ -86,17 +94,24 @@ static void *stage_main(void *arg)
                                    : L->kind == MS_LAYER_HEAD ? p->targets + mb * N : NULL;
                 const void *x = i == st->first ? x_in[slot] : ms_layer_output(&m->layers[i - 1]);
                 int rc = ms_layer_forward(m, L, &st->scr, x, ids);
-                if (rc) return (void *)(intptr_t)stage_fail(p, st, rc, NULL);
+                if (rc) FAIL(rc, NULL);
             }
-            if (s < np - 1 && ms_channel_send(&p->tx.fwd[s], g, ms_layer_output(&m->layers[st->last]), bytes))
-                return (void *)(intptr_t)stage_fail(p, st, MS_EFAIL, st->dev->k.error[0] ? NULL : "aborted: another stage failed");
+            if (s < np - 1) {
+                /* send the activation; fuse it with the next backward's gradient receive */
+                ms_channel_group_begin(&p->tx.fwd[s]);
+                int rc = ms_channel_send(&p->tx.fwd[s], g, ms_layer_output(&m->layers[st->last]), bytes);
+                if (!rc && nxt < 0) ahead = ms_channel_recv(&p->tx.bwd[s], g2);
+                if (ms_channel_group_end(&p->tx.fwd[s]) || rc || (nxt < 0 && !ahead))
+                    FAIL(MS_EFAIL, st->dev->k.error[0] ? NULL : ABORTED);
+            }
         } else {
             if (s < np - 1) {
-                void *gbuf = ms_channel_recv(&p->tx.bwd[s], g);
-                if (!gbuf) return (void *)(intptr_t)stage_fail(p, st, MS_EFAIL, "aborted: another stage failed");
+                void *gbuf = ahead ? ahead : ms_channel_recv(&p->tx.bwd[s], g);
+                ahead = NULL;
+                if (!gbuf) FAIL(MS_EFAIL, st->dev->k.error[0] ? NULL : ABORTED);
                 ms_dev_where(st->dev, st->last, MS_PH_BACKWARD);
                 void *dres = ms_scratch_get(&st->scr, MS_TR_DRES, bytes);
-                if (!dres) return (void *)(intptr_t)stage_fail(p, st, MS_EOOM, NULL);
+                if (!dres) FAIL(MS_EOOM, NULL);
                 ms_dev_d2d(st->dev, dres, gbuf, bytes);
                 ms_channel_release(&p->tx.bwd[s], g);
             }
@@ -104,15 +119,21 @@ static void *stage_main(void *arg)
                 ms_layer *L = &m->layers[i];
                 const void *x = i == st->first ? x_in[slot] : ms_layer_output(&m->layers[i - 1]);
                 int rc = ms_layer_backward(m, L, &st->scr, x, dscale, &st->loss_sum);
-                if (rc) return (void *)(intptr_t)stage_fail(p, st, rc, NULL);
+                if (rc) FAIL(rc, NULL);
             }
             if (s > 0) {
-                if (ms_channel_send(&p->tx.bwd[s - 1], g, st->scr.buf[MS_TR_DRES], bytes))
-                    return (void *)(intptr_t)stage_fail(p, st, MS_EFAIL, st->dev->k.error[0] ? NULL : "aborted: another stage failed");
-                ms_channel_release(&p->tx.fwd[s - 1], g);
+                /* send the input gradient; free the input slot; fuse with the next forward's receive */
+                ms_channel_group_begin(&p->tx.bwd[s - 1]);
+                int rc = ms_channel_send(&p->tx.bwd[s - 1], g, st->scr.buf[MS_TR_DRES], bytes);
+                if (!rc) rc = ms_channel_release(&p->tx.fwd[s - 1], g);
+                if (!rc && nxt > 0) ahead = ms_channel_recv(&p->tx.fwd[s - 1], g2);
+                if (ms_channel_group_end(&p->tx.bwd[s - 1]) || rc || (nxt > 0 && !ahead))
+                    FAIL(MS_EFAIL, st->dev->k.error[0] ? NULL : ABORTED);
             }
         }
     }
+#undef FAIL
+#undef ABORTED
     if (ms_dev_sync(st->dev)) return (void *)(intptr_t)stage_fail(p, st, MS_EFAIL, NULL);
     return NULL;
 }
@@ -224,6 +245,19 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
         }
         ms_dev_where(st->dev, -1, MS_PH_INIT);
     }
+    /* distinct GPUs: NCCL between them (one communicator per GPU, rank = device index) */
+    int distinct = np > 1 && !spec->virtual_share;
+    for (int a = 0; distinct && a < p->n_dev; a++) {
+        if (p->devs[a].backend != MS_BACKEND_CUDA) distinct = 0;
+        for (int b = 0; distinct && b < a; b++)
+            if (p->devs[a].cuda_ordinal == p->devs[b].cuda_ordinal) distinct = 0;
+    }
+    if (distinct) {
+        int ords[MS_PIPE_MAX_STAGES];
+        for (int d = 0; d < p->n_dev; d++) ords[d] = p->devs[d].cuda_ordinal;
+        if (ms_nccl_init(p->n_dev, ords, p->nccl, p->err, sizeof p->err)) return MS_EFAIL;
+        p->n_nccl = p->n_dev;
+    }
     p->tx.n = np - 1;
     if (np > 1) {
         p->tx.fwd = calloc((size_t)(np - 1), sizeof *p->tx.fwd);
@@ -235,6 +269,11 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
                 ms_channel_init(&p->tx.bwd[b], c->dev, a->dev, 1, &a->recv_grad)) {
                 snprintf(p->err, sizeof p->err, "cannot set up the transport between stages %d and %d", b, b + 1);
                 return MS_EFAIL;
+            }
+            if (p->n_nccl) {
+                int da = spec->stage_device[b], dc = spec->stage_device[b + 1];
+                ms_channel_use_nccl(&p->tx.fwd[b], p->nccl[da], da, p->nccl[dc], dc, act_bytes(p));
+                ms_channel_use_nccl(&p->tx.bwd[b], p->nccl[dc], dc, p->nccl[da], da, act_bytes(p));
             }
         }
     }
@@ -317,6 +356,7 @@ void ms_pipe_close(ms_pipeline *p)
     }
     free(p->tx.fwd);
     free(p->tx.bwd);
+    ms_nccl_destroy(p->n_nccl, p->nccl);
     for (int s = 0; p->st && s < p->n_stages; s++) free(p->st[s].recv_act);
     for (int d = 0; d < p->n_dev; d++) ms_dev_close(&p->devs[d]);
     free(p->devs);

@@ -62,6 +62,8 @@ typedef struct ms_pipeline {
     ms_stage *st;
     ms_scratch **scr_of;         /* per layer: its stage's scratch */
     ms_transport tx;
+    void *nccl[MS_PIPE_MAX_STAGES]; /* one communicator per device when the stages are on distinct GPUs */
+    int n_nccl;
     ms_data *data;
     int32_t *inputs, *targets;   /* host, [n_micro][N] */
     ms_opt_state opt;

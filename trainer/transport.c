@@ -2,6 +2,8 @@
 #include "trainer/transport.h"
 
 #include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,8 +53,72 @@ void ms_channel_abort(ms_channel *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+void ms_channel_use_nccl(ms_channel *c, void *comm_src, int rank_src, void *comm_dst, int rank_dst, size_t bytes)
+{
+    c->nccl_src = comm_src;
+    c->nccl_dst = comm_dst;
+    c->rank_src = rank_src;
+    c->rank_dst = rank_dst;
+    c->bytes = bytes;
+}
+
+void ms_channel_group_begin(const ms_channel *c)
+{
+    if (c && c->nccl_src) ncclGroupStart();
+}
+
+int ms_channel_group_end(const ms_channel *c)
+{
+    if (c && c->nccl_src) return ncclGroupEnd() == ncclSuccess ? MS_OK : MS_EFAIL;
+    return MS_OK;
+}
+
+static int nccl_fail(ms_device *d, ncclResult_t r, const char *what)
+{
+    if (!d->k.status) {
+        d->k.status = MS_EFAIL;
+        snprintf(d->k.error, sizeof d->k.error, "NCCL %s: %s", what, ncclGetErrorString(r));
+    }
+    return MS_EFAIL;
+}
+
+int ms_nccl_init(int n, const int *ordinals, void **comms, char *err, size_t errlen)
+{
+    setenv("NCCL_NVLS_ENABLE", "0", 0); /* NVLink multicast can take the host's GPUs down: never */
+    ncclComm_t *cs = calloc((size_t)n, sizeof *cs);
+    if (!cs) return MS_EFAIL;
+    ncclResult_t r = ncclCommInitAll(cs, n, ordinals);
+    if (r != ncclSuccess) {
+        snprintf(err, errlen, "NCCL: cannot create communicators for %d GPUs: %s", n, ncclGetErrorString(r));
+        free(cs);
+        return MS_EFAIL;
+    }
+    for (int i = 0; i < n; i++) comms[i] = cs[i];
+    free(cs);
+    return MS_OK;
+}
+
+void ms_nccl_destroy(int n, void **comms)
+{
+    for (int i = 0; i < n; i++)
+        if (comms[i]) ncclCommDestroy((ncclComm_t)comms[i]);
+}
+
 int ms_channel_send(ms_channel *c, long msg, const void *src_buf, size_t bytes)
 {
+    if (c->nccl_src) {
+        /* the receiver's slot is free by its own stream order (it posts the
+         * receive only when it forwards this micro-batch) */
+        ms_device *d = c->src;
+        cudaSetDevice(d->cuda_ordinal);
+        ncclResult_t r = ncclSend(src_buf, bytes, ncclUint8, c->rank_dst, (ncclComm_t)c->nccl_src,
+                                  (cudaStream_t)d->k.stream);
+        if (r != ncclSuccess) return nccl_fail(d, r, "send");
+        pthread_mutex_lock(&c->mu);
+        c->sent = msg + 1;
+        pthread_mutex_unlock(&c->mu);
+        return MS_OK;
+    }
     pthread_mutex_lock(&c->mu);
     while (!c->aborted && msg - c->freed >= c->n_slots) pthread_cond_wait(&c->cv, &c->mu);
     int aborted = c->aborted;
@@ -87,6 +153,18 @@ int ms_channel_send(ms_channel *c, long msg, const void *src_buf, size_t bytes)
 
 void *ms_channel_recv(ms_channel *c, long msg)
 {
+    if (c->nccl_dst) {
+        ms_device *d = c->dst;
+        int k = (int)(msg % c->n_slots);
+        cudaSetDevice(d->cuda_ordinal);
+        ncclResult_t r = ncclRecv(c->slot[k], c->bytes, ncclUint8, c->rank_src, (ncclComm_t)c->nccl_dst,
+                                  (cudaStream_t)d->k.stream);
+        if (r != ncclSuccess) {
+            nccl_fail(d, r, "recv");
+            return NULL;
+        }
+        return c->slot[k];
+    }
     pthread_mutex_lock(&c->mu);
     while (!c->aborted && c->sent <= msg) pthread_cond_wait(&c->cv, &c->mu);
     int aborted = c->aborted;
@@ -103,6 +181,7 @@ void *ms_channel_recv(ms_channel *c, long msg)
 
 int ms_channel_release(ms_channel *c, long msg)
 {
+    if (c->nccl_dst) return MS_OK; /* stream order protects the buffer */
     int k = (int)(msg % c->n_slots);
     if (is_cuda(c)) {
         ms_device *d = c->dst;

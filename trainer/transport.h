@@ -7,8 +7,17 @@
  * the gradient buffer once the receiver has taken the previous gradient.
  * Sends never wait for the receiver to reach its receive, so no schedule
  * order can deadlock. Copies are plain memcpy on the CPU and device copies
- * on the sender's stream between GPUs (ordered with CUDA events); each
- * channel's host-side state is guarded by a mutex and condition variable. */
+ * on the sender's stream between virtual devices of one GPU (ordered with
+ * CUDA events); each channel's host-side state is guarded by a mutex and
+ * condition variable.
+ *
+ * Between distinct GPUs the channel uses NCCL send/recv (one process, one
+ * communicator per GPU, ncclCommInitAll; NVLink multicast off). NCCL's
+ * send/recv rendezvous on the GPU, so a stage must fuse a send with the
+ * receive that follows it on the same boundary (1F1B: "send activation,
+ * receive gradient" and "send gradient, receive activation") into one NCCL
+ * group, as the pipeline does (ms_channel_group_begin/end): then both
+ * neighbours' groups hold the same two messages and progress together. */
 #ifndef MS_TRANSPORT_H
 #define MS_TRANSPORT_H
 
@@ -28,6 +37,10 @@ typedef struct ms_channel {
     long freed;               /* messages whose buffer the receiver has released */
     void *ev_sent[MS_TX_MAX_SLOTS], *ev_freed[MS_TX_MAX_SLOTS]; /* cudaEvent_t, per slot */
     int aborted;
+    /* NCCL (distinct GPUs) */
+    void *nccl_src, *nccl_dst;  /* ncclComm_t of the sender's / receiver's GPU, NULL: copies */
+    int rank_src, rank_dst;
+    size_t bytes;               /* message size (NCCL needs it at the receive) */
 } ms_channel;
 
 typedef struct ms_transport {
@@ -49,5 +62,16 @@ void *ms_channel_recv(ms_channel *c, long msg);
 int ms_channel_release(ms_channel *c, long msg);
 /* Wake every waiter with an error (a stage failed). */
 void ms_channel_abort(ms_channel *c);
+
+/* Use NCCL for this channel: the communicators of both ends and their ranks. */
+void ms_channel_use_nccl(ms_channel *c, void *comm_src, int rank_src, void *comm_dst, int rank_dst, size_t bytes);
+/* Fuse the following sends and receives (NCCL group); no-ops for copies. */
+void ms_channel_group_begin(const ms_channel *c);
+int ms_channel_group_end(const ms_channel *c);
+
+/* Communicators for n distinct GPUs (ordinals), one per GPU, rank i = ordinals[i].
+ * Sets NCCL_NVLS_ENABLE=0 unless the environment says otherwise. */
+int ms_nccl_init(int n, const int *ordinals, void **comms, char *err, size_t errlen);
+void ms_nccl_destroy(int n, void **comms);
 
 #endif
