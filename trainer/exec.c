@@ -162,3 +162,17 @@ const void *ms_layer_output(const ms_layer *L)
 {
     return L->a.out;
 }
+
+int ms_layer_preallocate(ms_model *m, ms_layer *L, ms_scratch *s)
+{
+    ms_dev_where(L->dev, L->index, MS_PH_FORWARD);
+    int rc = ms_exec_ensure_acts_s(m, L, s);
+    if (rc) return rc;
+    ms_dev_where(L->dev, L->index, MS_PH_BACKWARD);
+    if ((rc = ms_exec_ensure_grads(m, L))) return rc;
+    size_t es = ms_dtype_size(m->dt), N = (size_t)m->B * m->T;
+    if (!ms_scratch_get(s, MS_TR_DRES, N * m->C * es)) return MS_EOOM;
+    size_t need = L->kind == MS_LAYER_BLOCK ? ms_block_scratch_need(m, L) : L->kind == MS_LAYER_HEAD ? ms_head_scratch_need(m) : 0;
+    if (need && !ms_scratch_arena(s, need)) return MS_EOOM;
+    return MS_OK;
+}

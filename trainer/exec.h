@@ -57,6 +57,13 @@ int ms_layer_forward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, con
  * scale under fp16). The head adds the micro-batch's summed loss to *loss_sum. */
 int ms_layer_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, float dscale, double *loss_sum);
 
+/* Allocate, now, every buffer L's forward and backward would allocate
+ * lazily in the current activation slot (saved activations, gradients) and
+ * grow the device's transients to what L needs. Used where allocating in
+ * the middle of a step is unsafe (NCCL in flight: cudaFree synchronises the
+ * device while a peer may wait on this thread). */
+int ms_layer_preallocate(ms_model *m, ms_layer *L, ms_scratch *s);
+
 /* The output activation of L (the next layer's input). */
 const void *ms_layer_output(const ms_layer *L);
 

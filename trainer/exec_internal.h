@@ -30,6 +30,10 @@ void ms_exec_norm_fwd(ms_model *m, ms_layer *L, int which, void *out, float *mea
 void ms_exec_norm_bwd(ms_model *m, ms_layer *L, void *dx, const void *dresid, float *dw, float *db,
                       const void *dout, const void *x, const float *mean, const float *rstd, const float *w);
 
+/* Arena bytes a layer's backward asks for (what ms_scratch_arena receives). */
+size_t ms_block_scratch_need(const ms_model *m, const ms_layer *L);
+size_t ms_head_scratch_need(const ms_model *m);
+
 int ms_embed_forward(ms_model *m, ms_layer *L, const int32_t *ids);
 int ms_embed_backward(ms_model *m, ms_layer *L, ms_scratch *s);
 int ms_block_forward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x);

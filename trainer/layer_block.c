@@ -40,6 +40,14 @@ static void linear_wgrad(const ms_model *m, ms_layer *L, const char *wname, cons
     d->ops->bias_grad(&d->k, m->dt, g_of(L, bname), dy, N, out);
 }
 
+size_t ms_block_scratch_need(const ms_model *m, const ms_layer *L)
+{
+    size_t es = ms_dtype_size(m->dt), N = (size_t)m->B * m->T, C = m->C, H = m->H;
+    size_t wide = H > 3 * C ? H : 3 * C;
+    return ms_scratch_round(N * C * es) + ms_scratch_round(N * wide * es) +
+           L->dev->ops->attention_bwd_scratch(m->dt, m->B, m->T, m->C, m->NH);
+}
+
 int ms_block_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x)
 {
     ms_device *d = L->dev;
@@ -54,7 +62,7 @@ int ms_block_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x)
     void *dres = s->buf[MS_TR_DRES]; /* gradient of the block output, updated in place */
     /* scratch: dmid [N,C] (dln2, datt, dln1), dbig [N,max(H,3C)] (dfc, dqkv), attention's */
     size_t b_mid = ms_scratch_round((size_t)N * C * es), b_big = ms_scratch_round((size_t)N * wide * es);
-    char *arena = ms_scratch_arena(s, b_mid + b_big + o->attention_bwd_scratch(dt, B, T, C, NH));
+    char *arena = ms_scratch_arena(s, ms_block_scratch_need(m, L));
     if (!arena) return MS_EOOM;
     void *dmid = arena, *dbig = arena + b_mid, *scr = arena + b_mid + b_big;
 

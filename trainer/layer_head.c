@@ -32,6 +32,12 @@ static int chunk_rows(const ms_model *m)
     return rows < (size_t)N ? (int)rows : N;
 }
 
+size_t ms_head_scratch_need(const ms_model *m)
+{
+    size_t es = ms_dtype_size(m->dt);
+    return ms_scratch_round((size_t)m->B * m->T * m->C * es) + (size_t)chunk_rows(m) * m->V * es;
+}
+
 int ms_head_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, float dscale, double *loss_sum)
 {
     ms_device *d = L->dev;
@@ -58,7 +64,7 @@ int ms_head_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, flo
     if (!dres) return MS_EOOM;
     /* scratch: dlnf [N,C], one logits chunk [rows,V] */
     size_t b_dlnf = ms_scratch_round((size_t)N * C * es);
-    char *arena = ms_scratch_arena(s, b_dlnf + (size_t)rows * V * es);
+    char *arena = ms_scratch_arena(s, ms_head_scratch_need(m));
     if (!arena) return MS_EOOM;
     void *dlnf = arena, *logits = arena + b_dlnf;
     for (int r0 = 0; r0 < N; r0 += rows) {

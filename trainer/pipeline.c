@@ -3,6 +3,7 @@
 #include "trainer/pipeline.h"
 #include "profiler/nvtx_ranges.h"
 #include "trainer/train_state.h"
+#include "trainer/exec_internal.h"
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -257,6 +258,35 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
         for (int d = 0; d < p->n_dev; d++) ords[d] = p->devs[d].cuda_ordinal;
         if (ms_nccl_init(p->n_dev, ords, p->nccl, p->err, sizeof p->err)) return MS_EFAIL;
         p->n_nccl = p->n_dev;
+    }
+    /* With NCCL nothing may be allocated during a step (cudaFree waits for
+     * the device while a peer's transfer may wait on this thread): take
+     * everything now, largest scratch first so the arena never regrows. */
+    if (p->n_nccl || spec->preallocate) {
+        for (int s = 0; s < np; s++) {
+            ms_stage *st = &p->st[s];
+            size_t need = 0;
+            for (int i = st->first; i <= st->last; i++) {
+                ms_layer *L = &m->layers[i];
+                size_t n = L->kind == MS_LAYER_BLOCK ? ms_block_scratch_need(m, L) : L->kind == MS_LAYER_HEAD ? ms_head_scratch_need(m) : 0;
+                if (n > need) need = n;
+            }
+            ms_dev_where(st->dev, st->last, MS_PH_BACKWARD);
+            if (need && !ms_scratch_arena(&st->scr, need)) return open_fail(p, MS_EOOM, s);
+            for (int k = 0; k < st->k; k++)
+                for (int i = st->first; i <= st->last; i++) {
+                    ms_layer_select(&m->layers[i], k);
+                    int rc = ms_layer_preallocate(m, &m->layers[i], &st->scr);
+                    if (rc) return open_fail(p, rc, s);
+                }
+            for (int i = st->first; i <= st->last; i++) {
+                ms_layer_select(&m->layers[i], 0);
+                int rc = ms_opt_ensure_state(m, &m->layers[i]);
+                if (rc) return open_fail(p, rc, s);
+            }
+            if (ms_dev_sync(st->dev)) return MS_EFAIL;
+            ms_dev_where(st->dev, -1, MS_PH_INIT);
+        }
     }
     p->tx.n = np - 1;
     if (np > 1) {

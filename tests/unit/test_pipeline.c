@@ -154,6 +154,31 @@ static void test_equal_layernorm(void **st)
             for (int rc = 0; rc < 2; rc++) check_split(MS_NORM_LAYER, p, (ms_pipe_schedule)sch, rc);
 }
 
+/* everything allocated at open (what NCCL runs need) computes the same, and
+ * measures the same peaks as the lazy run */
+static void test_preallocated(void **st)
+{
+    (void)st;
+    for (int rc = 0; rc < 2; rc++) {
+        ms_config c;
+        base_config(&c, MS_NORM_LAYER);
+        ms_pipe_spec sp;
+        split_spec(&sp, c.n_layer + 2, 3, MS_PIPE_1F1B, rc);
+        ms_pipeline a, b;
+        assert_int_equal(ms_pipe_open(&a, &c, &sp), MS_OK);
+        sp.preallocate = 1;
+        assert_int_equal(ms_pipe_open(&b, &c, &sp), MS_OK);
+        for (int i = 0; i < STEPS; i++) {
+            assert_int_equal(ms_pipe_step(&a), MS_OK);
+            assert_int_equal(ms_pipe_step(&b), MS_OK);
+            assert_true(fabs(a.last_loss - b.last_loss) <= PIPE_TOL * fabs(a.last_loss));
+        }
+        for (int d = 0; d < a.n_dev; d++) assert_true(a.devs[d].peak_total == b.devs[d].peak_total);
+        ms_pipe_close(&a);
+        ms_pipe_close(&b);
+    }
+}
+
 static void test_equal_batchnorm(void **st)
 {
     (void)st;
@@ -232,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_equal_layernorm),
         cmocka_unit_test(test_equal_batchnorm),
         cmocka_unit_test(test_equal_bf16),
+        cmocka_unit_test(test_preallocated),
         cmocka_unit_test(test_checkpoint_interop),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
