@@ -5,7 +5,9 @@
 #include "planner/plan_json.h"
 #include "trainer/checkpoint.h"
 
+#include <dirent.h>
 #include <math.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -138,6 +140,31 @@ static int replan(const ms_rerun_opts *o, const ms_pipeline *p, ms_plan *plan, c
     return MS_OK;
 }
 
+/* Recovery needs only the newest checkpoint (and one before it, in case the
+ * newest is being written when the process dies): older ones go, so a long
+ * run of a large model does not fill the disk. */
+static void prune_ckpts(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char names[64][64];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 64) {
+        int step;
+        char tail;
+        if (sscanf(e->d_name, "step-%d.ckp%c", &step, &tail) == 2 && tail == 't' && strlen(e->d_name) < 64)
+            snprintf(names[n++], sizeof names[0], "%s", e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+    for (int i = 0; i + 2 < n; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%.900s/%.63s", dir, names[i]);
+        unlink(path);
+    }
+}
+
 static int latest_ckpt(const char *dir, char *path, size_t len)
 {
     if (!dir) return 0;
@@ -215,6 +242,7 @@ int ms_rerun(const ms_config *cfg, ms_plan *plan, const ms_rerun_opts *o, ms_rer
                     ms_pipe_close(&p);
                     return MS_EFAIL;
                 }
+                prune_ckpts(o->ckpt_dir);
             }
         }
         r->steps = p.step;
