@@ -11,6 +11,7 @@
 #include "reports/term_report.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,8 @@ static const char usage[] =
     "  --db FILE            run database (default memsplit.db)\n"
     "  --checkpoint-dir DIR checkpoints for recovery (default FILE.ckpt beside --db;\n"
     "                       the newest two are kept)\n"
-    "  --checkpoint-every K steps between checkpoints (default 5)\n"
+    "  --checkpoint-every K steps between checkpoints (default 5; 0: none, and a\n"
+    "                       recovery restarts from step 0)\n"
     "  --inject-oom S:D:SIZE  testing aid: at step S, device D shrinks to SIZE\n"
     "  --json               one JSON object on stdout: trial, plan, train\n"
     "  --quiet              no progress lines\n"
@@ -185,7 +187,7 @@ int ms_cmd_doctor(int argc, char **argv)
         case O_CKEVERY: {
             char *end;
             long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < 1) { fprintf(stderr, "memsplit doctor: --checkpoint-every needs N >= 1\n"); return MS_EXIT_USAGE; }
+            if (!*optarg || *end || v < 0) { fprintf(stderr, "memsplit doctor: --checkpoint-every needs N >= 0\n"); return MS_EXIT_USAGE; }
             ro.ckpt_every = (int)v;
             break;
         }
@@ -371,7 +373,7 @@ int ms_cmd_train_plan(const ms_config *cfg, const char *plan_path, const char *d
     ro.device = device;
     ro.steps = cfg->steps;
     ro.ckpt_dir = ckdir;
-    ro.ckpt_every = ckevery > 0 ? ckevery : 5;
+    ro.ckpt_every = ckevery > 0 ? ckevery : INT_MAX; /* checkpoint.every = 0: only at the end */
     ro.resume = resume;
     ro.db = db;
     ro.run = run;

@@ -154,7 +154,7 @@ static void prune_ckpts(const char *dir)
         int step;
         char tail;
         if (sscanf(e->d_name, "step-%d.ckp%c", &step, &tail) == 2 && tail == 't' && strlen(e->d_name) < 64)
-            snprintf(names[n++], sizeof names[0], "%s", e->d_name);
+            snprintf(names[n++], sizeof names[0], "%.63s", e->d_name);
     }
     closedir(d);
     qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
@@ -236,7 +236,7 @@ int ms_rerun(const ms_config *cfg, ms_plan *plan, const ms_rerun_opts *o, ms_rer
             if (o->progress)
                 fprintf(o->progress, "train: step %d/%d | loss %.4f | %8.0f tok/s | %7.1f ms | peaks %s\n", p.step, o->steps,
                         p.last_loss, tokens / dt, dt * 1e3, peaks);
-            if (o->ckpt_dir && (p.step % o->ckpt_every == 0 || p.step == o->steps)) {
+            if (o->ckpt_dir && o->ckpt_every > 0 && (p.step % o->ckpt_every == 0 || p.step == o->steps)) {
                 if (ms_pipe_checkpoint(&p, o->ckpt_dir, path, sizeof path) != MS_OK) {
                     snprintf(r->err, sizeof r->err, "checkpoint: %s", p.err);
                     ms_pipe_close(&p);

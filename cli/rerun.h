@@ -18,7 +18,7 @@ typedef struct ms_rerun_opts {
     const char *device;        /* "cpu", "cuda:N" (virtual devices on it), or NULL: auto */
     int steps;                 /* optimizer steps to reach */
     const char *ckpt_dir;      /* checkpoints (needed for recovery); NULL = none */
-    int ckpt_every;            /* steps between checkpoints (>= 1) */
+    int ckpt_every;            /* steps between checkpoints; 0 = none (a recovery restarts from step 0) */
     int resume;                /* start from the newest checkpoint in ckpt_dir */
     /* testing aid: at the start of step inject_step, device inject_dev
      * shrinks to inject_bytes (as if another process took the rest) and its

@@ -154,9 +154,14 @@ static void print_group(FILE *f, const ms_profile *p, int precision, int micro_b
             "s: F = measured in the full run, I = measured in isolation. tr.: transient peak "
             "while the layer runs (the total row shows the largest). Act, transient and times are "
             "per micro-batch.");
-    if (n_isolated)
-        fprintf(f, "%d of %d layers were not reached by the trial and were measured in isolation.\n",
-                n_isolated, n);
+    if (n_isolated) {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "%d of %d layers were not carried through a whole step by the trial (it stopped at "
+                 "the OOM); what it did not measure for them was measured in isolation.",
+                 n_isolated, n);
+        rep_wrap(f, width, 0, msg);
+    }
     free(rows);
 }
 

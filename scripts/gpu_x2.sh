@@ -12,7 +12,7 @@ step NCCL bandwidth; timeout 60 "$P/nccl_bw"
 step split run equals single device, one stage per GPU over NCCL
 timeout 120 "$P/tests/gpu_test_pipeline_nccl" 2>&1 | grep -vE "^\[ (RUN|      OK) " | tail -8
 step doctor seed17 on two real GPUs, 40 GiB each
-timeout 240 "$M" doctor --preset seed17 --gpus 2 --gpu-mem 40GiB --steps 10 --db "$O/x2.db" --json > "$O/x2-doctor.json" 2> "$O/x2-doctor.log"; echo "doctor exit $?"
+timeout 240 "$M" doctor --preset seed17 --gpus 2 --gpu-mem 40GiB --steps 10 --checkpoint-every 0 --db "$O/x2.db" --json > "$O/x2-doctor.json" 2> "$O/x2-doctor.log"; echo "doctor exit $?"
 grep -E "^doctor|OUT OF MEMORY in|^plan:|^[0-9] +cuda|gap|^trained" "$O/x2-doctor.log" | head -20
 step gpt2-small bf16, 8 micro-batches of 2: one GPU vs a 2-stage pipeline on two GPUs
 timeout 100 "$M" profile --preset gpt2-small --batch 2,4 --db "$O/g.db" --quiet >/dev/null 2>&1; echo "profile exit $?"
