@@ -251,6 +251,11 @@ int ms_trial_run(const ms_config *cfg, const ms_trial_opts *o, ms_trial_result *
             fprintf(o->progress, "profile: trial step %d/%d on %s: loss %.4f, peak %zu bytes\n", i + 1, o->steps,
                     s.dev.name, s.last_loss, s.dev.peak_total);
     }
+    /* a single step's times include allocating every buffer: time again, warm */
+    if (rc == MS_OK && o->steps == 1) {
+        rc = ms_session_timing_pass(&s);
+        if (rc == MS_OK && o->progress) fprintf(o->progress, "profile: timing pass on warm buffers\n");
+    }
     int oom = rc == MS_EOOM;
     if (rc == MS_EFAIL) {
         snprintf(r->err, sizeof r->err, "%s", s.err);
@@ -305,8 +310,11 @@ int ms_trial_run(const ms_config *cfg, const ms_trial_opts *o, ms_trial_result *
         row->optim = ctx.by_cat[i][MS_CAT_OPTIM];
         row->act = ctx.by_cat[i][MS_CAT_ACT];
         if (row->kind[0] != 'b') row->act_input = row->act;
-        row->fwd_ms = s.fwd_ms[i];
-        row->bwd_ms = s.bwd_ms[i];
+        /* per micro-batch: the sums cover the micro-batches that finished
+         * (the one an OOM interrupted counts for the layers it reached) */
+        row->fwd_ms = s.fwd_ms[i] / (i < fwd_done && fwd_done < nl ? s.mb_fwd + 1 : (s.mb_fwd ? s.mb_fwd : 1));
+        int bwd_cut = oom && s.dev.oom.phase == MS_PH_BACKWARD && i >= bwd_from;
+        row->bwd_ms = s.bwd_ms[i] / (bwd_cut ? s.mb_bwd + 1 : (s.mb_bwd ? s.mb_bwd : 1));
         /* the arena is sized by the largest need so far: a layer's own need, rounded like the arena */
         size_t g = s.dev.grain;
         row->transient_fwd = s.need_fwd[i] ? (s.need_fwd[i] + g - 1) / g * g : 0;

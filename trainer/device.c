@@ -77,6 +77,18 @@ int ms_cuda_gpu_count(void)
     return n;
 }
 
+int ms_cuda_gpu_capacities(uint64_t *caps, int max)
+{
+    int n = ms_cuda_gpu_count();
+    if (n > max) n = max;
+    for (int i = 0; i < n; i++) {
+        struct cudaDeviceProp prop;
+        if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) return i;
+        caps[i] = prop.totalGlobalMem;
+    }
+    return n;
+}
+
 static void account(ms_device *d, ms_cat cat, int layer, long long delta)
 {
     d->live[cat] += (size_t)delta;

@@ -122,6 +122,8 @@ int ms_dev_sync(ms_device *d);
 
 /* Number of CUDA GPUs visible (0 without a GPU or driver). */
 int ms_cuda_gpu_count(void);
+/* Total memory of each visible GPU (at most max); returns how many. */
+int ms_cuda_gpu_capacities(uint64_t *caps, int max);
 
 /* Human message describing d->oom into buf. */
 const char *ms_dev_oom_message(const ms_device *d, const char *layer_name, char *buf, size_t len);

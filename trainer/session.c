@@ -93,6 +93,42 @@ static double dev_ms(ms_session *s, double t0)
     return now_ms() - t0;
 }
 
+/* Forward and backward of one micro-batch (gradients accumulate). */
+static int run_microbatch(ms_session *s, float dscale, double *loss_sum)
+{
+    ms_model *m = &s->model;
+    int nl = m->n_layers, rc;
+    if (ms_data_next(s->data, s->inputs, s->targets, m->B, m->T)) return fail(s, MS_EFAIL, "data read failed");
+    for (int i = 0; i < nl; i++) {
+        ms_layer *L = &m->layers[i];
+        const int32_t *ids = L->kind == MS_LAYER_EMBED ? s->inputs : L->kind == MS_LAYER_HEAD ? s->targets : NULL;
+        double t0 = s->measure ? now_ms() : 0;
+        ms_range_push(s->fwd_range[i]);
+        rc = ms_layer_forward(m, L, &s->scr, i ? ms_layer_output(&m->layers[i - 1]) : NULL, ids);
+        ms_range_pop();
+        if (rc) return fail(s, rc, NULL);
+        if (s->measure) {
+            s->fwd_ms[i] += dev_ms(s, t0);
+            if (s->scr.last_need > s->need_fwd[i]) s->need_fwd[i] = s->scr.last_need;
+        }
+    }
+    s->mb_fwd++;
+    for (int i = nl - 1; i >= 0; i--) {
+        ms_layer *L = &m->layers[i];
+        double t0 = s->measure ? now_ms() : 0;
+        ms_range_push(s->bwd_range[i]);
+        rc = ms_layer_backward(m, L, &s->scr, i ? ms_layer_output(&m->layers[i - 1]) : NULL, dscale, loss_sum);
+        ms_range_pop();
+        if (rc) return fail(s, rc, NULL);
+        if (s->measure) {
+            s->bwd_ms[i] += dev_ms(s, t0);
+            if (s->scr.last_need > s->need_bwd[i]) s->need_bwd[i] = s->scr.last_need;
+        }
+    }
+    s->mb_bwd++;
+    return MS_OK;
+}
+
 int ms_session_step(ms_session *s)
 {
     ms_model *m = &s->model;
@@ -102,34 +138,9 @@ int ms_session_step(ms_session *s)
     float dscale = s->opt.loss_scale / (float)tokens;
     if (s->measure)
         for (int i = 0; i < nl; i++) s->fwd_ms[i] = s->bwd_ms[i] = 0;
-    for (int mb = 0; mb < s->cfg.accum; mb++) {
-        if (ms_data_next(s->data, s->inputs, s->targets, m->B, m->T)) return fail(s, MS_EFAIL, "data read failed");
-        for (int i = 0; i < nl; i++) {
-            ms_layer *L = &m->layers[i];
-            const int32_t *ids = L->kind == MS_LAYER_EMBED ? s->inputs : L->kind == MS_LAYER_HEAD ? s->targets : NULL;
-            double t0 = s->measure ? now_ms() : 0;
-            ms_range_push(s->fwd_range[i]);
-            rc = ms_layer_forward(m, L, &s->scr, i ? ms_layer_output(&m->layers[i - 1]) : NULL, ids);
-            ms_range_pop();
-            if (rc) return fail(s, rc, NULL);
-            if (s->measure) {
-                s->fwd_ms[i] += dev_ms(s, t0);
-                if (s->scr.last_need > s->need_fwd[i]) s->need_fwd[i] = s->scr.last_need;
-            }
-        }
-        for (int i = nl - 1; i >= 0; i--) {
-            ms_layer *L = &m->layers[i];
-            double t0 = s->measure ? now_ms() : 0;
-            ms_range_push(s->bwd_range[i]);
-            rc = ms_layer_backward(m, L, &s->scr, i ? ms_layer_output(&m->layers[i - 1]) : NULL, dscale, &loss_sum);
-            ms_range_pop();
-            if (rc) return fail(s, rc, NULL);
-            if (s->measure) {
-                s->bwd_ms[i] += dev_ms(s, t0);
-                if (s->scr.last_need > s->need_bwd[i]) s->need_bwd[i] = s->scr.last_need;
-            }
-        }
-    }
+    s->mb_fwd = s->mb_bwd = 0;
+    for (int mb = 0; mb < s->cfg.accum; mb++)
+        if ((rc = run_microbatch(s, dscale, &loss_sum))) return rc;
     double t0 = now_ms();
     ms_range_push("optimizer");
     rc = ms_opt_step(m, 0, nl - 1, s->scr_of, &s->opt, &s->last_opt);
@@ -140,6 +151,23 @@ int ms_session_step(ms_session *s)
     s->last_loss = loss_sum / (double)tokens;
     s->step++;
     return MS_OK;
+}
+
+int ms_session_timing_pass(ms_session *s)
+{
+    ms_model *m = &s->model;
+    int saved = s->measure, rc;
+    double loss = 0;
+    s->measure = 1;
+    for (int i = 0; i < m->n_layers; i++) s->fwd_ms[i] = s->bwd_ms[i] = 0;
+    s->mb_fwd = s->mb_bwd = 0;
+    rc = run_microbatch(s, 1.0f / (float)((size_t)m->B * m->T), &loss);
+    s->measure = saved;
+    if (rc) return rc;
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].g) ms_dev_memset0(&s->dev, m->layers[i].g, m->layers[i].n_params * 4);
+    ms_dev_where(&s->dev, -1, MS_PH_INIT);
+    return ms_dev_sync(&s->dev) ? fail(s, MS_EFAIL, NULL) : MS_OK;
 }
 
 void ms_session_close(ms_session *s)

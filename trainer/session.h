@@ -26,7 +26,8 @@ typedef struct ms_session {
     ms_opt_result last_opt;
     /* per-layer measurements (optional): filled when measure = 1 */
     int measure;
-    double *fwd_ms, *bwd_ms;   /* summed over the micro-batches of the last step */
+    double *fwd_ms, *bwd_ms;   /* summed over the micro-batches of the last step (or timing pass) */
+    int mb_fwd, mb_bwd;        /* micro-batches those sums cover (a layer may have fewer after an OOM) */
     size_t *need_fwd, *need_bwd; /* arena bytes each layer asked for (max over micro-batches) */
     double opt_ms;             /* the last optimizer step's time */
     char (*fwd_range)[48], (*bwd_range)[48]; /* NVTX range names: "block 17/forward" */
@@ -46,6 +47,10 @@ typedef struct ms_session_hooks {
 
 int ms_session_open(ms_session *s, const ms_config *cfg, const ms_session_hooks *hooks);
 int ms_session_step(ms_session *s);
+/* One micro-batch forward and backward with per-layer timing, on warm
+ * buffers; the gradients are discarded and the optimizer does not run (the
+ * profiler's times after a one-step trial, whose step included allocation). */
+int ms_session_timing_pass(ms_session *s);
 void ms_session_close(ms_session *s);
 
 /* Checkpoints: weights, optimizer state, batchnorm statistics, step, data
