@@ -70,17 +70,6 @@ static int parse_inject(const char *s, ms_rerun_opts *o)
     return ms_parse_size(size, &o->inject_bytes, err, sizeof err);
 }
 
-static char *join_argv(const char *cmd, int argc, char **argv)
-{
-    size_t n = strlen(cmd) + 16;
-    for (int i = 1; i < argc; i++) n += strlen(argv[i]) + 1;
-    char *s = malloc(n);
-    if (!s) return NULL;
-    snprintf(s, n, "memsplit %s", cmd);
-    for (int i = 1; i < argc; i++) { strcat(s, " "); strcat(s, argv[i]); }
-    return s;
-}
-
 static json_t *train_json(const ms_rerun_result *r)
 {
     json_t *o = json_object();
@@ -229,7 +218,7 @@ int ms_cmd_doctor(int argc, char **argv)
 
     ms_db *db = ms_db_open(db_path, 1, err, sizeof err);
     if (!db) { fprintf(stderr, "memsplit doctor: %s\n", err); return MS_EXIT_RUNTIME; }
-    char *cmd = join_argv("doctor", argc, argv), *ini = ms_config_to_ini(&cfg);
+    char *cmd = ms_cli_cmdline(argc, argv), *ini = ms_config_to_ini(&cfg);
     int64_t top = ms_db_run_begin(db, "doctor", cmd, ini, NULL, cfg.preset[0] ? cfg.preset : "custom", 0);
     int64_t trial_run = ms_db_run_begin(db, "profile", cmd, ini, NULL, cfg.preset[0] ? cfg.preset : "custom", top);
     free(cmd);

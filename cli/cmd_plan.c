@@ -1,5 +1,6 @@
 /* cmd_plan.c — `memsplit plan` (see cmd_plan.h). */
 #include "cli/cmd_plan.h"
+#include "cli/common.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -308,25 +309,11 @@ static void print_wrapped(FILE *f, const char *s, int width)
     fputc('\n', f);
 }
 
-static char *join_args(int argc, char **argv)
-{
-    size_t len = 16;
-    for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 1;
-    char *s = malloc(len);
-    if (!s) return NULL;
-    strcpy(s, "memsplit");
-    for (int i = 0; i < argc; i++) {
-        strcat(s, " ");
-        strcat(s, argv[i]);
-    }
-    return s;
-}
-
 /* Records the outcome under a new "plan" run in the database: 0 or -1. */
 static int store(ms_db *db, int argc, char **argv, int64_t parent, const ms_profile *prof,
                  const ms_plan_device *devs, int n_devs, const char *json, double step_ms, int feasible)
 {
-    char *cmd = join_args(argc, argv);
+    char *cmd = ms_cli_cmdline(argc, argv);
     json_t *dj = json_array();
     for (int i = 0; dj && i < n_devs; i++)
         json_array_append_new(dj, json_pack("{s:s, s:I}", "device", devs[i].name, "capacity_bytes",

@@ -100,17 +100,6 @@ static void print_ledgers(FILE *f, const ms_ledger_check *k, const char *dev)
     if (k->detail[0]) fprintf(f, "  %s\n", k->detail);
 }
 
-static char *join_argv(int argc, char **argv)
-{
-    size_t n = 1;
-    for (int i = 0; i < argc; i++) n += strlen(argv[i]) + 1;
-    char *s = malloc(n + 9);
-    if (!s) return NULL;
-    strcpy(s, "memsplit");
-    for (int i = 0; i < argc; i++) { strcat(s, " "); strcat(s, argv[i]); }
-    return s;
-}
-
 int ms_cmd_profile(int argc, char **argv)
 {
     enum { O_MODEL = 1000, O_PREC, O_BATCH, O_STEPS, O_DB, O_NOCUPTI, O_JSON, O_QUIET };
@@ -196,7 +185,7 @@ int ms_cmd_profile(int argc, char **argv)
     if (db_path) {
         db = ms_db_open(db_path, 1, err, sizeof err);
         if (!db) { fprintf(stderr, "memsplit profile: %s\n", err); return MS_EXIT_RUNTIME; }
-        char *cmdline = join_argv(argc, argv), *ini = ms_config_to_ini(&cfg);
+        char *cmdline = ms_cli_cmdline(argc, argv), *ini = ms_config_to_ini(&cfg);
         char devs[128];
         snprintf(devs, sizeof devs, "[{\"name\": \"%s\", \"capacity_bytes\": %zu}]", cfg.device, cfg.gpu_mem);
         run = ms_db_run_begin(db, "profile", cmdline, ini, devs, cfg.preset[0] ? cfg.preset : "custom", 0);

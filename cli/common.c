@@ -99,3 +99,17 @@ json_t *ms_cli_cat_json(const size_t *bytes)
     for (int c = 0; c < MS_CAT_N; c++) json_object_set_new(o, ms_cat_name((ms_cat)c), json_integer((json_int_t)bytes[c]));
     return o;
 }
+
+char *ms_cli_cmdline(int argc, char **argv)
+{
+    size_t n = 16;
+    for (int i = 0; i < argc; i++) n += strlen(argv[i]) + 1;
+    char *s = malloc(n);
+    if (!s) return NULL;
+    strcpy(s, "memsplit");
+    for (int i = 0; i < argc; i++) {
+        strcat(s, " ");
+        strcat(s, argv[i]);
+    }
+    return s;
+}

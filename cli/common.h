@@ -40,6 +40,9 @@ int ms_cli_build_config(const ms_cli_model_args *a, ms_config *c, char *err, siz
 /* The help text for the shared options. */
 extern const char ms_cli_model_help[];
 
+/* "memsplit " + argv[0..argc-1] (argv[0] is the subcommand), malloc'd. */
+char *ms_cli_cmdline(int argc, char **argv);
+
 /* Print a JSON value on stdout (one object, newline). */
 void ms_cli_print_json(json_t *j);
 /* Per-category object {"param": n, ...} from an array of MS_CAT_N sizes. */

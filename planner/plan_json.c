@@ -255,31 +255,19 @@ int ms_plan_from_json(const json_t *root, ms_plan *out, char *err, size_t errlen
 
 int ms_plan_write_json(FILE *f, const ms_plan *p, char *err, size_t errlen)
 {
-    json_t *j = ms_plan_to_json(p);
-    if (!j) return fail(err, errlen, "the plan cannot be written as JSON (a value is out of range)");
-    int rc = json_dumpf(j, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(j);
-    if (rc || fputc('\n', f) == EOF || fflush(f)) return fail(err, errlen, "writing the plan JSON failed");
-    return 0;
+    return ms_json_write_stream(f, ms_plan_to_json(p), "plan", err, errlen);
 }
 
 int ms_plan_save_json(const char *path, const ms_plan *p, char *err, size_t errlen)
 {
-    if (!path || strcmp(path, "-") == 0) return ms_plan_write_json(stdout, p, err, errlen);
-    FILE *f = fopen(path, "w");
-    if (!f) return fail(err, errlen, "%s: %s", path, strerror(errno));
-    int rc = ms_plan_write_json(f, p, err, errlen);
-    if (fclose(f) && !rc) rc = fail(err, errlen, "%s: %s", path, strerror(errno));
-    return rc;
+    return ms_json_write_path(path, ms_plan_to_json(p), "plan", err, errlen);
 }
 
 int ms_plan_load_json(const char *path, ms_plan *out, char *err, size_t errlen)
 {
-    json_error_t je;
     if (out) memset(out, 0, sizeof *out);
-    json_t *j = (!path || strcmp(path, "-") == 0) ? json_loadf(stdin, 0, &je) : json_load_file(path, 0, &je);
-    if (!j && je.line < 1) return fail(err, errlen, "%s", je.text); /* could not open or read */
-    if (!j) return fail(err, errlen, "%s: line %d: %s", path ? path : "-", je.line, je.text);
+    json_t *j = ms_json_read_path(path, err, errlen);
+    if (!j) return -1;
     char inner[256];
     int rc = ms_plan_from_json(j, out, inner, sizeof inner);
     json_decref(j);

@@ -467,33 +467,52 @@ int ms_profile_from_json(const json_t *root, ms_profile *out, char *err, size_t 
 
 /* ---- files ----------------------------------------------------------- */
 
-int ms_profile_write_json(FILE *f, const ms_profile *p, char *err, size_t errlen)
+int ms_json_write_stream(FILE *f, json_t *j, const char *what, char *err, size_t errlen)
 {
-    json_t *j = ms_profile_to_json(p);
-    if (!j) return fail(err, errlen, "profile cannot be written as JSON (a value is out of range)");
+    if (!j) return fail(err, errlen, "the %s cannot be written as JSON (a value is out of range)", what);
     int rc = json_dumpf(j, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(j);
-    if (rc || fputc('\n', f) == EOF) return fail(err, errlen, "writing the profile JSON failed");
+    if (rc || fputc('\n', f) == EOF || fflush(f)) return fail(err, errlen, "writing the %s JSON failed", what);
     return 0;
 }
 
-int ms_profile_save_json(const char *path, const ms_profile *p, char *err, size_t errlen)
+int ms_json_write_path(const char *path, json_t *j, const char *what, char *err, size_t errlen)
 {
-    if (!path || strcmp(path, "-") == 0) return ms_profile_write_json(stdout, p, err, errlen);
+    if (!path || strcmp(path, "-") == 0) return ms_json_write_stream(stdout, j, what, err, errlen);
     FILE *f = fopen(path, "w");
-    if (!f) return fail(err, errlen, "%s: %s", path, strerror(errno));
-    int rc = ms_profile_write_json(f, p, err, errlen);
+    if (!f) {
+        json_decref(j);
+        return fail(err, errlen, "%s: %s", path, strerror(errno));
+    }
+    int rc = ms_json_write_stream(f, j, what, err, errlen);
     if (fclose(f) && !rc) rc = fail(err, errlen, "%s: %s", path, strerror(errno));
     return rc;
 }
 
-int ms_profile_load_json(const char *path, ms_profile *out, char *err, size_t errlen)
+json_t *ms_json_read_path(const char *path, char *err, size_t errlen)
 {
     json_error_t je;
     json_t *j = (!path || strcmp(path, "-") == 0) ? json_loadf(stdin, 0, &je) : json_load_file(path, 0, &je);
+    if (!j && je.line < 1) fail(err, errlen, "%s", je.text); /* could not open or read */
+    else if (!j) fail(err, errlen, "%s: line %d: %s", path ? path : "-", je.line, je.text);
+    return j;
+}
+
+int ms_profile_write_json(FILE *f, const ms_profile *p, char *err, size_t errlen)
+{
+    return ms_json_write_stream(f, ms_profile_to_json(p), "profile", err, errlen);
+}
+
+int ms_profile_save_json(const char *path, const ms_profile *p, char *err, size_t errlen)
+{
+    return ms_json_write_path(path, ms_profile_to_json(p), "profile", err, errlen);
+}
+
+int ms_profile_load_json(const char *path, ms_profile *out, char *err, size_t errlen)
+{
     if (out) memset(out, 0, sizeof *out);
-    if (!j && je.line < 1) return fail(err, errlen, "%s", je.text); /* could not open or read */
-    if (!j) return fail(err, errlen, "%s: line %d: %s", path ? path : "-", je.line, je.text);
+    json_t *j = ms_json_read_path(path, err, errlen);
+    if (!j) return -1;
     char inner[256];
     int rc = ms_profile_from_json(j, out, inner, sizeof inner);
     json_decref(j);

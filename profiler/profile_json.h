@@ -37,6 +37,14 @@ json_t *ms_profile_to_json(const ms_profile *p);
 int ms_profile_from_json(const json_t *root, ms_profile *out, char *err, size_t errlen);
 int ms_profile_validate(const ms_profile *p, char *err, size_t errlen);
 
+/* JSON files for the profile and the plan alike: write j (consumed; NULL
+ * means it could not be built) to a stream or a path ("-"/NULL = stdout),
+ * indented, with a newline; read a document from a path ("-"/NULL = stdin),
+ * NULL with "path: line N: why" on failure. 0 or -1 with err. */
+int ms_json_write_stream(FILE *f, json_t *j, const char *what, char *err, size_t errlen);
+int ms_json_write_path(const char *path, json_t *j, const char *what, char *err, size_t errlen);
+json_t *ms_json_read_path(const char *path, char *err, size_t errlen);
+
 int ms_profile_write_json(FILE *f, const ms_profile *p, char *err, size_t errlen);
 int ms_profile_save_json(const char *path, const ms_profile *p, char *err, size_t errlen);
 int ms_profile_load_json(const char *path, ms_profile *out, char *err, size_t errlen);
