@@ -29,6 +29,8 @@
 #define PIPE_HEADS 4
 #endif
 
+static int g_micro = 4; /* micro-batches per step (both runs) */
+
 static void base_config(ms_config *c, ms_norm norm)
 {
     char err[256];
@@ -40,7 +42,7 @@ static void base_config(ms_config *c, ms_norm norm)
     c->seq_len = 16;
     c->vocab = 128;
     c->batch = 2;
-    c->accum = 4;
+    c->accum = g_micro;
     c->norm = norm;
 }
 
@@ -67,7 +69,7 @@ static void split_spec(ms_pipe_spec *sp, int n_layers, int p, ms_pipe_schedule s
     sp->n_stages = p;
     sp->schedule = sch;
     sp->micro_batch = 2;
-    sp->n_micro = 4;
+    sp->n_micro = g_micro;
     for (int s = 0; s < p; s++) {
 #ifdef PIPE_DISTINCT
         snprintf(sp->device[s], sizeof sp->device[s], "cuda:%d", s); /* a GPU per stage: NCCL between them */
@@ -152,6 +154,20 @@ static void test_equal_layernorm(void **st)
     for (int p = 2; p <= PIPE_MAX_P(); p++)
         for (int sch = 0; sch < 2; sch++)
             for (int rc = 0; rc < 2; rc++) check_split(MS_NORM_LAYER, p, (ms_pipe_schedule)sch, rc);
+}
+
+/* fewer micro-batches than stages, and a count that is not a multiple of
+ * the in-flight depth (slots and channel buffers wrap mid-step) */
+static void test_micro_counts(void **st)
+{
+    (void)st;
+    int counts[] = { 1, 3, 5 };
+    for (int i = 0; i < 3; i++) {
+        g_micro = counts[i];
+        check_split(MS_NORM_LAYER, PIPE_MAX_P() < 4 ? PIPE_MAX_P() : 4, MS_PIPE_1F1B, i == 1);
+        check_split(MS_NORM_LAYER, PIPE_MAX_P() < 3 ? PIPE_MAX_P() : 3, MS_PIPE_GPIPE, 0);
+    }
+    g_micro = 4;
 }
 
 /* everything allocated at open (what NCCL runs need) computes the same, and
@@ -258,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_equal_batchnorm),
         cmocka_unit_test(test_equal_bf16),
         cmocka_unit_test(test_preallocated),
+        cmocka_unit_test(test_micro_counts),
         cmocka_unit_test(test_checkpoint_interop),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
