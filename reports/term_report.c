@@ -157,8 +157,8 @@ static void print_group(FILE *f, const ms_profile *p, int precision, int micro_b
     if (n_isolated) {
         char msg[256];
         snprintf(msg, sizeof msg,
-                 "%d of %d layers were not carried through a whole step by the trial (it stopped at "
-                 "the OOM); what it did not measure for them was measured in isolation.",
+                 "%d of %d rows here were completed in isolation: the trial did not run these layers "
+                 "through a whole step at this precision and micro-batch size.",
                  n_isolated, n);
         rep_wrap(f, width, 0, msg);
     }
