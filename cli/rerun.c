@@ -203,6 +203,7 @@ int ms_rerun(const ms_config *cfg, ms_plan *plan, const ms_rerun_opts *o, ms_rer
                 /* another process takes memory: shrink, and hand the transients back */
                 ms_device *d = &p.devs[o->inject_dev];
                 d->capacity = o->inject_bytes;
+                d->account_only = 1; /* on a GPU with a ballast the accounting must now decide */
                 for (int s = 0; s < p.n_stages; s++)
                     if (p.st[s].dev == d) ms_scratch_release(&p.st[s].scr);
                 inject_done = 1;

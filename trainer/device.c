@@ -251,7 +251,7 @@ void *ms_dev_alloc(ms_device *d, size_t bytes, ms_cat cat, const char *what, int
     size_t rounded = (bytes + g - 1) / g * g;
     int layer = d->cur_layer;
     /* The accounting is the capacity wherever no ballast makes the GPU itself refuse. */
-    int accounting_decides = d->backend == MS_BACKEND_CPU || d->virtual_share || !d->ballast;
+    int accounting_decides = d->backend == MS_BACKEND_CPU || d->virtual_share || !d->ballast || d->account_only;
     if (accounting_decides && d->capacity != SIZE_MAX &&
         (rounded > d->capacity || d->live_total > d->capacity - rounded)) {
         fill_oom(d, rounded, cat, what, 0, NULL);

@@ -68,6 +68,8 @@ typedef struct ms_device {
     ms_backend backend;
     int cuda_ordinal;          /* physical GPU (CUDA) */
     int virtual_share;         /* 1 if other virtual devices share the GPU */
+    int account_only;          /* 1: the accounting enforces the capacity even with a ballast
+                                  (the capacity was lowered after open, e.g. by --inject-oom) */
     size_t capacity;           /* bytes; SIZE_MAX = unlimited */
     size_t grain;              /* allocation granularity in bytes */
     const ms_ops *ops;
