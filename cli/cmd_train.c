@@ -3,6 +3,7 @@
 #include "cli/common.h"
 #include "trainer/checkpoint.h"
 #include "trainer/session.h"
+#include "reports/db.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -25,8 +26,9 @@ static const char usage[] =
     "                       devices: --device cpu or cuda:K gives virtual devices\n"
     "                       of the plan's capacities on it; by default distinct\n"
     "                       GPUs when there are enough\n"
-    "  --db FILE            with --plan: record steps and peaks (and re-plan after\n"
-    "                       an OOM from the plan's profile in FILE)\n"
+    "  --db FILE            record the run, its steps and peaks in this SQLite\n"
+    "                       database (with --plan, an OOM is re-planned from the\n"
+    "                       plan's profile in FILE)\n"
     "  --inject-oom S:D:SIZE  with --plan, a testing aid: at step S device D\n"
     "                       shrinks to SIZE (as if another process took memory)\n"
     "  --json               print one JSON summary object on stdout\n"
@@ -110,11 +112,22 @@ int ms_cmd_train(int argc, char **argv)
     if (resume) cfg.resume = 1;
     if (cfg.resume && !cfg.checkpoint_dir[0]) { fprintf(stderr, "memsplit train: --resume needs --checkpoint-dir\n"); return MS_EXIT_USAGE; }
 
-    if ((db_path || inject) && !plan_path) { fprintf(stderr, "memsplit train: --db and --inject-oom go with --plan\n"); return MS_EXIT_USAGE; }
+    if (inject && !plan_path) { fprintf(stderr, "memsplit train: --inject-oom goes with --plan\n"); return MS_EXIT_USAGE; }
     if (plan_path)
         return ms_cmd_train_plan(&cfg, plan_path, ma.device, db_path, cfg.checkpoint_dir[0] ? cfg.checkpoint_dir : NULL,
                                  cfg.checkpoint_every, cfg.resume, inject, json, quiet);
 
+    ms_db *db = NULL;
+    int64_t run = 0;
+    if (db_path) {
+        db = ms_db_open(db_path, 1, err, sizeof err);
+        if (!db) { fprintf(stderr, "memsplit train: %s\n", err); return MS_EXIT_RUNTIME; }
+        char *cmd = ms_cli_cmdline(argc, argv), *ini = ms_config_to_ini(&cfg);
+        run = ms_db_run_begin(db, "train", cmd, ini, NULL, cfg.preset[0] ? cfg.preset : "custom", 0);
+        free(cmd);
+        free(ini);
+        if (run < 0) { fprintf(stderr, "memsplit train: %s\n", ms_db_errmsg(db)); ms_db_close(db); return MS_EXIT_RUNTIME; }
+    }
     ms_session s;
     int rc = ms_session_open(&s, &cfg, NULL);
     if (rc == MS_OK && cfg.resume) {
@@ -143,6 +156,13 @@ int ms_cmd_train(int argc, char **argv)
         if (steps_run == 1) loss_first = s.last_loss;
         loss_last = s.last_loss;
         json_array_append_new(losses, json_real(s.last_loss));
+        if (db) {
+            char peaks[96];
+            snprintf(peaks, sizeof peaks, "{\"%s\": %zu}", s.dev.name, s.dev.peak_total);
+            ms_step_rec sr = { s.step, s.last_loss, dt * 1e3, tokens_per_step / dt, cfg.lr,
+                               cfg.precision == MS_PREC_FP16 ? s.opt.loss_scale : 0, !s.last_opt.applied, peaks };
+            ms_db_add_step(db, run, &sr);
+        }
         if (!quiet && (s.step % log_every == 0 || s.step == cfg.steps || steps_run == 1)) {
             char pk[32];
             fprintf(stderr, "step %*d/%d | loss %.4f | %8.0f tok/s | %7.1f ms | peak %s%s\n",
@@ -167,6 +187,19 @@ int ms_cmd_train(int argc, char **argv)
         char pk[32];
         fprintf(stderr, "done: %d steps in %.2f s, %.0f tokens/s, peak %s on %s\n", steps_run, now_s() - t_start, tps,
                 ms_fmt_bytes(s.dev.peak_total, pk, sizeof pk), s.dev.name);
+    }
+    if (db) {
+        if (s.dev.ops) {
+            ms_device_peak dp;
+            memset(&dp, 0, sizeof dp);
+            snprintf(dp.name, sizeof dp.name, "%.31s", s.dev.name);
+            dp.capacity = s.dev.capacity == SIZE_MAX ? 0 : s.dev.capacity;
+            dp.measured_peak = s.dev.peak_total;
+            for (int c = 0; c < MS_CAT_N; c++) dp.measured_by_cat[c] = s.dev.peak[c];
+            ms_db_add_device_peak(db, run, &dp);
+        }
+        ms_db_run_finish(db, run, rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed");
+        ms_db_close(db);
     }
     if (json) {
         json_t *o = json_object();

@@ -85,7 +85,8 @@ static int print_peak(const ms_device_peak *d, void *ctx)
     char cap[32], pred[32] = "-", meas[32], gap[16] = "-";
     if (pr->n++ == 0)
         fprintf(pr->f, "\n%-10s %11s %11s %11s %8s\n", "device", "capacity", "predicted", "measured", "gap");
-    ms_term_bytes(d->capacity, cap, sizeof cap);
+    if (d->capacity) ms_term_bytes(d->capacity, cap, sizeof cap);
+    else snprintf(cap, sizeof cap, "unlimited"); /* the CPU backend without --gpu-mem */
     ms_term_bytes(d->measured_peak, meas, sizeof meas);
     if (d->predicted_peak) {
         ms_term_bytes(d->predicted_peak, pred, sizeof pred);
@@ -93,7 +94,7 @@ static int print_peak(const ms_device_peak *d, void *ctx)
                  100.0 * ((double)d->measured_peak - (double)d->predicted_peak) / (double)d->predicted_peak);
     }
     fprintf(pr->f, "%-10.10s %11s %11s %11s %8s%s\n", d->name, cap, pred, meas, gap,
-            d->measured_peak > d->capacity ? "  OVER" : "");
+            d->capacity && d->measured_peak > d->capacity ? "  OVER" : "");
     return 0;
 }
 

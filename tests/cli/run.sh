@@ -43,6 +43,10 @@ mkdir -p "$T/ck"
 check "checkpoint" 0 "checkpoint" -- "$M" train --preset tiny --steps 2 --checkpoint-dir "$T/ck"
 printf 'garbage' > "$T/ck/step-00000099.ckpt"
 check "corrupt checkpoint" 2 "checkpoint|corrupt" -- "$M" train --preset tiny --steps 4 --checkpoint-dir "$T/ck" --resume
+# a single-device run recorded in a database, shown in the report
+check "train --db" 0 "" -- "$M" train --preset tiny --steps 3 --db "$T/train.db" --quiet
+check "report train" 0 "" -- "$M" report --db "$T/train.db"
+if grep -q "3 recorded" "$T/out" && grep -q "unlimited" "$T/out"; then echo "ok   report shows the recorded steps"; pass=$((pass+1)); else echo "FAIL report of a train run"; fail=$((fail+1)); fi
 # profile: diagnosis, database, report
 check "profile seed17-cpu" 3 "forward pass of block 17" -- "$M" profile --preset seed17-cpu --db "$T/runs.db" --json
 if [ "$(json_get "d['fits'] == False and d['oom']['layer'] == 17 and d['oom']['phase'] == 'forward' and len(d['layers']) == 22")" = True ]; then
