@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reports/grow.h"
+
 /* ---- collecting --------------------------------------------------------- */
 
 typedef struct {
@@ -24,13 +26,7 @@ typedef struct {
 static int add_peak(const ms_device_peak *d, void *ctx)
 {
     peak_list *l = ctx;
-    if (l->n == l->cap) {
-        int ncap = l->cap ? 2 * l->cap : 8;
-        ms_device_peak *g = realloc(l->d, (size_t)ncap * sizeof *g);
-        if (!g) { l->oom = 1; return 1; }
-        l->d = g;
-        l->cap = ncap;
-    }
+    if (ms_grow((void **)&l->d, &l->cap, l->n, sizeof *l->d, 8)) { l->oom = 1; return 1; }
     l->d[l->n++] = *d;
     return 0;
 }
@@ -51,13 +47,7 @@ typedef struct {
 static int add_plan(const ms_plan_info *pl, void *ctx)
 {
     plan_list *l = ctx;
-    if (l->n == l->cap) {
-        int ncap = l->cap ? 2 * l->cap : 4;
-        plan_rec *g = realloc(l->p, (size_t)ncap * sizeof *g);
-        if (!g) { l->oom = 1; return 1; }
-        l->p = g;
-        l->cap = ncap;
-    }
+    if (ms_grow((void **)&l->p, &l->cap, l->n, sizeof *l->p, 4)) { l->oom = 1; return 1; }
     plan_rec *r = &l->p[l->n++];
     memset(r, 0, sizeof *r);
     r->id = pl->id;

@@ -9,6 +9,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "reports/grow.h"
 #include <unistd.h>
 
 /* A doctor holds trial, plan and training runs; deeper nesting is not made
@@ -108,13 +110,7 @@ typedef struct { run_link *l; int n, cap, oom; } link_list;
 static int collect_link(const ms_run_info *r, void *ctx)
 {
     link_list *c = ctx;
-    if (c->n == c->cap) {
-        int ncap = c->cap ? 2 * c->cap : 64;
-        run_link *g = realloc(c->l, (size_t)ncap * sizeof *g);
-        if (!g) { c->oom = 1; return 1; }
-        c->l = g;
-        c->cap = ncap;
-    }
+    if (ms_grow((void **)&c->l, &c->cap, c->n, sizeof *c->l, 64)) { c->oom = 1; return 1; }
     c->l[c->n++] = (run_link){ r->id, r->parent };
     return 0;
 }

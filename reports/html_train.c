@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reports/grow.h"
+
 #define MAX_DRAWN 1200      /* points per line before thinning */
 #define MAX_TABLE 200       /* table rows before thinning */
 
@@ -27,13 +29,7 @@ typedef struct { ms_recovery_rec *r; int n, cap, oom; } rec_list;
 static int add_step(const ms_step_rec *s, void *ctx)
 {
     step_list *l = ctx;
-    if (l->n == l->cap) {
-        int ncap = l->cap ? 2 * l->cap : 64;
-        step_row *g = realloc(l->s, (size_t)ncap * sizeof *g);
-        if (!g) { l->oom = 1; return 1; }
-        l->s = g;
-        l->cap = ncap;
-    }
+    if (ms_grow((void **)&l->s, &l->cap, l->n, sizeof *l->s, 64)) { l->oom = 1; return 1; }
     l->s[l->n++] = (step_row){ s->step, s->skipped, s->loss, s->ms, s->tokens_per_s, s->lr, s->loss_scale };
     return 0;
 }
@@ -41,13 +37,7 @@ static int add_step(const ms_step_rec *s, void *ctx)
 static int add_rec(const ms_recovery_rec *r, void *ctx)
 {
     rec_list *l = ctx;
-    if (l->n == l->cap) {
-        int ncap = l->cap ? 2 * l->cap : 8;
-        ms_recovery_rec *g = realloc(l->r, (size_t)ncap * sizeof *g);
-        if (!g) { l->oom = 1; return 1; }
-        l->r = g;
-        l->cap = ncap;
-    }
+    if (ms_grow((void **)&l->r, &l->cap, l->n, sizeof *l->r, 8)) { l->oom = 1; return 1; }
     l->r[l->n++] = *r;
     return 0;
 }

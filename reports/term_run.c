@@ -6,6 +6,8 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "reports/grow.h"
 #include <unistd.h>
 
 /* A doctor holds trial, plan and training runs; deeper nesting is not made
@@ -152,13 +154,7 @@ static int collect_child(const ms_run_info *r, void *ctx)
 {
     child_list *c = ctx;
     if (r->parent != c->parent) return 0;
-    if (c->n == c->cap) {
-        int ncap = c->cap ? 2 * c->cap : 8;
-        int64_t *grown = realloc(c->ids, (size_t)ncap * sizeof *grown);
-        if (!grown) { c->oom = 1; return 1; }
-        c->ids = grown;
-        c->cap = ncap;
-    }
+    if (ms_grow((void **)&c->ids, &c->cap, c->n, sizeof *c->ids, 8)) { c->oom = 1; return 1; }
     c->ids[c->n++] = r->id;
     return 0;
 }
