@@ -104,6 +104,41 @@ void ms_nccl_destroy(int n, void **comms)
         if (comms[i]) ncclCommDestroy((ncclComm_t)comms[i]);
 }
 
+int ms_transport_nccl_connect(ms_transport *tx, char *err, size_t errlen)
+{
+    if (tx->n < 1 || !tx->fwd[0].nccl_src) return MS_OK;
+    /* the gradient buffer of stage b and input slot 0 of stage b+1 swap
+     * contents: both sides send and receive, so every connection is made */
+    for (int b = 0; b < tx->n; b++) {
+        ms_channel *f = &tx->fwd[b], *g = &tx->bwd[b];
+        if (ms_dev_memset0(f->src, g->slot[0], g->bytes) || ms_dev_memset0(f->dst, f->slot[0], f->bytes)) {
+            snprintf(err, errlen, "NCCL connect: cannot clear the stage buffers");
+            return MS_EFAIL;
+        }
+    }
+    ncclResult_t r = ncclGroupStart();
+    for (int b = 0; r == ncclSuccess && b < tx->n; b++) {
+        ms_channel *f = &tx->fwd[b], *g = &tx->bwd[b];
+        cudaStream_t sa = (cudaStream_t)f->src->k.stream, sc = (cudaStream_t)f->dst->k.stream;
+        r = ncclSend(g->slot[0], f->bytes, ncclUint8, f->rank_dst, (ncclComm_t)f->nccl_src, sa);
+        if (r == ncclSuccess) r = ncclRecv(f->slot[0], f->bytes, ncclUint8, f->rank_src, (ncclComm_t)f->nccl_dst, sc);
+        if (r == ncclSuccess) r = ncclSend(f->slot[0], g->bytes, ncclUint8, g->rank_dst, (ncclComm_t)g->nccl_src, sc);
+        if (r == ncclSuccess) r = ncclRecv(g->slot[0], g->bytes, ncclUint8, g->rank_src, (ncclComm_t)g->nccl_dst, sa);
+    }
+    ncclResult_t r2 = ncclGroupEnd();
+    if (r == ncclSuccess) r = r2;
+    if (r != ncclSuccess) {
+        snprintf(err, errlen, "NCCL connect between the stages: %s", ncclGetErrorString(r));
+        return MS_EFAIL;
+    }
+    for (int b = 0; b < tx->n; b++)
+        if (ms_dev_sync(tx->fwd[b].src) || ms_dev_sync(tx->fwd[b].dst)) {
+            snprintf(err, errlen, "NCCL connect between stages %d and %d: %s", b, b + 1, tx->fwd[b].src->k.error);
+            return MS_EFAIL;
+        }
+    return MS_OK;
+}
+
 int ms_channel_send(ms_channel *c, long msg, const void *src_buf, size_t bytes)
 {
     if (c->nccl_src) {

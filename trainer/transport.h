@@ -17,7 +17,13 @@
  * receive that follows it on the same boundary (1F1B: "send activation,
  * receive gradient" and "send gradient, receive activation") into one NCCL
  * group, as the pipeline does (ms_channel_group_begin/end): then both
- * neighbours' groups hold the same two messages and progress together. */
+ * neighbours' groups hold the same two messages and progress together.
+ * NCCL also connects a pair of ranks lazily, at their first send/recv, in a
+ * host-side handshake that waits for the peer's host thread: a stage whose
+ * first receive on a boundary comes while its neighbour's thread waits on
+ * the GPU (GPipe: stage 0 posts its first gradient receive while the last
+ * stage reads its loss) would hang there. ms_transport_nccl_connect makes
+ * every connection at open, from one thread. */
 #ifndef MS_TRANSPORT_H
 #define MS_TRANSPORT_H
 
@@ -73,5 +79,10 @@ int ms_channel_group_end(const ms_channel *c);
  * Sets NCCL_NVLS_ENABLE=0 unless the environment says otherwise. */
 int ms_nccl_init(int n, const int *ordinals, void **comms, char *err, size_t errlen);
 void ms_nccl_destroy(int n, void **comms);
+/* Connects both directions of every NCCL boundary of tx now, from this one
+ * thread (one group over all communicators), with one exchange of a whole
+ * message into the channels' own buffers (their contents are dropped), and
+ * waits for it. 0, or MS_EFAIL with err set. No-op without NCCL. */
+int ms_transport_nccl_connect(ms_transport *tx, char *err, size_t errlen);
 
 #endif
