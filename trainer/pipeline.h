@@ -37,7 +37,8 @@ typedef struct ms_pipe_spec {
     int recompute[MS_PIPE_MAX_STAGES];
     ms_pipe_schedule schedule;
     int micro_batch, n_micro;              /* override cfg.batch and cfg.accum */
-    int preallocate;                       /* allocate every buffer at open (always with NCCL) */
+    int preallocate;                       /* allocate every buffer at open and load every kernel
+                                            * with a warm-up pass (always with NCCL) */
 } ms_pipe_spec;
 
 typedef struct ms_stage {

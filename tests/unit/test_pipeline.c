@@ -171,20 +171,49 @@ static void test_micro_counts(void **st)
     g_micro = 4;
 }
 
+/* Right after open, the run whose open made a kernel warm-up pass (b) holds
+ * exactly what the lazy run (a) holds: zero gradients and the same batchnorm
+ * running statistics (they do not enter the loss, so compare them here,
+ * before training noise on a GPU could hide a difference). */
+static void no_trace_of_warmup(ms_pipeline *a, ms_pipeline *b)
+{
+    for (int i = 0; i < a->model.n_layers; i++) {
+        const ms_layer *La = &a->model.layers[i], *Lb = &b->model.layers[i];
+        if (Lb->g) {
+            float *g = malloc(Lb->n_params * 4);
+            assert_int_equal(ms_dev_d2h(Lb->dev, g, Lb->g, Lb->n_params * 4), 0);
+            for (size_t j = 0; j < Lb->n_params; j++) assert_true(g[j] == 0.0f);
+            free(g);
+        }
+        if (!La->bn_run) continue;
+        size_t n = (La->kind == MS_LAYER_BLOCK ? 4u : 2u) * (size_t)a->model.C;
+        float *ra = malloc(n * 4), *rb = malloc(n * 4);
+        assert_int_equal(ms_dev_d2h(La->dev, ra, La->bn_run, n * 4), 0);
+        assert_int_equal(ms_dev_d2h(Lb->dev, rb, Lb->bn_run, n * 4), 0);
+        if (memcmp(ra, rb, n * 4)) printf("layer %d: batchnorm running statistics moved at open\n", i);
+        assert_memory_equal(ra, rb, n * 4);
+        free(ra);
+        free(rb);
+    }
+}
+
 /* everything allocated at open (what NCCL runs need) computes the same, and
- * measures the same peaks as the lazy run */
+ * measures the same peaks as the lazy run: the kernel warm-up pass that
+ * comes with it leaves no trace (gradients, batchnorm running statistics) */
 static void test_preallocated(void **st)
 {
     (void)st;
-    for (int rc = 0; rc < 2; rc++) {
+    for (int v = 0; v < 4; v++) {
+        int rc = v & 1;
         ms_config c;
-        base_config(&c, MS_NORM_LAYER);
+        base_config(&c, v & 2 ? MS_NORM_BATCH : MS_NORM_LAYER);
         ms_pipe_spec sp;
-        split_spec(&sp, c.n_layer + 2, 3, MS_PIPE_1F1B, rc);
+        split_spec(&sp, c.n_layer + 2, PIPE_MAX_P() < 3 ? PIPE_MAX_P() : 3, MS_PIPE_1F1B, rc);
         ms_pipeline a, b;
         assert_int_equal(ms_pipe_open(&a, &c, &sp), MS_OK);
         sp.preallocate = 1;
         assert_int_equal(ms_pipe_open(&b, &c, &sp), MS_OK);
+        no_trace_of_warmup(&a, &b);
         for (int i = 0; i < STEPS; i++) {
             assert_int_equal(ms_pipe_step(&a), MS_OK);
             assert_int_equal(ms_pipe_step(&b), MS_OK);
@@ -246,7 +275,7 @@ static void test_checkpoint_interop(void **st)
     single_run(&c, ref, w);
     for (int i = 0; i < c.n_layer + 2; i++) free(w[i]);
     ms_pipe_spec sp;
-    split_spec(&sp, c.n_layer + 2, 3, MS_PIPE_1F1B, 0);
+    split_spec(&sp, c.n_layer + 2, PIPE_MAX_P() < 3 ? PIPE_MAX_P() : 3, MS_PIPE_1F1B, 0);
     ms_pipeline pl;
     assert_int_equal(ms_pipe_open(&pl, &c, &sp), MS_OK);
     for (int i = 0; i < 2; i++) assert_int_equal(ms_pipe_step(&pl), MS_OK);
@@ -260,7 +289,7 @@ static void test_checkpoint_interop(void **st)
     assert_int_equal(ms_session_load(&s, path), MS_OK);
     for (int i = 2; i < STEPS; i++) {
         assert_int_equal(ms_session_step(&s), MS_OK);
-        assert_true(fabs(s.last_loss - ref[i]) <= 1e-5 * fabs(ref[i]));
+        assert_true(fabs(s.last_loss - ref[i]) <= PIPE_TOL * fabs(ref[i]));
     }
     ms_session_close(&s);
     unlink(path);
