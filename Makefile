@@ -86,7 +86,7 @@ test: tests-build
 	MEMSPLIT=$(abspath $(BUILD)/memsplit) tests/run.sh $(UNIT_BIN) tests/cli/run.sh tests/browser/render.sh
 
 test-gpu: gpu-build
-	MEMSPLIT=$(abspath $(BUILD)/memsplit) tests/run.sh $(GPU_BIN) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh
+	MEMSPLIT=$(abspath $(BUILD)/memsplit) TEST_TIMEOUT_S=$${TEST_TIMEOUT_S:-300} tests/run.sh $(GPU_BIN) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh
 
 sanitize:
 	$(MAKE) BUILD=build-san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
@@ -119,5 +119,5 @@ gpu-pack: all gpu-build $(BUILD)/plan_bench $(BUILD)/nccl_bw
 	cp $(BUILD)/tests/lib/libcmocka.so.0 $(PACK)/tests/lib/
 	@du -sh $(PACK)
 test-gpu-run:
-	MEMSPLIT=$(abspath $(PACK)/memsplit) tests/run.sh $(wildcard $(PACK)/tests/gpu_*) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh
+	MEMSPLIT=$(abspath $(PACK)/memsplit) TEST_TIMEOUT_S=$${TEST_TIMEOUT_S:-300} tests/run.sh $(wildcard $(PACK)/tests/gpu_*) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh
 .PHONY: gpu-pack test-gpu-run
