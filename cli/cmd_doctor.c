@@ -39,7 +39,11 @@ static const char usage[] =
     "                       the newest two are kept)\n"
     "  --checkpoint-every K steps between checkpoints (default 5; 0: none, and a\n"
     "                       recovery restarts from step 0)\n"
-    "  --inject-oom S:D:SIZE  testing aid: at step S, device D shrinks to SIZE\n"
+    "  --headroom F         fraction of each device the plan keeps free, 0.05 or\n"
+    "                       5%% (default 5%%; also for re-plans after an OOM)\n"
+    "  --inject-oom S:D:SIZE  testing aid: at step S, device D shrinks to SIZE, or\n"
+    "                       with SIZE = P%%, keeps its reserve and P%% of what its\n"
+    "                       tensors took at their peak\n"
     "  --json               one JSON object on stdout: trial, plan, train\n"
     "  --quiet              no progress lines\n"
     "  -h, --help           this text\n"
@@ -66,6 +70,15 @@ static int parse_inject(const char *s, ms_rerun_opts *o)
     char size[64];
     if (sscanf(s, "%d:%d:%63s", &o->inject_step, &o->inject_dev, size) != 3 || o->inject_step < 1 || o->inject_dev < 0)
         return -1;
+    size_t n = strlen(size);
+    if (n > 1 && size[n - 1] == '%') {
+        /* "90%": the device keeps 90% of what its tensors took at their peak */
+        char *end;
+        double pct = strtod(size, &end);
+        if (end != size + n - 1 || !(pct > 0 && pct < 100)) return -1;
+        o->inject_frac = pct / 100;
+        return 0;
+    }
     char err[128];
     return ms_parse_size(size, &o->inject_bytes, err, sizeof err);
 }
@@ -136,7 +149,7 @@ static int make_plan(ms_profile *prof, const ms_config *cfg, const size_t *caps,
 
 int ms_cmd_doctor(int argc, char **argv)
 {
-    enum { O_MODEL = 1000, O_GPUS, O_GPUMEM, O_DEVICE, O_DB, O_CKDIR, O_CKEVERY, O_INJECT, O_JSON, O_QUIET };
+    enum { O_MODEL = 1000, O_GPUS, O_GPUMEM, O_DEVICE, O_DB, O_CKDIR, O_CKEVERY, O_INJECT, O_HEADROOM, O_JSON, O_QUIET };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
         { "set", required_argument, 0, O_MODEL }, { "precision", required_argument, 0, O_MODEL },
@@ -145,7 +158,8 @@ int ms_cmd_doctor(int argc, char **argv)
         { "gpu-mem", required_argument, 0, O_GPUMEM }, { "device", required_argument, 0, O_DEVICE },
         { "db", required_argument, 0, O_DB }, { "checkpoint-dir", required_argument, 0, O_CKDIR },
         { "checkpoint-every", required_argument, 0, O_CKEVERY }, { "inject-oom", required_argument, 0, O_INJECT },
-        { "json", no_argument, 0, O_JSON }, { "quiet", no_argument, 0, O_QUIET }, { "help", no_argument, 0, 'h' },
+        { "headroom", required_argument, 0, O_HEADROOM }, { "json", no_argument, 0, O_JSON },
+        { "quiet", no_argument, 0, O_QUIET }, { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 },
     };
     ms_cli_model_args ma;
@@ -155,6 +169,7 @@ int ms_cmd_doctor(int argc, char **argv)
     ro.ckpt_every = 5;
     const char *gpu_mem = NULL, *device = NULL, *db_path = "memsplit.db", *ckdir = NULL;
     int gpus = 2, json = 0, quiet = 0, idx = 0, c;
+    double headroom = -1; /* -1: the planner's default */
     char err[2048];
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
@@ -182,6 +197,12 @@ int ms_cmd_doctor(int argc, char **argv)
         }
         case O_INJECT:
             if (parse_inject(optarg, &ro)) { fprintf(stderr, "memsplit doctor: --inject-oom takes STEP:DEVICE:SIZE\n"); return MS_EXIT_USAGE; }
+            break;
+        case O_HEADROOM:
+            if (ms_cli_parse_fraction(optarg, &headroom)) {
+                fprintf(stderr, "memsplit doctor: --headroom '%s' is not a fraction in [0, 1) (e.g. 0.05 or 5%%)\n", optarg);
+                return MS_EXIT_USAGE;
+            }
             break;
         case O_JSON: json = 1; break;
         case O_QUIET: quiet = 1; break;
@@ -265,6 +286,7 @@ int ms_cmd_doctor(int argc, char **argv)
                                                         : "it does not fit: planning over the devices given");
     ms_plan_opts po;
     ms_plan_opts_default(&po);
+    if (headroom >= 0) po.headroom = headroom;
     if (ma.precision) po.precision = cfg.precision; /* asked for: the plan keeps it */
     tr.prof.global_batch = cfg.batch * cfg.accum;
     if (rc == MS_OK) caps[0] = cfg.gpu_mem;

@@ -87,18 +87,6 @@ static int parse_long(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-static int parse_double(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s) return -1;
-    if (*end == '%' && end[1] == 0) v /= 100;
-    else if (*end) return -1;
-    *out = v;
-    return 0;
-}
-
 static int bad(const char *fmt, const char *arg)
 {
     fprintf(stderr, "memsplit plan: ");
@@ -177,11 +165,11 @@ static int parse_args(int argc, char **argv, plan_args *a)
             a->opts.max_stages = (int)v;
             break;
         case O_HEADROOM:
-            if (parse_double(arg, &a->opts.headroom) || !(a->opts.headroom >= 0 && a->opts.headroom < 1))
+            if (ms_cli_parse_fraction(arg, &a->opts.headroom))
                 return bad("--headroom '%s' is not a fraction in [0, 1) (e.g. 0.05 or 5%%)", arg);
             break;
         case O_LINK:
-            if (parse_double(arg, &a->opts.link_gbps) || !(a->opts.link_gbps > 0 && a->opts.link_gbps < 1e9))
+            if (ms_cli_parse_number(arg, &a->opts.link_gbps) || !(a->opts.link_gbps > 0 && a->opts.link_gbps < 1e9))
                 return bad("--link-gbps '%s' is not a positive bandwidth", arg);
             break;
         case O_JSON: a->json = 1; break;

@@ -1,6 +1,8 @@
 /* common.c — shared option handling for the subcommands. */
 #include "cli/common.h"
 
+#include <errno.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,4 +114,24 @@ char *ms_cli_cmdline(int argc, char **argv)
         strcat(s, argv[i]);
     }
     return s;
+}
+
+int ms_cli_parse_number(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s) return -1;
+    if (*end == '%' && end[1] == 0) v /= 100;
+    else if (*end) return -1;
+    *out = v;
+    return 0;
+}
+
+int ms_cli_parse_fraction(const char *s, double *out)
+{
+    double v;
+    if (ms_cli_parse_number(s, &v) || !(v >= 0 && v < 1)) return -1;
+    *out = v;
+    return 0;
 }

@@ -40,6 +40,11 @@ int ms_cli_build_config(const ms_cli_model_args *a, ms_config *c, char *err, siz
 /* The help text for the shared options. */
 extern const char ms_cli_model_help[];
 
+/* A number, "5%" meaning 0.05; 0, or -1 if s is not one. */
+int ms_cli_parse_number(const char *s, double *out);
+/* The same, in [0, 1). */
+int ms_cli_parse_fraction(const char *s, double *out);
+
 /* "memsplit " + argv[0..argc-1] (argv[0] is the subcommand), malloc'd. */
 char *ms_cli_cmdline(int argc, char **argv);
 

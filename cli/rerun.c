@@ -202,14 +202,16 @@ int ms_rerun(const ms_config *cfg, ms_plan *plan, const ms_rerun_opts *o, ms_rer
             if (!inject_done && o->inject_step > 0 && p.step + 1 == o->inject_step && o->inject_dev < p.n_dev) {
                 /* another process takes memory: shrink, and hand the transients back */
                 ms_device *d = &p.devs[o->inject_dev];
-                d->capacity = o->inject_bytes;
+                size_t res = d->peak[MS_CAT_RESERVE];
+                d->capacity = o->inject_frac > 0 ? res + (size_t)((double)(d->peak_total - res) * o->inject_frac)
+                                                 : o->inject_bytes;
                 d->account_only = 1; /* on a GPU with a ballast the accounting must now decide */
                 for (int s = 0; s < p.n_stages; s++)
                     if (p.st[s].dev == d) ms_scratch_release(&p.st[s].scr);
                 inject_done = 1;
                 if (o->progress)
                     fprintf(o->progress, "train: [test] %s now has %zu bytes (another process took the rest)\n", d->name,
-                            o->inject_bytes);
+                            d->capacity);
             }
             double t0 = now_s();
             rc = ms_pipe_step(&p);

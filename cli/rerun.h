@@ -25,6 +25,8 @@ typedef struct ms_rerun_opts {
      * transient buffers are handed back, so the step must allocate again */
     int inject_step, inject_dev;
     size_t inject_bytes;
+    double inject_frac;     /* > 0: instead, keep this fraction of what the device's
+                             * tensors took at their peak so far (its reserve stays) */
     const ms_profile *prof;    /* for re-planning after an OOM (NULL: no recovery) */
     ms_plan_opts popts;        /* the options the plan was made with */
     ms_db *db;                 /* record steps, peaks, OOMs, recoveries (may be NULL) */

@@ -68,6 +68,10 @@ if [ "$(json_get "d['trial']['oom']['layer'] == 17 and len(d['plan']['stages']) 
     echo "ok   doctor json: oom at 17, 2 stages, measured within 2% of predicted"; pass=$((pass+1)); else echo "FAIL doctor json"; head -c 800 "$T/out"; fail=$((fail+1)); fi
 cp "$T/out" "$T/doctor.json"
 check "report doctor" 0 "" -- "$M" report --db "$T/doc.db"
+check "doctor bad headroom" 1 "not a fraction" -- "$M" doctor --preset tiny --device cpu --gpus 2 --gpu-mem 1GiB --headroom 1.5
+check "doctor bad inject" 1 "inject-oom takes" -- "$M" doctor --preset tiny --device cpu --gpus 2 --gpu-mem 1GiB --inject-oom 4:0:150%
+# the same shrink written as a share of what device 0's tensors took (what the GPU test uses)
+check "doctor recovers (P%)" 0 "OUT OF MEMORY at step 4" -- "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 21MiB --steps 5 --checkpoint-every 2 --inject-oom 4:0:90% --headroom 0 --db "$T/rec90.db"
 # OOM mid-run: device 0 shrinks at step 4; re-plan, resume from the step-2 checkpoint
 check "doctor recovers" 0 "OUT OF MEMORY at step 4" -- "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 21MiB --steps 6 --checkpoint-every 2 --inject-oom 4:0:10MiB --db "$T/rec.db" --json
 cp "$T/out" "$T/rec.json"
