@@ -70,15 +70,8 @@ static int parse_inject(const char *s, ms_rerun_opts *o)
     char size[64];
     if (sscanf(s, "%d:%d:%63s", &o->inject_step, &o->inject_dev, size) != 3 || o->inject_step < 1 || o->inject_dev < 0)
         return -1;
-    size_t n = strlen(size);
-    if (n > 1 && size[n - 1] == '%') {
-        /* "90%": the device keeps 90% of what its tensors took at their peak */
-        char *end;
-        double pct = strtod(size, &end);
-        if (end != size + n - 1 || !(pct > 0 && pct < 100)) return -1;
-        o->inject_frac = pct / 100;
-        return 0;
-    }
+    if (strchr(size, '%')) /* "90%": the device keeps 90% of what its tensors took at their peak */
+        return ms_cli_parse_fraction(size, &o->inject_frac) || o->inject_frac <= 0 ? -1 : 0;
     char err[128];
     return ms_parse_size(size, &o->inject_bytes, err, sizeof err);
 }

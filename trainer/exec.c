@@ -53,7 +53,7 @@ static int ensure_recompute_acts(ms_model *m, ms_layer *L, ms_scratch *s)
         if (!own) return MS_EOOM;
     }
     if (m->cfg.norm == MS_NORM_BATCH && !L->bn_backup) {
-        L->bn_backup = ms_dev_alloc(L->dev, 4 * (size_t)m->C * 4, MS_CAT_TRANSIENT, "batchnorm stats backup", 0);
+        L->bn_backup = ms_dev_alloc(L->dev, ms_layer_bn_bytes(m, L), MS_CAT_TRANSIENT, "batchnorm stats backup", 0);
         if (!L->bn_backup) return MS_EOOM;
     }
     ms_acts_layout(m, L, m->B, &L->a, shared);
@@ -144,7 +144,7 @@ int ms_layer_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, fl
          * statistics must not move twice for one micro-batch */
         rc = ms_exec_ensure_acts_s(m, L, s);
         if (rc) return rc;
-        size_t bn = 4 * (size_t)m->C * 4;
+        size_t bn = ms_layer_bn_bytes(m, L);
         if (L->bn_backup) ms_dev_d2d(L->dev, L->bn_backup, L->bn_run, bn);
         rc = ms_block_forward(m, L, s, x);
         if (L->bn_backup) ms_dev_d2d(L->dev, L->bn_run, L->bn_backup, bn);

@@ -174,8 +174,8 @@ int ms_model_alloc_params(ms_model *m, int first, int last)
         } else {
             L->wc = L->w;
         }
-        if (m->cfg.norm == MS_NORM_BATCH && L->kind != MS_LAYER_EMBED) {
-            size_t n = (L->kind == MS_LAYER_BLOCK ? 4 : 2) * (size_t)m->C;
+        if (ms_layer_bn_bytes(m, L)) {
+            size_t n = ms_layer_bn_bytes(m, L) / 4;
             L->bn_run = ms_dev_alloc(d, n * 4, MS_CAT_PARAM, "batchnorm running stats", 0);
             if (!L->bn_run) return MS_EOOM;
             float *h = malloc(n * 4);
@@ -248,6 +248,12 @@ size_t ms_acts_layout(const ms_model *m, const ms_layer *L, int B, ms_acts *a, c
 #undef VIEW
     a->bytes = tot;
     return tot;
+}
+
+size_t ms_layer_bn_bytes(const ms_model *m, const ms_layer *L)
+{
+    if (m->cfg.norm != MS_NORM_BATCH || L->kind == MS_LAYER_EMBED) return 0;
+    return (L->kind == MS_LAYER_BLOCK ? 4u : 2u) * (size_t)m->C * 4;
 }
 
 size_t ms_layer_act_bytes(const ms_model *m, const ms_layer *L, int B)

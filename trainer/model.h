@@ -84,6 +84,9 @@ int ms_model_alloc_params(ms_model *m, int first, int last);
 /* Bytes of a layer's saved activations for micro-batch B (the analytic count
  * of what forward keeps; equals the arena's size). */
 size_t ms_layer_act_bytes(const ms_model *m, const ms_layer *L, int B);
+/* Bytes of a layer's batchnorm running statistics (mean and variance per
+ * norm: 2 norms in a block, 1 in the head); 0 without batchnorm. */
+size_t ms_layer_bn_bytes(const ms_model *m, const ms_layer *L);
 /* Pipeline: give L n in-flight activation sets (allocated lazily) / use set k. */
 int ms_layer_set_slots(ms_layer *L, int n);
 void ms_layer_select(ms_layer *L, int k);

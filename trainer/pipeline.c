@@ -163,40 +163,35 @@ static int warm_kernels(ms_pipeline *p)
     int rc = MS_OK;
     for (int s = 0; s < p->n_stages && !rc; s++) {
         ms_stage *st = &p->st[s];
-        int nl = st->last - st->first + 1;
-        float **bn_save = calloc((size_t)nl, sizeof *bn_save); /* [layer - first] */
-        size_t *bn_bytes = calloc((size_t)nl, sizeof *bn_bytes);
-        if (!bn_save || !bn_bytes) { free(bn_save); free(bn_bytes); rc = MS_EFAIL; break; }
+        const void *x0 = s > 0 ? st->recv_act[0] : NULL; /* the stage's input: zeros */
+        float **bn_save = calloc((size_t)(st->last - st->first + 1), sizeof *bn_save); /* [layer - first] */
+        if (!bn_save) { rc = MS_EFAIL; break; }
         for (int i = st->first; i <= st->last && !rc; i++) {
             ms_layer *L = &m->layers[i];
             ms_layer_select(L, 0);
             if (!L->bn_run) continue;
-            bn_bytes[i - st->first] = (L->kind == MS_LAYER_BLOCK ? 4u : 2u) * (size_t)m->C * 4;
-            bn_save[i - st->first] = malloc(bn_bytes[i - st->first]);
-            if (!bn_save[i - st->first] || ms_dev_d2h(st->dev, bn_save[i - st->first], L->bn_run, bn_bytes[i - st->first])) rc = MS_EFAIL;
+            float *h = bn_save[i - st->first] = malloc(ms_layer_bn_bytes(m, L));
+            if (!h || ms_dev_d2h(st->dev, h, L->bn_run, ms_layer_bn_bytes(m, L))) rc = MS_EFAIL;
         }
-        if (!rc && s > 0) rc = ms_dev_memset0(st->dev, st->recv_act[0], bytes);
-        for (int i = st->first; i <= st->last && !rc; i++) {
-            const void *x = i == st->first ? (s > 0 ? st->recv_act[0] : NULL) : ms_layer_output(&m->layers[i - 1]);
-            rc = ms_layer_forward(m, &m->layers[i], &st->scr, x, ids);
-        }
+        if (!rc && x0) rc = ms_dev_memset0(st->dev, st->recv_act[0], bytes);
+        for (int i = st->first; i <= st->last && !rc; i++)
+            rc = ms_layer_forward(m, &m->layers[i], &st->scr, i == st->first ? x0 : ms_layer_output(&m->layers[i - 1]), ids);
         if (!rc && s < p->n_stages - 1) {
             void *dres = ms_scratch_get(&st->scr, MS_TR_DRES, bytes);
             rc = dres ? ms_dev_memset0(st->dev, dres, bytes) : MS_EOOM;
         }
-        for (int i = st->last; i >= st->first && !rc; i--) {
-            const void *x = i == st->first ? (s > 0 ? st->recv_act[0] : NULL) : ms_layer_output(&m->layers[i - 1]);
-            rc = ms_layer_backward(m, &m->layers[i], &st->scr, x, 1.0f / (float)N, NULL);
-        }
+        for (int i = st->last; i >= st->first && !rc; i--)
+            rc = ms_layer_backward(m, &m->layers[i], &st->scr, i == st->first ? x0 : ms_layer_output(&m->layers[i - 1]),
+                                   1.0f / (float)N, NULL);
         for (int i = st->first; i <= st->last; i++) {
             ms_layer *L = &m->layers[i];
+            float *h = bn_save[i - st->first];
             if (!rc && L->g) rc = ms_dev_memset0(st->dev, L->g, L->n_params * 4);
-            if (!rc && bn_save[i - st->first]) rc = ms_dev_h2d(st->dev, L->bn_run, bn_save[i - st->first], bn_bytes[i - st->first]);
+            if (!rc && h) rc = ms_dev_h2d(st->dev, L->bn_run, h, ms_layer_bn_bytes(m, L));
         }
         if (!rc && ms_dev_sync(st->dev)) rc = MS_EFAIL;
         for (int i = st->first; i <= st->last; i++) free(bn_save[i - st->first]);
         free(bn_save);
-        free(bn_bytes);
         ms_dev_where(st->dev, -1, MS_PH_INIT);
         if (rc) snprintf(p->err, sizeof p->err, "stage %d: kernel warm-up pass failed: %s", s,
                          st->dev->k.error[0] ? st->dev->k.error : "out of memory");

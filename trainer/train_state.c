@@ -32,7 +32,7 @@ static int ckpt_sections(const ms_train_state *s, ckpt_buf *b)
     b->sec[b->n++] = (ms_ckpt_section){ b->names[0], b->state, sizeof b->state };
     for (int i = 0; i < m->n_layers; i++) {
         ms_layer *L = &m->layers[i];
-        size_t nb[3] = { L->n_params * 4, L->n_params * 8, L->bn_run ? (L->kind == MS_LAYER_BLOCK ? 4u : 2u) * m->C * 4 : 0 };
+        size_t nb[3] = { L->n_params * 4, L->n_params * 8, L->bn_run ? ms_layer_bn_bytes(m, L) : 0 };
         const char *tag[3] = { "w", "mv", "bn" };
         for (int k = 0; k < 3; k++) {
             if (!nb[k]) continue;

@@ -132,9 +132,12 @@ int ms_transport_nccl_connect(ms_transport *tx, char *err, size_t errlen)
         return MS_EFAIL;
     }
     for (int b = 0; b < tx->n; b++)
-        if (ms_dev_sync(tx->fwd[b].src) || ms_dev_sync(tx->fwd[b].dst)) {
-            snprintf(err, errlen, "NCCL connect between stages %d and %d: %s", b, b + 1, tx->fwd[b].src->k.error);
-            return MS_EFAIL;
+        for (int e = 0; e < 2; e++) {
+            ms_device *d = e ? tx->fwd[b].dst : tx->fwd[b].src;
+            if (ms_dev_sync(d)) {
+                snprintf(err, errlen, "NCCL connect between stages %d and %d: %s: %s", b, b + 1, d->name, d->k.error);
+                return MS_EFAIL;
+            }
         }
     return MS_OK;
 }
