@@ -27,7 +27,7 @@ CUDA_LIBS   = -L$(CUDA)/lib64 -lcudart_static -lcublasLt -lcupti -lnccl -Wl,-rpa
 LDLIBS     += $(STATIC_LIBS) $(CUDA_LIBS) -lstdc++ -lz -lm -ldl -lpthread -lrt
 LDFLAGS    += -Wl,-rpath,'$$ORIGIN/lib' $(SAN)
 
-HOST_SRC  = $(wildcard kernels/cpu/*.c trainer/*.c profiler/*.c planner/*.c reports/*.c cli/*.c)
+HOST_SRC  = $(wildcard vocab/*.c kernels/cpu/*.c trainer/*.c profiler/*.c planner/*.c reports/*.c cli/*.c)
 HOST_SRC := $(filter-out cli/main.c,$(HOST_SRC))
 CU_SRC    = $(wildcard kernels/cuda/*.cu)
 HOST_OBJ  = $(HOST_SRC:%.c=$(BUILD)/obj/%.o)

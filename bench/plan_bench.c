@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "planner/planner.h"
-#include "profiler/profile.h"
+#include "vocab/profile.h"
 
 static double now_ms(void)
 {

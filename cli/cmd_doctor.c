@@ -6,7 +6,7 @@
 #include "planner/explain.h"
 #include "planner/plan_json.h"
 #include "profiler/nvtx_ranges.h"
-#include "profiler/profile_json.h"
+#include "vocab/profile_json.h"
 #include "profiler/trial.h"
 #include "reports/term_report.h"
 

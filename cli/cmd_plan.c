@@ -13,7 +13,7 @@
 #include "planner/explain.h"
 #include "planner/plan_json.h"
 #include "planner/planner.h"
-#include "profiler/profile_json.h"
+#include "vocab/profile_json.h"
 #include "reports/db.h"
 #include "trainer/config.h"
 

@@ -2,7 +2,7 @@
  * table, the OOM diagnosis, the ledger cross-check; stored in SQLite. */
 #include "cli/common.h"
 #include "profiler/nvtx_ranges.h"
-#include "profiler/profile_json.h"
+#include "vocab/profile_json.h"
 #include "profiler/trial.h"
 #include "reports/db.h"
 #include "reports/term_report.h"

@@ -1,22 +1,13 @@
 /* device_space.c — the devices as a multiset of capacity classes
  * (search_dp.h). */
 #include "planner/search_dp.h"
+#include "vocab/errf.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return MS_PLAN_ERROR;
-}
 
 void ms_dev_space_free(ms_dev_space *d)
 {
@@ -37,7 +28,7 @@ int ms_dev_space_build(ms_dev_space *d, const ms_plan_device *devs, int n, int R
         while (c < d->n_cls && d->cap[c] != devs[i].capacity) c++;
         if (c == d->n_cls) {
             if (d->n_cls == MS_MAX_CLASSES)
-                return fail(err, errlen, "more than %d distinct GPU capacities; group them", MS_MAX_CLASSES);
+                return ms_errf(err, errlen, "more than %d distinct GPU capacities; group them", MS_MAX_CLASSES);
             d->cap[d->n_cls++] = devs[i].capacity;
         }
         d->count[c]++;
@@ -49,7 +40,7 @@ int ms_dev_space_build(ms_dev_space *d, const ms_plan_device *devs, int n, int R
             int tn = d->count[b]; d->count[b] = d->count[b - 1]; d->count[b - 1] = tn;
         }
     d->devs = malloc((size_t)n * sizeof *d->devs);
-    if (!d->devs) return fail(err, errlen, "out of memory");
+    if (!d->devs) return ms_errf(err, errlen, "out of memory");
     for (int c = 0, at = 0; c < d->n_cls; c++) {
         d->avail[c] = ms_usable_bytes(d->cap[c], headroom);
         d->dev_off[c] = at;
@@ -63,7 +54,7 @@ int ms_dev_space_build(ms_dev_space *d, const ms_plan_device *devs, int n, int R
         stride[c] = (int)full;
         full *= d->count[c] + 1;
         if (full > MS_MAX_FULL_STATES)
-            return fail(err, errlen, "too many distinct GPU capacities to search every placement (%d classes)",
+            return ms_errf(err, errlen, "too many distinct GPU capacities to search every placement (%d classes)",
                         d->n_cls);
     }
     int *compact = malloc((size_t)full * sizeof *compact);
@@ -71,7 +62,7 @@ int ms_dev_space_build(ms_dev_space *d, const ms_plan_device *devs, int n, int R
     if (!compact || !fsize) {
         free(compact);
         free(fsize);
-        return fail(err, errlen, "out of memory");
+        return ms_errf(err, errlen, "out of memory");
     }
     int ns = 0;
     for (long f = 0; f < full; f++) {
@@ -88,7 +79,7 @@ int ms_dev_space_build(ms_dev_space *d, const ms_plan_device *devs, int n, int R
     if (!d->size || !d->add || !d->by_size || !d->size_off) {
         free(compact);
         free(fsize);
-        return fail(err, errlen, "out of memory");
+        return ms_errf(err, errlen, "out of memory");
     }
     for (long f = 0; f < full; f++) {
         int st = compact[f];
@@ -105,7 +96,7 @@ int ms_dev_space_build(ms_dev_space *d, const ms_plan_device *devs, int n, int R
     if (!fill) {
         free(compact);
         free(fsize);
-        return fail(err, errlen, "out of memory");
+        return ms_errf(err, errlen, "out of memory");
     }
     for (int st = 0; st < ns; st++) d->by_size[d->size_off[d->size[st]] + fill[d->size[st]]++] = st;
     free(fill);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "planner/memory_model.h"
-#include "trainer/config.h"
+#include "vocab/size.h"
 
 static const char *layer_name(const ms_profile *prof, int layer, char *buf, size_t len)
 {
@@ -31,7 +31,7 @@ void ms_plan_print_table(FILE *f, const ms_plan *pl, const ms_profile *prof)
     for (int s = 0; s < pl->n_stages; s++) {
         const ms_plan_stage *st = &pl->stages[s];
         const ms_plan_device *d = &pl->devices[st->device];
-        char range[160], peak[96], n1[40], n2[40];
+        char range[640], peak[96], n1[MS_NAME_MAX], n2[MS_NAME_MAX];
         if (prof)
             snprintf(range, sizeof range, "%d-%d (%s..%s)", st->first, st->last,
                      layer_name(prof, st->first, n1, sizeof n1), layer_name(prof, st->last, n2, sizeof n2));

@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "planner/planner.h"
-#include "profiler/profile.h"
+#include "vocab/profile.h"
 
 char *ms_plan_reasoning(const ms_profile *prof, const ms_plan *plan);
 int ms_plan_explain(const ms_profile *prof, ms_plan *plan);

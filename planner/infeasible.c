@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "planner/memory_model.h"
-#include "trainer/config.h"
+#include "vocab/size.h"
 
 typedef struct {
     char *buf;

@@ -1,6 +1,7 @@
 /* memory_model.c — per-layer costs fitted from the profile's rows and the
  * stage formulas (memory_model.h states them). */
 #include "planner/memory_model.h"
+#include "vocab/errf.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -8,18 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "profiler/profile_json.h"
+#include "vocab/profile_json.h"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 unsigned ms_profile_precisions(const ms_profile *p)
 {
@@ -106,11 +97,11 @@ int ms_layer_costs(const ms_profile *p, int precision, int micro_batch, ms_layer
                    size_t errlen)
 {
     int ua, ub;
-    if (micro_batch < 1) return fail(err, errlen, "micro-batch size %d is not positive", micro_batch);
+    if (micro_batch < 1) return ms_errf(err, errlen, "micro-batch size %d is not positive", micro_batch);
     if (pick_sizes(p, precision, micro_batch, &ua, &ub))
-        return fail(err, errlen, "the profile has no rows for precision %d", precision);
+        return ms_errf(err, errlen, "the profile has no rows for precision %d", precision);
     const ms_layer_row **ra = calloc((size_t)p->n_layers * 2, sizeof *ra);
-    if (!ra) return fail(err, errlen, "out of memory");
+    if (!ra) return ms_errf(err, errlen, "out of memory");
     const ms_layer_row **rb = ra + p->n_layers;
     for (int i = 0; i < p->n_rows; i++) {
         const ms_layer_row *r = &p->rows[i];
@@ -125,7 +116,7 @@ int ms_layer_costs(const ms_profile *p, int precision, int micro_batch, ms_layer
         const ms_layer_row *a = ra[l], *b = rb[l];
         if (!a || !b) {
             free(ra);
-            return fail(err, errlen, "layer %d has no row at micro-batch %d", l, a ? ub : ua);
+            return ms_errf(err, errlen, "layer %d has no row at micro-batch %d", l, a ? ub : ua);
         }
         const ms_layer_row *near = a_nearer ? a : b;
         ms_layer_cost *c = &L[l];

@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "planner/planner.h"
-#include "profiler/profile.h"
+#include "vocab/profile.h"
 
 typedef struct ms_layer_cost {
     uint64_t param, master, grad, optim;          /* static */

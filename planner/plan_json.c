@@ -1,24 +1,15 @@
 /* plan_json.c — plan <-> JSON with strict validation (plan_json.h). */
 #include "planner/plan_json.h"
+#include "vocab/errf.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "profiler/profile_json.h"
-#include "trainer/config.h"
+#include "vocab/profile_json.h"
+#include "vocab/size.h"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static void put(json_t *o, const char *k, json_t *v, int *bad)
 {
@@ -101,22 +92,22 @@ json_t *ms_plan_to_json(const ms_plan *p)
 static int stage_from_json(const json_t *j, const char *ctx, const ms_plan *p, ms_plan_stage *s, char *err,
                            size_t errlen)
 {
-    if (!json_is_object(j)) return fail(err, errlen, "%s: expected an object", ctx);
+    if (!json_is_object(j)) return ms_errf(err, errlen, "%s: expected an object", ctx);
     GET_INT(j, ctx, "device", 0, p->n_devices - 1, s->device);
     const json_t *ly = json_object_get(j, "layers");
-    if (!ly) return fail(err, errlen, "%s.layers: missing", ctx);
+    if (!ly) return ms_errf(err, errlen, "%s.layers: missing", ctx);
     if (!json_is_array(ly) || json_array_size(ly) != 2 || !json_is_integer(json_array_get(ly, 0)) ||
         !json_is_integer(json_array_get(ly, 1)))
-        return fail(err, errlen, "%s.layers: expected [first, last]", ctx);
+        return ms_errf(err, errlen, "%s.layers: expected [first, last]", ctx);
     long long a = json_integer_value(json_array_get(ly, 0)), b = json_integer_value(json_array_get(ly, 1));
     if (a < 0 || b < a || b >= p->n_layers)
-        return fail(err, errlen, "%s.layers: [%lld, %lld] is not a range within 0..%d", ctx, a, b, p->n_layers - 1);
+        return ms_errf(err, errlen, "%s.layers: [%lld, %lld] is not a range within 0..%d", ctx, a, b, p->n_layers - 1);
     s->first = (int)a;
     s->last = (int)b;
     if (ms_json_get_bool(j, ctx, "recompute", &s->recompute, err, errlen)) return -1;
     if (ms_json_get_u64(j, ctx, "predicted_peak_bytes", INT64_MAX, &s->peak, err, errlen)) return -1;
     const json_t *by = json_object_get(j, "bytes");
-    if (!json_is_object(by)) return fail(err, errlen, by ? "%s.bytes: expected an object" : "%s.bytes: missing", ctx);
+    if (!json_is_object(by)) return ms_errf(err, errlen, by ? "%s.bytes: expected an object" : "%s.bytes: missing", ctx);
     char bctx[48];
     snprintf(bctx, sizeof bctx, "%s.bytes", ctx);
     uint64_t sum = 0;
@@ -125,7 +116,7 @@ static int stage_from_json(const json_t *j, const char *ctx, const ms_plan *p, m
         sum = sum > UINT64_MAX - s->bytes[c] ? UINT64_MAX : sum + s->bytes[c];
     }
     if (sum != s->peak)
-        return fail(err, errlen, "%s.predicted_peak_bytes: %llu is not the sum of its bytes (%llu)", ctx,
+        return ms_errf(err, errlen, "%s.predicted_peak_bytes: %llu is not the sum of its bytes (%llu)", ctx,
                     (unsigned long long)s->peak, (unsigned long long)sum);
     if (ms_json_get_num(j, ctx, "fwd_ms", 0, 1e15, &s->fwd_ms, err, errlen) ||
         ms_json_get_num(j, ctx, "bwd_ms", 0, 1e15, &s->bwd_ms, err, errlen) ||
@@ -138,10 +129,10 @@ static int stage_from_json(const json_t *j, const char *ctx, const ms_plan *p, m
 static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
 {
     const char *ctx = "plan";
-    if (!json_is_object(root)) return fail(err, errlen, "plan: expected a JSON object");
+    if (!json_is_object(root)) return ms_errf(err, errlen, "plan: expected a JSON object");
     GET_INT(root, ctx, "version", MS_PLAN_VERSION, MS_PLAN_VERSION, p->version);
     const json_t *m = json_object_get(root, "model");
-    if (!json_is_object(m)) return fail(err, errlen, m ? "model: expected an object" : "model: missing");
+    if (!json_is_object(m)) return ms_errf(err, errlen, m ? "model: expected an object" : "model: missing");
     if (ms_json_get_str(m, "model", "name", p->model, sizeof p->model, err, errlen)) return -1;
     GET_INT(m, "model", "n_layers", 1, MS_PROFILE_MAX_LAYERS, p->n_layers);
     GET_INT(m, "model", "seq_len", 1, INT32_MAX, p->seq_len);
@@ -150,12 +141,12 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
     GET_INT(m, "model", "vocab", 1, INT32_MAX, p->vocab);
 
     const json_t *devs = json_object_get(root, "devices");
-    if (!devs) return fail(err, errlen, "devices: missing");
+    if (!devs) return ms_errf(err, errlen, "devices: missing");
     if (!json_is_array(devs) || json_array_size(devs) == 0 || json_array_size(devs) > MS_PLAN_MAX_DEVICES)
-        return fail(err, errlen, "devices: expected an array of 1..%d devices", MS_PLAN_MAX_DEVICES);
+        return ms_errf(err, errlen, "devices: expected an array of 1..%d devices", MS_PLAN_MAX_DEVICES);
     p->n_devices = (int)json_array_size(devs);
     p->devices = calloc((size_t)p->n_devices, sizeof *p->devices);
-    if (!p->devices) return fail(err, errlen, "out of memory");
+    if (!p->devices) return ms_errf(err, errlen, "out of memory");
     for (int i = 0; i < p->n_devices; i++) {
         char dctx[32];
         snprintf(dctx, sizeof dctx, "devices[%d]", i);
@@ -172,16 +163,16 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
     ms_precision prec;
     if (ms_json_get_str(root, ctx, "precision", s, sizeof s, err, errlen)) return -1;
     if ((strcmp(s, "fp32") && strcmp(s, "bf16") && strcmp(s, "fp16")) || ms_precision_parse(s, &prec))
-        return fail(err, errlen, "plan.precision: \"%s\" is not one of fp32|bf16|fp16", s);
+        return ms_errf(err, errlen, "plan.precision: \"%s\" is not one of fp32|bf16|fp16", s);
     p->precision = (int)prec;
     if (ms_json_get_str(root, ctx, "schedule", s, sizeof s, err, errlen)) return -1;
     if ((p->schedule = ms_schedule_parse(s)) < 0)
-        return fail(err, errlen, "plan.schedule: \"%s\" is not one of gpipe|1f1b", s);
+        return ms_errf(err, errlen, "plan.schedule: \"%s\" is not one of gpipe|1f1b", s);
     GET_INT(root, ctx, "micro_batch", 1, MS_PROFILE_MAX_BATCH, p->micro_batch);
     GET_INT(root, ctx, "n_micro", 1, MS_PROFILE_MAX_BATCH, p->n_micro);
     GET_INT(root, ctx, "global_batch", 1, MS_PROFILE_MAX_BATCH, p->global_batch);
     if ((long long)p->micro_batch * p->n_micro != p->global_batch)
-        return fail(err, errlen, "plan: micro_batch %d x n_micro %d is not global_batch %d", p->micro_batch,
+        return ms_errf(err, errlen, "plan: micro_batch %d x n_micro %d is not global_batch %d", p->micro_batch,
                     p->n_micro, p->global_batch);
     if (ms_json_get_num(root, ctx, "headroom", 0, 0.999999999, &p->headroom, err, errlen) ||
         ms_json_get_num(root, ctx, "link_gbps", 1e-9, 1e12, &p->link_gbps, err, errlen) ||
@@ -189,15 +180,15 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
         return -1;
 
     const json_t *st = json_object_get(root, "stages");
-    if (!st) return fail(err, errlen, "stages: missing");
+    if (!st) return ms_errf(err, errlen, "stages: missing");
     if (!json_is_array(st) || json_array_size(st) == 0 || json_array_size(st) > (size_t)p->n_devices)
-        return fail(err, errlen, "stages: expected an array of 1..%d stages (one per device at most)", p->n_devices);
+        return ms_errf(err, errlen, "stages: expected an array of 1..%d stages (one per device at most)", p->n_devices);
     p->n_stages = (int)json_array_size(st);
     p->stages = calloc((size_t)p->n_stages, sizeof *p->stages);
     unsigned char *taken = calloc((size_t)p->n_devices, 1);
     if (!p->stages || !taken) {
         free(taken);
-        return fail(err, errlen, "out of memory");
+        return ms_errf(err, errlen, "out of memory");
     }
     int next = 0, rc = 0;
     for (int i = 0; i < p->n_stages && !rc; i++) {
@@ -207,20 +198,20 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
         rc = stage_from_json(json_array_get(st, (size_t)i), sctx, p, sg, err, errlen);
         if (rc) break;
         if (sg->first != next)
-            rc = fail(err, errlen, "%s.layers: starts at %d, expected %d (stages must cover every layer in order)",
+            rc = ms_errf(err, errlen, "%s.layers: starts at %d, expected %d (stages must cover every layer in order)",
                       sctx, sg->first, next);
         else if (taken[sg->device])
-            rc = fail(err, errlen, "%s.device: device %d already holds a stage", sctx, sg->device);
+            rc = ms_errf(err, errlen, "%s.device: device %d already holds a stage", sctx, sg->device);
         taken[sg->device] = 1;
         next = sg->last + 1;
     }
     free(taken);
     if (rc) return -1;
     if (next != p->n_layers)
-        return fail(err, errlen, "stages: end at layer %d, the model has %d layers", next - 1, p->n_layers);
+        return ms_errf(err, errlen, "stages: end at layer %d, the model has %d layers", next - 1, p->n_layers);
 
     const json_t *src = json_object_get(root, "profile");
-    if (!json_is_object(src)) return fail(err, errlen, src ? "profile: expected an object" : "profile: missing");
+    if (!json_is_object(src)) return ms_errf(err, errlen, src ? "profile: expected an object" : "profile: missing");
     if (json_object_get(src, "run_id")) {
         long long id;
         if (ms_json_get_int(src, "profile", "run_id", 1, INT64_MAX, &id, err, errlen)) return -1;
@@ -230,19 +221,19 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
         ms_json_get_str(src, "profile", "file", p->profile_file, sizeof p->profile_file, err, errlen))
         return -1;
     const json_t *why = json_object_get(root, "reasoning");
-    if (!why) return fail(err, errlen, "plan.reasoning: missing (null when none)");
+    if (!why) return ms_errf(err, errlen, "plan.reasoning: missing (null when none)");
     if (json_is_string(why)) {
         p->reasoning = strdup(json_string_value(why));
-        if (!p->reasoning) return fail(err, errlen, "out of memory");
+        if (!p->reasoning) return ms_errf(err, errlen, "out of memory");
     } else if (!json_is_null(why)) {
-        return fail(err, errlen, "plan.reasoning: expected a string or null");
+        return ms_errf(err, errlen, "plan.reasoning: expected a string or null");
     }
     return 0;
 }
 
 int ms_plan_from_json(const json_t *root, ms_plan *out, char *err, size_t errlen)
 {
-    if (!out) return fail(err, errlen, "no output plan");
+    if (!out) return ms_errf(err, errlen, "no output plan");
     memset(out, 0, sizeof *out);
     if (from_json(root, out, err, errlen)) {
         ms_plan_free(out);
@@ -271,7 +262,7 @@ int ms_plan_load_json(const char *path, ms_plan *out, char *err, size_t errlen)
     char inner[256];
     int rc = ms_plan_from_json(j, out, inner, sizeof inner);
     json_decref(j);
-    if (rc) return fail(err, errlen, "%s: %s", path ? path : "-", inner);
+    if (rc) return ms_errf(err, errlen, "%s: %s", path ? path : "-", inner);
     return 0;
 }
 

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "profiler/profile.h"
+#include "vocab/profile.h"
 
 #define MS_PLAN_VERSION 1
 #define MS_PLAN_OK 0
@@ -76,7 +76,7 @@ typedef struct ms_plan_stage {
 
 typedef struct ms_plan {
     int version;
-    char model[64];
+    char model[128];
     int n_layers, seq_len, d_model, n_head, vocab;
     int n_devices;
     ms_plan_device *devices;    /* every device given, in order (owned) */

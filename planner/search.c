@@ -13,6 +13,7 @@
  * (m + p - 1) * max cycle + max opt is not a single max, so each state keeps
  * the Pareto set of (max cycle C, max opt O) over its partial plans. */
 #include "planner/planner.h"
+#include "vocab/errf.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -22,21 +23,11 @@
 
 #include "planner/memory_model.h"
 #include "planner/search_dp.h"
-#include "profiler/profile_json.h"
-#include "trainer/config.h"
+#include "vocab/profile_json.h"
+#include "vocab/size.h"
 
 #define MAX_DP_CELLS (1 << 23)
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return MS_PLAN_ERROR;
-}
 
 /* ---- configurations -------------------------------------------------- */
 
@@ -78,22 +69,22 @@ static double lower_bound(const ms_layer_cost *L, int n, int m, int R)
 static int check_opts(const ms_profile *prof, const ms_plan_device *devs, int n_devs, const ms_plan_opts *o,
                       char *err, size_t errlen)
 {
-    if (!prof || !o || !devs) return fail(err, errlen, "missing profile, devices or options");
-    if (n_devs < 1) return fail(err, errlen, "no devices to plan for");
-    if (n_devs > MS_PLAN_MAX_DEVICES) return fail(err, errlen, "%d devices is more than %d", n_devs, MS_PLAN_MAX_DEVICES);
-    if (!(o->headroom >= 0 && o->headroom < 1)) return fail(err, errlen, "headroom %g is outside [0, 1)", o->headroom);
+    if (!prof || !o || !devs) return ms_errf(err, errlen, "missing profile, devices or options");
+    if (n_devs < 1) return ms_errf(err, errlen, "no devices to plan for");
+    if (n_devs > MS_PLAN_MAX_DEVICES) return ms_errf(err, errlen, "%d devices is more than %d", n_devs, MS_PLAN_MAX_DEVICES);
+    if (!(o->headroom >= 0 && o->headroom < 1)) return ms_errf(err, errlen, "headroom %g is outside [0, 1)", o->headroom);
     if (!(o->link_gbps > 0 && isfinite(o->link_gbps)))
-        return fail(err, errlen, "link bandwidth %g Gbit/s is not positive", o->link_gbps);
-    if (o->precision < -1 || o->precision > 2) return fail(err, errlen, "unknown precision %d", o->precision);
-    if (o->schedule < -1 || o->schedule >= MS_SCHED_N) return fail(err, errlen, "unknown schedule %d", o->schedule);
-    if (o->recompute < 0 || o->recompute > 2) return fail(err, errlen, "unknown recompute mode %d", o->recompute);
+        return ms_errf(err, errlen, "link bandwidth %g Gbit/s is not positive", o->link_gbps);
+    if (o->precision < -1 || o->precision > 2) return ms_errf(err, errlen, "unknown precision %d", o->precision);
+    if (o->schedule < -1 || o->schedule >= MS_SCHED_N) return ms_errf(err, errlen, "unknown schedule %d", o->schedule);
+    if (o->recompute < 0 || o->recompute > 2) return ms_errf(err, errlen, "unknown recompute mode %d", o->recompute);
     if (o->global_batch < 0 || o->global_batch > MS_PROFILE_MAX_BATCH)
-        return fail(err, errlen, "global batch %d is outside 1..%d", o->global_batch, MS_PROFILE_MAX_BATCH);
-    if (o->micro_batch < 0) return fail(err, errlen, "micro-batch %d is negative", o->micro_batch);
-    if (o->max_stages < 0) return fail(err, errlen, "max stages %d is negative", o->max_stages);
+        return ms_errf(err, errlen, "global batch %d is outside 1..%d", o->global_batch, MS_PROFILE_MAX_BATCH);
+    if (o->micro_batch < 0) return ms_errf(err, errlen, "micro-batch %d is negative", o->micro_batch);
+    if (o->max_stages < 0) return ms_errf(err, errlen, "max stages %d is negative", o->max_stages);
     int G = o->global_batch ? o->global_batch : prof->global_batch;
     if (o->micro_batch && G % o->micro_batch)
-        return fail(err, errlen, "micro-batch %d does not divide the global batch %d", o->micro_batch, G);
+        return ms_errf(err, errlen, "micro-batch %d does not divide the global batch %d", o->micro_batch, G);
     unsigned have = ms_profile_precisions(prof);
     if (o->precision >= 0 && !(have & (1u << o->precision))) {
         char list[32] = "";
@@ -102,7 +93,7 @@ static int check_opts(const ms_profile *prof, const ms_plan_device *devs, int n_
                 if (list[0]) strcat(list, ", ");
                 strcat(list, ms_precision_name((ms_precision)p));
             }
-        return fail(err, errlen, "the profile has no %s rows (it has %s); profile that precision or drop --precision",
+        return ms_errf(err, errlen, "the profile has no %s rows (it has %s); profile that precision or drop --precision",
                     ms_precision_name((ms_precision)o->precision), list);
     }
     return 0;
@@ -137,7 +128,7 @@ static int run_configs(const ms_profile *prof, const ms_plan_opts *o, const conf
     ms_stage_pick *cur = malloc((size_t)R * sizeof *cur);
     int rc = 0;
     if (!cur || !x) {
-        rc = fail(err, errlen, "out of memory");
+        rc = ms_errf(err, errlen, "out of memory");
         goto done;
     }
     for (int ci = 0; ci < n_cfg; ci++) {
@@ -149,7 +140,7 @@ static int run_configs(const ms_profile *prof, const ms_plan_opts *o, const conf
         }
         int np = 0, got = ms_dp_run(x, L, cf->schedule, G / cf->micro_batch, best, cur, &np);
         if (got < 0) {
-            rc = fail(err, errlen, "out of memory");
+            rc = ms_errf(err, errlen, "out of memory");
             goto done;
         }
         if (got) {
@@ -169,10 +160,10 @@ int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_dev
                    ms_plan *out, char *err, size_t errlen)
 {
     if (out) memset(out, 0, sizeof *out);
-    if (!out) return fail(err, errlen, "no output plan");
+    if (!out) return ms_errf(err, errlen, "no output plan");
     if (check_opts(prof, devs, n_devs, opts, err, errlen)) return MS_PLAN_ERROR;
     char verr[256];
-    if (ms_profile_validate(prof, verr, sizeof verr)) return fail(err, errlen, "bad profile: %s", verr);
+    if (ms_profile_validate(prof, verr, sizeof verr)) return ms_errf(err, errlen, "bad profile: %s", verr);
 
     const int n = prof->n_layers;
     const int G = opts->global_batch ? opts->global_batch : prof->global_batch;
@@ -191,11 +182,11 @@ int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_dev
     ms_layer_cost *L = malloc((size_t)n * sizeof *L);
     ms_stage_pick *picks = malloc((size_t)R * sizeof *picks);
     if (!L || !picks) {
-        rc = fail(err, errlen, "out of memory");
+        rc = ms_errf(err, errlen, "out of memory");
         goto done;
     }
     if ((size_t)(n + 1) * (size_t)ds.n_states > MAX_DP_CELLS) {
-        rc = fail(err, errlen, "search space too large (%d layers x %d device states)", n, ds.n_states);
+        rc = ms_errf(err, errlen, "search space too large (%d layers x %d device states)", n, ds.n_states);
         goto done;
     }
 
@@ -216,7 +207,7 @@ int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_dev
                     cfg_cap = cfg_cap ? cfg_cap * 2 : 32;
                     config *nc = realloc(cfg, (size_t)cfg_cap * sizeof *nc);
                     if (!nc) {
-                        rc = fail(err, errlen, "out of memory");
+                        rc = ms_errf(err, errlen, "out of memory");
                         goto done;
                     }
                     cfg = nc;
@@ -241,7 +232,7 @@ int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_dev
         int cnt = 0;
         for (int c = 0; c <= k; c++) cnt += ds.count[c];
         if (!flat && !(flat = malloc((size_t)n_devs * sizeof *flat))) {
-            rc = fail(err, errlen, "out of memory");
+            rc = ms_errf(err, errlen, "out of memory");
             goto done;
         }
         for (int d = 0; d < cnt; d++) flat[d] = (ms_plan_device){"", ds.cap[k]};
@@ -276,7 +267,7 @@ int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_dev
     out->devices = calloc((size_t)n_devs, sizeof *out->devices);
     out->stages = calloc((size_t)n_best, sizeof *out->stages);
     if (!out->devices || !out->stages) {
-        rc = fail(err, errlen, "out of memory");
+        rc = ms_errf(err, errlen, "out of memory");
         goto done;
     }
     fill_plan_header(out, prof, devs, n_devs, opts);
@@ -305,7 +296,7 @@ int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_dev
             st->device = ds.devs[ds.dev_off[pk->cls] + used[pk->cls]++];
         }
         if (st->peak > ms_usable_bytes(devs[st->device].capacity, opts->headroom)) {
-            rc = fail(err, errlen, "internal error: stage %d predicted %llu bytes over its device", s,
+            rc = ms_errf(err, errlen, "internal error: stage %d predicted %llu bytes over its device", s,
                       (unsigned long long)st->peak);
             goto done;
         }

@@ -18,7 +18,7 @@
 #define MS_TRIAL_H
 
 #include <stdio.h>
-#include "profiler/profile.h"
+#include "vocab/profile.h"
 #include "reports/db.h"
 #include "trainer/config.h"
 

@@ -79,6 +79,8 @@ static int read_identity(ms_db *db, int *version, int *app_id, int *n_objects)
     return pragma_int(db, "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'", n_objects);
 }
 
+static int migrate_locked(ms_db *db);
+
 static int migrate(ms_db *db)
 {
     int version, app_id, n_objects;
@@ -86,6 +88,30 @@ static int migrate(ms_db *db)
     if (check_identity(db, version, app_id, n_objects) != 0) return -1;
     if (version == ms_db_n_migrations) return 0;
 
+    /* Foreign keys off while tables are rebuilt (a DROP of a parent table
+     * would otherwise cascade); the pragma is a no-op inside a transaction,
+     * so it is set before, and the keys are checked before the commit. */
+    if (sqlite3_exec(db->h, "PRAGMA foreign_keys=OFF", NULL, NULL, NULL) != SQLITE_OK)
+        return dbi_sqlfail(db, "cannot prepare the schema upgrade");
+    int rc = migrate_locked(db);
+    if (sqlite3_exec(db->h, "PRAGMA foreign_keys=ON", NULL, NULL, NULL) != SQLITE_OK && rc == 0)
+        rc = dbi_sqlfail(db, "cannot turn foreign keys back on");
+    return rc;
+}
+
+static int fk_violations(ms_db *db)
+{
+    sqlite3_stmt *st = dbi_prepare(db, "PRAGMA foreign_key_check");
+    if (!st) return -1;
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_ROW) return dbi_fail(db, "schema upgrade: the database has broken references");
+    return rc == SQLITE_DONE ? 0 : dbi_sqlfail(db, "schema upgrade: cannot check references");
+}
+
+static int migrate_locked(ms_db *db)
+{
+    int version, app_id, n_objects;
     if (dbi_begin(db) != 0) return -1;
     /* Read again under the write lock: another process may have migrated
      * between our first look and the lock. */
@@ -94,6 +120,7 @@ static int migrate(ms_db *db)
         dbi_rollback(db);
         return -1;
     }
+    if (version == ms_db_n_migrations) return dbi_commit(db);
     for (int v = version; v < ms_db_n_migrations; v++) {
         char *msg = NULL;
         if (sqlite3_exec(db->h, ms_db_migrations[v], NULL, NULL, &msg) != SQLITE_OK) {
@@ -108,6 +135,10 @@ static int migrate(ms_db *db)
              (int)MS_DB_APPLICATION_ID);
     if (sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK) {
         dbi_sqlfail(db, "cannot record the schema version");
+        dbi_rollback(db);
+        return -1;
+    }
+    if (fk_violations(db) != 0) {
         dbi_rollback(db);
         return -1;
     }

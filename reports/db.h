@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "profiler/profile.h"
+#include "vocab/profile.h"
 
 typedef struct ms_db ms_db;
 
@@ -39,7 +39,7 @@ int ms_db_schema_version(ms_db *db);         /* PRAGMA user_version, -1 on error
  * Returns the new run's id (status "running"), or -1. */
 int64_t ms_db_run_begin(ms_db *db, const char *kind, const char *cmdline, const char *config_ini,
                         const char *devices_json, const char *model, int64_t parent);
-/* status: "ok" | "oom" | "failed" | "killed" | "infeasible". Only a running
+/* status: "ok" | "oom" | "failed" | "killed" | "infeasible" | "interrupted". Only a running
  * run can be finished. */
 int ms_db_run_finish(ms_db *db, int64_t run, const char *status);
 /* Appends a line to the run's notes. */

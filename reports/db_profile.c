@@ -14,7 +14,7 @@ static int check_profile(ms_db *db, const ms_profile *p)
         const ms_layer_row *r = &p->rows[i];
         if (!dbi_precision_name(r->precision))
             return dbi_fail(db, "profile row %d (layer %d): unknown precision %d", i, r->layer, r->precision);
-        if (r->source != MS_ROW_FULL && r->source != MS_ROW_ISOLATED)
+        if (r->source < 0 || r->source >= MS_ROW_N)
             return dbi_fail(db, "profile row %d (layer %d): unknown source %d", i, r->layer, r->source);
     }
     return 0;
@@ -27,8 +27,9 @@ static int insert_header(ms_db *db, int64_t run, const ms_profile *p, int64_t oo
     dbi_now(now, &now_unix);
     sqlite3_stmt *st = dbi_prepare(db,
         "INSERT INTO profiles (run_id, model, n_layers, seq_len, d_model, n_head, vocab, global_batch, device,"
-        " capacity, reserve, peak, fits, oom_event, created, created_unix)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
+        " capacity, reserve, peak, fits, oom_event, created, created_unix, fingerprint, layer_list, framework,"
+        " accounting, reserved_peak)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, run);
     dbi_bind_fixed(st, 2, p->model);
@@ -46,6 +47,11 @@ static int insert_header(ms_db *db, int64_t run, const ms_profile *p, int64_t oo
     if (oom_id > 0) sqlite3_bind_int64(st, 14, oom_id); else sqlite3_bind_null(st, 14);
     dbi_bind_text(st, 15, now);
     sqlite3_bind_double(st, 16, now_unix);
+    dbi_bind_fixed(st, 17, p->fingerprint);
+    dbi_bind_fixed(st, 18, p->layer_list);
+    dbi_bind_fixed(st, 19, p->framework);
+    dbi_bind_fixed(st, 20, p->accounting);
+    dbi_bind_u64(st, 21, p->reserved_peak);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc == SQLITE_DONE) return 0;
@@ -61,8 +67,9 @@ static int insert_rows(ms_db *db, int64_t run, const ms_profile *p)
 {
     sqlite3_stmt *st = dbi_prepare(db,
         "INSERT INTO layer_rows (run_id, ord, layer, name, kind, precision, micro_batch, source, param, master,"
-        " grad, optim, act, act_input, transient_fwd, transient_bwd, out_bytes, fwd_ms, bwd_ms, opt_ms)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)");
+        " grad, optim, act, act_input, transient_fwd, transient_bwd, out_bytes, fwd_ms, bwd_ms, opt_ms,"
+        " transient_opt)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)");
     if (!st) return -1;
     int rc = 0;
     for (int i = 0; rc == 0 && i < p->n_rows; i++) {
@@ -75,13 +82,14 @@ static int insert_rows(ms_db *db, int64_t run, const ms_profile *p)
         dbi_bind_fixed(st, 5, r->kind);
         dbi_bind_text(st, 6, dbi_precision_name(r->precision));
         sqlite3_bind_int(st, 7, r->micro_batch);
-        dbi_bind_text(st, 8, r->source == MS_ROW_ISOLATED ? "isolated" : "full");
+        dbi_bind_text(st, 8, ms_row_source_name(r->source));
         const uint64_t bytes[9] = { r->param, r->master, r->grad, r->optim, r->act,
                                     r->act_input, r->transient_fwd, r->transient_bwd, r->out_bytes };
         for (int k = 0; k < 9; k++) dbi_bind_u64(st, 9 + k, bytes[k]);
         sqlite3_bind_double(st, 18, r->fwd_ms);
         sqlite3_bind_double(st, 19, r->bwd_ms);
         sqlite3_bind_double(st, 20, r->opt_ms);
+        dbi_bind_u64(st, 21, r->transient_opt);
         rc = dbi_step_done(db, st, "cannot add a layer row");
     }
     sqlite3_finalize(st);
@@ -108,7 +116,9 @@ static int load_header(ms_db *db, int64_t run, ms_profile *out, int64_t *oom_id)
 {
     sqlite3_stmt *st = dbi_prepare(db,
         "SELECT model, n_layers, seq_len, d_model, n_head, vocab, global_batch, device, capacity, reserve,"
-        " peak, fits, coalesce(oom_event, 0) FROM profiles WHERE run_id = ?1");
+        " peak, fits, coalesce(oom_event, 0), coalesce(fingerprint, ''), coalesce(layer_list, ''),"
+        " coalesce(framework, ''), coalesce(accounting, ''), coalesce(reserved_peak, 0)"
+        " FROM profiles WHERE run_id = ?1");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, run);
     int rc = sqlite3_step(st);
@@ -126,6 +136,11 @@ static int load_header(ms_db *db, int64_t run, ms_profile *out, int64_t *oom_id)
         out->peak = dbi_col_u64(st, 10);
         out->fits = sqlite3_column_int(st, 11);
         *oom_id = sqlite3_column_int64(st, 12);
+        dbi_col_text(st, 13, out->fingerprint, sizeof out->fingerprint);
+        dbi_col_text(st, 14, out->layer_list, sizeof out->layer_list);
+        dbi_col_text(st, 15, out->framework, sizeof out->framework);
+        dbi_col_text(st, 16, out->accounting, sizeof out->accounting);
+        out->reserved_peak = dbi_col_u64(st, 17);
     }
     sqlite3_finalize(st);
     if (rc == SQLITE_DONE) return dbi_fail(db, "run %lld has no stored profile", (long long)run);
@@ -149,9 +164,11 @@ static int read_row(ms_db *db, sqlite3_stmt *st, ms_layer_row *r)
     r->fwd_ms = sqlite3_column_double(st, 15);
     r->bwd_ms = sqlite3_column_double(st, 16);
     r->opt_ms = sqlite3_column_double(st, 17);
+    r->transient_opt = dbi_col_u64(st, 18);
     r->precision = dbi_precision_parse(prec);
-    r->source = strcmp(source, "isolated") == 0 ? MS_ROW_ISOLATED : MS_ROW_FULL;
+    r->source = ms_row_source_parse(source);
     if (r->precision < 0) return dbi_fail(db, "layer %d: unknown precision '%s'", r->layer, prec);
+    if (r->source < 0) return dbi_fail(db, "layer %d: unknown row source '%s'", r->layer, source);
     return 0;
 }
 
@@ -159,7 +176,8 @@ static int load_rows(ms_db *db, int64_t run, ms_profile *out)
 {
     sqlite3_stmt *st = dbi_prepare(db,
         "SELECT layer, name, kind, precision, micro_batch, source, param, master, grad, optim, act, act_input,"
-        " transient_fwd, transient_bwd, out_bytes, fwd_ms, bwd_ms, opt_ms FROM layer_rows WHERE run_id = ?1"
+        " transient_fwd, transient_bwd, out_bytes, fwd_ms, bwd_ms, opt_ms, transient_opt FROM layer_rows"
+        " WHERE run_id = ?1"
         " ORDER BY ord");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, run);

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 static const char *const run_kinds[] = { "profile", "train", "doctor", "isolate", "plan", NULL };
-static const char *const end_states[] = { "ok", "oom", "failed", "killed", "infeasible", NULL };
+static const char *const end_states[] = { "ok", "oom", "failed", "killed", "infeasible", "interrupted", NULL };
 
 static int in_list(const char *s, const char *const *list)
 {

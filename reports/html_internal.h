@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "profiler/profile.h"
+#include "vocab/profile.h"
 #include "reports/db.h"
 
 /* Categories of the charts: DESIGN.md's eight, plus bytes whose category

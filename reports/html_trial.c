@@ -27,7 +27,7 @@ static void oom_box(FILE *f, int64_t run, const ms_profile *p, const h_layers *L
     for (int c = 0; c < MS_CAT_N; c++) live += o->live_by_cat[c];
     const uint64_t cap = o->capacity ? o->capacity : p->capacity;
     char name[48], b1[32], b2[32], b3[32], b4[32];
-    if (o->layer_name[0]) snprintf(name, sizeof name, "%.*s", (int)sizeof o->layer_name, o->layer_name);
+    if (o->layer_name[0]) snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, o->layer_name);
     else h_layer_name(L, o->layer, name, sizeof name);
 
     fputs("<div class=\"oombox\" role=\"note\"><p><b>Out of memory</b> ", f);
@@ -118,7 +118,7 @@ static void rows_table(FILE *f, int64_t run, const ms_profile *p, int precision,
     for (int i = 0; i < ns; i++) {
         const ms_layer_row *r = sel[i];
         char name[40];
-        snprintf(name, sizeof name, "%.*s", (int)sizeof r->name, r->name);
+        snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, r->name);
         fprintf(f, "<tr data-layer=\"%d\"%s>", r->layer,
                 own && p->oom.happened && r->layer == p->oom.layer ? " class=\"oom\"" : "");
         h_td_int(f, "layer", r->layer);

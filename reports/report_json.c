@@ -1,7 +1,7 @@
 /* report_json.c — a stored run as JSON (see report_json.h). */
 #include "reports/report_json.h"
 
-#include "profiler/profile_json.h"
+#include "vocab/profile_json.h"
 #include "reports/db_internal.h"
 
 #include <stdlib.h>

@@ -15,7 +15,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "profiler/profile.h"
+#include "vocab/profile.h"
 #include "reports/db.h"
 
 json_t *ms_report_run_json(ms_db *db, int64_t run);

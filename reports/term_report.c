@@ -56,7 +56,7 @@ static const char *layer_name_of(const ms_profile *p, int layer, char *buf, size
 {
     for (int i = 0; i < p->n_rows; i++)
         if (p->rows[i].layer == layer && p->rows[i].name[0]) {
-            snprintf(buf, len, "%.*s", (int)sizeof p->rows[i].name, p->rows[i].name);
+            snprintf(buf, len, "%.*s", len > 40 ? 39 : (int)len - 1, p->rows[i].name);
             return buf;
         }
     snprintf(buf, len, "layer %d", layer);
@@ -136,7 +136,7 @@ static void print_group(FILE *f, const ms_profile *p, int precision, int micro_b
         const ms_layer_row *r = rows[i];
         char idx[16], name[40];
         snprintf(idx, sizeof idx, "%d", r->layer);
-        snprintf(name, sizeof name, "%.*s", (int)sizeof r->name, r->name);
+        snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, r->name);
         print_row(f, &t, idx, name, r->source == MS_ROW_ISOLATED ? "I" : "F", r);
         n_isolated += r->source == MS_ROW_ISOLATED;
         total.param += r->param;
@@ -282,13 +282,13 @@ void ms_term_report_oom(FILE *f, const ms_profile *p, int width)
     if (o->layer < 0) {
         snprintf(where, sizeof where, "outside any layer");
     } else {
-        if (o->layer_name[0]) snprintf(name, sizeof name, "%.*s", (int)sizeof o->layer_name, o->layer_name);
+        if (o->layer_name[0]) snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, o->layer_name);
         else layer_name_of(p, o->layer, name, sizeof name);
         snprintf(where, sizeof where, "%s %s (layer %d)", phase_phrase(o->phase), name, o->layer);
     }
     char what[80];
     if (o->what[0])
-        snprintf(what, sizeof what, "%s '%.*s'", ms_cat_name((ms_cat)o->category), (int)sizeof o->what, o->what);
+        snprintf(what, sizeof what, "%s '%.*s'", ms_cat_name((ms_cat)o->category), 60, o->what);
     else
         snprintf(what, sizeof what, "%s", ms_cat_name((ms_cat)o->category));
     bytes_in(o->requested, cap, req, sizeof req);

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "profiler/profile.h"
+#include "vocab/profile.h"
 #include "reports/db.h"
 
 /* The profile: header, one per-layer table per (precision, micro-batch)

@@ -14,8 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vocab/size.h"
+#include "vocab/vocab.h"
+
 typedef enum { MS_NORM_LAYER = 0, MS_NORM_BATCH = 1 } ms_norm;
-typedef enum { MS_PREC_FP32 = 0, MS_PREC_BF16 = 1, MS_PREC_FP16 = 2 } ms_precision;
 typedef enum { MS_DATA_AUTO = 0, MS_DATA_TEXT = 1, MS_DATA_U16 = 2, MS_DATA_BUILTIN = 3 } ms_data_format;
 
 #define MS_PATH_MAX 512
@@ -63,16 +65,6 @@ int ms_config_preset(ms_config *c, const char *name, char *err, size_t errlen);
 int ms_config_load_ini(ms_config *c, const char *path, char *err, size_t errlen);
 int ms_config_set(ms_config *c, const char *key_eq_value, char *err, size_t errlen);
 int ms_config_validate(const ms_config *c, char *err, size_t errlen);
-
-/* Parse a byte size: "123", "512MiB", "24GiB", "1.5GB", "64KiB", "4kB".
- * Binary (KiB/MiB/GiB/TiB) and decimal (kB/MB/GB/TB) units, case-insensitive,
- * optional space before the unit. Returns 0 or -1 (err says why). */
-int ms_parse_size(const char *s, size_t *out, char *err, size_t errlen);
-/* Human form of a byte count, e.g. "1.50 GiB", into buf; returns buf. */
-char *ms_fmt_bytes(size_t bytes, char *buf, size_t len);
-
-const char *ms_precision_name(ms_precision p);
-int ms_precision_parse(const char *s, ms_precision *out);
 
 /* Writes the config as INI text (every key) to f-style buffer via callback-free
  * API: returns a malloc'd string the caller frees. Used for records and checkpoints. */

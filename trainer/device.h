@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "kernels/ops.h"
-#include "profiler/profile.h"
+#include "vocab/vocab.h"
 
 typedef enum { MS_BACKEND_CPU = 0, MS_BACKEND_CUDA = 1 } ms_backend;
 

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "planner/planner.h"
-#include "profiler/profile.h"
+#include "vocab/profile.h"
 
 typedef struct { uint64_t s; } pu_rng;
 

@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "profiler/profile.h"
+#include "vocab/profile.h"
 
 typedef struct { uint64_t s; } rp_rng;
 

@@ -167,6 +167,78 @@ static void test_migrates_from_version_1(void **state)
     ms_db_close(db);
 }
 
+/* A version-2 database with a profile, its OOM, rows and a plan: version 3
+ * rebuilds runs, oom_events and layer_rows (their CHECKs grew) and must keep
+ * every record and every reference; the new row sources, the validation
+ * phase and the "interrupted" status then work. */
+static void test_migrates_from_version_2_keeping_records(void **state)
+{
+    (void)state;
+    char path[300], err[512], sql[200];
+    fresh_path(path, sizeof path);
+    raw_exec(path, ms_db_migrations[0]);
+    raw_exec(path, ms_db_migrations[1]);
+    snprintf(sql, sizeof sql, "PRAGMA user_version=2; PRAGMA application_id=%d;", (int)MS_DB_APPLICATION_ID);
+    raw_exec(path, sql);
+    raw_exec(path,
+             "INSERT INTO runs (id, kind, status, started, started_unix, model) VALUES"
+             " (1, 'profile', 'oom', '2024-01-01T00:00:00.000Z', 1704067200, 'old'),"
+             " (2, 'doctor', 'ok', '2024-01-01T00:00:01.000Z', 1704067201, 'old');"
+             "UPDATE runs SET parent_run = 2 WHERE id = 1;"
+             "INSERT INTO oom_events (id, run_id, device, layer, layer_name, phase, category, requested, capacity,"
+             " live_by_cat, live_by_layer, what) VALUES (7, 1, 'cpu', 3, 'block 3', 'forward', 'act', 100, 1000,"
+             " '{}', '[1,2,3,4]', 'fc_pre');"
+             "INSERT INTO profiles (run_id, model, n_layers, seq_len, d_model, n_head, vocab, global_batch, device,"
+             " capacity, reserve, peak, fits, oom_event, created, created_unix) VALUES (1, 'old', 2, 8, 8, 1, 8, 1,"
+             " 'cpu', 1000, 0, 999, 0, 7, '2024-01-01T00:00:00.000Z', 1704067200);"
+             "INSERT INTO layer_rows VALUES (1, 0, 0, 'embed', 'embed', 'fp32', 1, 'full', 1,0,1,2,3,0,0,0,4,"
+             " 0.5,0.5,0.1),"
+             " (1, 1, 1, 'head', 'head', 'fp32', 1, 'isolated', 1,0,1,2,3,0,0,0,4, 0.5,0.5,0.1);"
+             "INSERT INTO plans (id, run_id, created, created_unix, plan_json, feasible) VALUES"
+             " (5, 2, '2024-01-01T00:00:02.000Z', 1704067202, '{\"version\":1}', 1);");
+    ms_db *db = ms_db_open(path, 0, err, sizeof err);
+    if (!db) fail_msg("open: %s", err);
+    assert_int_equal(ms_db_schema_version(db), ms_db_n_migrations);
+    ms_run_info r;
+    assert_int_equal(ms_db_get_run(db, 1, &r), 0);
+    assert_int_equal(r.parent, 2);
+    ms_profile p;
+    if (ms_db_load_profile(db, 1, &p, err, sizeof err)) fail_msg("load: %s", err);
+    assert_int_equal(p.n_rows, 2);
+    assert_int_equal(p.rows[1].source, MS_ROW_ISOLATED);
+    assert_int_equal(p.rows[1].transient_opt, 0);
+    assert_true(p.oom.happened);
+    assert_string_equal(p.oom.what, "fc_pre");
+    assert_int_equal(p.oom.n_live_layers, 4);
+    ms_profile_free(&p);
+    assert_int_equal(ms_db_get_plan(db, 5, NULL, NULL, NULL, NULL), 0);
+    assert_string_equal(raw_query(path, "PRAGMA foreign_keys"), "0"); /* a fresh connection's default */
+    /* what version 3 adds */
+    int64_t run = ms_db_run_begin(db, "profile", "memsplit profile -- python t.py", NULL, NULL, "t.py", 0);
+    assert_true(run > 0);
+    memset(&p, 0, sizeof p);
+    p.n_layers = 1;
+    p.global_batch = 1;
+    p.n_rows = 1;
+    p.rows = calloc(1, sizeof *p.rows);
+    p.rows[0].micro_batch = 1;
+    p.rows[0].source = MS_ROW_COPIED;
+    p.rows[0].transient_opt = 77;
+    snprintf(p.fingerprint, sizeof p.fingerprint, "fnv64:00ff00ff00ff00ff");
+    p.oom.happened = 1;
+    p.oom.phase = MS_PH_VALIDATION;
+    assert_int_equal(ms_db_add_rows(db, run, &p), 0);
+    ms_profile_free(&p);
+    if (ms_db_load_profile(db, run, &p, err, sizeof err)) fail_msg("load v3: %s", err);
+    assert_int_equal(p.rows[0].source, MS_ROW_COPIED);
+    assert_int_equal(p.rows[0].transient_opt, 77);
+    assert_string_equal(p.fingerprint, "fnv64:00ff00ff00ff00ff");
+    assert_int_equal(p.oom.phase, MS_PH_VALIDATION);
+    ms_profile_free(&p);
+    assert_int_equal(ms_db_run_finish(db, run, "interrupted"), 0);
+    ms_db_close(db);
+}
+
 static void test_newer_schema_refused(void **state)
 {
     (void)state;
@@ -859,6 +931,7 @@ int main(void)
         cmocka_unit_test(test_missing_file_not_created),
         cmocka_unit_test(test_empty_file_migrates),
         cmocka_unit_test(test_migrates_from_version_1),
+        cmocka_unit_test(test_migrates_from_version_2_keeping_records),
         cmocka_unit_test(test_newer_schema_refused),
         cmocka_unit_test(test_foreign_files_refused),
         cmocka_unit_test(test_profile_round_trip_with_oom),

@@ -291,7 +291,7 @@ static void test_reasoning_and_table(void **state)
         const char *why = pl.reasoning;
         assert_non_null(why);
         if (prof->oom.happened) {
-            char want[96];
+            char want[MS_NAME_MAX + 16];
             snprintf(want, sizeof want, "%s overflowed", prof->oom.layer_name);
             assert_non_null(strstr(why, want));
             assert_non_null(strstr(why, "backward pass"));

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "planner/memory_model.h"
-#include "profiler/profile_json.h"
+#include "vocab/profile_json.h"
 
 typedef struct {
     uint64_t param, master, grad, optim, act, act_input, tf, tb, out;

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "profiler/profile_json.h"
+#include "vocab/profile_json.h"
 #include "tests/common/planner_util.h"
 
 static ms_profile *sample(uint64_t seed, int with_oom)
@@ -64,6 +64,10 @@ static void assert_same_profile(const ms_profile *a, const ms_profile *b)
     assert_int_equal(a->reserve, b->reserve);
     assert_int_equal(a->peak, b->peak);
     assert_int_equal(a->fits, b->fits);
+    assert_string_equal(a->fingerprint, b->fingerprint);
+    assert_string_equal(a->layer_list, b->layer_list);
+    assert_string_equal(a->framework, b->framework);
+    assert_int_equal(a->reserved_peak, b->reserved_peak);
     assert_int_equal(a->oom.happened, b->oom.happened);
     if (a->oom.happened) {
         assert_int_equal(a->oom.layer, b->oom.layer);
@@ -95,6 +99,7 @@ static void assert_same_profile(const ms_profile *a, const ms_profile *b)
         assert_int_equal(x->act_input, y->act_input);
         assert_int_equal(x->transient_fwd, y->transient_fwd);
         assert_int_equal(x->transient_bwd, y->transient_bwd);
+        assert_int_equal(x->transient_opt, y->transient_opt);
         assert_int_equal(x->out_bytes, y->out_bytes);
         /* bit for bit: jansson writes 17 significant digits */
         assert_memory_equal(&x->fwd_ms, &y->fwd_ms, sizeof(double));
@@ -127,6 +132,54 @@ static void test_round_trip(void **state)
         json_decref(j);
         drop(p);
     }
+}
+
+/* A program's profile (the bridge's): long module paths, no GPT shape, the
+ * program fields, every row source and the optimizer transient survive a
+ * round trip; the GPT shape may be left out in version 2 only. */
+static void test_program_profile(void **state)
+{
+    (void)state;
+    ms_profile *p = sample(77, 1);
+    p->seq_len = p->d_model = p->n_head = p->vocab = 0;
+    snprintf(p->model, sizeof p->model, "train_reference_lightning.py");
+    snprintf(p->fingerprint, sizeof p->fingerprint, "fnv64:0123456789abcdef");
+    snprintf(p->layer_list, sizeof p->layer_list, "model.transformers: ModuleList of %d identical ModuleList",
+             p->n_layers - 2);
+    snprintf(p->framework, sizeof p->framework, "torch 1.13.1 (cpu)");
+    snprintf(p->accounting, sizeof p->accounting, "cpu-dispatcher");
+    p->reserved_peak = 123456789;
+    for (int i = 0; i < p->n_rows; i++) {
+        ms_layer_row *r = &p->rows[i];
+        snprintf(r->name, sizeof r->name, "model.encoder.very_long_module_name_%0200d.%d", 7, r->layer);
+        r->source = i % MS_ROW_N;
+        r->transient_opt = (uint64_t)(i + 1) << 20;
+    }
+    snprintf(p->oom.what, sizeof p->oom.what, "model.transformers.15.0.qkv (Linear)");
+    p->oom.phase = MS_PH_VALIDATION;
+    json_t *j = ms_profile_to_json(p);
+    assert_non_null(j);
+    ms_profile back;
+    char err[256];
+    if (ms_profile_from_json(j, &back, err, sizeof err)) fail_msg("program profile: %s", err);
+    assert_same_profile(p, &back);
+    assert_string_equal(back.accounting, "cpu-dispatcher");
+    ms_profile_free(&back);
+    /* no shape keys at all: fine in version 2 */
+    json_t *m = json_object_get(j, "model");
+    json_object_del(m, "seq_len");
+    json_object_del(m, "vocab");
+    assert_int_equal(ms_profile_from_json(j, &back, err, sizeof err), 0);
+    assert_int_equal(back.vocab, 0);
+    ms_profile_free(&back);
+    /* ... but a version 1 document must have them, non-zero */
+    json_object_set_new(j, "version", json_integer(1));
+    assert_int_equal(ms_profile_from_json(j, &back, err, sizeof err), -1);
+    assert_non_null(strstr(err, "model.seq_len"));
+    json_object_set_new(m, "seq_len", json_integer(0));
+    assert_int_equal(ms_profile_from_json(j, &back, err, sizeof err), -1);
+    json_decref(j);
+    drop(p);
 }
 
 static void test_files(void **state)
@@ -196,7 +249,13 @@ static void e_row_prec_case(json_t *r) { json_object_set_new(row(r, 0), "precisi
 static void e_row_source(json_t *r) { json_object_set_new(row(r, 0), "source", json_string("partial")); }
 static void e_row_mb(json_t *r) { json_object_set_new(row(r, 0), "micro_batch", json_integer(0)); }
 static void e_row_index(json_t *r) { json_object_set_new(row(r, 0), "index", json_integer(999)); }
-static void e_row_name(json_t *r) { json_object_set_new(row(r, 0), "name", json_string("a name far longer than thirty-one characters")); }
+static void e_row_name(json_t *r)
+{
+    char name[MS_NAME_MAX + 8];
+    memset(name, 'm', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    json_object_set_new(row(r, 0), "name", json_string(name));
+}
 static void e_row_not_obj(json_t *r) { json_array_set_new(json_object_get(r, "layers"), 1, json_integer(3)); }
 static void e_missing_layer(json_t *r) { json_array_remove(json_object_get(r, "layers"), 1); }
 static void e_dup_layer(json_t *r)
@@ -219,7 +278,7 @@ static void e_oom_by_layer_neg(json_t *r)
 {
     json_array_set_new(json_object_get(json_object_get(r, "oom"), "live_by_layer"), 0, json_integer(-1));
 }
-static void e_version(json_t *r) { json_object_set_new(r, "version", json_integer(2)); }
+static void e_version(json_t *r) { json_object_set_new(r, "version", json_integer(MS_PROFILE_JSON_VERSION + 1)); }
 static void e_device_type(json_t *r) { json_object_set_new(r, "device", json_integer(0)); }
 
 static void test_rejects_malformed(void **state)
@@ -246,7 +305,7 @@ static void test_rejects_malformed(void **state)
         {e_row_source, "layers[0].source"},
         {e_row_mb, "layers[0].micro_batch"},
         {e_row_index, "layers[0].index"},
-        {e_row_name, "layers[0].name: longer than 31"},
+        {e_row_name, "layers[0].name: longer than 255"},
         {e_row_not_obj, "layers[1]: expected an object"},
         {e_missing_layer, "is missing for precision"},
         {e_dup_layer, "appears twice"},
@@ -409,6 +468,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_program_profile),
         cmocka_unit_test(test_files),
         cmocka_unit_test(test_rejects_malformed),
         cmocka_unit_test(test_validate_in_memory),

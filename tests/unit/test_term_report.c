@@ -138,7 +138,7 @@ static void test_profile_that_fits(void **state)
         if (p.rows[i].transient_fwd > trf) trf = p.rows[i].transient_fwd;
         fwd += p.rows[i].fwd_ms;
     }
-    char want[64], b1[16], b2[16], line_start[8];
+    char want[MS_NAME_MAX + 32], b1[16], b2[16], line_start[8];
     const char *total = strstr(c.text, "total");
     assert_non_null(total);
     const char *eol = strchr(total, '\n');

@@ -24,9 +24,11 @@
 
 #include <jansson.h>
 
-#include "profiler/profile.h"
+#include "vocab/json_io.h"
+#include "vocab/profile.h"
 
-#define MS_PROFILE_JSON_VERSION 1
+/* 2: long names, transient_opt, program fields, GPT shape optional; 1 still reads */
+#define MS_PROFILE_JSON_VERSION 2
 /* Limits the validation enforces; with them every sum the planner forms over
  * a stage fits in 64 bits (4096 layers x 4 static fields x 2^48 < 2^64). */
 #define MS_PROFILE_MAX_LAYERS 4096
@@ -37,34 +39,8 @@ json_t *ms_profile_to_json(const ms_profile *p);
 int ms_profile_from_json(const json_t *root, ms_profile *out, char *err, size_t errlen);
 int ms_profile_validate(const ms_profile *p, char *err, size_t errlen);
 
-/* JSON files for the profile and the plan alike: write j (consumed; NULL
- * means it could not be built) to a stream or a path ("-"/NULL = stdout),
- * indented, with a newline; read a document from a path ("-"/NULL = stdin),
- * NULL with "path: line N: why" on failure. 0 or -1 with err. */
-int ms_json_write_stream(FILE *f, json_t *j, const char *what, char *err, size_t errlen);
-int ms_json_write_path(const char *path, json_t *j, const char *what, char *err, size_t errlen);
-json_t *ms_json_read_path(const char *path, char *err, size_t errlen);
-
 int ms_profile_write_json(FILE *f, const ms_profile *p, char *err, size_t errlen);
 int ms_profile_save_json(const char *path, const ms_profile *p, char *err, size_t errlen);
 int ms_profile_load_json(const char *path, ms_profile *out, char *err, size_t errlen);
-
-/* Strict field readers shared by the project's JSON formats (profile, plan).
- * Each reads obj[key]; on a missing key or a wrong type/range it writes
- * "<ctx>.<key>: what is wrong" into err and returns -1, else 0. */
-int ms_json_get_int(const json_t *obj, const char *ctx, const char *key, long long lo, long long hi,
-                    long long *out, char *err, size_t errlen);
-int ms_json_get_u64(const json_t *obj, const char *ctx, const char *key, uint64_t max, uint64_t *out,
-                    char *err, size_t errlen);
-/* Any JSON number (integer or real), finite, in [lo, hi]. */
-int ms_json_get_num(const json_t *obj, const char *ctx, const char *key, double lo, double hi,
-                    double *out, char *err, size_t errlen);
-/* A string of at most outlen-1 bytes (longer is an error, not a cut). */
-int ms_json_get_str(const json_t *obj, const char *ctx, const char *key, char *out, size_t outlen,
-                    char *err, size_t errlen);
-int ms_json_get_bool(const json_t *obj, const char *ctx, const char *key, int *out, char *err,
-                     size_t errlen);
-/* A JSON integer for a uint64 (NULL above INT64_MAX). */
-json_t *ms_json_u64(uint64_t v);
 
 #endif

@@ -1,7 +1,7 @@
-/* config_size.c — byte sizes in and out ("24GiB" <-> 25769803776 <-> "24.00 GiB")
- * and the precision names. Sizes are parsed with integer arithmetic so that
+/* size.c — byte sizes in and out ("24GiB" <-> 25769803776 <-> "24.00 GiB").
+ * Sizes are parsed with integer arithmetic so that
  * "1.5GB" is exactly 1500000000 and overflow is detected, not wrapped. */
-#include "trainer/config.h"
+#include "vocab/size.h"
 
 #include <ctype.h>
 #include <stdint.h>
@@ -15,7 +15,7 @@ typedef struct {
 } size_unit;
 
 /* Matched case-insensitively; single letters are binary (24G = 24GiB),
- * two-letter forms are decimal (24GB = 24e9), as header config.h states. */
+ * two-letter forms are decimal (24GB = 24e9), as size.h states. */
 static const size_unit units[] = {
     {"", 1},         {"b", 1},
     {"k", 1ull << 10}, {"kib", 1ull << 10}, {"kb", 1000ull},
@@ -116,23 +116,4 @@ char *ms_fmt_bytes(size_t bytes, char *buf, size_t len) {
     }
     snprintf(buf, len, "%.2f %s", v, names[u]);
     return buf;
-}
-
-const char *ms_precision_name(ms_precision p) {
-    switch (p) {
-    case MS_PREC_FP32: return "fp32";
-    case MS_PREC_BF16: return "bf16";
-    case MS_PREC_FP16: return "fp16";
-    }
-    return "?";
-}
-
-int ms_precision_parse(const char *s, ms_precision *out) {
-    static const ms_precision all[] = {MS_PREC_FP32, MS_PREC_BF16, MS_PREC_FP16};
-    for (size_t i = 0; s && i < 3; i++)
-        if (!strcasecmp(s, ms_precision_name(all[i]))) {
-            *out = all[i];
-            return 0;
-        }
-    return -1;
 }

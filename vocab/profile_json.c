@@ -1,6 +1,7 @@
-/* profile_json.c — profile <-> JSON, strict validation, file helpers, and the
- * strict field readers the plan format reuses. */
-#include "profiler/profile_json.h"
+/* profile_json.c — profile <-> JSON, strict validation, and the profile
+ * file helpers (the generic JSON helpers are in json_io.c). */
+#include "vocab/profile_json.h"
+#include "vocab/errf.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -9,112 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/config.h"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
-/* ---- strict readers ------------------------------------------------- */
-
-static const json_t *need(const json_t *obj, const char *ctx, const char *key, char *err, size_t errlen)
-{
-    if (!json_is_object(obj)) {
-        fail(err, errlen, "%s: expected an object", ctx);
-        return NULL;
-    }
-    const json_t *v = json_object_get(obj, key);
-    if (!v) fail(err, errlen, "%s.%s: missing", ctx, key);
-    return v;
-}
-
-int ms_json_get_int(const json_t *obj, const char *ctx, const char *key, long long lo, long long hi,
-                    long long *out, char *err, size_t errlen)
-{
-    const json_t *v = need(obj, ctx, key, err, errlen);
-    if (!v) return -1;
-    if (!json_is_integer(v)) return fail(err, errlen, "%s.%s: expected an integer", ctx, key);
-    long long x = json_integer_value(v);
-    if (x < lo || x > hi)
-        return fail(err, errlen, "%s.%s: %lld is out of range [%lld, %lld]", ctx, key, x, lo, hi);
-    *out = x;
-    return 0;
-}
-
-int ms_json_get_u64(const json_t *obj, const char *ctx, const char *key, uint64_t max, uint64_t *out,
-                    char *err, size_t errlen)
-{
-    const json_t *v = need(obj, ctx, key, err, errlen);
-    if (!v) return -1;
-    if (!json_is_integer(v)) return fail(err, errlen, "%s.%s: expected an integer number of bytes", ctx, key);
-    long long x = json_integer_value(v);
-    if (x < 0) return fail(err, errlen, "%s.%s: negative bytes (%lld)", ctx, key, x);
-    if ((uint64_t)x > max)
-        return fail(err, errlen, "%s.%s: %lld bytes is beyond the limit %" PRIu64, ctx, key, x, max);
-    *out = (uint64_t)x;
-    return 0;
-}
-
-int ms_json_get_num(const json_t *obj, const char *ctx, const char *key, double lo, double hi,
-                    double *out, char *err, size_t errlen)
-{
-    const json_t *v = need(obj, ctx, key, err, errlen);
-    if (!v) return -1;
-    if (!json_is_number(v)) return fail(err, errlen, "%s.%s: expected a number", ctx, key);
-    double x = json_number_value(v);
-    if (!isfinite(x) || x < lo || x > hi)
-        return fail(err, errlen, "%s.%s: %g is out of range [%g, %g]", ctx, key, x, lo, hi);
-    *out = x;
-    return 0;
-}
-
-int ms_json_get_str(const json_t *obj, const char *ctx, const char *key, char *out, size_t outlen,
-                    char *err, size_t errlen)
-{
-    const json_t *v = need(obj, ctx, key, err, errlen);
-    if (!v) return -1;
-    if (!json_is_string(v)) return fail(err, errlen, "%s.%s: expected a string", ctx, key);
-    size_t n = json_string_length(v);
-    const char *s = json_string_value(v);
-    if (n >= outlen) return fail(err, errlen, "%s.%s: longer than %zu characters", ctx, key, outlen - 1);
-    if (memchr(s, 0, n)) return fail(err, errlen, "%s.%s: contains a NUL character", ctx, key);
-    memcpy(out, s, n);
-    out[n] = 0;
-    return 0;
-}
-
-int ms_json_get_bool(const json_t *obj, const char *ctx, const char *key, int *out, char *err,
-                     size_t errlen)
-{
-    const json_t *v = need(obj, ctx, key, err, errlen);
-    if (!v) return -1;
-    if (!json_is_boolean(v)) return fail(err, errlen, "%s.%s: expected true or false", ctx, key);
-    *out = json_is_true(v);
-    return 0;
-}
-
-json_t *ms_json_u64(uint64_t v)
-{
-    return v > (uint64_t)INT64_MAX ? NULL : json_integer((json_int_t)v);
-}
 
 /* ---- names of the enumerations in the file format ------------------- */
-
-static const char *const source_names[] = {"full", "isolated"};
-
-static int parse_name(const char *s, const char *const *names, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(s, names[i]) == 0) return i;
-    return -1;
-}
 
 static const char *prec_name(int p) { return ms_precision_name((ms_precision)p); }
 
@@ -139,14 +37,14 @@ static int row_order(const void *a, const void *b)
 static int check_bytes(const char *ctx, const char *what, uint64_t v, char *err, size_t errlen)
 {
     if (v > MS_PROFILE_MAX_ROW_BYTES)
-        return fail(err, errlen, "%s.%s: %" PRIu64 " bytes is beyond the limit %llu", ctx, what, v,
+        return ms_errf(err, errlen, "%s.%s: %" PRIu64 " bytes is beyond the limit %llu", ctx, what, v,
                     MS_PROFILE_MAX_ROW_BYTES);
     return 0;
 }
 
 static int check_ms(const char *ctx, const char *what, double v, char *err, size_t errlen)
 {
-    if (!isfinite(v) || v < 0 || v > 1e12) return fail(err, errlen, "%s.%s: %g ms is not a valid time", ctx, what, v);
+    if (!isfinite(v) || v < 0 || v > 1e12) return ms_errf(err, errlen, "%s.%s: %g ms is not a valid time", ctx, what, v);
     return 0;
 }
 
@@ -156,20 +54,20 @@ static int validate_row(const ms_profile *p, int i, char *err, size_t errlen)
     char ctx[32];
     snprintf(ctx, sizeof ctx, "layers[%d]", i);
     if (r->layer < 0 || r->layer >= p->n_layers)
-        return fail(err, errlen, "%s.index: %d is outside 0..%d", ctx, r->layer, p->n_layers - 1);
+        return ms_errf(err, errlen, "%s.index: %d is outside 0..%d", ctx, r->layer, p->n_layers - 1);
     if (r->precision < 0 || r->precision > 2)
-        return fail(err, errlen, "%s.precision: unknown precision %d", ctx, r->precision);
-    if (r->source != MS_ROW_FULL && r->source != MS_ROW_ISOLATED)
-        return fail(err, errlen, "%s.source: unknown source %d", ctx, r->source);
+        return ms_errf(err, errlen, "%s.precision: unknown precision %d", ctx, r->precision);
+    if (r->source < 0 || r->source >= MS_ROW_N)
+        return ms_errf(err, errlen, "%s.source: unknown source %d", ctx, r->source);
     if (r->micro_batch < 1 || r->micro_batch > MS_PROFILE_MAX_BATCH)
-        return fail(err, errlen, "%s.micro_batch: %d is outside 1..%d", ctx, r->micro_batch, MS_PROFILE_MAX_BATCH);
+        return ms_errf(err, errlen, "%s.micro_batch: %d is outside 1..%d", ctx, r->micro_batch, MS_PROFILE_MAX_BATCH);
     if (!memchr(r->name, 0, sizeof r->name) || !memchr(r->kind, 0, sizeof r->kind))
-        return fail(err, errlen, "%s: name or kind is not terminated", ctx);
+        return ms_errf(err, errlen, "%s: name or kind is not terminated", ctx);
     const uint64_t b[] = {r->param, r->master, r->grad, r->optim, r->act, r->act_input,
-                          r->transient_fwd, r->transient_bwd, r->out_bytes};
+                          r->transient_fwd, r->transient_bwd, r->transient_opt, r->out_bytes};
     const char *bn[] = {"param", "master", "grad", "optim", "act", "act_input",
-                        "transient_fwd", "transient_bwd", "out_bytes"};
-    for (int k = 0; k < 9; k++)
+                        "transient_fwd", "transient_bwd", "transient_opt", "out_bytes"};
+    for (int k = 0; k < 10; k++)
         if (check_bytes(ctx, bn[k], b[k], err, errlen)) return -1;
     if (check_ms(ctx, "fwd_ms", r->fwd_ms, err, errlen) || check_ms(ctx, "bwd_ms", r->bwd_ms, err, errlen) ||
         check_ms(ctx, "opt_ms", r->opt_ms, err, errlen))
@@ -181,7 +79,7 @@ static int validate_row(const ms_profile *p, int i, char *err, size_t errlen)
 static int validate_coverage(const ms_profile *p, char *err, size_t errlen)
 {
     const ms_layer_row **idx = malloc((size_t)p->n_rows * sizeof *idx);
-    if (!idx) return fail(err, errlen, "out of memory");
+    if (!idx) return ms_errf(err, errlen, "out of memory");
     for (int i = 0; i < p->n_rows; i++) idx[i] = &p->rows[i];
     qsort(idx, (size_t)p->n_rows, sizeof *idx, row_order);
     int rc = 0;
@@ -189,7 +87,7 @@ static int validate_coverage(const ms_profile *p, char *err, size_t errlen)
         int prec = idx[i]->precision, mb = idx[i]->micro_batch, expect = 0;
         for (; i < p->n_rows && idx[i]->precision == prec && idx[i]->micro_batch == mb; i++, expect++) {
             if (idx[i]->layer != expect) {
-                rc = fail(err, errlen,
+                rc = ms_errf(err, errlen,
                           idx[i]->layer < expect
                               ? "layers: layer %d appears twice for precision %s, micro-batch %d"
                               : "layers: layer %d is missing for precision %s, micro-batch %d",
@@ -198,7 +96,7 @@ static int validate_coverage(const ms_profile *p, char *err, size_t errlen)
             }
         }
         if (!rc && expect != p->n_layers)
-            rc = fail(err, errlen, "layers: layer %d is missing for precision %s, micro-batch %d", expect,
+            rc = ms_errf(err, errlen, "layers: layer %d is missing for precision %s, micro-batch %d", expect,
                       prec_name(prec), mb);
     }
     free(idx);
@@ -207,17 +105,20 @@ static int validate_coverage(const ms_profile *p, char *err, size_t errlen)
 
 int ms_profile_validate(const ms_profile *p, char *err, size_t errlen)
 {
-    if (!p) return fail(err, errlen, "no profile");
+    if (!p) return ms_errf(err, errlen, "no profile");
     if (p->n_layers < 1 || p->n_layers > MS_PROFILE_MAX_LAYERS)
-        return fail(err, errlen, "model.n_layers: %d is outside 1..%d", p->n_layers, MS_PROFILE_MAX_LAYERS);
+        return ms_errf(err, errlen, "model.n_layers: %d is outside 1..%d", p->n_layers, MS_PROFILE_MAX_LAYERS);
     if (p->global_batch < 1 || p->global_batch > MS_PROFILE_MAX_BATCH)
-        return fail(err, errlen, "model.global_batch: %d is outside 1..%d", p->global_batch, MS_PROFILE_MAX_BATCH);
+        return ms_errf(err, errlen, "model.global_batch: %d is outside 1..%d", p->global_batch, MS_PROFILE_MAX_BATCH);
+    if (!memchr(p->fingerprint, 0, sizeof p->fingerprint) || !memchr(p->layer_list, 0, sizeof p->layer_list) ||
+        !memchr(p->framework, 0, sizeof p->framework) || !memchr(p->accounting, 0, sizeof p->accounting))
+        return ms_errf(err, errlen, "program: a text field is not terminated");
     if (p->reserve > MS_PROFILE_MAX_ROW_BYTES)
-        return fail(err, errlen, "reserve_bytes: %" PRIu64 " is beyond the limit", p->reserve);
-    if (p->n_rows < 1 || !p->rows) return fail(err, errlen, "layers: no rows");
+        return ms_errf(err, errlen, "reserve_bytes: %" PRIu64 " is beyond the limit", p->reserve);
+    if (p->n_rows < 1 || !p->rows) return ms_errf(err, errlen, "layers: no rows");
     if (p->oom.n_live_layers < 0 || p->oom.n_live_layers > p->n_layers ||
         (p->oom.n_live_layers > 0 && !p->oom.live_by_layer))
-        return fail(err, errlen, "oom.live_by_layer: %d entries for %d layers", p->oom.n_live_layers, p->n_layers);
+        return ms_errf(err, errlen, "oom.live_by_layer: %d entries for %d layers", p->oom.n_live_layers, p->n_layers);
     for (int i = 0; i < p->n_rows; i++)
         if (validate_row(p, i, err, errlen)) return -1;
     return validate_coverage(p, err, errlen);
@@ -262,7 +163,7 @@ static json_t *row_to_json(const ms_layer_row *r, int *bad)
     put(j, "index", json_integer(r->layer), bad);
     put(j, "name", json_string(r->name), bad);
     put(j, "kind", json_string(r->kind), bad);
-    put(j, "source", json_string((unsigned)r->source < 2 ? source_names[r->source] : "?"), bad);
+    put(j, "source", json_string(ms_row_source_name(r->source)), bad);
     put(j, "precision", json_string(prec_name(r->precision)), bad);
     put(j, "micro_batch", json_integer(r->micro_batch), bad);
     put(j, "param", ms_json_u64(r->param), bad);
@@ -273,6 +174,7 @@ static json_t *row_to_json(const ms_layer_row *r, int *bad)
     put(j, "act_input", ms_json_u64(r->act_input), bad);
     put(j, "transient_fwd", ms_json_u64(r->transient_fwd), bad);
     put(j, "transient_bwd", ms_json_u64(r->transient_bwd), bad);
+    put(j, "transient_opt", ms_json_u64(r->transient_opt), bad);
     put(j, "out_bytes", ms_json_u64(r->out_bytes), bad);
     put(j, "fwd_ms", json_real(r->fwd_ms), bad);
     put(j, "bwd_ms", json_real(r->bwd_ms), bad);
@@ -291,6 +193,8 @@ json_t *ms_profile_to_json(const ms_profile *p)
     put(root, "capacity_bytes", ms_json_u64(p->capacity), &bad);
     put(root, "peak_bytes", ms_json_u64(p->peak), &bad);
     put(root, "reserve_bytes", ms_json_u64(p->reserve), &bad);
+    put(root, "reserved_peak_bytes", ms_json_u64(p->reserved_peak), &bad);
+    put(root, "accounting", json_string(p->accounting[0] ? p->accounting : "allocator"), &bad);
     json_t *m = json_object();
     if (m) {
         put(m, "name", json_string(p->model), &bad);
@@ -302,6 +206,15 @@ json_t *ms_profile_to_json(const ms_profile *p)
         put(m, "global_batch", json_integer(p->global_batch), &bad);
     }
     put(root, "model", m, &bad);
+    if (p->fingerprint[0] || p->layer_list[0] || p->framework[0]) {
+        json_t *pr = json_object();
+        if (pr) {
+            put(pr, "fingerprint", json_string(p->fingerprint), &bad);
+            put(pr, "layer_list", json_string(p->layer_list), &bad);
+            put(pr, "framework", json_string(p->framework), &bad);
+        }
+        put(root, "program", pr, &bad);
+    }
     put(root, "device", json_string(p->device), &bad);
     put(root, "oom", oom_to_json(p, &bad), &bad);
     json_t *rows = json_array();
@@ -330,20 +243,21 @@ static int enum_field(const json_t *obj, const char *ctx, const char *key, int (
     char s[32];
     if (ms_json_get_str(obj, ctx, key, s, sizeof s, err, errlen)) return -1;
     int v = parse(s);
-    if (v < 0) return fail(err, errlen, "%s.%s: \"%s\" is not one of %s", ctx, key, s, choices);
+    if (v < 0) return ms_errf(err, errlen, "%s.%s: \"%s\" is not one of %s", ctx, key, s, choices);
     *dst = v;
     return 0;
 }
 
-static int source_parse(const char *s) { return parse_name(s, source_names, 2); }
+static int source_parse(const char *s) { return ms_row_source_parse(s); }
 
 static int row_from_json(const json_t *j, const char *ctx, int n_layers, ms_layer_row *r, char *err, size_t errlen)
 {
-    if (!json_is_object(j)) return fail(err, errlen, "%s: expected an object", ctx);
+    if (!json_is_object(j)) return ms_errf(err, errlen, "%s: expected an object", ctx);
     GET_INT(j, ctx, "index", 0, n_layers - 1, r->layer);
     if (ms_json_get_str(j, ctx, "name", r->name, sizeof r->name, err, errlen)) return -1;
     if (ms_json_get_str(j, ctx, "kind", r->kind, sizeof r->kind, err, errlen)) return -1;
-    if (enum_field(j, ctx, "source", source_parse, "full|isolated", &r->source, err, errlen)) return -1;
+    if (enum_field(j, ctx, "source", source_parse, "full|isolated|copied|uncapped", &r->source, err, errlen))
+        return -1;
     if (enum_field(j, ctx, "precision", prec_parse, "fp32|bf16|fp16", &r->precision, err, errlen)) return -1;
     GET_INT(j, ctx, "micro_batch", 1, MS_PROFILE_MAX_BATCH, r->micro_batch);
     struct { const char *k; uint64_t *v; } b[] = {
@@ -353,6 +267,10 @@ static int row_from_json(const json_t *j, const char *ctx, int n_layers, ms_laye
     };
     for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
         if (ms_json_get_u64(j, ctx, b[k].k, MS_PROFILE_MAX_ROW_BYTES, b[k].v, err, errlen)) return -1;
+    /* version 2: optional, 0 when absent */
+    if (json_object_get(j, "transient_opt") &&
+        ms_json_get_u64(j, ctx, "transient_opt", MS_PROFILE_MAX_ROW_BYTES, &r->transient_opt, err, errlen))
+        return -1;
     if (ms_json_get_num(j, ctx, "fwd_ms", 0, 1e12, &r->fwd_ms, err, errlen) ||
         ms_json_get_num(j, ctx, "bwd_ms", 0, 1e12, &r->bwd_ms, err, errlen) ||
         ms_json_get_num(j, ctx, "opt_ms", 0, 1e12, &r->opt_ms, err, errlen))
@@ -365,11 +283,12 @@ static int oom_from_json(const json_t *j, ms_profile *p, char *err, size_t errle
     ms_oom_info *o = &p->oom;
     const char *ctx = "oom";
     if (json_is_null(j)) return 0;
-    if (!json_is_object(j)) return fail(err, errlen, "oom: expected null or an object");
+    if (!json_is_object(j)) return ms_errf(err, errlen, "oom: expected null or an object");
     o->happened = 1;
     GET_INT(j, ctx, "layer", -1, p->n_layers - 1, o->layer);
     if (ms_json_get_str(j, ctx, "layer_name", o->layer_name, sizeof o->layer_name, err, errlen)) return -1;
-    if (enum_field(j, ctx, "phase", ms_phase_parse, "init|forward|backward|optimizer", &o->phase, err, errlen))
+    if (enum_field(j, ctx, "phase", ms_phase_parse, "init|forward|backward|optimizer|validation", &o->phase, err,
+                   errlen))
         return -1;
     if (enum_field(j, ctx, "category", ms_cat_parse, "param|master|grad|optim|act|transient|comm|reserve",
                    &o->category, err, errlen))
@@ -380,30 +299,30 @@ static int oom_from_json(const json_t *j, ms_profile *p, char *err, size_t errle
         ms_json_get_u64(j, ctx, "capacity_bytes", INT64_MAX, &o->capacity, err, errlen))
         return -1;
     const json_t *live = json_object_get(j, "live_bytes");
-    if (!live) return fail(err, errlen, "oom.live_bytes: missing");
-    if (!json_is_object(live)) return fail(err, errlen, "oom.live_bytes: expected an object {category: bytes}");
+    if (!live) return ms_errf(err, errlen, "oom.live_bytes: missing");
+    if (!json_is_object(live)) return ms_errf(err, errlen, "oom.live_bytes: expected an object {category: bytes}");
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)live, key, val) {
         int c = ms_cat_parse(key);
-        if (c < 0) return fail(err, errlen, "oom.live_bytes: \"%s\" is not a memory category", key);
+        if (c < 0) return ms_errf(err, errlen, "oom.live_bytes: \"%s\" is not a memory category", key);
         if (ms_json_get_u64(live, "oom.live_bytes", key, INT64_MAX, &o->live_by_cat[c], err, errlen)) return -1;
     }
     const json_t *by = json_object_get(j, "live_by_layer");
-    if (!by) return fail(err, errlen, "oom.live_by_layer: missing");
-    if (!json_is_array(by)) return fail(err, errlen, "oom.live_by_layer: expected an array of bytes");
+    if (!by) return ms_errf(err, errlen, "oom.live_by_layer: missing");
+    if (!json_is_array(by)) return ms_errf(err, errlen, "oom.live_by_layer: expected an array of bytes");
     size_t n = json_array_size(by);
     if (n > (size_t)p->n_layers)
-        return fail(err, errlen, "oom.live_by_layer: %zu entries for %d layers", n, p->n_layers);
+        return ms_errf(err, errlen, "oom.live_by_layer: %zu entries for %d layers", n, p->n_layers);
     if (n) {
         o->live_by_layer = calloc(n, sizeof *o->live_by_layer);
-        if (!o->live_by_layer) return fail(err, errlen, "out of memory");
+        if (!o->live_by_layer) return ms_errf(err, errlen, "out of memory");
         o->n_live_layers = (int)n;
     }
     for (size_t i = 0; i < n; i++) {
         const json_t *v = json_array_get(by, i);
         if (!json_is_integer(v) || json_integer_value(v) < 0)
-            return fail(err, errlen, "oom.live_by_layer[%zu]: expected non-negative integer bytes", i);
+            return ms_errf(err, errlen, "oom.live_by_layer[%zu]: expected non-negative integer bytes", i);
         o->live_by_layer[i] = (uint64_t)json_integer_value(v);
     }
     return ms_json_get_str(j, ctx, "what", o->what, sizeof o->what, err, errlen);
@@ -412,39 +331,54 @@ static int oom_from_json(const json_t *j, ms_profile *p, char *err, size_t errle
 static int from_json(const json_t *root, ms_profile *p, char *err, size_t errlen)
 {
     const char *ctx = "profile";
-    if (!json_is_object(root)) return fail(err, errlen, "profile: expected a JSON object");
-    if (json_object_get(root, "version")) {
-        long long v;
-        if (ms_json_get_int(root, ctx, "version", MS_PROFILE_JSON_VERSION, MS_PROFILE_JSON_VERSION, &v, err,
-                            errlen))
-            return -1;
-    }
+    if (!json_is_object(root)) return ms_errf(err, errlen, "profile: expected a JSON object");
+    long long version = 1;
+    if (json_object_get(root, "version") &&
+        ms_json_get_int(root, ctx, "version", 1, MS_PROFILE_JSON_VERSION, &version, err, errlen))
+        return -1;
     if (ms_json_get_bool(root, ctx, "fits", &p->fits, err, errlen)) return -1;
     if (ms_json_get_u64(root, ctx, "capacity_bytes", INT64_MAX, &p->capacity, err, errlen) ||
         ms_json_get_u64(root, ctx, "peak_bytes", INT64_MAX, &p->peak, err, errlen) ||
         ms_json_get_u64(root, ctx, "reserve_bytes", MS_PROFILE_MAX_ROW_BYTES, &p->reserve, err, errlen))
         return -1;
     const json_t *m = json_object_get(root, "model");
-    if (!json_is_object(m)) return fail(err, errlen, m ? "model: expected an object" : "model: missing");
+    if (!json_is_object(m)) return ms_errf(err, errlen, m ? "model: expected an object" : "model: missing");
     if (ms_json_get_str(m, "model", "name", p->model, sizeof p->model, err, errlen)) return -1;
     GET_INT(m, "model", "n_layers", 1, MS_PROFILE_MAX_LAYERS, p->n_layers);
-    GET_INT(m, "model", "seq_len", 1, INT32_MAX, p->seq_len);
-    GET_INT(m, "model", "d_model", 1, INT32_MAX, p->d_model);
-    GET_INT(m, "model", "n_head", 1, INT32_MAX, p->n_head);
-    GET_INT(m, "model", "vocab", 1, INT32_MAX, p->vocab);
+    /* version 1 (the built-in GPT) requires its shape; version 2 allows 0 or
+     * absent for what a program does not have */
+    static const char *const shape_keys[] = {"seq_len", "d_model", "n_head", "vocab"};
+    int *shape[] = {&p->seq_len, &p->d_model, &p->n_head, &p->vocab};
+    for (int k = 0; k < 4; k++)
+        if (version >= 2 && !json_object_get(m, shape_keys[k])) *shape[k] = 0;
+        else GET_INT(m, "model", shape_keys[k], version >= 2 ? 0 : 1, INT32_MAX, *shape[k]);
     GET_INT(m, "model", "global_batch", 1, MS_PROFILE_MAX_BATCH, p->global_batch);
     if (ms_json_get_str(root, ctx, "device", p->device, sizeof p->device, err, errlen)) return -1;
+    if (json_object_get(root, "reserved_peak_bytes") &&
+        ms_json_get_u64(root, ctx, "reserved_peak_bytes", INT64_MAX, &p->reserved_peak, err, errlen))
+        return -1;
+    if (json_object_get(root, "accounting") &&
+        ms_json_get_str(root, ctx, "accounting", p->accounting, sizeof p->accounting, err, errlen))
+        return -1;
+    const json_t *pr = json_object_get(root, "program");
+    if (pr && !json_is_null(pr)) {
+        if (!json_is_object(pr)) return ms_errf(err, errlen, "program: expected an object");
+        if (ms_json_get_str(pr, "program", "fingerprint", p->fingerprint, sizeof p->fingerprint, err, errlen) ||
+            ms_json_get_str(pr, "program", "layer_list", p->layer_list, sizeof p->layer_list, err, errlen) ||
+            ms_json_get_str(pr, "program", "framework", p->framework, sizeof p->framework, err, errlen))
+            return -1;
+    }
     const json_t *oom = json_object_get(root, "oom");
-    if (!oom) return fail(err, errlen, "oom: missing (null when the trial fit)");
+    if (!oom) return ms_errf(err, errlen, "oom: missing (null when the trial fit)");
     if (oom_from_json(oom, p, err, errlen)) return -1;
-    if (p->fits && p->oom.happened) return fail(err, errlen, "oom: an OOM is given but fits is true");
+    if (p->fits && p->oom.happened) return ms_errf(err, errlen, "oom: an OOM is given but fits is true");
     const json_t *rows = json_object_get(root, "layers");
-    if (!json_is_array(rows)) return fail(err, errlen, rows ? "layers: expected an array" : "layers: missing");
+    if (!json_is_array(rows)) return ms_errf(err, errlen, rows ? "layers: expected an array" : "layers: missing");
     size_t n = json_array_size(rows);
-    if (n == 0) return fail(err, errlen, "layers: no rows");
-    if (n > (size_t)MS_PROFILE_MAX_LAYERS * 64) return fail(err, errlen, "layers: %zu rows is too many", n);
+    if (n == 0) return ms_errf(err, errlen, "layers: no rows");
+    if (n > (size_t)MS_PROFILE_MAX_LAYERS * 64) return ms_errf(err, errlen, "layers: %zu rows is too many", n);
     p->rows = calloc(n, sizeof *p->rows);
-    if (!p->rows) return fail(err, errlen, "out of memory");
+    if (!p->rows) return ms_errf(err, errlen, "out of memory");
     p->n_rows = (int)n;
     for (size_t i = 0; i < n; i++) {
         char rctx[32];
@@ -456,7 +390,7 @@ static int from_json(const json_t *root, ms_profile *p, char *err, size_t errlen
 
 int ms_profile_from_json(const json_t *root, ms_profile *out, char *err, size_t errlen)
 {
-    if (!out) return fail(err, errlen, "no output profile");
+    if (!out) return ms_errf(err, errlen, "no output profile");
     memset(out, 0, sizeof *out);
     if (from_json(root, out, err, errlen)) {
         ms_profile_free(out);
@@ -466,37 +400,6 @@ int ms_profile_from_json(const json_t *root, ms_profile *out, char *err, size_t 
 }
 
 /* ---- files ----------------------------------------------------------- */
-
-int ms_json_write_stream(FILE *f, json_t *j, const char *what, char *err, size_t errlen)
-{
-    if (!j) return fail(err, errlen, "the %s cannot be written as JSON (a value is out of range)", what);
-    int rc = json_dumpf(j, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(j);
-    if (rc || fputc('\n', f) == EOF || fflush(f)) return fail(err, errlen, "writing the %s JSON failed", what);
-    return 0;
-}
-
-int ms_json_write_path(const char *path, json_t *j, const char *what, char *err, size_t errlen)
-{
-    if (!path || strcmp(path, "-") == 0) return ms_json_write_stream(stdout, j, what, err, errlen);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        json_decref(j);
-        return fail(err, errlen, "%s: %s", path, strerror(errno));
-    }
-    int rc = ms_json_write_stream(f, j, what, err, errlen);
-    if (fclose(f) && !rc) rc = fail(err, errlen, "%s: %s", path, strerror(errno));
-    return rc;
-}
-
-json_t *ms_json_read_path(const char *path, char *err, size_t errlen)
-{
-    json_error_t je;
-    json_t *j = (!path || strcmp(path, "-") == 0) ? json_loadf(stdin, 0, &je) : json_load_file(path, 0, &je);
-    if (!j && je.line < 1) fail(err, errlen, "%s", je.text); /* could not open or read */
-    else if (!j) fail(err, errlen, "%s: line %d: %s", path ? path : "-", je.line, je.text);
-    return j;
-}
 
 int ms_profile_write_json(FILE *f, const ms_profile *p, char *err, size_t errlen)
 {
@@ -516,6 +419,6 @@ int ms_profile_load_json(const char *path, ms_profile *out, char *err, size_t er
     char inner[256];
     int rc = ms_profile_from_json(j, out, inner, sizeof inner);
     json_decref(j);
-    if (rc) return fail(err, errlen, "%s: %s", path ? path : "-", inner);
+    if (rc) return ms_errf(err, errlen, "%s: %s", path ? path : "-", inner);
     return 0;
 }

@@ -1,0 +1,95 @@
+/* profile.h — a measured profile: one row per (layer, precision, micro-batch
+ * size), plus what the trial saw (capacity, peak, OOM). This is the only
+ * thing the planner knows about a model, and what reports/ stores. A row is
+ * a row: the planner and the reports never ask which source made it.
+ *
+ * Contract: plain data, no behaviour. Layer indices count the model's layer
+ * list from 0. For the built-in GPT, layer 0 is the embedding, block i is
+ * layer i and the last layer is the head (final norm + LM head + loss). For
+ * a program (the PyTorch bridge), layer 0 holds the modules that run before
+ * its repeated block list, layer i the list's element i-1, and the last
+ * layer the modules that run after it; names are the program's own module
+ * paths. Byte counts are exact bytes as the accounting saw them (the
+ * trainer's tagged allocator; the caching allocator's block sizes; the CPU
+ * dispatcher's tensor bytes: see `accounting`); times are milliseconds per
+ * micro-batch. Fields a source cannot know are 0 or "" (a program has no
+ * vocab or seq_len). JSON form: profile_json.h; SQLite form: reports/db.h. */
+#ifndef MS_PROFILE_H
+#define MS_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vocab/vocab.h"
+
+/* Module paths and layer names: "block 17", "transformers.15",
+ * "segment1,pos_emb" (a program's first layer names every module in it). */
+#define MS_NAME_MAX 256
+/* A program fingerprint: "fnv64:" + 16 hex digits, "" when none. */
+#define MS_FINGERPRINT_MAX 40
+
+typedef struct ms_layer_row {
+    int layer;              /* index in the layer list */
+    char name[MS_NAME_MAX]; /* "embed", "block 17", "head"; a program's module path(s) */
+    char kind[16];          /* "embed" | "block" | "head" (built-in); "pre" | "block" | "post" (program) */
+    int precision;          /* ms_precision (vocab.h): 0 fp32, 1 bf16, 2 fp16 */
+    int micro_batch;        /* sequences per micro-batch this row was measured at */
+    int source;             /* ms_row_source */
+    /* static bytes, independent of micro-batch size */
+    uint64_t param, master, grad, optim;
+    /* per micro-batch */
+    uint64_t act;           /* saved in forward for backward */
+    uint64_t act_input;     /* bytes of the layer's input kept when the layer is recomputed */
+    uint64_t transient_fwd; /* peak transient bytes live while the layer runs forward */
+    uint64_t transient_bwd; /* ... backward */
+    uint64_t transient_opt; /* peak transient bytes of the optimizer step over this layer's
+                               parameters (foreach AdamW's temporaries); 0 when none */
+    uint64_t out_bytes;     /* the layer's output activation (crosses a stage boundary) */
+    double fwd_ms, bwd_ms;  /* time per micro-batch */
+    double opt_ms;          /* optimizer step time for this layer's parameters */
+} ms_layer_row;
+
+typedef struct ms_oom_info {
+    int happened;
+    int layer;              /* layer index, -1 outside any layer */
+    char layer_name[MS_NAME_MAX];
+    int phase;              /* ms_phase */
+    int category;           /* ms_cat of the failed request */
+    uint64_t requested;     /* bytes asked for */
+    uint64_t capacity;
+    uint64_t live_by_cat[MS_CAT_N];
+    /* live bytes per layer at that moment: live_by_layer[i] for layer i,
+     * n_live_layers entries (owned by the profile) */
+    int n_live_layers;
+    uint64_t *live_by_layer;
+    char what[MS_NAME_MAX]; /* the tensor that was being allocated, e.g. "fc_pre"; for a
+                               program, the innermost module running and its type,
+                               e.g. "transformers.15.0.qkv (Linear)" */
+} ms_oom_info;
+
+typedef struct ms_profile {
+    char model[128];        /* preset or config name; a program's script name */
+    int n_layers;           /* layers in the list (embedding + blocks + head) */
+    int seq_len, d_model, n_head, vocab;   /* 0 when not known (programs) */
+    int global_batch;       /* sequences per optimizer step in the trial */
+    char device[32];        /* "cpu", "cuda:0" */
+    uint64_t capacity;      /* bytes the trial's device had */
+    uint64_t reserve;       /* bytes of the reserve category on that device */
+    uint64_t peak;          /* measured peak bytes of the trial */
+    int fits;               /* 1 if the trial finished without OOM */
+    /* what made the rows (programs; "" for the built-in model) */
+    char fingerprint[MS_FINGERPRINT_MAX]; /* the program's module list and parameter shapes */
+    char layer_list[MS_NAME_MAX];         /* which module list made the blocks, and why */
+    char framework[64];     /* "torch 2.11.0+cu130" */
+    char accounting[32];    /* "allocator" (built-in), "cuda-caching-allocator", "cpu-dispatcher" */
+    uint64_t reserved_peak; /* the caching allocator's reserved peak (fragmentation), 0 unknown */
+    ms_oom_info oom;
+    int n_rows;
+    ms_layer_row *rows;     /* owned */
+} ms_profile;
+
+void ms_profile_free(ms_profile *p);
+/* First row for (layer, precision, micro_batch), or NULL. */
+const ms_layer_row *ms_profile_find(const ms_profile *p, int layer, int precision, int micro_batch);
+
+#endif
