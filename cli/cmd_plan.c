@@ -1,5 +1,6 @@
 /* cmd_plan.c — `memsplit plan` (see cmd_plan.h). */
 #include "cli/cmd_plan.h"
+#include "cli/args.h"
 #include "cli/common.h"
 
 #include <errno.h>
@@ -16,76 +17,77 @@
 #include "vocab/profile_json.h"
 #include "reports/db.h"
 #include "trainer/config.h"
+#include "vocab/device_name.h"
 
-enum { EXIT_OK = 0, EXIT_USAGE = 1, EXIT_DB = 2, EXIT_INFEASIBLE = 3 };
+enum { EXIT_OK = 0, EXIT_USAGE = 1, EXIT_RUNTIME = 2, EXIT_INFEASIBLE = 3 };
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: memsplit plan (--profile FILE | --db FILE [--run ID]) [--gpus N] [--gpu-mem SIZE[,SIZE...]]\n"
-            "                     [--precision P] [--schedule S] [--batch B] [--micro-batch U]\n"
-            "                     [--recompute M] [--headroom F] [--link-gbps X] [-o FILE] [--json]\n"
+            "usage: memsplit plan (--profile FILE | --db FILE [--run ID]) [--gpus N]\n"
+            "           [--gpu-mem SIZE[,SIZE...]] [--devices LIST] [--precision P]\n"
+            "           [--schedule S] [--batch B] [--micro-batch U] [--recompute M]\n"
+            "           [--max-stages K] [--headroom F] [--link-gbps X] [-o FILE]\n"
+            "           [--json | --verbose]\n"
             "\n"
             "Finds the split of a profiled model over GPUs with the smallest predicted step\n"
             "time such that every GPU's predicted peak fits its capacity minus the headroom.\n"
             "It searches exactly over the number of stages (fewer GPUs than given if that is\n"
             "faster), which GPUs hold them and in what order, the split points, the precision\n"
             "policy, the schedule, the micro-batch size and per-stage recompute; a flag fixes\n"
-            "an option instead. Prints a table (stage, device, layers, predicted peak against\n"
-            "capacity, bytes per category) and a paragraph of reasoning. The model behind the\n"
-            "predictions: docs/planner.md; the plan format: docs/plan-format.md.\n"
+            "an option instead. Plans within 3%% of the fastest count as equal (measured\n"
+            "times are noisy); among them it takes the trial's precision, then fewer stages,\n"
+            "then no recompute, then the lower peak. Prints a table (stage, device, layers,\n"
+            "predicted peak against capacity) and a paragraph of reasoning. The model behind\n"
+            "the predictions: docs/planner.md; the plan format: docs/plan-format.md.\n"
             "\n"
             "Input (one of):\n"
-            "  --profile FILE        a profile as `memsplit profile --json` prints it (\"-\": stdin)\n"
-            "  --db FILE             a run database: plan from the profile stored under --run ID\n"
-            "                        (default: the newest profile) and store the plan there\n"
-            "  --run ID              the run whose profile to use (with --db)\n"
+            "  --profile FILE       a profile as `memsplit profile --json` prints it\n"
+            "                       (\"-\": stdin)\n"
+            "  --db FILE            a run database: plan from the profile stored under\n"
+            "                       --run ID (default: the newest) and store the plan there\n"
+            MS_CLI_DB_TIMEOUT_HELP
+            "  --run ID             the run whose profile to use (with --db)\n"
             "Devices:\n"
-            "  --gpus N              number of GPUs (default: as many as --gpu-mem lists, else\n"
-            "                        the GPUs this machine has, with their memory)\n"
-            "  --gpu-mem SIZE[,...]  capacity of each GPU, e.g. 40GiB, or one per GPU for mixed\n"
-            "                        GPUs (80GiB,40GiB); a list's length must equal --gpus if both\n"
-            "                        are given (default: the trial's capacity)\n"
-            "  --devices LIST        device names, e.g. cuda:0,cuda:1 or cuda:0,cuda:0 for virtual\n"
-            "                        devices on one GPU (default: cuda:0 ... cuda:N-1)\n"
+            "  --gpus N             number of GPUs, 1..%d (default: as many as --gpu-mem\n"
+            "                       lists, else the GPUs this machine has, with their memory)\n"
+            "  --gpu-mem SIZE[,...] capacity of each GPU, e.g. 40GiB, or one per GPU for\n"
+            "                       mixed GPUs (80GiB,40GiB); a list's length must equal\n"
+            "                       --gpus if both are given (default: the trial's capacity)\n"
+            "  --devices LIST       device names: cuda:0,cuda:1, or cuda:0/v0,cuda:0/v1 for\n"
+            "                       virtual devices on one GPU (default: cuda:0 ... cuda:N-1)\n"
             "Options (each open unless given):\n"
-            "  --precision P         fp32 | bf16 | fp16 | any (default any the profile has rows for)\n"
-            "  --schedule S          gpipe | 1f1b | any (default any)\n"
-            "  --batch B             global batch, sequences per optimizer step (default: the trial's)\n"
-            "  --micro-batch U       sequences per micro-batch, dividing B (default: every divisor)\n"
-            "  --recompute M         auto | never | always (default auto: a stage recomputes only\n"
-            "                        when it would not fit otherwise)\n"
-            "  --max-stages K        at most K stages (default: one per GPU)\n"
-            "  --headroom F          fraction of each GPU kept free, 0.05 or 5%% (default %g)\n"
-            "  --link-gbps X         stage-to-stage bandwidth in Gbit/s (default %g)\n"
+            "  --precision P        fp32 | bf16 | fp16 | any (default: any the profile has)\n"
+            "  --schedule S         gpipe | 1f1b | any (default any)\n"
+            "  --batch B            the global batch: sequences per optimizer step (default:\n"
+            "                       the trial's); train's and profile's --batch is the\n"
+            "                       micro-batch\n"
+            "  --micro-batch U      sequences per micro-batch, dividing B (default: any)\n"
+            "  --recompute M        auto | never | always (default auto: a stage recomputes\n"
+            "                       only when it would not fit otherwise)\n"
+            "  --max-stages K       at most K stages, 1..%d (default: one per GPU)\n"
+            "  --headroom F         fraction of each GPU kept free, 0.05 or 5%% (default %g)\n"
+            "  --link-gbps X        stage-to-stage bandwidth in Gbit/s (default %g)\n"
             "Output:\n"
-            "  -o FILE               also write the plan JSON to FILE\n"
-            "  --json                print only JSON on stdout: the plan, or when nothing fits\n"
-            "                        {\"feasible\": false, \"message\": ..., \"min_gpus\": ..., ...}\n"
-            "  -h, --help            this help\n"
+            "  -o FILE              also write the plan JSON to FILE\n"
+            "  --verbose            the table with bytes per category too (wider)\n"
+            "  --json               print only JSON on stdout: the plan, or when nothing\n"
+            "                       fits {\"feasible\": false, \"message\": ..., ...}\n"
+            "  -h, --help           this help\n"
             "\n"
-            "Exit status: 0 a plan was found; 1 usage error, or the profile cannot be read or is\n"
-            "invalid; 2 the database cannot be opened, read or written; 3 no plan fits (the\n"
-            "message says what would: how many GPUs, how much memory, or which option).\n",
-            MS_PLAN_DEFAULT_HEADROOM, MS_PLAN_DEFAULT_LINK_GBPS);
+            "Exit status: 0 a plan was found; 1 usage error, or the profile cannot be read\n"
+            "or is invalid; 2 the database cannot be opened, read or written, or -o FILE\n"
+            "cannot be written; 3 no plan fits (the message says what would: how many\n"
+            "GPUs, how much memory, or which option).\n",
+            MS_MAX_DEVICES,             MS_MAX_STAGES, MS_PLAN_DEFAULT_HEADROOM, MS_PLAN_DEFAULT_LINK_GBPS);
 }
 
 typedef struct {
     const char *profile, *db, *out, *gpu_mem, *devices;
     int64_t run;
-    int gpus, json;
+    int gpus, json, verbose, db_timeout_ms;
     ms_plan_opts opts;
 } plan_args;
-
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
 
 static int bad(const char *fmt, const char *arg)
 {
@@ -96,7 +98,7 @@ static int bad(const char *fmt, const char *arg)
 }
 
 enum { O_PROFILE = 256, O_DB, O_RUN, O_GPUS, O_GPU_MEM, O_DEVICES, O_PREC, O_SCHED, O_BATCH, O_MICRO,
-       O_RECOMPUTE, O_MAX_STAGES, O_HEADROOM, O_LINK, O_JSON };
+       O_RECOMPUTE, O_MAX_STAGES, O_HEADROOM, O_LINK, O_JSON, O_VERBOSE, O_DBTIME };
 
 /* 0 parsed, 1 help printed, -1 usage error (printed) */
 static int parse_args(int argc, char **argv, plan_args *a)
@@ -109,14 +111,17 @@ static int parse_args(int argc, char **argv, plan_args *a)
         {"batch", required_argument, NULL, O_BATCH}, {"micro-batch", required_argument, NULL, O_MICRO},
         {"recompute", required_argument, NULL, O_RECOMPUTE}, {"max-stages", required_argument, NULL, O_MAX_STAGES},
         {"headroom", required_argument, NULL, O_HEADROOM}, {"link-gbps", required_argument, NULL, O_LINK},
-        {"json", no_argument, NULL, O_JSON}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+        {"json", no_argument, NULL, O_JSON}, {"verbose", no_argument, NULL, O_VERBOSE},
+        {"db-timeout", required_argument, NULL, O_DBTIME},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
+    a->db_timeout_ms = MS_DB_BUSY_MS;
     ms_plan_opts_default(&a->opts);
     optind = 0; /* glibc: full re-initialisation */
     opterr = 0;
-    int c;
-    long v;
+    int c, v;
+    char e[256];
     while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
         const char *arg = optarg;
         switch (c) {
@@ -125,12 +130,11 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case O_PROFILE: a->profile = arg; break;
         case O_DB: a->db = arg; break;
         case O_RUN:
-            if (parse_long(arg, 1, INT32_MAX, &v)) return bad("--run '%s' is not a run id", arg);
+            if (ms_arg_int("--run", arg, 1, INT32_MAX, &v, e, sizeof e)) return bad("%s", e);
             a->run = v;
             break;
         case O_GPUS:
-            if (parse_long(arg, 1, MS_PLAN_MAX_DEVICES, &v)) return bad("--gpus '%s' is not a GPU count (1..1024)", arg);
-            a->gpus = (int)v;
+            if (ms_arg_int("--gpus", arg, 1, MS_MAX_DEVICES, &a->gpus, e, sizeof e)) return bad("%s", e);
             break;
         case O_GPU_MEM: a->gpu_mem = arg; break;
         case O_DEVICES: a->devices = arg; break;
@@ -147,32 +151,34 @@ static int parse_args(int argc, char **argv, plan_args *a)
                 return bad("--schedule '%s' is not gpipe, 1f1b or any", arg);
             break;
         case O_BATCH:
-            if (parse_long(arg, 1, MS_PROFILE_MAX_BATCH, &v)) return bad("--batch '%s' is not a positive batch size", arg);
-            a->opts.global_batch = (int)v;
+            if (ms_arg_int("--batch", arg, 1, MS_PROFILE_MAX_BATCH, &a->opts.global_batch, e, sizeof e))
+                return bad("%s", e);
             break;
         case O_MICRO:
             if (!strcmp(arg, "any")) a->opts.micro_batch = 0;
-            else if (parse_long(arg, 1, MS_PROFILE_MAX_BATCH, &v))
-                return bad("--micro-batch '%s' is not a positive size", arg);
-            else a->opts.micro_batch = (int)v;
+            else if (ms_arg_int("--micro-batch", arg, 1, MS_PROFILE_MAX_BATCH, &a->opts.micro_batch, e, sizeof e))
+                return bad("%s", e);
             break;
         case O_RECOMPUTE:
             if ((a->opts.recompute = ms_recompute_mode_parse(arg)) < 0)
                 return bad("--recompute '%s' is not auto, never or always", arg);
             break;
         case O_MAX_STAGES:
-            if (parse_long(arg, 1, MS_PLAN_MAX_DEVICES, &v)) return bad("--max-stages '%s' is not a positive count", arg);
-            a->opts.max_stages = (int)v;
+            if (ms_arg_int("--max-stages", arg, 1, MS_MAX_STAGES, &a->opts.max_stages, e, sizeof e)) return bad("%s", e);
             break;
         case O_HEADROOM:
-            if (ms_cli_parse_fraction(arg, &a->opts.headroom))
-                return bad("--headroom '%s' is not a fraction in [0, 1) (e.g. 0.05 or 5%%)", arg);
+            if (ms_arg_fraction("--headroom", arg, &a->opts.headroom, e, sizeof e)) return bad("%s", e);
             break;
         case O_LINK:
-            if (ms_cli_parse_number(arg, &a->opts.link_gbps) || !(a->opts.link_gbps > 0 && a->opts.link_gbps < 1e9))
+            if (ms_arg_number("--link-gbps", arg, &a->opts.link_gbps, e, sizeof e) ||
+                !(a->opts.link_gbps > 0 && a->opts.link_gbps < 1e9))
                 return bad("--link-gbps '%s' is not a positive bandwidth", arg);
             break;
         case O_JSON: a->json = 1; break;
+        case O_VERBOSE: a->verbose = 1; break;
+        case O_DBTIME:
+            if (ms_arg_seconds("--db-timeout", arg, 3600, &a->db_timeout_ms, e, sizeof e)) return bad("%s", e);
+            break;
         case ':': return bad("%s needs a value", argv[optind - 1]);
         default: return bad("unknown option '%s'", argv[optind - 1]);
         }
@@ -188,27 +194,11 @@ static int parse_args(int argc, char **argv, plan_args *a)
 static int build_devices(const plan_args *a, const ms_profile *prof, const uint64_t *det, int n_det,
                          ms_plan_device **out, int *n_out)
 {
-    uint64_t caps[MS_PLAN_MAX_DEVICES];
+    uint64_t caps[MS_MAX_DEVICES];
     int n_caps = 0;
-    char err[160];
-    if (a->gpu_mem) {
-        char *copy = strdup(a->gpu_mem), *save = NULL;
-        if (!copy) return bad("%s", "out of memory");
-        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            size_t sz;
-            if (n_caps == MS_PLAN_MAX_DEVICES || ms_parse_size(tok, &sz, err, sizeof err)) {
-                free(copy);
-                return bad("--gpu-mem: %s", n_caps == MS_PLAN_MAX_DEVICES ? "too many sizes" : err);
-            }
-            if (sz == 0) {
-                free(copy);
-                return bad("--gpu-mem '%s': a GPU needs some memory", tok);
-            }
-            caps[n_caps++] = sz;
-        }
-        free(copy);
-        if (!n_caps) return bad("--gpu-mem '%s' lists no size", a->gpu_mem);
-    }
+    char err[256];
+    if (a->gpu_mem && ms_arg_sizes("--gpu-mem", a->gpu_mem, caps, MS_MAX_DEVICES, &n_caps, err, sizeof err))
+        return bad("%s", err);
     int n;
     if (n_caps > 1) {
         if (a->gpus && a->gpus != n_caps) {
@@ -240,10 +230,18 @@ static int build_devices(const plan_args *a, const ms_profile *prof, const uint6
     if (a->devices) {
         char *copy = strdup(a->devices), *save = NULL;
         int k = 0;
+        int bad_name = 0;
         for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save), k++) {
+            if (!ms_device_label_valid(tok) && !bad_name++)
+                fprintf(stderr, "memsplit plan: --devices: '%s' is not a device (cpu or cuda:N, or cpu/vK, cuda:N/vK "
+                        "for a virtual one)\n", tok);
             if (k < n) snprintf(d[k].name, sizeof d[k].name, "%.31s", tok);
         }
         free(copy);
+        if (bad_name) {
+            free(d);
+            return -1;
+        }
         if (k != n) {
             fprintf(stderr, "memsplit plan: --devices names %d device%s for %d GPU%s\n", k, k == 1 ? "" : "s", n,
                     n == 1 ? "" : "s");
@@ -274,27 +272,6 @@ static json_t *infeasible_json(const ms_infeasible *inf, const ms_profile *prof)
                                                inf->fixes[i].n_stages, "predicted_step_ms", inf->fixes[i].step_ms));
     json_object_set_new(j, "fixes", fixes);
     return j;
-}
-
-/* Prints text wrapped at `width` columns. */
-static void print_wrapped(FILE *f, const char *s, int width)
-{
-    int col = 0;
-    while (*s) {
-        size_t w = strcspn(s, " ");
-        if (col && col + 1 + (int)w > width) {
-            fputc('\n', f);
-            col = 0;
-        } else if (col) {
-            fputc(' ', f);
-            col++;
-        }
-        fwrite(s, 1, w, f);
-        col += (int)w;
-        s += w;
-        while (*s == ' ') s++;
-    }
-    fputc('\n', f);
 }
 
 /* Records the outcome under a new "plan" run in the database: 0 or -1. */
@@ -343,17 +320,18 @@ int ms_cmd_plan_ex(int argc, char **argv, const uint64_t *detected_caps, int n_d
         db = ms_db_open(a.db, 0, err, sizeof err);
         if (!db) {
             fprintf(stderr, "memsplit plan: %s\n", err);
-            return EXIT_DB;
+            return EXIT_RUNTIME;
         }
+        ms_db_set_busy_timeout(db, a.db_timeout_ms);
         prof_run = a.run ? a.run : ms_db_latest_profile_run(db);
         if (prof_run <= 0) {
             fprintf(stderr, "memsplit plan: %s holds no profile%s\n", a.db, prof_run < 0 ? " (read error)" : "");
-            rc = EXIT_DB;
+            rc = EXIT_RUNTIME;
             goto done;
         }
         if (ms_db_load_profile(db, prof_run, &prof, err, sizeof err)) {
             fprintf(stderr, "memsplit plan: run %" PRId64 ": %s\n", prof_run, err);
-            rc = EXIT_DB;
+            rc = EXIT_RUNTIME;
             goto done;
         }
         char verr[256];
@@ -368,7 +346,7 @@ int ms_cmd_plan_ex(int argc, char **argv, const uint64_t *detected_caps, int n_d
         goto done;
     }
 
-    int found = ms_plan_search(&prof, devs, n_devs, &a.opts, &plan, err, sizeof err);
+    int found = ms_plan_choose(&prof, devs, n_devs, &a.opts, &plan, err, sizeof err);
     if (found == MS_PLAN_ERROR) {
         fprintf(stderr, "memsplit plan: %s\n", err);
         rc = EXIT_USAGE;
@@ -382,7 +360,7 @@ int ms_cmd_plan_ex(int argc, char **argv, const uint64_t *detected_caps, int n_d
             goto done;
         }
         fprintf(stderr, "memsplit plan: ");
-        print_wrapped(stderr, inf.text, 100);
+        ms_cli_print_wrapped(stderr, inf.text, 80);
         json_t *j = infeasible_json(&inf, &prof);
         if (a.json) {
             json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -393,7 +371,7 @@ int ms_cmd_plan_ex(int argc, char **argv, const uint64_t *detected_caps, int n_d
         rc = EXIT_INFEASIBLE;
         if (db && (!s || store(db, argc, argv, prof_run, &prof, devs, n_devs, s, 0, 0))) {
             fprintf(stderr, "memsplit plan: storing the outcome in %s failed: %s\n", a.db, ms_db_errmsg(db));
-            rc = EXIT_DB;
+            rc = EXIT_RUNTIME;
         }
         free(s);
         goto done;
@@ -403,31 +381,31 @@ int ms_cmd_plan_ex(int argc, char **argv, const uint64_t *detected_caps, int n_d
     if (a.profile) snprintf(plan.profile_file, sizeof plan.profile_file, "%s", a.profile);
     if (ms_plan_explain(&prof, &plan)) {
         fprintf(stderr, "memsplit plan: out of memory\n");
-        rc = EXIT_USAGE;
+        rc = EXIT_RUNTIME;
         goto done;
     }
     rc = EXIT_OK;
     if (a.out && ms_plan_save_json(a.out, &plan, err, sizeof err)) {
         fprintf(stderr, "memsplit plan: %s\n", err);
-        rc = EXIT_USAGE;
+        rc = EXIT_RUNTIME;
         goto done;
     }
     if (a.json) {
         if (ms_plan_write_json(stdout, &plan, err, sizeof err)) {
             fprintf(stderr, "memsplit plan: %s\n", err);
-            rc = EXIT_USAGE;
+            rc = EXIT_RUNTIME;
         }
     } else {
-        ms_plan_print_table(stdout, &plan, &prof);
+        ms_plan_print_table(stdout, &plan, &prof, a.verbose);
         fputc('\n', stdout);
-        print_wrapped(stdout, plan.reasoning, 100);
+        ms_cli_print_wrapped(stdout, plan.reasoning, 80);
         if (a.out) printf("plan written to %s\n", a.out);
     }
     if (db) {
         plan_text = ms_plan_to_string(&plan);
         if (!plan_text || store(db, argc, argv, prof_run, &prof, devs, n_devs, plan_text, plan.step_ms, 1)) {
             fprintf(stderr, "memsplit plan: storing the plan in %s failed: %s\n", a.db, ms_db_errmsg(db));
-            rc = EXIT_DB;
+            rc = EXIT_RUNTIME;
         }
     }
 

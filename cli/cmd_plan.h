@@ -5,7 +5,8 @@
  * Contract: argv[0] is the subcommand's name ("plan"); options are parsed
  * with getopt_long from argv[1]. Returns the process exit status: 0 a plan
  * was found; 1 usage error or an unreadable / invalid profile; 2 the
- * database cannot be opened, read or written; 3 no plan fits (the message
+ * database cannot be opened, read or written, or the plan file cannot be
+ * written; 3 no plan fits (the message
  * says what would). ms_cmd_plan_ex() also takes the capacities of the GPUs
  * the caller detected (used when neither --gpus nor --gpu-mem is given);
  * ms_cmd_plan() is ms_cmd_plan_ex() with none. */

@@ -1,5 +1,6 @@
 /* cmd_profile.c — `memsplit profile`: the single-device trial, the per-layer
  * table, the OOM diagnosis, the ledger cross-check; stored in SQLite. */
+#include "cli/args.h"
 #include "cli/common.h"
 #include "profiler/nvtx_ranges.h"
 #include "vocab/profile_json.h"
@@ -23,14 +24,16 @@ static const char usage[] =
     "the allocator's ledger and CUPTI's two ledgers agree.\n"
     "\n"
     "%s"
-    "  (--precision and --batch also take: all | a,b — see below)\n"
     "Profile options:\n"
-    "  --precision all      measure fp32, bf16 and fp16 (the trial runs the first\n"
-    "                       of the config's precision; others are isolated)\n"
-    "  --batch a,b          measure micro-batch sizes a and b (the planner's\n"
-    "                       two-point fit); the trial runs at a\n"
+    "  --device DEV         cpu or cuda:N\n"
+    "  --gpu-mem SIZE       emulate a device of SIZE bytes (512MiB, 24GiB, ...)\n"
+    "  --precision P        fp32, bf16 or fp16: the trial's; or all: the trial runs\n"
+    "                       the config's precision and the others are isolated\n"
+    "  --batch A[,B]        micro-batch size(s) in sequences: the trial runs at A,\n"
+    "                       B is also measured (the planner's two-point fit)\n"
     "  --steps N            training steps in the trial (default 1)\n"
     "  --db FILE            record the run in this SQLite database (created if new)\n"
+    MS_CLI_DB_TIMEOUT_HELP
     "  --no-cupti           do not trace with CUPTI on a GPU\n"
     "  --json               print the profile as one JSON object on stdout\n"
     "                       (the table then goes to stderr)\n"
@@ -102,7 +105,7 @@ static void print_ledgers(FILE *f, const ms_ledger_check *k, const char *dev)
 
 int ms_cmd_profile(int argc, char **argv)
 {
-    enum { O_MODEL = 1000, O_PREC, O_BATCH, O_STEPS, O_DB, O_NOCUPTI, O_JSON, O_QUIET };
+    enum { O_MODEL = 1000, O_PREC, O_BATCH, O_STEPS, O_DB, O_NOCUPTI, O_JSON, O_QUIET, O_DBTIME };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
         { "set", required_argument, 0, O_MODEL }, { "device", required_argument, 0, O_MODEL },
@@ -110,7 +113,8 @@ int ms_cmd_profile(int argc, char **argv)
         { "precision", required_argument, 0, O_PREC }, { "batch", required_argument, 0, O_BATCH },
         { "steps", required_argument, 0, O_STEPS }, { "db", required_argument, 0, O_DB },
         { "no-cupti", no_argument, 0, O_NOCUPTI }, { "json", no_argument, 0, O_JSON },
-        { "quiet", no_argument, 0, O_QUIET }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "quiet", no_argument, 0, O_QUIET }, { "db-timeout", required_argument, 0, O_DBTIME },
+        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     ms_cli_model_args ma;
     ms_cli_model_args_init(&ma);
@@ -119,12 +123,16 @@ int ms_cmd_profile(int argc, char **argv)
     to.steps = 1;
     to.use_cupti = 1;
     const char *prec = NULL, *db_path = NULL;
-    int batches[2], n_batch = 0, json = 0, quiet = 0, idx = 0, c;
+    int batches[2], n_batch = 0, json = 0, quiet = 0, idx = 0, c, db_timeout_ms = MS_DB_BUSY_MS;
+    char err[512];
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
         switch (c) {
         case O_MODEL:
-            if (ms_cli_model_opt(&ma, opts[idx].name, optarg) < 0) return MS_EXIT_USAGE;
+            if (ms_cli_model_opt(&ma, opts[idx].name, optarg, err, sizeof err) < 0) {
+                fprintf(stderr, "memsplit profile: %s\n", err);
+                return MS_EXIT_USAGE;
+            }
             break;
         case O_PREC: prec = optarg; break;
         case O_BATCH:
@@ -133,14 +141,19 @@ int ms_cmd_profile(int argc, char **argv)
                 return MS_EXIT_USAGE;
             }
             break;
-        case O_STEPS: {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < 1 || v > 1000000) { fprintf(stderr, "memsplit profile: --steps needs N >= 1\n"); return MS_EXIT_USAGE; }
-            to.steps = (int)v;
+        case O_STEPS:
+            if (ms_arg_int("--steps", optarg, 1, 1000000, &to.steps, err, sizeof err)) {
+                fprintf(stderr, "memsplit profile: %s\n", err);
+                return MS_EXIT_USAGE;
+            }
             break;
-        }
         case O_DB: db_path = optarg; break;
+        case O_DBTIME:
+            if (ms_arg_seconds("--db-timeout", optarg, 3600, &db_timeout_ms, err, sizeof err)) {
+                fprintf(stderr, "memsplit profile: %s\n", err);
+                return MS_EXIT_USAGE;
+            }
+            break;
         case O_NOCUPTI: to.use_cupti = 0; break;
         case O_JSON: json = 1; break;
         case O_QUIET: quiet = 1; break;
@@ -150,7 +163,6 @@ int ms_cmd_profile(int argc, char **argv)
     }
     if (optind < argc) { fprintf(stderr, "memsplit profile: unexpected argument '%s'\n", argv[optind]); return MS_EXIT_USAGE; }
     ms_config cfg;
-    char err[512];
     if (ms_cli_build_config(&ma, &cfg, err, sizeof err)) {
         fprintf(stderr, "memsplit profile: %s\n", err);
         return MS_EXIT_USAGE;
@@ -185,6 +197,7 @@ int ms_cmd_profile(int argc, char **argv)
     if (db_path) {
         db = ms_db_open(db_path, 1, err, sizeof err);
         if (!db) { fprintf(stderr, "memsplit profile: %s\n", err); return MS_EXIT_RUNTIME; }
+        ms_db_set_busy_timeout(db, db_timeout_ms);
         char *cmdline = ms_cli_cmdline(argc, argv), *ini = ms_config_to_ini(&cfg);
         char devs[128];
         snprintf(devs, sizeof devs, "[{\"name\": \"%s\", \"capacity_bytes\": %zu}]", cfg.device, cfg.gpu_mem);
@@ -197,8 +210,7 @@ int ms_cmd_profile(int argc, char **argv)
     int rc = ms_trial_run(&cfg, &to, &r);
     int code = rc == MS_OK ? MS_EXIT_OK : rc == MS_EOOM ? MS_EXIT_OOM : MS_EXIT_RUNTIME;
     if (rc == MS_EFAIL) {
-        fprintf(stderr, "memsplit profile: %s\n", r.err);
-        if (strstr(r.err, "bad device") || strstr(r.err, "vocab")) code = MS_EXIT_USAGE;
+        fprintf(stderr, "memsplit profile: %s\n", r.err); /* the config was checked: device or data (2) */
     } else {
         FILE *out = json ? stderr : stdout;
         ms_term_report_profile(out, &r.prof, 80);
@@ -211,7 +223,11 @@ int ms_cmd_profile(int argc, char **argv)
             if (ok && ms_db_add_rows(db, run, &r.prof) != 0) ok = 0;
         }
         if (!ok) { fprintf(stderr, "memsplit profile: recording in %s: %s\n", db_path, ms_db_errmsg(db)); code = MS_EXIT_RUNTIME; }
-        ms_db_run_finish(db, run, rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed");
+        if (ms_db_run_finish(db, run, rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed")) {
+            fprintf(stderr, "memsplit profile: recording the run's end in %s: %s\n", db_path, ms_db_errmsg(db));
+            code = MS_EXIT_RUNTIME;
+            ok = 0;
+        }
         if (!quiet && ok) fprintf(stderr, "profile: recorded as run %lld in %s\n", (long long)run, db_path);
         ms_db_close(db);
     }

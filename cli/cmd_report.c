@@ -18,7 +18,8 @@ enum { EXIT_OK = 0, EXIT_USAGE = 1, EXIT_DB = 2 };
 
 static void usage(FILE *f)
 {
-    fputs("usage: memsplit report --db FILE [--run ID] [--list] [--json] [--width N]\n"
+    fputs("usage: memsplit report --db FILE [--run ID] [--list] [--json | --brief]\n"
+          "                       [--width N]\n"
           "       memsplit report --db FILE [--run ID] --html PAGE\n"
           "\n"
           "Prints a run stored in a memsplit run database: its header (id, kind,\n"
@@ -33,6 +34,8 @@ static void usage(FILE *f)
           "  --list       list every run, one line each, instead\n"
           "  --json       print one JSON object on stdout instead of text\n"
           "               (with --list: an array of runs)\n"
+          "  --brief      one screen: a line per run, the diagnosis's first sentence\n"
+          "               instead of the per-layer tables, plans, peaks, steps\n"
           "  --width N    wrap text to N columns (default 80)\n"
           "  --html PAGE  write the run as one self-contained HTML page instead (charts:\n"
           "               memory per layer, live memory over time, the plan per device,\n"
@@ -107,12 +110,13 @@ int ms_cmd_report(int argc, char **argv)
         { "json", no_argument, NULL, 'j' },
         { "width", required_argument, NULL, 'w' },
         { "html", required_argument, NULL, 'H' },
+        { "brief", no_argument, NULL, 'b' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *path = NULL, *html = NULL;
     int64_t run = 0, width64 = 80;
-    int json = 0, list = 0, c;
+    int json = 0, list = 0, brief = 0, c;
     optind = 0;   /* glibc: full re-initialisation, other subcommands may have parsed */
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -125,6 +129,7 @@ int ms_cmd_report(int argc, char **argv)
             }
             break;
         case 'l': list = 1; break;
+        case 'b': brief = 1; break;
         case 'j': json = 1; break;
         case 'w':
             if (parse_int64(optarg, &width64) != 0 || width64 < 40 || width64 > 1000) {
@@ -156,8 +161,12 @@ int ms_cmd_report(int argc, char **argv)
         fprintf(stderr, "memsplit report: --list and --run go separately\n");
         return EXIT_USAGE;
     }
-    if (html && (list || json)) {
-        fprintf(stderr, "memsplit report: --html goes without --list and --json\n");
+    if (html && (list || json || brief)) {
+        fprintf(stderr, "memsplit report: --html goes without --list, --json and --brief\n");
+        return EXIT_USAGE;
+    }
+    if (brief && (list || json)) {
+        fprintf(stderr, "memsplit report: --brief goes without --list and --json\n");
         return EXIT_USAGE;
     }
     if (html && !*html) {
@@ -167,7 +176,7 @@ int ms_cmd_report(int argc, char **argv)
     int width = (int)width64;
 
     char err[512];
-    ms_db *db = ms_db_open(path, 0, err, sizeof err);
+    ms_db *db = ms_db_open_readonly(path, err, sizeof err);
     if (!db) {
         fprintf(stderr, "memsplit report: %s\n", err);
         return EXIT_DB;
@@ -201,7 +210,7 @@ int ms_cmd_report(int argc, char **argv)
             } else {
                 status = EXIT_DB;
             }
-        } else if (ms_term_report_run(stdout, db, run, width) != 0) {
+        } else if ((brief ? ms_term_report_run_brief : ms_term_report_run)(stdout, db, run, width) != 0) {
             status = EXIT_DB;
         }
         if (status != EXIT_OK) fprintf(stderr, "memsplit report: %s\n", ms_db_errmsg(db));

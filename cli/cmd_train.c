@@ -1,6 +1,8 @@
 /* cmd_train.c — `memsplit train`: train on one device, with progress,
  * checkpoints and a JSON summary. */
+#include "cli/args.h"
 #include "cli/common.h"
+#include "cli/steplog.h"
 #include "trainer/checkpoint.h"
 #include "trainer/session.h"
 #include "reports/db.h"
@@ -19,9 +21,13 @@ static const char usage[] =
     "\n"
     "%s"
     "Training options:\n"
-    "  --checkpoint-dir DIR write checkpoints there (step-NNNNNNNN.ckpt)\n"
+    MS_CLI_RUN_HELP
+    "  --checkpoint-dir DIR write checkpoints there (step-NNNNNNNN.ckpt); on one\n"
+    "                       device every one is kept, with --plan the newest two\n"
     "  --checkpoint-every N a checkpoint every N steps (default: only at the end)\n"
     "  --resume             continue from the newest checkpoint in --checkpoint-dir\n"
+    "                       that verifies (a corrupt one is skipped, said); one of\n"
+    "                       another job (seed, data, global batch, ...) is refused\n"
     "  --plan FILE          train with a plan (memsplit plan -o FILE) over several\n"
     "                       devices: --device cpu or cuda:K gives virtual devices\n"
     "                       of the plan's capacities on it; by default distinct\n"
@@ -29,6 +35,7 @@ static const char usage[] =
     "  --db FILE            record the run, its steps and peaks in this SQLite\n"
     "                       database (with --plan, an OOM is re-planned from the\n"
     "                       plan's profile in FILE)\n"
+    MS_CLI_DB_TIMEOUT_HELP
     "  --inject-oom S:D:SIZE  with --plan, a testing aid: at step S device D\n"
     "                       shrinks to SIZE (as if another process took memory),\n"
     "                       or with SIZE = P%%, keeps its reserve and P%% of what\n"
@@ -37,9 +44,10 @@ static const char usage[] =
     "  --quiet              no progress lines\n"
     "  -h, --help           this text\n"
     "\n"
-    "Exit status: 0 trained; 1 usage or configuration error; 2 runtime error\n"
-    "(device, data or checkpoint); 3 out of memory (the message names the layer,\n"
-    "phase, category and bytes).\n";
+    "Exit status: 0 trained; 1 usage or configuration error (also a plan for\n"
+    "another model); 2 runtime error (device, data, checkpoint, or a record the\n"
+    "database never took); 3 out of memory (the message names the layer, phase,\n"
+    "category and bytes).\n";
 
 static double now_s(void)
 {
@@ -61,7 +69,7 @@ static json_t *device_json(const ms_device *d)
 
 int ms_cmd_train(int argc, char **argv)
 {
-    enum { O_CKDIR = 1000, O_CKEVERY, O_RESUME, O_JSON, O_QUIET, O_MODEL, O_PLAN, O_DB, O_INJECT };
+    enum { O_CKDIR = 1000, O_CKEVERY, O_RESUME, O_JSON, O_QUIET, O_MODEL, O_PLAN, O_DB, O_INJECT, O_DBTIME };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
         { "set", required_argument, 0, O_MODEL }, { "device", required_argument, 0, O_MODEL },
@@ -72,30 +80,40 @@ int ms_cmd_train(int argc, char **argv)
         { "resume", no_argument, 0, O_RESUME }, { "json", no_argument, 0, O_JSON },
         { "quiet", no_argument, 0, O_QUIET }, { "help", no_argument, 0, 'h' },
         { "plan", required_argument, 0, O_PLAN }, { "db", required_argument, 0, O_DB },
-        { "inject-oom", required_argument, 0, O_INJECT }, { 0, 0, 0, 0 },
+        { "inject-oom", required_argument, 0, O_INJECT }, { "db-timeout", required_argument, 0, O_DBTIME },
+        { 0, 0, 0, 0 },
     };
     ms_cli_model_args ma;
     ms_cli_model_args_init(&ma);
     const char *ckdir = NULL, *plan_path = NULL, *db_path = NULL, *inject = NULL;
-    long ckevery = -1;
-    int resume = 0, json = 0, quiet = 0, idx = 0, c;
+    int ckevery = -1, resume = 0, json = 0, quiet = 0, idx = 0, c, db_timeout_ms = MS_DB_BUSY_MS;
+    char err[512];
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
         switch (c) {
         case O_MODEL:
-            if (ms_cli_model_opt(&ma, opts[idx].name, optarg) < 0) return MS_EXIT_USAGE;
+            if (ms_cli_model_opt(&ma, opts[idx].name, optarg, err, sizeof err) < 0) {
+                fprintf(stderr, "memsplit train: %s\n", err);
+                return MS_EXIT_USAGE;
+            }
             break;
         case O_CKDIR: ckdir = optarg; break;
-        case O_CKEVERY: {
-            char *end;
-            ckevery = strtol(optarg, &end, 10);
-            if (!*optarg || *end || ckevery < 0) { fprintf(stderr, "memsplit train: --checkpoint-every needs N >= 0\n"); return MS_EXIT_USAGE; }
+        case O_CKEVERY:
+            if (ms_arg_key_int("--checkpoint-every", "checkpoint.every", optarg, &ckevery, err, sizeof err)) {
+                fprintf(stderr, "memsplit train: %s\n", err);
+                return MS_EXIT_USAGE;
+            }
             break;
-        }
         case O_RESUME: resume = 1; break;
         case O_PLAN: plan_path = optarg; break;
         case O_DB: db_path = optarg; break;
         case O_INJECT: inject = optarg; break;
+        case O_DBTIME:
+            if (ms_arg_seconds("--db-timeout", optarg, 3600, &db_timeout_ms, err, sizeof err)) {
+                fprintf(stderr, "memsplit train: %s\n", err);
+                return MS_EXIT_USAGE;
+            }
+            break;
         case O_JSON: json = 1; break;
         case O_QUIET: quiet = 1; break;
         case 'h': printf(usage, ms_cli_model_help); return MS_EXIT_OK;
@@ -104,43 +122,48 @@ int ms_cmd_train(int argc, char **argv)
     }
     if (optind < argc) { fprintf(stderr, "memsplit train: unexpected argument '%s'\n", argv[optind]); return MS_EXIT_USAGE; }
     ms_config cfg;
-    char err[512];
     if (ms_cli_build_config(&ma, &cfg, err, sizeof err)) {
         fprintf(stderr, "memsplit train: %s\n", err);
         return MS_EXIT_USAGE;
     }
     if (ckdir) snprintf(cfg.checkpoint_dir, sizeof cfg.checkpoint_dir, "%s", ckdir);
-    if (ckevery >= 0) cfg.checkpoint_every = (int)ckevery;
+    if (ckevery >= 0) cfg.checkpoint_every = ckevery;
     if (resume) cfg.resume = 1;
     if (cfg.resume && !cfg.checkpoint_dir[0]) { fprintf(stderr, "memsplit train: --resume needs --checkpoint-dir\n"); return MS_EXIT_USAGE; }
 
     if (inject && !plan_path) { fprintf(stderr, "memsplit train: --inject-oom goes with --plan\n"); return MS_EXIT_USAGE; }
-    if (plan_path)
-        return ms_cmd_train_plan(&cfg, plan_path, ma.device, db_path, cfg.checkpoint_dir[0] ? cfg.checkpoint_dir : NULL,
-                                 cfg.checkpoint_every, cfg.resume, inject, json, quiet);
+    if (plan_path) {
+        ms_train_plan_args pa = { plan_path, ma.device, db_path, cfg.checkpoint_dir[0] ? cfg.checkpoint_dir : NULL,
+                                  cfg.checkpoint_every, cfg.resume, json, quiet, db_timeout_ms, { 0, 0, 0, 0 } };
+        if (inject && ms_arg_inject(inject, &pa.inject, err, sizeof err)) {
+            fprintf(stderr, "memsplit train: %s\n", err);
+            return MS_EXIT_USAGE;
+        }
+        return ms_cmd_train_plan(&cfg, &pa);
+    }
 
     ms_db *db = NULL;
+    ms_steplog *steps = NULL;
     int64_t run = 0;
+    int db_failed = 0;
     if (db_path) {
         db = ms_db_open(db_path, 1, err, sizeof err);
         if (!db) { fprintf(stderr, "memsplit train: %s\n", err); return MS_EXIT_RUNTIME; }
+        ms_db_set_busy_timeout(db, db_timeout_ms);
         char *cmd = ms_cli_cmdline(argc, argv), *ini = ms_config_to_ini(&cfg);
         run = ms_db_run_begin(db, "train", cmd, ini, NULL, cfg.preset[0] ? cfg.preset : "custom", 0);
         free(cmd);
         free(ini);
         if (run < 0) { fprintf(stderr, "memsplit train: %s\n", ms_db_errmsg(db)); ms_db_close(db); return MS_EXIT_RUNTIME; }
+        steps = ms_steplog_new(db, run, db_timeout_ms, quiet ? NULL : stderr);
     }
     ms_session s;
     int rc = ms_session_open(&s, &cfg, NULL);
     if (rc == MS_OK && cfg.resume) {
-        char path[1024];
-        int found = ms_ckpt_latest(cfg.checkpoint_dir, path, sizeof path);
-        if (found < 0) { snprintf(s.err, sizeof s.err, "cannot read checkpoint directory %.400s", cfg.checkpoint_dir); rc = MS_EFAIL; }
-        else if (found == 0) { snprintf(s.err, sizeof s.err, "--resume: no checkpoint in %.400s", cfg.checkpoint_dir); rc = MS_EFAIL; }
-        else {
-            rc = ms_session_load(&s, path);
-            if (rc == MS_OK && !quiet) fprintf(stderr, "resumed from %s at step %d\n", path, s.step);
-        }
+        char path[1024], note[1200];
+        rc = ms_session_resume(&s, cfg.checkpoint_dir, path, sizeof path, note, sizeof note);
+        if (note[0] && !quiet) fprintf(stderr, "train: %s\n", note);
+        if (rc == MS_OK && !quiet) fprintf(stderr, "resumed from %s at step %d\n", path, s.step);
     }
     int log_every = cfg.log_every > 0 ? cfg.log_every : (cfg.steps <= 20 ? 1 : cfg.steps / 20);
     double loss_first = NAN, loss_last = NAN, t_start = now_s(), t_steady = 0, tokens_steady = 0;
@@ -158,12 +181,12 @@ int ms_cmd_train(int argc, char **argv)
         if (steps_run == 1) loss_first = s.last_loss;
         loss_last = s.last_loss;
         json_array_append_new(losses, json_real(s.last_loss));
-        if (db) {
-            char peaks[96];
-            snprintf(peaks, sizeof peaks, "{\"%s\": %zu}", s.dev.name, s.dev.peak_total);
+        if (steps) {
+            char *peaks = ms_cli_peaks_json(&s.dev, 1);
             ms_step_rec sr = { s.step, s.last_loss, dt * 1e3, tokens_per_step / dt, cfg.lr,
                                cfg.precision == MS_PREC_FP16 ? s.opt.loss_scale : 0, !s.last_opt.applied, peaks };
-            ms_db_add_step(db, run, &sr);
+            ms_steplog_add(steps, &sr);
+            free(peaks);
         }
         if (!quiet && (s.step % log_every == 0 || s.step == cfg.steps || steps_run == 1)) {
             char pk[32];
@@ -180,9 +203,10 @@ int ms_cmd_train(int argc, char **argv)
     }
     int exit_code = MS_EXIT_OK;
     if (rc != MS_OK) {
+        /* the config was validated above: what fails now is the device, the
+         * data or a checkpoint (2), or memory (3) */
         fprintf(stderr, "memsplit train: %s\n", s.err[0] ? s.err : "failed");
-        exit_code = rc == MS_EOOM ? MS_EXIT_OOM : (s.dev.ops ? MS_EXIT_RUNTIME : MS_EXIT_USAGE);
-        if (rc == MS_EFAIL && !s.dev.ops && strstr(s.err, "no CUDA")) exit_code = MS_EXIT_RUNTIME;
+        exit_code = rc == MS_EOOM ? MS_EXIT_OOM : MS_EXIT_RUNTIME;
     }
     double tps = t_steady > 0 ? tokens_steady / t_steady : 0;
     if (!quiet && rc == MS_OK) {
@@ -191,6 +215,10 @@ int ms_cmd_train(int argc, char **argv)
                 ms_fmt_bytes(s.dev.peak_total, pk, sizeof pk), s.dev.name);
     }
     if (db) {
+        if (ms_steplog_finish(steps, err, sizeof err)) {
+            fprintf(stderr, "memsplit train: %s\n", err);
+            db_failed++;
+        }
         if (s.dev.ops) {
             ms_device_peak dp;
             memset(&dp, 0, sizeof dp);
@@ -198,10 +226,13 @@ int ms_cmd_train(int argc, char **argv)
             dp.capacity = s.dev.capacity == SIZE_MAX ? 0 : s.dev.capacity;
             dp.measured_peak = s.dev.peak_total;
             for (int c = 0; c < MS_CAT_N; c++) dp.measured_by_cat[c] = s.dev.peak[c];
-            ms_db_add_device_peak(db, run, &dp);
+            ms_cli_recorded(ms_db_add_device_peak(db, run, &dp), db, "train", "the device's peak", &db_failed);
         }
-        ms_db_run_finish(db, run, rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed");
+        ms_cli_recorded(ms_db_run_finish(db, run, rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed"), db, "train",
+                        "the run's end", &db_failed);
+        ms_steplog_free(steps);
         ms_db_close(db);
+        if (db_failed && exit_code == MS_EXIT_OK) exit_code = MS_EXIT_RUNTIME;
     }
     if (json) {
         json_t *o = json_object();

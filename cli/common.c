@@ -1,22 +1,17 @@
 /* common.c — shared option handling for the subcommands. */
 #include "cli/common.h"
-
-#include <errno.h>
+#include "cli/args.h"
+#include "vocab/errf.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 const char ms_cli_model_help[] =
-    "Model and run options:\n"
+    "Model options:\n"
     "  --preset NAME        start from a preset: tiny, gpt2-small, seed17, seed17-cpu\n"
     "  --config FILE        INI file overlaid on the preset (sections model, train,\n"
-    "                       data, device, checkpoint)\n"
+    "                       data, device, checkpoint; every key: docs/config.md)\n"
     "  --set KEY=VALUE      override one key, e.g. --set model.n_layer=4 (repeatable)\n"
-    "  --device DEV         cpu or cuda:N\n"
-    "  --precision P        fp32, bf16 or fp16\n"
-    "  --gpu-mem SIZE       emulate a device of SIZE bytes (512MiB, 24GiB, ...)\n"
-    "  --steps N            optimizer steps\n"
-    "  --batch N            micro-batch size (sequences)\n"
     "  --data FILE          training data: a text file (bytes as tokens) or a uint16\n"
     "                       token file (.bin/.u16); default: a built-in corpus\n";
 
@@ -27,31 +22,19 @@ void ms_cli_model_args_init(ms_cli_model_args *a)
     a->batch = -1;
 }
 
-static int parse_long(const char *name, const char *s, long *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < 0) {
-        fprintf(stderr, "memsplit: --%s needs a non-negative integer, got '%s'\n", name, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-int ms_cli_model_opt(ms_cli_model_args *a, const char *name, const char *arg)
+int ms_cli_model_opt(ms_cli_model_args *a, const char *name, const char *arg, char *err, size_t errlen)
 {
     if (!strcmp(name, "preset")) a->preset = arg;
     else if (!strcmp(name, "config")) a->config = arg;
     else if (!strcmp(name, "set")) {
-        if (a->n_sets >= MS_CLI_MAX_SETS) { fprintf(stderr, "memsplit: too many --set\n"); return -1; }
+        if (a->n_sets >= MS_CLI_MAX_SETS) return ms_errf(err, errlen, "--set: more than %d of them", MS_CLI_MAX_SETS);
         a->sets[a->n_sets++] = arg;
     } else if (!strcmp(name, "device")) a->device = arg;
     else if (!strcmp(name, "precision")) a->precision = arg;
     else if (!strcmp(name, "gpu-mem")) a->gpu_mem = arg;
     else if (!strcmp(name, "data")) a->data = arg;
-    else if (!strcmp(name, "steps")) return parse_long(name, arg, &a->steps) ? -1 : 1;
-    else if (!strcmp(name, "batch")) return parse_long(name, arg, &a->batch) ? -1 : 1;
+    else if (!strcmp(name, "steps")) return ms_arg_key_int("--steps", "train.steps", arg, &a->steps, err, errlen) ? -1 : 1;
+    else if (!strcmp(name, "batch")) return ms_arg_key_int("--batch", "train.batch", arg, &a->batch, err, errlen) ? -1 : 1;
     else return 0;
     return 1;
 }
@@ -78,9 +61,8 @@ int ms_cli_build_config(const ms_cli_model_args *a, ms_config *c, char *err, siz
     if (a->precision && set_kv(c, "train.precision", a->precision, err, errlen)) return -1;
     if (a->gpu_mem && set_kv(c, "device.gpu_mem", a->gpu_mem, err, errlen)) return -1;
     if (a->data && set_kv(c, "data.path", a->data, err, errlen)) return -1;
-    if (a->steps >= 0) c->steps = (int)a->steps;
-    if (a->batch > 0) c->batch = (int)a->batch;
-    else if (a->batch == 0) { snprintf(err, errlen, "--batch must be at least 1"); return -1; }
+    if (a->steps >= 0) c->steps = a->steps;
+    if (a->batch > 0) c->batch = a->batch;
     return ms_config_validate(c, err, errlen);
 }
 
@@ -116,22 +98,40 @@ char *ms_cli_cmdline(int argc, char **argv)
     return s;
 }
 
-int ms_cli_parse_number(const char *s, double *out)
+char *ms_cli_peaks_json(const ms_device *devs, int n)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s) return -1;
-    if (*end == '%' && end[1] == 0) v /= 100;
-    else if (*end) return -1;
-    *out = v;
-    return 0;
+    json_t *o = json_object();
+    for (int d = 0; o && d < n; d++) json_object_set_new(o, devs[d].name, json_integer((json_int_t)devs[d].peak_total));
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    return s;
 }
 
-int ms_cli_parse_fraction(const char *s, double *out)
+long long ms_cli_recorded(long long rc, ms_db *db, const char *cmd, const char *what, int *failed)
 {
-    double v;
-    if (ms_cli_parse_number(s, &v) || !(v >= 0 && v < 1)) return -1;
-    *out = v;
-    return 0;
+    if (rc < 0) {
+        fprintf(stderr, "memsplit %s: recording %s in the database: %s\n", cmd, what, ms_db_errmsg(db));
+        (*failed)++;
+    }
+    return rc;
+}
+
+void ms_cli_print_wrapped(FILE *f, const char *s, int width)
+{
+    int col = 0;
+    while (*s) {
+        size_t w = strcspn(s, " ");
+        if (col && col + 1 + (int)w > width) {
+            fputc('\n', f);
+            col = 0;
+        } else if (col) {
+            fputc(' ', f);
+            col++;
+        }
+        fwrite(s, 1, w, f);
+        col += (int)w;
+        s += w;
+        while (*s == ' ') s++;
+    }
+    fputc('\n', f);
 }

@@ -16,9 +16,11 @@ static const char usage[] =
     "  plan      choose split points, precision, micro-batches and recompute\n"
     "  doctor    trial, diagnosis, plan and training with the plan, end to end\n"
     "  report    show a run database's runs, profiles and diagnoses\n"
+    "  config    print a configuration as an INI file, or every key's reference\n"
     "\n"
     "Every command takes --json to print one machine-readable object on stdout.\n"
-    "Exit status: 0 ok, 1 usage/configuration error, 2 runtime error, 3 out of memory.\n";
+    "Exit status: 0 ok, 1 usage/configuration error, 2 runtime error, 3 out of memory.\n"
+    "memsplit --version prints the version.\n";
 
 int main(int argc, char **argv)
 {
@@ -31,6 +33,11 @@ int main(int argc, char **argv)
         fputs(usage, stdout);
         return MS_EXIT_OK;
     }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("memsplit %s\n", MS_VERSION);
+        return MS_EXIT_OK;
+    }
+    if (!strcmp(cmd, "config")) return ms_cmd_config(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return ms_cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "profile")) return ms_cmd_profile(argc - 1, argv + 1);
     if (!strcmp(cmd, "plan")) {

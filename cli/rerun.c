@@ -1,11 +1,12 @@
 /* rerun.c — train with a plan; measured against predicted; OOM recovery. */
 #include "cli/rerun.h"
 #include "cli/common.h"
+#include "cli/steplog.h"
 #include "planner/explain.h"
 #include "planner/plan_json.h"
 #include "trainer/checkpoint.h"
+#include "vocab/errf.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -19,29 +20,36 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-int ms_rerun_spec(const ms_plan *plan, const char *device, ms_pipe_spec *spec, char *err, size_t errlen)
+int ms_rerun_spec(const ms_plan *plan, const char *device, ms_pipe_spec *spec, int *plan_dev, char *err,
+                  size_t errlen)
 {
     memset(spec, 0, sizeof *spec);
-    if (plan->n_stages < 1 || plan->n_stages > MS_PIPE_MAX_STAGES || plan->n_devices > MS_PIPE_MAX_STAGES) {
-        snprintf(err, errlen, "plan has %d stages over %d devices; memsplit runs 1..%d", plan->n_stages,
-                 plan->n_devices, MS_PIPE_MAX_STAGES);
-        return -1;
-    }
+    if (plan->n_stages < 1 || plan->n_stages > MS_MAX_STAGES || plan->n_devices < 1 || plan->n_devices > MS_MAX_DEVICES)
+        return ms_errf(err, errlen, "plan has %d stages over %d devices; memsplit runs 1..%d stages over 1..%d devices",
+                       plan->n_stages, plan->n_devices, MS_MAX_STAGES, MS_MAX_DEVICES);
+    /* the devices that hold a stage, in plan order */
+    int spec_of[MS_MAX_DEVICES], n = 0, top = 0;
+    for (int d = 0; d < plan->n_devices; d++) spec_of[d] = -1;
+    for (int s = 0; s < plan->n_stages; s++) spec_of[plan->stages[s].device] = 0;
+    for (int d = 0; d < plan->n_devices; d++)
+        if (spec_of[d] == 0) {
+            plan_dev[n] = d;
+            spec_of[d] = n++;
+            top = d;
+        }
     int gpus = ms_cuda_gpu_count();
     const char *kind = device;
-    if (!kind) kind = gpus >= plan->n_devices && plan->n_devices > 1 ? "distinct" : gpus >= 1 ? "cuda:0" : "cpu";
-    spec->n_devices = plan->n_devices;
-    for (int d = 0; d < plan->n_devices; d++) {
-        if (!strcmp(kind, "distinct")) snprintf(spec->device[d], sizeof spec->device[d], "cuda:%d", d);
-        else snprintf(spec->device[d], sizeof spec->device[d], "%s", kind);
-        spec->capacity[d] = plan->devices[d].capacity;
+    if (!kind) kind = gpus > top && n > 1 ? "distinct" : gpus >= 1 ? "cuda:0" : "cpu";
+    spec->n_devices = n;
+    for (int k = 0; k < n; k++) {
+        if (!strcmp(kind, "distinct")) snprintf(spec->device[k], sizeof spec->device[k], "cuda:%d", plan_dev[k]);
+        else snprintf(spec->device[k], sizeof spec->device[k], "%s", kind);
+        spec->capacity[k] = plan->devices[plan_dev[k]].capacity;
     }
-    spec->virtual_share = strcmp(kind, "distinct") != 0 && plan->n_devices > 1;
-    /* one real device of its own: its capacity is emulated by a ballast */
-    if (plan->n_devices == 1 && strcmp(kind, "cpu")) spec->virtual_share = 0;
+    spec->virtual_share = strcmp(kind, "distinct") != 0 && n > 1;
     spec->n_stages = plan->n_stages;
     for (int s = 0; s < plan->n_stages; s++) {
-        spec->stage_device[s] = plan->stages[s].device;
+        spec->stage_device[s] = spec_of[plan->stages[s].device];
         spec->first[s] = plan->stages[s].first;
         spec->last[s] = plan->stages[s].last;
         spec->recompute[s] = plan->stages[s].recompute;
@@ -52,18 +60,44 @@ int ms_rerun_spec(const ms_plan *plan, const char *device, ms_pipe_spec *spec, c
     return 0;
 }
 
-static json_t *device_entry(const ms_pipeline *p, const ms_plan *plan, int d, double *gap)
+int ms_rerun_check(const ms_config *cfg, const ms_plan *plan, const ms_rerun_opts *o, char *err, size_t errlen)
 {
-    const ms_device *dev = &p->devs[d];
+    const char *name = cfg->preset[0] ? cfg->preset : "custom";
+    struct { const char *what; long long plan, here; } f[] = {
+        { "layers", plan->n_layers, (long long)cfg->n_layer + 2 }, { "seq_len", plan->seq_len, cfg->seq_len },
+        { "d_model", plan->d_model, cfg->d_model },                { "n_head", plan->n_head, cfg->n_head },
+        { "vocab", plan->vocab, cfg->vocab },
+    };
+    if (strcmp(plan->model, name))
+        return ms_errf(err, errlen, "the plan is for model '%s'; this run's model is '%s'", plan->model, name);
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].plan != f[i].here)
+            return ms_errf(err, errlen, "the plan is for a model with %s %lld; this run's model has %s %lld", f[i].what,
+                           f[i].plan, f[i].what, f[i].here);
+    if (o && o->inject.step > 0) {
+        int held = 0;
+        for (int s = 0; s < plan->n_stages; s++) held |= plan->stages[s].device == o->inject.dev;
+        if (o->inject.dev >= plan->n_devices)
+            return ms_errf(err, errlen, "--inject-oom: device %d is not one of the plan's %d (0..%d)", o->inject.dev,
+                           plan->n_devices, plan->n_devices - 1);
+        if (!held) return ms_errf(err, errlen, "--inject-oom: device %d holds no stage of the plan", o->inject.dev);
+    }
+    return 0;
+}
+
+static json_t *device_entry(const ms_pipeline *p, const ms_plan *plan, int k, int d, double *gap)
+{
+    const ms_device *dev = &p->devs[k];
     const ms_plan_stage *st = NULL;
     for (int s = 0; s < plan->n_stages; s++)
         if (plan->stages[s].device == d) st = &plan->stages[s];
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(dev->name));
+    json_object_set_new(o, "plan_device", json_integer(d));
     json_object_set_new(o, "capacity_bytes", json_integer((json_int_t)dev->capacity));
     json_object_set_new(o, "predicted_peak_bytes", json_integer(st ? (json_int_t)st->peak : 0));
     json_object_set_new(o, "measured_peak_bytes", json_integer((json_int_t)dev->peak_total));
-    *gap = st && st->peak ? fabs((double)dev->peak_total - (double)st->peak) / (double)st->peak : 0;
+    *gap = st && st->peak ? ((double)dev->peak_total - (double)st->peak) / (double)st->peak : 0;
     json_object_set_new(o, "gap", json_real(*gap));
     json_object_set_new(o, "measured_by_category", ms_cli_cat_json(dev->peak));
     size_t pred[MS_CAT_N] = { 0 };
@@ -72,29 +106,38 @@ static json_t *device_entry(const ms_pipeline *p, const ms_plan *plan, int d, do
     return o;
 }
 
-static void record_peaks(const ms_rerun_opts *o, const ms_pipeline *p, const ms_plan *plan)
+/* What one opening of the pipeline needs to carry between its parts. */
+typedef struct run_ctx {
+    const ms_rerun_opts *o;
+    ms_rerun_result *r;
+    ms_steplog *steps;
+    char kept[2][1024];        /* the checkpoints this run keeps, older first ("": none) */
+} run_ctx;
+
+static void record_peaks(run_ctx *x, const ms_pipeline *p, const ms_plan *plan, const int *plan_dev)
 {
-    if (!o->db) return;
-    for (int d = 0; d < p->n_dev; d++) {
+    if (!x->o->db) return;
+    for (int k = 0; k < p->n_dev; k++) {
         ms_device_peak dp;
         memset(&dp, 0, sizeof dp);
-        dp.device = d;
-        snprintf(dp.name, sizeof dp.name, "%.31s", p->devs[d].name);
-        dp.capacity = p->devs[d].capacity;
-        dp.measured_peak = p->devs[d].peak_total;
+        dp.device = plan_dev[k];
+        snprintf(dp.name, sizeof dp.name, "%.31s", p->devs[k].name);
+        dp.capacity = p->devs[k].capacity;
+        dp.measured_peak = p->devs[k].peak_total;
         for (int s = 0; s < plan->n_stages; s++)
-            if (plan->stages[s].device == d) {
+            if (plan->stages[s].device == plan_dev[k]) {
                 dp.predicted_peak = plan->stages[s].peak;
                 for (int c = 0; c < MS_CAT_N; c++) dp.predicted_by_cat[c] = plan->stages[s].bytes[c];
             }
-        for (int c = 0; c < MS_CAT_N; c++) dp.measured_by_cat[c] = p->devs[d].peak[c];
-        ms_db_add_device_peak(o->db, o->run, &dp);
+        for (int c = 0; c < MS_CAT_N; c++) dp.measured_by_cat[c] = p->devs[k].peak[c];
+        ms_cli_recorded(ms_db_add_device_peak(x->o->db, x->o->run, &dp), x->o->db, "train", "a device's peak",
+                        &x->r->db_failed);
     }
 }
 
-static void record_oom(const ms_rerun_opts *o, const ms_pipeline *p)
+static int64_t record_oom(run_ctx *x, const ms_pipeline *p)
 {
-    if (!o->db || p->oom_stage < 0) return;
+    if (!x->o->db || p->oom_stage < 0) return 0;
     const ms_device *d = p->st[p->oom_stage].dev;
     ms_oom_info oi;
     memset(&oi, 0, sizeof oi);
@@ -108,30 +151,37 @@ static void record_oom(const ms_rerun_opts *o, const ms_pipeline *p)
     oi.capacity = d->oom.capacity;
     for (int c = 0; c < MS_CAT_N; c++) oi.live_by_cat[c] = d->oom.live[c];
     snprintf(oi.what, sizeof oi.what, "%s", d->oom.what);
-    ms_db_add_oom_event(o->db, o->run, d->name, &oi, 0);
+    int64_t id = ms_db_add_oom_event(x->o->db, x->o->run, d->name, &oi, 0);
+    ms_cli_recorded(id, x->o->db, "train", "the OOM", &x->r->db_failed);
+    return id > 0 ? id : 0;
 }
 
 /* Re-plan for the capacities that remain (the OOM device at what it has). */
-static int replan(const ms_rerun_opts *o, const ms_pipeline *p, ms_plan *plan, char *err, size_t errlen)
+static int replan(const ms_rerun_opts *o, const ms_pipeline *p, const int *plan_dev, ms_plan *plan, char *err,
+                  size_t errlen)
 {
     int n = plan->n_devices;
-    ms_plan_device devs[MS_PIPE_MAX_STAGES];
-    for (int d = 0; d < n; d++) {
-        devs[d] = plan->devices[d];
-        if (d < p->n_dev) devs[d].capacity = p->devs[d].capacity;
+    ms_plan_device *devs = malloc((size_t)n * sizeof *devs);
+    if (!devs) {
+        ms_errf(err, errlen, "out of memory");
+        return MS_EFAIL;
     }
+    memcpy(devs, plan->devices, (size_t)n * sizeof *devs);
+    for (int k = 0; k < p->n_dev; k++) devs[plan_dev[k]].capacity = p->devs[k].capacity;
     ms_plan np;
     memset(&np, 0, sizeof np);
     ms_plan_opts po = o->popts;
     po.global_batch = plan->global_batch;
-    po.precision = plan->precision;   /* the checkpoint's weights are of this policy */
-    int rc = ms_plan_search(o->prof, devs, n, &po, &np, err, errlen);
+    po.precision = plan->precision;   /* the checkpoint's job has this policy (trainer/job.h) */
+    int rc = ms_plan_choose(o->prof, devs, n, &po, &np, err, errlen);
     if (rc == MS_PLAN_INFEASIBLE) {
         ms_infeasible inf;
         if (ms_plan_explain_infeasible(o->prof, devs, n, &po, &inf, err, errlen) == 0)
             snprintf(err, errlen, "no plan fits the capacity that remains: %.900s", inf.text);
+        free(devs);
         return MS_EOOM;
     }
+    free(devs);
     if (rc != MS_PLAN_OK) return MS_EFAIL;
     np.profile_run = plan->profile_run;
     ms_plan_explain(o->prof, &np);
@@ -140,35 +190,111 @@ static int replan(const ms_rerun_opts *o, const ms_pipeline *p, ms_plan *plan, c
     return MS_OK;
 }
 
-/* Recovery needs only the newest checkpoint (and one before it, in case the
- * newest is being written when the process dies): older ones go, so a long
- * run of a large model does not fill the disk. */
-static void prune_ckpts(const char *dir)
+/* A checkpoint this run wrote (or resumed from): keep it and the one before,
+ * delete the one before that. */
+static void keep_ckpt(run_ctx *x, const char *path, int step)
 {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    char names[64][64];
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 64) {
-        int step;
-        char tail;
-        if (sscanf(e->d_name, "step-%d.ckp%c", &step, &tail) == 2 && tail == 't' && strlen(e->d_name) < 64)
-            snprintf(names[n++], sizeof names[0], "%.63s", e->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
-    for (int i = 0; i + 2 < n; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%.900s/%.63s", dir, names[i]);
-        unlink(path);
+    snprintf(x->r->checkpoint, sizeof x->r->checkpoint, "%s", path);
+    x->r->checkpoint_step = step;
+    if (!strcmp(path, x->kept[1])) return;
+    if (x->kept[0][0] && strcmp(x->kept[0], path)) unlink(x->kept[0]);
+    memcpy(x->kept[0], x->kept[1], sizeof x->kept[0]);
+    snprintf(x->kept[1], sizeof x->kept[1], "%s", path);
+}
+
+/* Shrinks the injected device at the start of its step (a testing aid). */
+static void inject(run_ctx *x, ms_pipeline *p, const int *plan_dev)
+{
+    const ms_inject *in = &x->o->inject;
+    for (int k = 0; k < p->n_dev; k++) {
+        if (plan_dev[k] != in->dev) continue;
+        ms_device *d = &p->devs[k];
+        size_t res = d->peak[MS_CAT_RESERVE];
+        d->capacity = in->frac > 0 ? res + (size_t)((double)(d->peak_total - res) * in->frac) : in->bytes;
+        d->account_only = 1; /* on a GPU with a ballast the accounting must now decide */
+        for (int s = 0; s < p->n_stages; s++)
+            if (p->st[s].dev == d) ms_scratch_release(&p->st[s].scr);
+        if (x->o->progress)
+            fprintf(x->o->progress, "train: [test] %s now has %zu bytes (another process took the rest)\n", d->name,
+                    d->capacity);
     }
 }
 
-static int latest_ckpt(const char *dir, char *path, size_t len)
+/* The steps of one opening of the pipeline, from p->step to o->steps. */
+static int run_steps(run_ctx *x, ms_pipeline *p, const ms_plan *plan, const int *plan_dev, int *inject_done,
+                     double *t_steady, double *tok_steady)
 {
-    if (!dir) return 0;
-    return ms_ckpt_latest(dir, path, len) == 1;
+    const ms_rerun_opts *o = x->o;
+    ms_rerun_result *r = x->r;
+    size_t tokens = (size_t)plan->global_batch * p->cfg.seq_len;
+    int first_in_open = 1, rc = MS_OK;
+    while (rc == MS_OK && p->step < o->steps) {
+        if (!*inject_done && o->inject.step > 0 && p->step + 1 == o->inject.step) {
+            inject(x, p, plan_dev);
+            *inject_done = 1;
+        }
+        double t0 = now_s();
+        rc = ms_pipe_step(p);
+        if (rc) break;
+        double dt = now_s() - t0;
+        r->steps_run++;
+        if (!first_in_open) { *t_steady += dt; *tok_steady += tokens; }
+        if (isnan(r->loss_first)) r->loss_first = p->last_loss;
+        r->loss_last = p->last_loss;
+        /* a step redone after a recovery replaces its earlier loss */
+        while ((int)json_array_size(r->losses) >= p->step) json_array_remove(r->losses, json_array_size(r->losses) - 1);
+        json_array_append_new(r->losses, json_real(p->last_loss));
+        char *peaks = ms_cli_peaks_json(p->devs, p->n_dev);
+        if (x->steps) {
+            ms_step_rec sr = { p->step, p->last_loss, dt * 1e3, tokens / dt, p->cfg.lr,
+                               p->cfg.precision == MS_PREC_FP16 ? p->opt.loss_scale : 0, !p->last_opt.applied, peaks };
+            ms_steplog_add(x->steps, &sr);
+        }
+        int every = o->log_every > 0 ? o->log_every : o->steps <= 10 ? 1 : o->steps / 5;
+        if (o->progress && (first_in_open || p->step % every == 0 || p->step == o->steps)) {
+            /* one line in 80 columns: the fullest device's peak (every device's is in the database) */
+            int top = 0;
+            for (int k = 1; k < p->n_dev; k++)
+                if (p->devs[k].peak_total > p->devs[top].peak_total) top = k;
+            char pk[32];
+            fprintf(o->progress, "train: step %d/%d, loss %.4f, %.0f tok/s, %.0f ms, peak %s (%s)\n", p->step,
+                    o->steps, p->last_loss, tokens / dt, dt * 1e3, ms_fmt_bytes(p->devs[top].peak_total, pk, sizeof pk),
+                    p->devs[top].name);
+        }
+        free(peaks);
+        first_in_open = 0;
+        if (o->ckpt_dir && o->ckpt_every > 0 && (p->step % o->ckpt_every == 0 || p->step == o->steps)) {
+            char path[1024];
+            if (ms_pipe_checkpoint(p, o->ckpt_dir, path, sizeof path) != MS_OK) {
+                snprintf(r->err, sizeof r->err, "checkpoint: %s", p->err);
+                return MS_EFAIL;
+            }
+            keep_ckpt(x, path, p->step);
+        }
+    }
+    return rc;
+}
+
+/* After an OOM that could be re-planned: the recovery's record. */
+static void record_recovery(run_ctx *x, const ms_plan *plan, int failed_step, int64_t old_plan, int64_t oom_id,
+                            const char *msg)
+{
+    const ms_rerun_opts *o = x->o;
+    if (!o->db) return;
+    char *js = ms_plan_to_string(plan);
+    int64_t new_plan = js ? ms_db_add_plan(o->db, o->run, js, plan->step_ms, 1) : -1;
+    free(js);
+    ms_cli_recorded(new_plan, o->db, "train", "the new plan", &x->r->db_failed);
+    ms_recovery_rec rr;
+    memset(&rr, 0, sizeof rr);
+    rr.step = failed_step;
+    rr.resumed_step = x->r->checkpoint[0] ? x->r->checkpoint_step : 0;
+    snprintf(rr.checkpoint, sizeof rr.checkpoint, "%s", x->r->checkpoint);
+    snprintf(rr.reason, sizeof rr.reason, "%s", msg);
+    rr.oom_event = oom_id;
+    rr.old_plan_id = old_plan;
+    rr.new_plan_id = new_plan > 0 ? new_plan : 0;
+    ms_cli_recorded(ms_db_add_recovery(o->db, o->run, &rr), o->db, "train", "the recovery", &x->r->db_failed);
 }
 
 int ms_rerun(const ms_config *cfg, ms_plan *plan, const ms_rerun_opts *o, ms_rerun_result *r)
@@ -178,150 +304,93 @@ int ms_rerun(const ms_config *cfg, ms_plan *plan, const ms_rerun_opts *o, ms_rer
     r->loss_first = r->loss_last = NAN;
     ms_config c = *cfg;
     c.precision = (ms_precision)plan->precision;
-    if (plan->n_layers != c.n_layer + 2 || plan->seq_len != c.seq_len || plan->d_model != c.d_model) {
-        snprintf(r->err, sizeof r->err, "the plan is for a model of %d layers (d_model %d, seq %d); the config has %d",
-                 plan->n_layers, plan->d_model, plan->seq_len, c.n_layer + 2);
+    if (ms_rerun_check(&c, plan, o, r->err, sizeof r->err)) return MS_EFAIL;
+    run_ctx x;
+    memset(&x, 0, sizeof x);
+    x.o = o;
+    x.r = r;
+    if (o->db && !(x.steps = ms_steplog_new(o->db, o->run, o->db_timeout_ms, o->progress))) {
+        ms_errf(r->err, sizeof r->err, "out of memory");
         return MS_EFAIL;
     }
-    int resume = o->resume, rc = MS_OK;
+    int resume = o->resume, rc = MS_OK, inject_done = 0;
+    int64_t plan_id = o->plan_id;
     double t_steady = 0, tok_steady = 0;
-    int inject_done = 0;
     for (;;) {
         ms_pipe_spec spec;
-        if (ms_rerun_spec(plan, o->device, &spec, r->err, sizeof r->err)) return MS_EFAIL;
+        int plan_dev[MS_MAX_STAGES];
+        if (ms_rerun_spec(plan, o->device, &spec, plan_dev, r->err, sizeof r->err)) { rc = MS_EFAIL; break; }
         ms_pipeline p;
         rc = ms_pipe_open(&p, &c, &spec);
-        char path[1024];
-        if (rc == MS_OK && resume && latest_ckpt(o->ckpt_dir, path, sizeof path)) {
-            rc = ms_pipe_load(&p, path);
+        if (rc == MS_OK && resume && o->ckpt_dir) {
+            /* the first opening: the newest sound checkpoint of this job in the folder */
+            char path[1024], note[1200];
+            rc = ms_pipe_resume(&p, o->ckpt_dir, path, sizeof path, note, sizeof note);
+            if (note[0] && o->progress) fprintf(o->progress, "train: %s\n", note);
+            if (rc == MS_OK) keep_ckpt(&x, path, p.step);
             if (rc == MS_OK && o->progress) fprintf(o->progress, "train: resumed from %s at step %d\n", path, p.step);
+        } else if (rc == MS_OK && r->checkpoint[0]) {
+            /* after a recovery: the last checkpoint this run wrote */
+            rc = ms_pipe_load(&p, r->checkpoint);
+            if (rc == MS_OK && o->progress) fprintf(o->progress, "train: resumed from %s at step %d\n", r->checkpoint, p.step);
         }
-        size_t tokens = (size_t)plan->global_batch * c.seq_len;
-        int first_in_open = 1;
-        while (rc == MS_OK && p.step < o->steps) {
-            if (!inject_done && o->inject_step > 0 && p.step + 1 == o->inject_step && o->inject_dev < p.n_dev) {
-                /* another process takes memory: shrink, and hand the transients back */
-                ms_device *d = &p.devs[o->inject_dev];
-                size_t res = d->peak[MS_CAT_RESERVE];
-                d->capacity = o->inject_frac > 0 ? res + (size_t)((double)(d->peak_total - res) * o->inject_frac)
-                                                 : o->inject_bytes;
-                d->account_only = 1; /* on a GPU with a ballast the accounting must now decide */
-                for (int s = 0; s < p.n_stages; s++)
-                    if (p.st[s].dev == d) ms_scratch_release(&p.st[s].scr);
-                inject_done = 1;
-                if (o->progress)
-                    fprintf(o->progress, "train: [test] %s now has %zu bytes (another process took the rest)\n", d->name,
-                            d->capacity);
-            }
-            double t0 = now_s();
-            rc = ms_pipe_step(&p);
-            if (rc) break;
-            double dt = now_s() - t0;
-            r->steps_run++;
-            if (!first_in_open) { t_steady += dt; tok_steady += tokens; }
-            first_in_open = 0;
-            if (isnan(r->loss_first)) r->loss_first = p.last_loss;
-            r->loss_last = p.last_loss;
-            /* a step redone after a recovery replaces its earlier loss */
-            while ((int)json_array_size(r->losses) >= p.step) json_array_remove(r->losses, json_array_size(r->losses) - 1);
-            json_array_append_new(r->losses, json_real(p.last_loss));
-            char peaks[512] = "{";
-            for (int d = 0; d < p.n_dev; d++) {
-                size_t u = strlen(peaks);
-                snprintf(peaks + u, sizeof peaks - u, "%s\"%s\": %zu", d ? ", " : "", p.devs[d].name, p.devs[d].peak_total);
-            }
-            strncat(peaks, "}", sizeof peaks - strlen(peaks) - 1);
-            if (o->db) {
-                ms_step_rec sr = { p.step, p.last_loss, dt * 1e3, tokens / dt, c.lr,
-                                   c.precision == MS_PREC_FP16 ? p.opt.loss_scale : 0, !p.last_opt.applied, peaks };
-                ms_db_add_step(o->db, o->run, &sr);
-            }
-            if (o->progress)
-                fprintf(o->progress, "train: step %d/%d | loss %.4f | %8.0f tok/s | %7.1f ms | peaks %s\n", p.step, o->steps,
-                        p.last_loss, tokens / dt, dt * 1e3, peaks);
-            if (o->ckpt_dir && o->ckpt_every > 0 && (p.step % o->ckpt_every == 0 || p.step == o->steps)) {
-                if (ms_pipe_checkpoint(&p, o->ckpt_dir, path, sizeof path) != MS_OK) {
-                    snprintf(r->err, sizeof r->err, "checkpoint: %s", p.err);
-                    ms_pipe_close(&p);
-                    return MS_EFAIL;
-                }
-                prune_ckpts(o->ckpt_dir);
-            }
-        }
+        resume = 0;
+        if (rc == MS_OK) rc = run_steps(&x, &p, plan, plan_dev, &inject_done, &t_steady, &tok_steady);
         r->steps = p.step;
         if (rc == MS_OK) {
             /* measured against predicted, per device */
             r->devices = json_array();
-            for (int d = 0; d < p.n_dev; d++) {
+            for (int k = 0; k < p.n_dev; k++) {
                 double gap;
-                json_array_append_new(r->devices, device_entry(&p, plan, d, &gap));
-                if (gap > r->worst_gap) r->worst_gap = gap;
+                json_array_append_new(r->devices, device_entry(&p, plan, k, plan_dev[k], &gap));
+                if (fabs(gap) > r->worst_gap) r->worst_gap = fabs(gap);
             }
-            record_peaks(o, &p, plan);
+            record_peaks(&x, &p, plan, plan_dev);
             ms_pipe_close(&p);
             break;
         }
         if (rc != MS_EOOM) {
-            snprintf(r->err, sizeof r->err, "%s", p.err);
+            if (!r->err[0]) snprintf(r->err, sizeof r->err, "%s", p.err);
             ms_pipe_close(&p);
-            return rc;
+            break;
         }
         /* an OOM mid-run: record, re-plan for what remains, resume */
         char msg[600];
         snprintf(msg, sizeof msg, "%s", p.err);
         if (o->progress) fprintf(o->progress, "train: OUT OF MEMORY at step %d: %s\n", p.step + 1, msg);
-        record_oom(o, &p);
+        int64_t oom_id = record_oom(&x, &p);
         int failed_step = p.step + 1;
         if (!o->prof) {
             snprintf(r->err, sizeof r->err, "%s; no profile to re-plan from (run memsplit doctor, or give --db with the profiled run)", msg);
             ms_pipe_close(&p);
             r->oom_unrecovered = 1;
-            return MS_EOOM;
+            break;
         }
-        int64_t old_plan = o->plan_id;
-        int prc = replan(o, &p, plan, r->err, sizeof r->err);
+        int prc = replan(o, &p, plan_dev, plan, r->err, sizeof r->err);
         ms_pipe_close(&p);
         if (prc != MS_OK) {
-            r->oom_unrecovered = 1;
-            char ck[1024] = "";
-            if (latest_ckpt(o->ckpt_dir, ck, sizeof ck) && o->progress)
-                fprintf(o->progress, "train: stopped cleanly; the last checkpoint, %s, is intact\n", ck);
-            return prc;
+            r->oom_unrecovered = prc == MS_EOOM;
+            rc = prc;
+            break;
         }
         r->recoveries++;
-        int64_t new_plan = 0;
-        if (o->db) {
-            char *js = ms_plan_to_string(plan);
-            if (js) new_plan = ms_db_add_plan(o->db, o->run, js, plan->step_ms, 1);
-            free(js);
-            ms_recovery_rec rr;
-            memset(&rr, 0, sizeof rr);
-            rr.step = failed_step;
-            rr.resumed_step = -1;
-            char ck[1024] = "";
-            if (latest_ckpt(o->ckpt_dir, ck, sizeof ck)) {
-                snprintf(rr.checkpoint, sizeof rr.checkpoint, "%.511s", ck);
-                ms_ckpt_meta meta;
-                int nsec;
-                char e2[128];
-                if (ms_ckpt_peek(ck, &meta, &nsec, e2, sizeof e2) == 0) rr.resumed_step = (int)meta.step;
-            } else {
-                rr.resumed_step = 0;
-            }
-            snprintf(rr.reason, sizeof rr.reason, "%.127s", msg);
-            rr.old_plan_id = old_plan;
-            rr.new_plan_id = new_plan;
-            ms_db_add_recovery(o->db, o->run, &rr);
-        }
+        record_recovery(&x, plan, failed_step, plan_id, oom_id, msg);
         if (o->progress) {
             fprintf(o->progress, "train: re-planned for the capacity that remains:\n");
-            ms_plan_print_table(o->progress, plan, o->prof);
-            fprintf(o->progress, "train: resuming from the last checkpoint\n");
+            ms_plan_print_table(o->progress, plan, o->prof, 0);
+            fprintf(o->progress, "train: resuming from %s\n", r->checkpoint[0] ? r->checkpoint : "step 0 (no checkpoint yet)");
         }
-        resume = 1;
+    }
+    if (x.steps) {
+        char err[600];
+        if (ms_steplog_finish(x.steps, err, sizeof err)) {
+            fprintf(stderr, "memsplit train: %s\n", err);
+            r->db_failed++;
+        }
+        ms_steplog_free(x.steps);
     }
     r->tokens_per_s = t_steady > 0 ? tok_steady / t_steady : 0;
-    return MS_OK;
+    return rc;
 }
 
 void ms_rerun_result_free(ms_rerun_result *r)
@@ -329,4 +398,37 @@ void ms_rerun_result_free(ms_rerun_result *r)
     json_decref(r->losses);
     json_decref(r->devices);
     r->losses = r->devices = NULL;
+}
+
+json_t *ms_rerun_result_json(const ms_rerun_result *r)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "steps", json_integer(r->steps));
+    json_object_set_new(o, "loss_first", isnan(r->loss_first) ? json_null() : json_real(r->loss_first));
+    json_object_set_new(o, "loss_last", isnan(r->loss_last) ? json_null() : json_real(r->loss_last));
+    json_object_set_new(o, "tokens_per_s", json_real(r->tokens_per_s));
+    json_object_set_new(o, "recoveries", json_integer(r->recoveries));
+    json_object_set_new(o, "losses", r->losses ? json_incref(r->losses) : json_array());
+    json_object_set_new(o, "devices", r->devices ? json_incref(r->devices) : json_array());
+    json_object_set_new(o, "worst_gap", json_real(r->worst_gap));
+    json_object_set_new(o, "checkpoint", r->checkpoint[0] ? json_string(r->checkpoint) : json_null());
+    return o;
+}
+
+void ms_rerun_print_devices(FILE *f, const ms_rerun_result *r)
+{
+    if (!r->devices) return;
+    fprintf(f, "measured against predicted peak, per device:\n");
+    fprintf(f, "  %-14s %12s %12s %12s %9s\n", "device", "capacity", "predicted", "measured", "gap");
+    size_t i;
+    json_t *d;
+    json_array_foreach(r->devices, i, d) {
+        char a[32], b[32], c[32];
+        fprintf(f, "  %-14.14s %12s %12s %12s %+8.2f%%\n",
+                json_string_value(json_object_get(d, "name")),
+                ms_fmt_bytes((size_t)json_integer_value(json_object_get(d, "capacity_bytes")), a, sizeof a),
+                ms_fmt_bytes((size_t)json_integer_value(json_object_get(d, "predicted_peak_bytes")), b, sizeof b),
+                ms_fmt_bytes((size_t)json_integer_value(json_object_get(d, "measured_peak_bytes")), c, sizeof c),
+                100 * json_real_value(json_object_get(d, "gap")));
+    }
 }

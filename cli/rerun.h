@@ -3,12 +3,22 @@
  * real ones (distinct GPUs, virtual devices on one GPU, or on the CPU),
  * trains, checkpoints, records steps and each device's measured peak against
  * the plan's prediction, and recovers from an OOM mid-run by re-planning for
- * the capacity that remains and resuming from the last checkpoint. */
+ * the capacity that remains and resuming from the last checkpoint it wrote.
+ *
+ * Only the devices that hold a stage are opened (a plan may list up to
+ * MS_MAX_DEVICES, a pipeline has up to MS_MAX_STAGES: vocab/limits.h); the
+ * records keep the plan's device indices. Of the checkpoints it writes, the
+ * newest two are kept (recovery needs the newest; the one before covers a
+ * process killed while writing); it deletes no file it did not write or
+ * resume from. No step row or record is dropped: a write the database
+ * refuses is kept and retried (steplog.h), and a record that is never
+ * written makes r->db_failed non-zero. */
 #ifndef MS_CLI_RERUN_H
 #define MS_CLI_RERUN_H
 
 #include <jansson.h>
 #include <stdio.h>
+#include "cli/args.h"
 #include "planner/planner.h"
 #include "reports/db.h"
 #include "trainer/config.h"
@@ -19,20 +29,19 @@ typedef struct ms_rerun_opts {
     int steps;                 /* optimizer steps to reach */
     const char *ckpt_dir;      /* checkpoints (needed for recovery); NULL = none */
     int ckpt_every;            /* steps between checkpoints; 0 = none (a recovery restarts from step 0) */
-    int resume;                /* start from the newest checkpoint in ckpt_dir */
-    /* testing aid: at the start of step inject_step, device inject_dev
-     * shrinks to inject_bytes (as if another process took the rest) and its
-     * transient buffers are handed back, so the step must allocate again */
-    int inject_step, inject_dev;
-    size_t inject_bytes;
-    double inject_frac;     /* > 0: instead, keep this fraction of what the device's
-                             * tensors took at their peak so far (its reserve stays) */
+    int resume;                /* start from the newest sound checkpoint of this job in ckpt_dir */
+    /* testing aid: at the start of step inject.step, plan device inject.dev
+     * shrinks (as if another process took memory) and its transient
+     * buffers are handed back, so the step must allocate again */
+    ms_inject inject;
     const ms_profile *prof;    /* for re-planning after an OOM (NULL: no recovery) */
     ms_plan_opts popts;        /* the options the plan was made with */
     ms_db *db;                 /* record steps, peaks, OOMs, recoveries (may be NULL) */
     int64_t run;
     int64_t plan_id;           /* the plan's id in db, 0 if none */
+    int db_timeout_ms;         /* the database's busy timeout (MS_DB_BUSY_MS) */
     FILE *progress;            /* NULL = quiet */
+    int log_every;             /* a progress line every N steps; 0: about five lines a run */
 } ms_rerun_opts;
 
 typedef struct ms_rerun_result {
@@ -42,16 +51,35 @@ typedef struct ms_rerun_result {
     json_t *devices;           /* [{name, capacity_bytes, predicted_peak_bytes, measured_peak_bytes, gap, by category}] */
     double worst_gap;          /* max over devices of |measured - predicted| / predicted */
     int oom_unrecovered;       /* 1: stopped because no plan fits any more */
+    char checkpoint[1024];     /* the last checkpoint written or resumed from ("": none): a run
+                                  stopped by an OOM can resume it (same job: trainer/job.h) */
+    int checkpoint_step;
+    int db_failed;             /* records the database never took (each said on stderr) */
     char err[1024];
 } ms_rerun_result;
 
-/* Returns MS_OK, MS_EOOM (stopped cleanly: nothing fits; the checkpoint is
+/* Whether plan can train the model of cfg: the model's name and shape
+ * (layers, seq_len, d_model, n_head, vocab) must equal the config's, and
+ * the inject device (when o->inject.step > 0) must hold a stage. 0, or -1
+ * with a message that shows both values. */
+int ms_rerun_check(const ms_config *cfg, const ms_plan *plan, const ms_rerun_opts *o, char *err, size_t errlen);
+
+/* Returns MS_OK, MS_EOOM (stopped cleanly: nothing fits; r->checkpoint is
  * intact; r->err says what is needed) or MS_EFAIL. *plan may be replaced by
  * the recovery's new plan. */
 int ms_rerun(const ms_config *cfg, ms_plan *plan, const ms_rerun_opts *o, ms_rerun_result *r);
 void ms_rerun_result_free(ms_rerun_result *r);
 
-/* The pipeline spec of a plan on the given device kind. */
-int ms_rerun_spec(const ms_plan *plan, const char *device, ms_pipe_spec *spec, char *err, size_t errlen);
+/* The pipeline spec of a plan on the given device kind: one spec device
+ * per plan device that holds a stage, in plan order; plan_dev[k] is the
+ * plan's index of spec device k. */
+int ms_rerun_spec(const ms_plan *plan, const char *device, ms_pipe_spec *spec, int *plan_dev, char *err,
+                  size_t errlen);
+
+/* The result as doctor and train --plan print it: JSON, and the
+ * measured-against-predicted lines (gap = (measured - predicted) / predicted,
+ * signed, as memsplit report shows it). */
+json_t *ms_rerun_result_json(const ms_rerun_result *r);
+void ms_rerun_print_devices(FILE *f, const ms_rerun_result *r);
 
 #endif

@@ -18,15 +18,15 @@ static const char *layer_name(const ms_profile *prof, int layer, char *buf, size
 
 static const char *bytes(uint64_t b, char *buf, size_t len) { return ms_fmt_bytes(b, buf, len); }
 
-void ms_plan_print_table(FILE *f, const ms_plan *pl, const ms_profile *prof)
+void ms_plan_print_table(FILE *f, const ms_plan *pl, const ms_profile *prof, int categories)
 {
     char b1[32], b2[32];
-    fprintf(f, "plan: %s, %s, %d micro-batch%s of %d (global batch %d), %d of %d GPU%s, predicted %.1f ms/step\n",
+    fprintf(f, "plan: %s, %s, %d micro-batch%s of %d (global batch %d), %d of %d GPU%s,\n      predicted %.1f ms/step\n",
             ms_precision_name((ms_precision)pl->precision), ms_schedule_name(pl->schedule), pl->n_micro,
             pl->n_micro > 1 ? "es" : "", pl->micro_batch, pl->global_batch, pl->n_stages, pl->n_devices,
             pl->n_devices > 1 ? "s" : "", pl->step_ms);
-    fprintf(f, "%-5s %-10s %-26s %-4s %-28s", "stage", "device", "layers", "rc", "peak / capacity");
-    for (int c = 0; c < MS_CAT_N; c++) fprintf(f, " %10s", ms_cat_name((ms_cat)c));
+    fprintf(f, "%-5s %-10s %-26s %-4s %-*s", "stage", "device", "layers", "rc", categories ? 28 : 0, "peak / capacity");
+    for (int c = 0; categories && c < MS_CAT_N; c++) fprintf(f, " %10s", ms_cat_name((ms_cat)c));
     fputc('\n', f);
     for (int s = 0; s < pl->n_stages; s++) {
         const ms_plan_stage *st = &pl->stages[s];
@@ -39,8 +39,9 @@ void ms_plan_print_table(FILE *f, const ms_plan *pl, const ms_profile *prof)
             snprintf(range, sizeof range, "%d-%d", st->first, st->last);
         snprintf(peak, sizeof peak, "%s / %s %3.0f%%", bytes(st->peak, b1, sizeof b1),
                  bytes(d->capacity, b2, sizeof b2), d->capacity ? 100.0 * (double)st->peak / (double)d->capacity : 0);
-        fprintf(f, "%-5d %-10s %-26s %-4s %-28s", s, d->name, range, st->recompute ? "yes" : "no", peak);
-        for (int c = 0; c < MS_CAT_N; c++) fprintf(f, " %10s", bytes(st->bytes[c], b1, sizeof b1));
+        fprintf(f, "%-5d %-10.10s %-26.26s %-4s %-*s", s, d->name, range, st->recompute ? "yes" : "no",
+                categories ? 28 : 0, peak);
+        for (int c = 0; categories && c < MS_CAT_N; c++) fprintf(f, " %10s", bytes(st->bytes[c], b1, sizeof b1));
         fputc('\n', f);
     }
 }
@@ -90,6 +91,7 @@ char *ms_plan_reasoning(const ms_profile *prof, const ms_plan *pl)
     int have_costs = L && ms_layer_costs(prof, pl->precision, pl->micro_batch, L, NULL, 0) == 0;
 
     say_trial(f, prof);
+    if (pl->note[0]) fputs(pl->note, f);
     fprintf(f, "The plan trains in %s with the %s schedule, %d micro-batch%s of %d sequence%s (global batch %d), on %d of the %d GPU%s given.",
             ms_precision_name((ms_precision)pl->precision), ms_schedule_name(pl->schedule), pl->n_micro,
             pl->n_micro > 1 ? "es" : "", pl->micro_batch, pl->micro_batch > 1 ? "s" : "", pl->global_batch,
@@ -128,8 +130,8 @@ char *ms_plan_reasoning(const ms_profile *prof, const ms_plan *pl)
             slow, ms_stage_cycle_ms(ss), ss->fwd_ms, ss->bwd_ms, ss->comm_ms, pl->n_micro, pl->n_stages,
             ms_stage_cycle_ms(ss), pl->stages[slow_o].opt_ms, slow_o, pl->step_ms);
     if (pl->n_stages < pl->n_devices)
-        fprintf(f, " The other %d GPU%s stay idle: no plan that uses them is faster.", pl->n_devices - pl->n_stages,
-                pl->n_devices - pl->n_stages > 1 ? "s" : "");
+        fprintf(f, " The other %d GPU%s stay idle: no plan that uses them is more than %.0f%% faster.", pl->n_devices - pl->n_stages,
+                pl->n_devices - pl->n_stages > 1 ? "s" : "", 100 * MS_PLAN_TIE);
     free(L);
     if (fclose(f)) {
         free(buf);

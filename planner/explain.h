@@ -7,8 +7,9 @@
  * it recomputes, where the OOM layer now sits, and which stage bounds the
  * step time by the formula. ms_plan_explain() stores it in plan->reasoning.
  * ms_plan_print_table() writes one header line and one row per stage
- * (device, layers, recompute, predicted peak against capacity, bytes per
- * category in human units). prof may be NULL for the table (no layer names). */
+ * (device, layers, recompute, predicted peak against capacity) in 80
+ * columns; with categories, also the bytes per category in human units
+ * (wider). prof may be NULL for the table (no layer names). */
 #ifndef MS_EXPLAIN_H
 #define MS_EXPLAIN_H
 
@@ -19,6 +20,6 @@
 
 char *ms_plan_reasoning(const ms_profile *prof, const ms_plan *plan);
 int ms_plan_explain(const ms_profile *prof, ms_plan *plan);
-void ms_plan_print_table(FILE *f, const ms_plan *plan, const ms_profile *prof);
+void ms_plan_print_table(FILE *f, const ms_plan *plan, const ms_profile *prof, int categories);
 
 #endif

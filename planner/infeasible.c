@@ -58,7 +58,7 @@ static int uniform_fits(const ms_profile *prof, int n, uint64_t cap, const ms_pl
 /* The most GPUs worth trying: one layer each, or --max-stages. */
 static int gpu_limit(const ms_profile *prof, const ms_plan_opts *o)
 {
-    int max = prof->n_layers < MS_PLAN_MAX_DEVICES ? prof->n_layers : MS_PLAN_MAX_DEVICES;
+    int max = prof->n_layers < MS_MAX_DEVICES ? prof->n_layers : MS_MAX_DEVICES;
     if (o->max_stages && o->max_stages < max) max = o->max_stages;
     return max;
 }

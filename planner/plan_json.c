@@ -1,5 +1,6 @@
 /* plan_json.c — plan <-> JSON with strict validation (plan_json.h). */
 #include "planner/plan_json.h"
+#include "vocab/device_name.h"
 #include "vocab/errf.h"
 
 #include <errno.h>
@@ -134,7 +135,7 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
     const json_t *m = json_object_get(root, "model");
     if (!json_is_object(m)) return ms_errf(err, errlen, m ? "model: expected an object" : "model: missing");
     if (ms_json_get_str(m, "model", "name", p->model, sizeof p->model, err, errlen)) return -1;
-    GET_INT(m, "model", "n_layers", 1, MS_PROFILE_MAX_LAYERS, p->n_layers);
+    GET_INT(m, "model", "n_layers", 1, MS_MAX_LAYERS, p->n_layers);
     GET_INT(m, "model", "seq_len", 1, INT32_MAX, p->seq_len);
     GET_INT(m, "model", "d_model", 1, INT32_MAX, p->d_model);
     GET_INT(m, "model", "n_head", 1, INT32_MAX, p->n_head);
@@ -142,8 +143,8 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
 
     const json_t *devs = json_object_get(root, "devices");
     if (!devs) return ms_errf(err, errlen, "devices: missing");
-    if (!json_is_array(devs) || json_array_size(devs) == 0 || json_array_size(devs) > MS_PLAN_MAX_DEVICES)
-        return ms_errf(err, errlen, "devices: expected an array of 1..%d devices", MS_PLAN_MAX_DEVICES);
+    if (!json_is_array(devs) || json_array_size(devs) == 0 || json_array_size(devs) > MS_MAX_DEVICES)
+        return ms_errf(err, errlen, "devices: expected an array of 1..%d devices", MS_MAX_DEVICES);
     p->n_devices = (int)json_array_size(devs);
     p->devices = calloc((size_t)p->n_devices, sizeof *p->devices);
     if (!p->devices) return ms_errf(err, errlen, "out of memory");
@@ -157,6 +158,9 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
         if (ms_json_get_str(d, dctx, "device", p->devices[i].name, sizeof p->devices[i].name, err, errlen) ||
             ms_json_get_u64(d, dctx, "capacity_bytes", INT64_MAX, &p->devices[i].capacity, err, errlen))
             return -1;
+        if (!ms_device_label_valid(p->devices[i].name))
+            return ms_errf(err, errlen, "%s.device: \"%s\" is not a device (cpu or cuda:N, or cpu/vK, cuda:N/vK for a "
+                           "virtual one)", dctx, p->devices[i].name);
     }
 
     char s[32];
@@ -181,8 +185,10 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
 
     const json_t *st = json_object_get(root, "stages");
     if (!st) return ms_errf(err, errlen, "stages: missing");
-    if (!json_is_array(st) || json_array_size(st) == 0 || json_array_size(st) > (size_t)p->n_devices)
-        return ms_errf(err, errlen, "stages: expected an array of 1..%d stages (one per device at most)", p->n_devices);
+    int max_stages = p->n_devices < MS_MAX_STAGES ? p->n_devices : MS_MAX_STAGES;
+    if (!json_is_array(st) || json_array_size(st) == 0 || json_array_size(st) > (size_t)max_stages)
+        return ms_errf(err, errlen, "stages: expected an array of 1..%d stages (one per device at most, %d at most)",
+                       max_stages, MS_MAX_STAGES);
     p->n_stages = (int)json_array_size(st);
     p->stages = calloc((size_t)p->n_stages, sizeof *p->stages);
     unsigned char *taken = calloc((size_t)p->n_devices, 1);

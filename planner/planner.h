@@ -14,6 +14,14 @@
  *    Returns MS_PLAN_OK and fills *out, MS_PLAN_INFEASIBLE when nothing fits
  *    (then ms_plan_explain_infeasible() says what would), or MS_PLAN_ERROR
  *    with a one-line message (bad profile, unknown option, missing rows).
+ *  - ms_plan_choose() is the plan memsplit uses: of the plans whose predicted
+ *    step time is within MS_PLAN_TIE (3%) of the fastest, which count as
+ *    equal (measured times are noisy), it takes, in this order, the trial's
+ *    precision (that of the profile's full-run rows), then fewer stages,
+ *    then no recompute, then the lower peak (the most memory left free);
+ *    the fastest plan with those choices fixed. plan->note says, when the
+ *    precision was open, whether it kept the trial's and why not.
+ *    ms_plan_search() alone is the exact fastest plan.
  *  - ms_plan_explain_infeasible() re-runs the search with relaxed settings:
  *    more GPUs, a larger capacity, each fixed option opened in turn.
  *  - Plans own their arrays: ms_plan_free(). Nothing prints or aborts. */
@@ -23,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vocab/limits.h"
 #include "vocab/profile.h"
 
 #define MS_PLAN_VERSION 1
@@ -34,7 +43,6 @@
 #define MS_PLAN_DEFAULT_LINK_GBPS 200.0  /* gigabits per second between stages */
 /* Distinct capacities are searched as a multiset: at most this many states. */
 #define MS_PLAN_MAX_DEVICE_STATES 4096
-#define MS_PLAN_MAX_DEVICES 1024
 
 typedef enum { MS_SCHED_GPIPE = 0, MS_SCHED_1F1B = 1, MS_SCHED_N } ms_schedule;
 typedef enum { MS_RECOMPUTE_AUTO = 0, MS_RECOMPUTE_NEVER = 1, MS_RECOMPUTE_ALWAYS = 2 } ms_recompute_mode;
@@ -90,11 +98,16 @@ typedef struct ms_plan {
     int64_t profile_run;        /* run id the profile came from, 0: none */
     char profile_file[512];     /* file the profile came from, "": none */
     char *reasoning;            /* the paragraph (owned, may be NULL) */
+    char note[512];             /* how ms_plan_choose() chose among equals ("": nothing to say) */
 } ms_plan;
 
 void ms_plan_free(ms_plan *p);
 
 int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_devs, const ms_plan_opts *opts,
+                   ms_plan *out, char *err, size_t errlen);
+
+#define MS_PLAN_TIE 0.03   /* predicted step times within 3% of each other count as equal */
+int ms_plan_choose(const ms_profile *prof, const ms_plan_device *devs, int n_devs, const ms_plan_opts *opts,
                    ms_plan *out, char *err, size_t errlen);
 
 /* What would make an infeasible request fit, each found by a search. */

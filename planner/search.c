@@ -71,7 +71,7 @@ static int check_opts(const ms_profile *prof, const ms_plan_device *devs, int n_
 {
     if (!prof || !o || !devs) return ms_errf(err, errlen, "missing profile, devices or options");
     if (n_devs < 1) return ms_errf(err, errlen, "no devices to plan for");
-    if (n_devs > MS_PLAN_MAX_DEVICES) return ms_errf(err, errlen, "%d devices is more than %d", n_devs, MS_PLAN_MAX_DEVICES);
+    if (n_devs > MS_MAX_DEVICES) return ms_errf(err, errlen, "%d devices is more than %d", n_devs, MS_MAX_DEVICES);
     if (!(o->headroom >= 0 && o->headroom < 1)) return ms_errf(err, errlen, "headroom %g is outside [0, 1)", o->headroom);
     if (!(o->link_gbps > 0 && isfinite(o->link_gbps)))
         return ms_errf(err, errlen, "link bandwidth %g Gbit/s is not positive", o->link_gbps);
@@ -168,6 +168,7 @@ int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_dev
     const int n = prof->n_layers;
     const int G = opts->global_batch ? opts->global_batch : prof->global_batch;
     int R = n_devs < n ? n_devs : n;
+    if (R > MS_MAX_STAGES) R = MS_MAX_STAGES;
     if (opts->max_stages && opts->max_stages < R) R = opts->max_stages;
 
     ms_dev_space ds, ds_min;

@@ -49,8 +49,8 @@ static int iso_run(ms_model *m, ms_device *d, int layer, iso_acc *acc, ms_layer_
     int N = m->B * m->T, C = m->C, rc;
     size_t es = ms_dtype_size(m->dt);
     ms_scratch s = { .dev = d };
-    ms_scratch *scr_of[MS_MAX_TRACK_LAYERS];
-    for (int i = 0; i < m->n_layers && i < MS_MAX_TRACK_LAYERS; i++) scr_of[i] = &s;
+    ms_scratch *scr_of[MS_MAX_LAYERS];
+    for (int i = 0; i < m->n_layers && i < MS_MAX_LAYERS; i++) scr_of[i] = &s;
     int32_t *ids = malloc((size_t)N * 4);
     if (!ids) return MS_EFAIL;
     uint64_t r = 12345;

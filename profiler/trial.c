@@ -300,7 +300,7 @@ int ms_trial_run(const ms_config *cfg, const ms_trial_opts *o, ms_trial_result *
     double total_params = 0;
     for (int i = 0; i < nl; i++) total_params += (double)s.model.layers[i].n_params;
     int want[3] = { 0, 0, 0 };
-    int missing[MS_MAX_TRACK_LAYERS] = { 0 };
+    int missing[MS_MAX_LAYERS] = { 0 };
     for (int i = 0; i < nl; i++) {
         ms_layer_row *row = &rows[i];
         row_init(row, &c, i, nl, c.precision, c.batch, s.dev.grain);

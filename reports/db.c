@@ -9,10 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Long enough for a busy writer's transaction (a batch of memory events),
- * short enough that a wedged database is reported rather than waited on. */
-#define MS_DB_BUSY_MS 5000
-
 const char *ms_db_errmsg(const ms_db *db) { return db ? db->err : "no database handle"; }
 
 static int pragma_int(ms_db *db, const char *sql, int *out)
@@ -145,14 +141,14 @@ static int migrate_locked(ms_db *db)
     return dbi_commit(db);
 }
 
-ms_db *ms_db_open(const char *path, int create, char *err, size_t errlen)
+/* The path checks both openers make; the new handle, or NULL with err. */
+static ms_db *new_handle(const char *path, int create, int in_memory, char *err, size_t errlen)
 {
     if (err && errlen) err[0] = '\0';
     if (!path || !*path) {
         if (err) snprintf(err, errlen, "no database path given");
         return NULL;
     }
-    int in_memory = strcmp(path, ":memory:") == 0;
     struct stat sb;
     if (!in_memory && !create && stat(path, &sb) != 0) {
         if (err) snprintf(err, errlen, "no database at '%s': %s", path, strerror(errno));
@@ -163,10 +159,20 @@ ms_db *ms_db_open(const char *path, int create, char *err, size_t errlen)
         return NULL;
     }
     ms_db *db = calloc(1, sizeof *db);
-    if (!db) {
-        if (err) snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
+    if (!db && err) snprintf(err, errlen, "out of memory");
+    return db;
+}
+
+void ms_db_set_busy_timeout(ms_db *db, int ms)
+{
+    if (db && db->h) sqlite3_busy_timeout(db->h, ms > 0 ? ms : 0);
+}
+
+ms_db *ms_db_open(const char *path, int create, char *err, size_t errlen)
+{
+    int in_memory = path && strcmp(path, ":memory:") == 0;
+    ms_db *db = new_handle(path, create, in_memory, err, errlen);
+    if (!db) return NULL;
     int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
     if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
         dbi_sqlfail(db, "cannot open the database");
@@ -179,6 +185,77 @@ ms_db *ms_db_open(const char *path, int create, char *err, size_t errlen)
             check_identity(db, version, app_id, n_objects) == 0 && set_pragmas(db, in_memory) == 0 &&
             migrate(db) == 0)
             return db;
+    }
+    if (err) snprintf(err, errlen, "%s: %s", path, db->err);
+    ms_db_close(db);
+    return NULL;
+}
+
+/* "file:PATH?QUERY" with the characters that mean something in a URI escaped. */
+static int file_uri(const char *path, const char *query, char *out, size_t len)
+{
+    size_t o = 0;
+    int n = snprintf(out, len, "file:");
+    if (n < 0 || (size_t)n >= len) return -1;
+    o = (size_t)n;
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if (o + 4 >= len) return -1;
+        if (*p == '%' || *p == '?' || *p == '#' || *p < 0x20) o += (size_t)snprintf(out + o, len - o, "%%%02X", *p);
+        else out[o++] = (char)*p;
+    }
+    n = snprintf(out + o, len - o, "?%s", query);
+    return n < 0 || (size_t)n >= len - o ? -1 : 0;
+}
+
+static int wal_has_data(const char *path)
+{
+    char wal[4200];
+    struct stat sb;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    return stat(wal, &sb) == 0 && sb.st_size > 0;
+}
+
+ms_db *ms_db_open_readonly(const char *path, char *err, size_t errlen)
+{
+    ms_db *db = new_handle(path, 0, 0, err, errlen);
+    if (!db) return NULL;
+    int version = 0, app_id = 0, n_objects = 0, ok = 0;
+    for (int immutable = 0; immutable < 2 && !ok; immutable++) {
+        char uri[4200];
+        if (file_uri(path, immutable ? "immutable=1" : "mode=ro", uri, sizeof uri)) {
+            dbi_fail(db, "the path is too long");
+            break;
+        }
+        if (sqlite3_open_v2(uri, &db->h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK)
+            dbi_sqlfail(db, "cannot open the database");
+        else if (read_identity(db, &version, &app_id, &n_objects) == 0)
+            ok = 1;
+        if (ok) break;
+        int code = db->h ? sqlite3_errcode(db->h) : SQLITE_NOMEM;
+        sqlite3_close_v2(db->h);
+        db->h = NULL;
+        /* A WAL database in a read-only file or folder has no shared-memory
+         * file for readers to meet in, so SQLite refuses it as a live
+         * database. With nothing in a write-ahead log the main file is the
+         * whole database and reads as immutable; a log with data in it
+         * belongs to a writer, whose last commits would be missed. */
+        if (code != SQLITE_READONLY && code != SQLITE_CANTOPEN) break;
+        if (wal_has_data(path)) {
+            dbi_fail(db, "read-only, and its write-ahead log (%s-wal) holds commits a reader cannot see without "
+                     "write access", path);
+            break;
+        }
+    }
+    if (ok && check_identity(db, version, app_id, n_objects) == 0) {
+        if (version == ms_db_n_migrations) return db;
+        if (version == 0) {
+            /* an empty file (a process killed before it made the schema):
+             * it holds no runs, as a new database does */
+            ms_db_close(db);
+            return ms_db_open(":memory:", 1, err, errlen);
+        }
+        dbi_fail(db, "schema version %d is older than this memsplit's %d; any writing command (e.g. memsplit "
+                 "plan --db) upgrades it", version, ms_db_n_migrations);
     }
     if (err) snprintf(err, errlen, "%s: %s", path, db->err);
     ms_db_close(db);

@@ -4,12 +4,19 @@
  *
  * Contract:
  *  - ms_db_open() opens (or, with create, creates) a database in WAL mode
- *    (synchronous NORMAL, foreign keys on, 5 s busy timeout) and upgrades its
- *    schema in one transaction. It refuses a missing file when create is 0,
+ *    (synchronous NORMAL, foreign keys on, a busy timeout of MS_DB_BUSY_MS)
+ *    and upgrades its schema in one transaction. It refuses a missing file when create is 0,
  *    a file that is not a memsplit database, and a schema newer than this
  *    build knows. A process killed at any moment leaves a database that
  *    opens; its run keeps status "running" with no finish time, which
  *    ms_run_state() reports as "incomplete".
+ *  - ms_db_open_readonly() opens an existing database for reading only: it
+ *    never writes (no pragma, no migration), so a read-only file or folder
+ *    reads; it refuses a schema other than this build's (an empty file
+ *    reads as a database that holds no runs).
+ *  - A write that finds the database locked by another process waits up to
+ *    the busy timeout (ms_db_set_busy_timeout), then fails; the caller
+ *    decides whether to retry.
  *  - Every write is one transaction, through prepared statements; nothing is
  *    half-written. Functions return 0 (or an id > 0) on success and -1 on
  *    failure; the reason is in ms_db_errmsg() (or err for the two functions
@@ -26,7 +33,15 @@
 
 typedef struct ms_db ms_db;
 
+/* Long enough for another process's transaction (a long batch of memory
+ * events, a report's reads), short enough that a wedged database is
+ * reported rather than waited on forever. */
+#define MS_DB_BUSY_MS 30000
+
 ms_db *ms_db_open(const char *path, int create, char *err, size_t errlen);
+ms_db *ms_db_open_readonly(const char *path, char *err, size_t errlen);
+/* How long a write waits for another process's lock, in milliseconds (0: not at all). */
+void ms_db_set_busy_timeout(ms_db *db, int ms);
 void ms_db_close(ms_db *db);
 const char *ms_db_errmsg(const ms_db *db);   /* last failure's message */
 int ms_db_schema_version(ms_db *db);         /* PRAGMA user_version, -1 on error */
@@ -176,10 +191,10 @@ typedef struct ms_recovery_rec {
     int64_t id;
     int step;                   /* the step the failure hit */
     int resumed_step;           /* the checkpoint's step; -1 unknown */
-    char reason[128];
+    char reason[1024];
     int64_t oom_event;          /* 0: none */
     int64_t old_plan_id, new_plan_id;   /* 0: none */
-    char checkpoint[512];
+    char checkpoint[1024];
     char t[32];
 } ms_recovery_rec;
 

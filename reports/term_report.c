@@ -269,16 +269,15 @@ static void print_top_layers(FILE *f, const ms_profile *p, uint64_t live, int wi
     free(ll);
 }
 
-void ms_term_report_oom(FILE *f, const ms_profile *p, int width)
+/* The diagnosis's first sentence into line. */
+static void oom_headline(const ms_profile *p, char *line, size_t len)
 {
     const ms_oom_info *o = &p->oom;
-    if (!o->happened) return;
-    if (width <= 0) width = 80;
     uint64_t live = 0;
     for (int c = 0; c < MS_CAT_N; c++) live += o->live_by_cat[c];
     uint64_t cap = o->capacity ? o->capacity : p->capacity;
 
-    char where[96], name[40], req[32], lv[32], capb[32], miss[32], line[640];
+    char where[96], name[40], req[32], lv[32], capb[32], miss[32];
     if (o->layer < 0) {
         snprintf(where, sizeof where, "outside any layer");
     } else {
@@ -296,7 +295,7 @@ void ms_term_report_oom(FILE *f, const ms_profile *p, int width)
     bytes_in(cap, cap, capb, sizeof capb);
     if (live + o->requested > cap) {
         bytes_in(live + o->requested - cap, cap, miss, sizeof miss);
-        snprintf(line, sizeof line,
+        snprintf(line, len,
                  "OUT OF MEMORY %s: requested %s (%s) with %s live of %s capacity; %s missing.", where, req, what,
                  lv, capb, miss);
     } else {
@@ -304,12 +303,31 @@ void ms_term_report_oom(FILE *f, const ms_profile *p, int width)
          * count does not see. Say so rather than invent a shortfall. */
         char freeb[32];
         bytes_in(cap - live, cap, freeb, sizeof freeb);
-        snprintf(line, sizeof line,
+        snprintf(line, len,
                  "OUT OF MEMORY %s: requested %s (%s) with %s live of %s capacity. By memsplit's count %s "
                  "were still free: the device refused the request anyway (fragmentation, or memory "
                  "used outside memsplit's count).", where, req, what, lv, capb, freeb);
     }
-    rep_wrap(f, width, 2, line);
+}
+
+void ms_term_report_oom_headline(FILE *f, const ms_profile *p, int width)
+{
+    char line[640];
+    if (!p->oom.happened) return;
+    oom_headline(p, line, sizeof line);
+    rep_wrap(f, width > 0 ? width : 80, 2, line);
+}
+
+void ms_term_report_oom(FILE *f, const ms_profile *p, int width)
+{
+    const ms_oom_info *o = &p->oom;
+    if (!o->happened) return;
+    if (width <= 0) width = 80;
+    uint64_t live = 0;
+    for (int c = 0; c < MS_CAT_N; c++) live += o->live_by_cat[c];
+    uint64_t cap = o->capacity ? o->capacity : p->capacity;
+    char line[640];
+    ms_term_report_oom_headline(f, p, width);
     snprintf(line, sizeof line, "Exact bytes: requested %" PRIu64 ", live %" PRIu64 ", capacity %" PRIu64 ".",
              o->requested, live, cap);
     rep_wrap(f, width, 2, line);

@@ -22,6 +22,8 @@ void ms_term_report_profile(FILE *f, const ms_profile *p, int width);
 
 /* Only the OOM diagnosis block (nothing when p->oom.happened is 0). */
 void ms_term_report_oom(FILE *f, const ms_profile *p, int width);
+/* Only its first sentence: where, what was requested, what was live, what was missing. */
+void ms_term_report_oom_headline(FILE *f, const ms_profile *p, int width);
 
 /* Compact table form of a byte count into buf (at least 8 bytes): at most
  * 4 characters. Returns buf. */
@@ -39,5 +41,9 @@ void ms_term_report_run_line(FILE *f, const ms_run_info *r, int width);
  * (a doctor's trial, plan and training). Returns 0, or -1 with the reason
  * in ms_db_errmsg(db). */
 int ms_term_report_run(FILE *f, ms_db *db, int64_t run, int width);
+/* The same in brief, for a screen: one line per run, the diagnosis's first
+ * sentence instead of the per-layer tables, a line per plan, the
+ * per-device peaks, one line of steps, the recoveries; no blank lines. */
+int ms_term_report_run_brief(FILE *f, ms_db *db, int64_t run, int width);
 
 #endif

@@ -63,7 +63,7 @@ static void print_header(FILE *f, const ms_run_info *r, int width)
 
 /* ---- plans, peaks, steps, recoveries ------------------------------------ */
 
-typedef struct { FILE *f; int width; int n; } printer;
+typedef struct { FILE *f; int width; int n; int brief; } printer;
 
 static int print_plan(const ms_plan_info *pl, void *ctx)
 {
@@ -76,7 +76,7 @@ static int print_plan(const ms_plan_info *pl, void *ctx)
     char line[256];
     snprintf(line, sizeof line, "plan %lld: %s%s, predicted %.2f ms per step", (long long)pl->id,
              pl->feasible ? "feasible" : "INFEASIBLE", stages, pl->predicted_step_ms);
-    if (pr->n++ == 0) fprintf(pr->f, "\n");
+    if (pr->n++ == 0 && !pr->brief) fprintf(pr->f, "\n");
     rep_wrap(pr->f, pr->width, 2, line);
     return 0;
 }
@@ -86,7 +86,8 @@ static int print_peak(const ms_device_peak *d, void *ctx)
     printer *pr = ctx;
     char cap[32], pred[32] = "-", meas[32], gap[16] = "-";
     if (pr->n++ == 0)
-        fprintf(pr->f, "\n%-10s %11s %11s %11s %8s\n", "device", "capacity", "predicted", "measured", "gap");
+        fprintf(pr->f, "%s%-10s %11s %11s %11s %8s\n", pr->brief ? "" : "\n", "device", "capacity", "predicted",
+                "measured", "gap");
     if (d->capacity) ms_term_bytes(d->capacity, cap, sizeof cap);
     else snprintf(cap, sizeof cap, "unlimited"); /* the CPU backend without --gpu-mem */
     ms_term_bytes(d->measured_peak, meas, sizeof meas);
@@ -118,10 +119,16 @@ static int sum_step(const ms_step_rec *s, void *ctx)
     return 0;
 }
 
-static void print_steps(FILE *f, const step_sum *a, int width)
+static void print_steps(FILE *f, const step_sum *a, int width, int brief)
 {
     char line[256];
     if (a->n == 0) return;
+    if (brief) {
+        snprintf(line, sizeof line, "%d recorded (%d..%d), loss %.4f -> %.4f, %.0f tokens/s", a->n, a->first_step,
+                 a->last_step, a->first_loss, a->last_loss, a->sum_tps / a->n);
+        print_field(f, width, "steps", line);
+        return;
+    }
     fprintf(f, "\n");
     snprintf(line, sizeof line, "%d recorded (%d..%d), %d skipped", a->n, a->first_step, a->last_step, a->skipped);
     print_field(f, width, "steps", line);
@@ -135,13 +142,13 @@ static void print_steps(FILE *f, const step_sum *a, int width)
 static int print_recovery(const ms_recovery_rec *r, void *ctx)
 {
     printer *pr = ctx;
-    char line[1024], resumed[64] = "", plans[64] = "";
+    char line[2304], resumed[64] = "", plans[64] = "";
     if (r->resumed_step >= 0) snprintf(resumed, sizeof resumed, " from the checkpoint of step %d", r->resumed_step);
     if (r->old_plan_id || r->new_plan_id)
         snprintf(plans, sizeof plans, "; plan %lld -> plan %lld", (long long)r->old_plan_id, (long long)r->new_plan_id);
     snprintf(line, sizeof line, "recovery at step %d (%s): %s; resumed%s%s%s%s", r->step, r->t, r->reason, resumed,
              r->checkpoint[0] ? " in " : "", r->checkpoint, plans);
-    if (pr->n++ == 0) fprintf(pr->f, "\n");
+    if (pr->n++ == 0 && !pr->brief) fprintf(pr->f, "\n");
     rep_wrap(pr->f, pr->width, 2, line);
     return 0;
 }
@@ -159,34 +166,65 @@ static int collect_child(const ms_run_info *r, void *ctx)
     return 0;
 }
 
-static int report_run(FILE *f, ms_db *db, int64_t run, int width, int depth)
+/* The brief form's one line for a run. */
+static void print_header_brief(FILE *f, const ms_run_info *r, int width)
+{
+    char line[512], took[48] = "";
+    if (r->finished[0]) snprintf(took, sizeof took, " after %.1f s", r->finished_unix - r->started_unix);
+    snprintf(line, sizeof line, "%s run %lld: %s, %s%s, %s%s", r->parent ? "--" : "==", (long long)r->id, r->kind,
+             ms_run_state(r), took, r->model[0] ? r->model : "-", r->parent ? "" : " ==");
+    rep_wrap(f, width, 3, line);
+}
+
+static void print_profile_brief(FILE *f, const ms_profile *p, int width)
+{
+    char b1[32], b2[32], line[256];
+    if (p->oom.happened) {
+        fprintf(f, "  ");
+        ms_term_report_oom_headline(f, p, width - 2);
+        return;
+    }
+    snprintf(line, sizeof line, "%s: peak %s of %s on %s", p->fits ? "fits" : "did not finish",
+             ms_term_bytes(p->peak, b1, sizeof b1), ms_term_bytes(p->capacity, b2, sizeof b2), p->device);
+    print_field(f, width, "profile", line);
+}
+
+static int report_run(FILE *f, ms_db *db, int64_t run, int width, int depth, int brief)
 {
     ms_run_info *r = malloc(sizeof *r);
     if (!r) return -1;
     if (ms_db_get_run(db, run, r) != 0) { free(r); return -1; }
-    if (depth > 0) fprintf(f, "\n");
-    print_header(f, r, width);
+    if (brief) {
+        print_header_brief(f, r, width);
+    } else {
+        if (depth > 0) fprintf(f, "\n");
+        print_header(f, r, width);
+    }
 
     int ret = 0;
     if (r->has_profile) {
         ms_profile p;
         char err[256];
         if (ms_db_load_profile(db, run, &p, err, sizeof err) == 0) {
-            fprintf(f, "\n");
-            ms_term_report_profile(f, &p, width);
+            if (brief) {
+                print_profile_brief(f, &p, width);
+            } else {
+                fprintf(f, "\n");
+                ms_term_report_profile(f, &p, width);
+            }
             ms_profile_free(&p);
         } else {
             ret = -1;
         }
     }
-    printer pr = { f, width, 0 };
+    printer pr = { f, width, 0, brief };
     if (ret == 0) ret = ms_db_list_plans(db, run, print_plan, &pr);
     pr.n = 0;
     if (ret == 0) ret = ms_db_list_device_peaks(db, run, print_peak, &pr);
     step_sum steps;
     memset(&steps, 0, sizeof steps);
     if (ret == 0) ret = ms_db_list_steps(db, run, sum_step, &steps);
-    if (ret == 0) print_steps(f, &steps, width);
+    if (ret == 0) print_steps(f, &steps, width, brief);
     pr.n = 0;
     if (ret == 0) ret = ms_db_list_recoveries(db, run, print_recovery, &pr);
     free(r);
@@ -196,7 +234,7 @@ static int report_run(FILE *f, ms_db *db, int64_t run, int width, int depth)
     if (depth + 1 < MAX_DEPTH) {
         if (ms_db_list_runs(db, collect_child, &kids) != 0) ret = -1;
         if (kids.oom) ret = -1;
-        for (int i = 0; ret == 0 && i < kids.n; i++) ret = report_run(f, db, kids.ids[i], width, depth + 1);
+        for (int i = 0; ret == 0 && i < kids.n; i++) ret = report_run(f, db, kids.ids[i], width, depth + 1, brief);
     }
     free(kids.ids);
     return ret;
@@ -206,5 +244,12 @@ int ms_term_report_run(FILE *f, ms_db *db, int64_t run, int width)
 {
     if (!f || !db) return -1;
     if (width <= 0) width = 80;
-    return report_run(f, db, run, width, 0);
+    return report_run(f, db, run, width, 0, 0);
+}
+
+int ms_term_report_run_brief(FILE *f, ms_db *db, int64_t run, int width)
+{
+    if (!f || !db) return -1;
+    if (width <= 0) width = 80;
+    return report_run(f, db, run, width, 0, 1);
 }

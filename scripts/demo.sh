@@ -18,12 +18,12 @@ if [ "$gpus" -ge 2 ]; then
 elif [ "$gpus" -eq 1 ]; then
     ARGS=(--preset seed17 --device cuda:0 --gpu-mem 40GiB --checkpoint-every 0); where="two virtual 40 GiB devices on the one GPU"
 else
-    ARGS=(--preset seed17-cpu --device cpu --gpu-mem 21MiB); where="the CPU backend (no GPU here), two emulated 21 MiB devices"
+    ARGS=(--preset seed17-cpu --device cpu --gpu-mem 21MiB); where="the CPU (no GPU here), two emulated 21 MiB devices"
 fi
 echo "demo: memsplit doctor on $where" >&2
 rm -rf "$DB" "$DB-wal" "$DB-shm" "$DB.ckpt"
 "$M" doctor "${ARGS[@]}" --gpus 2 --steps "$STEPS" --db "$DB"
 rc=$?
 echo "== memsplit report --db $DB" >&2
-"$M" report --db "$DB"
+"$M" report --db "$DB" --brief
 exit $rc

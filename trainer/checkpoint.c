@@ -5,6 +5,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/config_keys.h"
 #include "trainer/crc32c.h"
+#include "trainer/job.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,7 +18,7 @@
 #include <unistd.h>
 
 static const unsigned char MAGIC[8] = {'M', 'S', 'C', 'K', 'P', 'T', 0, 0};
-#define FIXED_BYTES 72u              /* magic .. config length */
+#define FIXED_BYTES 80u              /* magic .. job fingerprint */
 #define HEADER_MAX (64u << 20)       /* header (config + section table) limit */
 #define IO_CHUNK ((size_t)4 << 20)   /* verification read size */
 
@@ -151,6 +152,7 @@ int ms_ckpt_save(const char *path, const ms_ckpt_meta *m, const ms_ckpt_section 
     put_u64(hdr + 56, m->rng_state);
     put_u32(hdr + 64, (uint32_t)n);
     put_u32(hdr + 68, (uint32_t)config_len);
+    put_u64(hdr + 72, m->job);
     size_t o = FIXED_BYTES;
     memcpy(hdr + o, m->config_ini, config_len);
     o += config_len;
@@ -318,6 +320,7 @@ static int read_header(int fd, const char *path, ckpt_header *h, char *err, size
     m->rng_state = get_u64(p + 56);
     h->n_sections = get_u32(p + 64);
     uint32_t config_len = get_u32(p + 68);
+    m->job = get_u64(p + 72);
     size_t end = h->header_bytes - 4, o = FIXED_BYTES;
     if (config_len >= MS_CKPT_CONFIG_MAX || config_len > end - o) goto inconsistent;
     memcpy(m->config_ini, p + o, config_len);
@@ -375,6 +378,17 @@ static void model_mismatch(const char *path, const char *file_ini, const char *r
     snprintf(err, errlen,
              "checkpoint is for a different model: '%s' has model hash %016" PRIx64 ", this run %016" PRIx64,
              path, file_hash, run_hash);
+}
+
+static void job_mismatch(const char *path, const char *file_ini, const char *run_ini, uint64_t file_job,
+                         uint64_t run_job, char *err, size_t errlen) {
+    ms_config run;
+    char why[256] = "", tmp[256];
+    memset(&run, 0, sizeof run);
+    if (run_ini && run_ini[0] && !ms_config_load_ini_text(&run, run_ini, "run", tmp, sizeof tmp))
+        ms_job_mismatch(file_ini, &run, why, sizeof why);
+    snprintf(err, errlen, "checkpoint '%s' belongs to another job: its fingerprint is %016" PRIx64 ", this run's %016" PRIx64 " (%s)",
+             path, file_job, run_job, why[0] ? why : "the data differs");
 }
 
 static int sections_match(const char *path, const ckpt_header *h, const ms_ckpt_section *s, int n,
@@ -455,12 +469,21 @@ int ms_ckpt_load(const char *path, ms_ckpt_meta *m, const ms_ckpt_section *s, in
     int rc = -1;
     unsigned char tail[4];
     uint32_t crc;
+    const char *run_ini = memchr(m->config_ini, 0, sizeof m->config_ini) ? m->config_ini : NULL;
     if (m->model_hash && m->model_hash != h.meta.model_hash) {
-        const char *run_ini = memchr(m->config_ini, 0, sizeof m->config_ini) ? m->config_ini : NULL;
         model_mismatch(path, h.meta.config_ini, run_ini, h.meta.model_hash, m->model_hash, err, errlen);
+        rc = MS_CKPT_FOREIGN;
         goto out;
     }
-    if (sections_match(path, &h, s, n, err, errlen)) goto out;
+    if (m->job && m->job != h.meta.job) {
+        job_mismatch(path, h.meta.config_ini, run_ini, h.meta.job, m->job, err, errlen);
+        rc = MS_CKPT_FOREIGN;
+        goto out;
+    }
+    if (sections_match(path, &h, s, n, err, errlen)) {
+        rc = MS_CKPT_FOREIGN;
+        goto out;
+    }
     errno = 0;
     if (pread_full(fd, tail, 4, h.file_bytes - 4) != 4 || data_crc(fd, &h, NULL, &crc)) {
         snprintf(err, errlen, "cannot read '%s': %s", path, errno ? strerror(errno) : "short read");
@@ -525,6 +548,10 @@ static int64_t step_of_name(const char *name) {
 }
 
 int ms_ckpt_latest(const char *dir, char *path_out, size_t len) {
+    return ms_ckpt_latest_before(dir, INT64_MAX, path_out, len);
+}
+
+int ms_ckpt_latest_before(const char *dir, int64_t before, char *path_out, size_t len) {
     if (!dir || !path_out || !len) return -1;
     DIR *dp = opendir(dir);
     if (!dp) return errno == ENOENT ? 0 : -1;
@@ -533,7 +560,7 @@ int ms_ckpt_latest(const char *dir, char *path_out, size_t len) {
     struct dirent *e;
     while ((e = readdir(dp))) {
         int64_t st = step_of_name(e->d_name);
-        if (st < 0) continue;
+        if (st < 0 || st >= before) continue;
         if (st > best || (st == best && strcmp(e->d_name, best_name) > 0)) {
             best = st;
             snprintf(best_name, sizeof best_name, "%s", e->d_name);

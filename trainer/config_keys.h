@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include "trainer/config.h"
+#include "vocab/device_name.h"   /* ms_device_name_valid: device.device's form */
 
 typedef enum {
     MS_KEY_INT,     /* int field, range [min, max] */
@@ -60,6 +61,8 @@ int ms_config_key_parse(const ms_config_key *k, ms_config *c, const char *value,
  * Returns 0, or -1 if buf is too small (MS_CONFIG_VALUE_MAX always fits). */
 #define MS_CONFIG_VALUE_MAX (4 * MS_PATH_MAX + 16)
 int ms_config_key_format(const ms_config_key *k, const ms_config *c, int quote, char *buf, size_t len);
+/* The key's range as messages write it: "[1, 4094]", "(0, 10]". */
+void ms_config_key_range(const ms_config_key *k, char *buf, size_t len);
 /* Checks the key's current value (range, choices, device syntax). */
 int ms_config_key_check(const ms_config_key *k, const ms_config *c, char *err, size_t errlen);
 
@@ -72,7 +75,5 @@ int ms_config_get(const ms_config *c, const char *key, char *buf, size_t len,
 int ms_config_load_ini_text(ms_config *c, const char *text, const char *name, char *err,
                             size_t errlen);
 
-/* "cpu" or "cuda:N" (N a decimal number below 1024). Returns 1 if valid. */
-int ms_device_name_valid(const char *s);
 
 #endif

@@ -2,6 +2,7 @@
  * Everything that names a key (INI, --set, validation, to_ini) goes through
  * this table, so adding a field means adding one row here. */
 #include "trainer/config_keys.h"
+#include "vocab/limits.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -30,7 +31,7 @@ static const char *const format_names[] = {"auto", "text", "u16", "builtin", NUL
 static const ms_config_key keys[] = {
     {"", "preset", NULL, MS_KEY_PRESET, FIELD(preset), CAP(preset), 0, 0, 0, NULL,
      "start from a preset (resets every key): tiny, gpt2-small, seed17, seed17-cpu"},
-    {"model", "n_layer", NULL, MS_KEY_INT, FIELD(n_layer), 0, 1, 100000, 0, NULL, "transformer blocks"},
+    {"model", "n_layer", NULL, MS_KEY_INT, FIELD(n_layer), 0, 1, MS_MAX_BLOCKS, 0, NULL, "transformer blocks"},
     {"model", "d_model", NULL, MS_KEY_INT, FIELD(d_model), 0, 2, 1 << 20, 0, NULL, "model width C"},
     {"model", "n_head", NULL, MS_KEY_INT, FIELD(n_head), 0, 1, 65536, 0, NULL, "attention heads"},
     {"model", "seq_len", NULL, MS_KEY_INT, FIELD(seq_len), 0, 1, 1 << 24, 0, NULL, "context length T"},
@@ -60,7 +61,7 @@ static const ms_config_key keys[] = {
     {"device", "gpu_mem", NULL, MS_KEY_SIZE, FIELD(gpu_mem), 0, 0, 0, 0, NULL, "emulated capacity (e.g. 24GiB), 0 = whole device"},
     {"checkpoint", "dir", "checkpoint_dir", MS_KEY_STR, FIELD(checkpoint_dir), CAP(checkpoint_dir), 0, 0, 0, NULL, "checkpoint folder, \"\" = none"},
     {"checkpoint", "every", "checkpoint_every", MS_KEY_INT, FIELD(checkpoint_every), 0, 0, INT_MAX, 0, NULL, "steps between checkpoints, 0 = only at the end"},
-    {"checkpoint", "resume", NULL, MS_KEY_BOOL, FIELD(resume), 0, 0, 1, 0, NULL, "resume from the latest checkpoint"},
+    {"checkpoint", "resume", NULL, MS_KEY_BOOL, FIELD(resume), 0, 0, 1, 0, NULL, "resume from the newest sound checkpoint of this job"},
 };
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
 
@@ -200,8 +201,10 @@ static void trim_copy(const char *s, char *out, size_t len) {
     out[n] = 0;
 }
 
-static void range_text(const ms_config_key *k, char *buf, size_t len) {
-    snprintf(buf, len, "%c%.9g, %.9g%c", (k->flags & MS_KEY_MIN_OPEN) ? '(' : '[', k->min, k->max,
+void ms_config_key_range(const ms_config_key *k, char *buf, size_t len) {
+    /* integers in full (2147483647, not 2.14748365e+09) */
+    int digits = k->type == MS_KEY_INT ? 10 : 9;
+    snprintf(buf, len, "%c%.*g, %.*g%c", (k->flags & MS_KEY_MIN_OPEN) ? '(' : '[', digits, k->min, digits, k->max,
              (k->flags & MS_KEY_MAX_OPEN) ? ')' : ']');
 }
 
@@ -214,7 +217,7 @@ static int in_range(const ms_config_key *k, double v) {
 
 static int out_of_range(const ms_config_key *k, const char *shown, char *err, size_t errlen) {
     char full[64], r[96];
-    range_text(k, r, sizeof r);
+    ms_config_key_range(k, r, sizeof r);
     snprintf(err, errlen, "%s: %s is out of range %s", full_name(k, full, sizeof full), shown, r);
     return -1;
 }
@@ -227,17 +230,6 @@ static int parse_bool(const char *s, int *out) {
         if (!strcasecmp(s, no[i])) { *out = 0; return 0; }
     }
     return -1;
-}
-
-int ms_device_name_valid(const char *s) {
-    if (!strcmp(s, "cpu")) return 1;
-    if (strncmp(s, "cuda:", 5)) return 0;
-    const char *d = s + 5;
-    size_t n = strlen(d);
-    if (n == 0 || n > 4) return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!isdigit((unsigned char)d[i])) return 0;
-    return atoi(d) < 1024;
 }
 
 /* Writes s as "..." with escapes so that inih neither trims nor cuts it

@@ -2,6 +2,7 @@
  * training windows from them in a fixed, resumable order (see data.h).
  * Files are mapped read-only, so a multi-GiB token file costs no copy. */
 #include "trainer/data.h"
+#include "trainer/crc32c.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +24,7 @@ struct ms_data {
     uint8_t *owned;          /* builtin corpus or NULL */
     uint64_t cursor;         /* first token of the next window */
     int max_token;
+    uint64_t hash;           /* ms_data_hash */
     char describe[MS_PATH_MAX + 96];
 };
 
@@ -152,6 +154,13 @@ ms_data *ms_data_open(const ms_config *c, char *err, size_t errlen) {
         goto fail;
     }
     if (scan_tokens(d, c, err, errlen)) goto fail;
+    /* FNV-1a 64 over the token count and the CRC-32C of the token bytes */
+    uint64_t facts[2] = { d->n_tokens, ms_crc32c(0, d->bytes, (size_t)d->n_tokens * (size_t)d->width) };
+    d->hash = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof facts; i++) {
+        d->hash ^= ((const unsigned char *)facts)[i];
+        d->hash *= 0x100000001b3ull;
+    }
     if (d->max_token >= c->vocab) {
         snprintf(err, errlen, "%s has token %d, not below model.vocab = %d", d->describe, d->max_token, c->vocab);
         goto fail;
@@ -201,5 +210,6 @@ int ms_data_seek(ms_data *d, uint64_t cursor) {
 
 int ms_data_vocab_needed(const ms_data *d) { return d ? d->max_token + 1 : 0; }
 uint64_t ms_data_tokens(const ms_data *d) { return d ? d->n_tokens : 0; }
+uint64_t ms_data_hash(const ms_data *d) { return d ? d->hash : 0; }
 ms_data_format ms_data_format_of(const ms_data *d) { return d ? d->format : MS_DATA_AUTO; }
 const char *ms_data_describe(const ms_data *d) { return d ? d->describe : ""; }

@@ -38,6 +38,10 @@ int ms_data_seek(ms_data *d, uint64_t cursor);
 /* Largest token in the stream + 1 (the smallest vocab that covers it). */
 int ms_data_vocab_needed(const ms_data *d);
 uint64_t ms_data_tokens(const ms_data *d);
+/* The stream's identity for a job fingerprint (trainer/job.h): a hash of
+ * its tokens, computed at open; the same tokens give the same hash whatever
+ * file they came from. */
+uint64_t ms_data_hash(const ms_data *d);
 ms_data_format ms_data_format_of(const ms_data *d); /* resolved: never MS_DATA_AUTO */
 /* One line for logs, e.g. "builtin corpus, 1048593 tokens (seed 1337)". */
 const char *ms_data_describe(const ms_data *d);

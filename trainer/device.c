@@ -93,7 +93,7 @@ static void account(ms_device *d, ms_cat cat, int layer, long long delta)
 {
     d->live[cat] += (size_t)delta;
     d->live_total += (size_t)delta;
-    if (layer >= 0 && layer < MS_MAX_TRACK_LAYERS) d->live_layer[layer] += (size_t)delta;
+    if (layer >= 0 && layer < MS_MAX_LAYERS) d->live_layer[layer] += (size_t)delta;
     if (d->live[cat] > d->peak[cat]) d->peak[cat] = d->live[cat];
     if (d->live_total > d->peak_total) {
         d->peak_total = d->live_total;

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "kernels/ops.h"
+#include "vocab/limits.h"
 #include "vocab/vocab.h"
 
 typedef enum { MS_BACKEND_CPU = 0, MS_BACKEND_CUDA = 1 } ms_backend;
@@ -60,8 +61,6 @@ typedef struct ms_dev_oom {
 
 typedef struct ms_alloc_rec ms_alloc_rec; /* private: live allocation table */
 
-#define MS_MAX_TRACK_LAYERS 4096
-
 typedef struct ms_device {
     int index;                 /* virtual device index */
     char name[40];             /* "cpu", "cuda:0", "cuda:0/v1" */
@@ -81,7 +80,7 @@ typedef struct ms_device {
     size_t live[MS_CAT_N], peak[MS_CAT_N];
     size_t live_total, peak_total;
     size_t at_peak[MS_CAT_N];  /* breakdown at the moment of peak_total */
-    size_t live_layer[MS_MAX_TRACK_LAYERS]; /* live bytes per layer (layer >= 0) */
+    size_t live_layer[MS_MAX_LAYERS]; /* live bytes per layer (layer >= 0) */
     size_t n_allocs, n_frees;
 
     /* what is running now (set by the trainer) */

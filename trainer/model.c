@@ -47,8 +47,8 @@ int ms_model_init(ms_model *m, const ms_config *cfg, char *err, size_t errlen)
     m->NH = cfg->n_head;
     m->H = cfg->mlp_ratio * cfg->d_model;
     m->n_layers = cfg->n_layer + 2;
-    if (m->n_layers > MS_MAX_TRACK_LAYERS) {
-        snprintf(err, errlen, "n_layer %d is more than memsplit tracks (%d)", cfg->n_layer, MS_MAX_TRACK_LAYERS - 2);
+    if (m->n_layers > MS_MAX_LAYERS) { /* validated above (the key's range); the arrays rely on it */
+        snprintf(err, errlen, "model.n_layer: %d is out of range [1, %d]", cfg->n_layer, MS_MAX_BLOCKS);
         return -1;
     }
     m->layers = calloc((size_t)m->n_layers, sizeof *m->layers);

@@ -211,8 +211,8 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
     if (ms_model_init(&p->model, &p->cfg, p->err, sizeof p->err)) return MS_EFAIL;
     ms_model *m = &p->model;
     int np = spec->n_stages;
-    if (np < 1 || np > MS_PIPE_MAX_STAGES || spec->n_devices < 1 || spec->n_devices > MS_PIPE_MAX_STAGES) {
-        snprintf(p->err, sizeof p->err, "a pipeline needs 1..%d stages and devices", MS_PIPE_MAX_STAGES);
+    if (np < 1 || np > MS_MAX_STAGES || spec->n_devices < 1 || spec->n_devices > MS_MAX_STAGES) {
+        snprintf(p->err, sizeof p->err, "a pipeline needs 1..%d stages and devices", MS_MAX_STAGES);
         return MS_EFAIL;
     }
     for (int s = 0, next = 0; s < np; s++) {
@@ -308,7 +308,7 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
             if (p->devs[a].cuda_ordinal == p->devs[b].cuda_ordinal) distinct = 0;
     }
     if (distinct) {
-        int ords[MS_PIPE_MAX_STAGES];
+        int ords[MS_MAX_STAGES];
         for (int d = 0; d < p->n_dev; d++) ords[d] = p->devs[d].cuda_ordinal;
         if (ms_nccl_init(p->n_dev, ords, p->nccl, p->err, sizeof p->err)) return MS_EFAIL;
         p->n_nccl = p->n_dev;
@@ -376,8 +376,8 @@ int ms_pipe_step(ms_pipeline *p)
             snprintf(p->err, sizeof p->err, "data read failed");
             return MS_EFAIL;
         }
-    stage_job jobs[MS_PIPE_MAX_STAGES];
-    pthread_t th[MS_PIPE_MAX_STAGES];
+    stage_job jobs[MS_MAX_STAGES];
+    pthread_t th[MS_MAX_STAGES];
     for (int s = 0; s < np; s++) {
         p->st[s].rc = 0;
         p->st[s].err[0] = 0;
@@ -472,6 +472,15 @@ int ms_pipe_load(ms_pipeline *p, const char *path)
     ms_train_state t = state_of(p);
     int rc = ms_train_state_load(&t, path, p->err, sizeof p->err);
     p->step_base = p->step; /* the channels have carried nothing yet */
+    for (int d = 0; d < p->n_dev; d++) ms_dev_where(&p->devs[d], -1, MS_PH_INIT);
+    return rc;
+}
+
+int ms_pipe_resume(ms_pipeline *p, const char *dir, char *path_out, size_t len, char *note, size_t notelen)
+{
+    ms_train_state t = state_of(p);
+    int rc = ms_train_state_resume(&t, dir, path_out, len, note, notelen, p->err, sizeof p->err);
+    p->step_base = p->step;
     for (int d = 0; d < p->n_dev; d++) ms_dev_where(&p->devs[d], -1, MS_PH_INIT);
     return rc;
 }

@@ -20,21 +20,20 @@
 #include "trainer/data.h"
 #include "trainer/optimizer.h"
 #include "trainer/transport.h"
+#include "vocab/limits.h"
 
 typedef enum { MS_PIPE_GPIPE = 0, MS_PIPE_1F1B = 1 } ms_pipe_schedule;
-
-#define MS_PIPE_MAX_STAGES 64
 
 /* What to run: derived from a plan by the caller (the trainer does not read plans). */
 typedef struct ms_pipe_spec {
     int n_devices;
-    char device[MS_PIPE_MAX_STAGES][40];   /* "cpu", "cuda:0" */
-    size_t capacity[MS_PIPE_MAX_STAGES];   /* bytes, 0 = whole device */
+    char device[MS_MAX_STAGES][40];   /* "cpu", "cuda:0" */
+    size_t capacity[MS_MAX_STAGES];   /* bytes, 0 = whole device */
     int virtual_share;                     /* 1: several devices share one CPU/GPU */
     int n_stages;
-    int stage_device[MS_PIPE_MAX_STAGES];  /* index into device[] */
-    int first[MS_PIPE_MAX_STAGES], last[MS_PIPE_MAX_STAGES];
-    int recompute[MS_PIPE_MAX_STAGES];
+    int stage_device[MS_MAX_STAGES];  /* index into device[] */
+    int first[MS_MAX_STAGES], last[MS_MAX_STAGES];
+    int recompute[MS_MAX_STAGES];
     ms_pipe_schedule schedule;
     int micro_batch, n_micro;              /* override cfg.batch and cfg.accum */
     int preallocate;                       /* allocate every buffer at open and load every kernel
@@ -64,7 +63,7 @@ typedef struct ms_pipeline {
     ms_stage *st;
     ms_scratch **scr_of;         /* per layer: its stage's scratch */
     ms_transport tx;
-    void *nccl[MS_PIPE_MAX_STAGES]; /* one communicator per device when the stages are on distinct GPUs */
+    void *nccl[MS_MAX_STAGES]; /* one communicator per device when the stages are on distinct GPUs */
     int n_nccl;
     ms_data *data;
     int32_t *inputs, *targets;   /* host, [n_micro][N] */
@@ -86,6 +85,8 @@ const char *ms_pipe_oom_message(const ms_pipeline *p, char *buf, size_t len);
  * resume a pipeline's checkpoint and back). */
 int ms_pipe_save(ms_pipeline *p, const char *path);
 int ms_pipe_load(ms_pipeline *p, const char *path);
+/* The newest sound checkpoint of this job in dir (train_state.h). */
+int ms_pipe_resume(ms_pipeline *p, const char *dir, char *path_out, size_t len, char *note, size_t notelen);
 /* Save as <dir>/step-NNNNNNNN.ckpt; path_out gets the file name. */
 int ms_pipe_checkpoint(ms_pipeline *p, const char *dir, char *path_out, size_t len);
 

@@ -212,6 +212,15 @@ int ms_session_load(ms_session *s, const char *path)
     return rc;
 }
 
+int ms_session_resume(ms_session *s, const char *dir, char *path_out, size_t len, char *note, size_t notelen)
+{
+    ms_train_state t = state_of(s);
+    int rc = ms_train_state_resume(&t, dir, path_out, len, note, notelen, s->err, sizeof s->err);
+    if (rc == MS_EOOM) fail(s, rc, NULL);
+    ms_dev_where(&s->dev, -1, MS_PH_INIT);
+    return rc;
+}
+
 int ms_session_checkpoint(ms_session *s, const char *dir, char *path_out, size_t len)
 {
     ms_train_state t = state_of(s);

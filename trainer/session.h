@@ -57,6 +57,8 @@ void ms_session_close(ms_session *s);
  * position and loss scale; a resumed run continues bit-for-bit on the CPU. */
 int ms_session_save(ms_session *s, const char *path);
 int ms_session_load(ms_session *s, const char *path);
+/* The newest sound checkpoint of this job in dir (train_state.h). */
+int ms_session_resume(ms_session *s, const char *dir, char *path_out, size_t len, char *note, size_t notelen);
 /* Save as <dir>/step-NNNNNNNN.ckpt; path_out gets the file name. */
 int ms_session_checkpoint(ms_session *s, const char *dir, char *path_out, size_t len);
 

@@ -4,6 +4,7 @@
  * written by a single-device run can be loaded by a pipeline and back. */
 #include "trainer/train_state.h"
 #include "trainer/checkpoint.h"
+#include "trainer/job.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -73,6 +74,7 @@ int ms_train_state_save(const ms_train_state *s, const char *path, char *err, si
     ms_ckpt_meta meta;
     memset(&meta, 0, sizeof meta);
     meta.model_hash = ms_config_model_hash(s->cfg);
+    meta.job = ms_job_fingerprint(s->cfg, ms_data_hash(s->data));
     meta.step = *s->step;
     meta.data_cursor = ms_data_cursor(s->data);
     meta.loss_scale = s->opt->loss_scale;
@@ -86,18 +88,26 @@ out:
     return rc;
 }
 
-int ms_train_state_load(const ms_train_state *s, const char *path, char *err, size_t errlen)
+/* ms_train_state_load, with *foreign = 1 when the file is a sound
+ * checkpoint of another model or job. */
+static int load(const ms_train_state *s, const char *path, int *foreign, char *err, size_t errlen)
 {
     ms_model *m = s->model;
     ckpt_buf b = { 0 };
     int rc = MS_EFAIL;
+    *foreign = 0;
     if (ckpt_sections(s, &b)) { snprintf(err, errlen, "out of host memory"); goto out; }
     ms_ckpt_meta meta;
     memset(&meta, 0, sizeof meta);
     meta.model_hash = ms_config_model_hash(s->cfg);
+    meta.job = ms_job_fingerprint(s->cfg, ms_data_hash(s->data));
     char *ini = ms_config_to_ini(s->cfg);
     if (ini) { snprintf(meta.config_ini, sizeof meta.config_ini, "%s", ini); free(ini); }
-    if (ms_ckpt_load(path, &meta, b.sec, b.n, err, errlen)) goto out;
+    int lrc = ms_ckpt_load(path, &meta, b.sec, b.n, err, errlen);
+    if (lrc) {
+        *foreign = lrc == MS_CKPT_FOREIGN;
+        goto out;
+    }
     for (int i = 0, k = 1; i < m->n_layers; i++) {
         ms_layer *L = &m->layers[i];
         if (ms_opt_ensure_state(m, L)) { rc = MS_EOOM; goto out; }
@@ -118,6 +128,50 @@ int ms_train_state_load(const ms_train_state *s, const char *path, char *err, si
 out:
     ckpt_free(&b);
     return rc;
+}
+
+int ms_train_state_load(const ms_train_state *s, const char *path, char *err, size_t errlen)
+{
+    int foreign;
+    return load(s, path, &foreign, err, errlen);
+}
+
+int ms_train_state_resume(const ms_train_state *s, const char *dir, char *path_out, size_t len, char *note,
+                          size_t notelen, char *err, size_t errlen)
+{
+    if (note && notelen) note[0] = 0;
+    int64_t before = INT64_MAX;
+    int skipped = 0;
+    for (;;) {
+        int found = ms_ckpt_latest_before(dir, before, path_out, len);
+        if (found < 0) {
+            snprintf(err, errlen, "cannot read checkpoint directory %s", dir);
+            return MS_EFAIL;
+        }
+        if (found == 0) {
+            if (skipped) snprintf(err, errlen, "no sound checkpoint in %s (%d corrupt: %s)", dir, skipped, note);
+            else snprintf(err, errlen, "no checkpoint in %s", dir);
+            return MS_EFAIL;
+        }
+        int foreign;
+        char why[1024];
+        int rc = load(s, path_out, &foreign, why, sizeof why);
+        if (rc == MS_OK || rc == MS_EOOM || foreign) {
+            if (rc != MS_OK) snprintf(err, errlen, "%s", why);
+            return rc;
+        }
+        /* corrupt or unreadable (a write cut short, a bad disk): an older
+         * checkpoint of the same run is the next best place to resume */
+        if (note && !skipped) snprintf(note, notelen, "skipped %s (%s)", path_out, why);
+        skipped++;
+        const char *base = strrchr(path_out, '/');
+        long long step = -1;
+        if (!base || sscanf(base, "/step-%lld.ckpt", &step) != 1 || step < 0 || step >= before) {
+            snprintf(err, errlen, "%s", why);
+            return MS_EFAIL;
+        }
+        before = step;
+    }
 }
 
 int ms_train_state_checkpoint(const ms_train_state *s, const char *dir, char *path_out, size_t len, char *err,

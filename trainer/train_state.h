@@ -19,6 +19,13 @@ typedef struct ms_train_state {
 
 int ms_train_state_save(const ms_train_state *s, const char *path, char *err, size_t errlen);
 int ms_train_state_load(const ms_train_state *s, const char *path, char *err, size_t errlen);
+/* Loads the newest checkpoint in dir that verifies into the run (path_out
+ * gets its name). A corrupt or unreadable newest file does not block the
+ * resume: it is skipped for the one before it, and note (may be NULL) says
+ * which was skipped and why. A sound checkpoint of another model or job
+ * (trainer/job.h) stops the search: MS_EFAIL, err names both fingerprints. */
+int ms_train_state_resume(const ms_train_state *s, const char *dir, char *path_out, size_t len, char *note,
+                          size_t notelen, char *err, size_t errlen);
 /* Save as <dir>/step-NNNNNNNN.ckpt (the directory is created); path_out gets the name. */
 int ms_train_state_checkpoint(const ms_train_state *s, const char *dir, char *path_out, size_t len, char *err,
                               size_t errlen);

@@ -106,8 +106,8 @@ static int validate_coverage(const ms_profile *p, char *err, size_t errlen)
 int ms_profile_validate(const ms_profile *p, char *err, size_t errlen)
 {
     if (!p) return ms_errf(err, errlen, "no profile");
-    if (p->n_layers < 1 || p->n_layers > MS_PROFILE_MAX_LAYERS)
-        return ms_errf(err, errlen, "model.n_layers: %d is outside 1..%d", p->n_layers, MS_PROFILE_MAX_LAYERS);
+    if (p->n_layers < 1 || p->n_layers > MS_MAX_LAYERS)
+        return ms_errf(err, errlen, "model.n_layers: %d is outside 1..%d", p->n_layers, MS_MAX_LAYERS);
     if (p->global_batch < 1 || p->global_batch > MS_PROFILE_MAX_BATCH)
         return ms_errf(err, errlen, "model.global_batch: %d is outside 1..%d", p->global_batch, MS_PROFILE_MAX_BATCH);
     if (!memchr(p->fingerprint, 0, sizeof p->fingerprint) || !memchr(p->layer_list, 0, sizeof p->layer_list) ||
@@ -344,7 +344,7 @@ static int from_json(const json_t *root, ms_profile *p, char *err, size_t errlen
     const json_t *m = json_object_get(root, "model");
     if (!json_is_object(m)) return ms_errf(err, errlen, m ? "model: expected an object" : "model: missing");
     if (ms_json_get_str(m, "model", "name", p->model, sizeof p->model, err, errlen)) return -1;
-    GET_INT(m, "model", "n_layers", 1, MS_PROFILE_MAX_LAYERS, p->n_layers);
+    GET_INT(m, "model", "n_layers", 1, MS_MAX_LAYERS, p->n_layers);
     /* version 1 (the built-in GPT) requires its shape; version 2 allows 0 or
      * absent for what a program does not have */
     static const char *const shape_keys[] = {"seq_len", "d_model", "n_head", "vocab"};
@@ -376,7 +376,7 @@ static int from_json(const json_t *root, ms_profile *p, char *err, size_t errlen
     if (!json_is_array(rows)) return ms_errf(err, errlen, rows ? "layers: expected an array" : "layers: missing");
     size_t n = json_array_size(rows);
     if (n == 0) return ms_errf(err, errlen, "layers: no rows");
-    if (n > (size_t)MS_PROFILE_MAX_LAYERS * 64) return ms_errf(err, errlen, "layers: %zu rows is too many", n);
+    if (n > (size_t)MS_MAX_LAYERS * 64) return ms_errf(err, errlen, "layers: %zu rows is too many", n);
     p->rows = calloc(n, sizeof *p->rows);
     if (!p->rows) return ms_errf(err, errlen, "out of memory");
     p->n_rows = (int)n;

@@ -25,13 +25,13 @@
 #include <jansson.h>
 
 #include "vocab/json_io.h"
+#include "vocab/limits.h"
 #include "vocab/profile.h"
 
 /* 2: long names, transient_opt, program fields, GPT shape optional; 1 still reads */
 #define MS_PROFILE_JSON_VERSION 2
 /* Limits the validation enforces; with them every sum the planner forms over
- * a stage fits in 64 bits (4096 layers x 4 static fields x 2^48 < 2^64). */
-#define MS_PROFILE_MAX_LAYERS 4096
+ * a stage fits in 64 bits (MS_MAX_LAYERS = 4096 layers x 4 static fields x 2^48 < 2^64). */
 #define MS_PROFILE_MAX_ROW_BYTES (1ull << 48)   /* 256 TiB per row field */
 #define MS_PROFILE_MAX_BATCH (1 << 20)
 

@@ -1,24 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — end-to-end checks of the memsplit command line on the CPU backend:
 # exit codes, error messages, --json output. Needs $MEMSPLIT (the binary).
-set -u
-M=${MEMSPLIT:?set MEMSPLIT to the memsplit binary}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-check() { # name expected_exit stderr_pattern -- command...
-    local name=$1 want=$2 pat=$3; shift 4
-    "$@" >"$T/out" 2>"$T/err"; local got=$?
-    if [ "$got" != "$want" ]; then
-        echo "FAIL $name: exit $got, wanted $want"; sed 's/^/  | /' "$T/err" | head -5; fail=$((fail+1)); return
-    fi
-    if [ -n "$pat" ] && ! grep -qiE "$pat" "$T/err"; then
-        echo "FAIL $name: stderr lacks /$pat/"; sed 's/^/  | /' "$T/err" | head -5; fail=$((fail+1)); return
-    fi
-    echo "ok   $name"; pass=$((pass+1))
-}
-json_get() { python3 -c "import json,sys; d=json.load(open('$T/out')); print($1)"; }
-
+. "$(dirname "$0")/lib.sh"
 check "no command" 1 "usage" -- "$M"
 check "help" 0 "" -- "$M" --help
 check "train help" 0 "" -- "$M" train --help
@@ -42,7 +25,11 @@ check "resume without dir" 1 "checkpoint-dir" -- "$M" train --preset tiny --resu
 mkdir -p "$T/ck"
 check "checkpoint" 0 "checkpoint" -- "$M" train --preset tiny --steps 2 --checkpoint-dir "$T/ck"
 printf 'garbage' > "$T/ck/step-00000099.ckpt"
-check "corrupt checkpoint" 2 "checkpoint|corrupt" -- "$M" train --preset tiny --steps 4 --checkpoint-dir "$T/ck" --resume
+# a corrupt newest checkpoint does not block --resume: the one before it is used
+check "corrupt newest checkpoint" 0 "skipped .*step-00000099" -- "$M" train --preset tiny --steps 4 --checkpoint-dir "$T/ck" --resume
+verdict "... and the one before it is resumed" -- grep -q "resumed from .*step-00000002.ckpt at step 2" "$T/err"
+mkdir -p "$T/ck-bad"; printf 'garbage' > "$T/ck-bad/step-00000003.ckpt"
+check "only corrupt checkpoints" 2 "no sound checkpoint" -- "$M" train --preset tiny --steps 4 --checkpoint-dir "$T/ck-bad" --resume
 # a single-device run recorded in a database, shown in the report
 check "train --db" 0 "" -- "$M" train --preset tiny --steps 3 --db "$T/train.db" --quiet
 check "report train" 0 "" -- "$M" report --db "$T/train.db"
@@ -64,7 +51,7 @@ check "plan infeasible" 3 "fit" -- "$M" plan --db "$T/runs.db" --run 1 --gpus 1 
 check "plan bad gpus" 1 "" -- "$M" plan --db "$T/runs.db" --run 1 --gpus 2 --gpu-mem 1GiB,2GiB,3GiB
 # doctor: trial -> diagnosis -> plan -> training with the plan, on two emulated devices
 check "doctor" 0 "" -- "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 21MiB --steps 6 --db "$T/doc.db" --json
-if [ "$(json_get "d['trial']['oom']['layer'] == 17 and len(d['plan']['stages']) == 2 and d['train']['steps'] == 6 and len(d['train']['devices']) == 2 and all(x['gap'] <= 0.02 for x in d['train']['devices']) and d['train']['loss_last'] < d['train']['loss_first']")" = True ]; then
+if [ "$(json_get "d['trial']['oom']['layer'] == 17 and len(d['plan']['stages']) == 2 and d['train']['steps'] == 6 and len(d['train']['devices']) == 2 and all(abs(x['gap']) <= 0.02 for x in d['train']['devices']) and d['train']['loss_last'] < d['train']['loss_first']")" = True ]; then
     echo "ok   doctor json: oom at 17, 2 stages, measured within 2% of predicted"; pass=$((pass+1)); else echo "FAIL doctor json"; head -c 800 "$T/out"; fail=$((fail+1)); fi
 cp "$T/out" "$T/doctor.json"
 check "report doctor" 0 "" -- "$M" report --db "$T/doc.db"
@@ -94,7 +81,7 @@ check "doctor no gpu-mem" 1 "gpu-mem" -- "$M" doctor --preset tiny --gpus 2 --db
 "$M" plan --db "$T/runs.db" --run 1 --gpus 2 --gpu-mem 21MiB -o "$T/plan.json" >/dev/null 2>&1
 check "train --plan" 0 "" -- "$M" train --preset seed17-cpu --plan "$T/plan.json" --device cpu --steps 3 --json
 if [ "$(json_get "d['steps'] == 3 and len(d['devices']) == 2")" = True ]; then echo "ok   train --plan json"; pass=$((pass+1)); else echo "FAIL train --plan json"; fail=$((fail+1)); fi
-check "train --plan wrong model" 2 "plan is for" -- "$M" train --preset tiny --plan "$T/plan.json" --device cpu --steps 1
+check "train --plan wrong model" 1 "plan is for" -- "$M" train --preset tiny --plan "$T/plan.json" --device cpu --steps 1
 # a profile killed with SIGKILL at a random moment leaves a sound database
 for i in 1 2 3 4 5; do
     "$M" profile --preset seed17-cpu --db "$T/kill.db" --quiet >/dev/null 2>&1 &

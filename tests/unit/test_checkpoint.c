@@ -17,6 +17,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/crc32c.h"
+#include "trainer/job.h"
 
 #define ERRLEN 1024
 #define SENTINEL 0xA5
@@ -94,6 +95,7 @@ static ms_config tiny(void) {
 static void make_meta(ms_ckpt_meta *m, const ms_config *c, uint64_t seed) {
     memset(m, 0, sizeof *m);
     m->model_hash = ms_config_model_hash(c);
+    m->job = ms_job_fingerprint(c, 77);
     m->step = (int64_t)(tf_rand(&seed) % 1000000);
     m->data_cursor = tf_rand(&seed);
     m->loss_scale = 32768.0f;
@@ -110,12 +112,14 @@ static ms_ckpt_meta expecting(const ms_ckpt_meta *saved) {
     ms_ckpt_meta m;
     memset(&m, 0x5A, sizeof m);
     m.model_hash = saved->model_hash;
+    m.job = saved->job;
     snprintf(m.config_ini, sizeof m.config_ini, "%s", saved->config_ini);
     return m;
 }
 
 static void assert_meta_equal(const ms_ckpt_meta *a, const ms_ckpt_meta *b) {
     assert_true(a->model_hash == b->model_hash);
+    assert_true(a->job == b->job);
     assert_true(a->step == b->step);
     assert_true(a->data_cursor == b->data_cursor);
     assert_true(a->loss_scale == b->loss_scale);
@@ -130,7 +134,8 @@ static void load_refused(const char *path, const ms_ckpt_meta *saved, const sect
     make_targets(&t, src);
     ms_ckpt_meta m = expecting(saved), before = m;
     char err[ERRLEN] = "";
-    if (ms_ckpt_load(path, &m, t.s, t.n, err, sizeof err) != -1) fail_msg("load accepted, expected \"%s\"", message);
+    int rc = ms_ckpt_load(path, &m, t.s, t.n, err, sizeof err);
+    if (rc != -1 && rc != MS_CKPT_FOREIGN) fail_msg("load returned %d, expected \"%s\"", rc, message);
     if (message) assert_contains(err, message);
     assert_untouched(&t);
     assert_memory_equal(&m, &before, sizeof m);
@@ -281,9 +286,9 @@ static void test_damage_refused(void **state) {
     /* another format version (a valid file otherwise) */
     unsigned char *v2 = malloc(n);
     memcpy(v2, good, n);
-    v2[8] = 2;
+    v2[8] = 3;
     tf_write(path, v2, n);
-    load_refused(path, &saved, &src, "has checkpoint format version 2; this build reads version 1");
+    load_refused(path, &saved, &src, "has checkpoint format version 3; this build reads version 2");
     free(v2);
     /* missing file */
     char *missing = tf_join(dir_path, "missing.ckpt");
@@ -303,15 +308,21 @@ static void test_damage_refused(void **state) {
     free_sections(&src);
 }
 
+/* A checkpoint of the tiny config with one section of `bytes`. */
+static char *saved_tiny(const char *name, size_t bytes, uint64_t seed, ms_config *c, section_set *src,
+                        ms_ckpt_meta *saved) {
+    *c = tiny();
+    make_sections(src, &bytes, 1, seed);
+    make_meta(saved, c, seed + 1);
+    return saved_file(name, saved, src);
+}
+
 static void test_different_model_refused(void **state) {
     (void)state;
-    static const size_t sizes[] = {128};
-    ms_config c = tiny();
+    ms_config c;
     section_set src;
-    make_sections(&src, sizes, 1, 9);
     ms_ckpt_meta saved;
-    make_meta(&saved, &c, 10);
-    char *path = saved_file("model.ckpt", &saved, &src);
+    char *path = saved_tiny("model.ckpt", 128, 9, &c, &src, &saved);
 
     ms_config other = c;
     other.n_layer = 3;
@@ -332,6 +343,85 @@ static void test_different_model_refused(void **state) {
     load_refused(path, &run, &src, "model hash");
     free(path);
     free_sections(&src);
+}
+
+/* Another job (issue 11: doctor resumed another run's checkpoint): refused
+ * as foreign, with both fingerprints and the key that differs. */
+static void test_other_job_refused(void **state) {
+    (void)state;
+    ms_config c;
+    section_set src;
+    ms_ckpt_meta saved;
+    char *path = saved_tiny("job.ckpt", 64, 31, &c, &src, &saved);
+    char err[ERRLEN];
+
+    ms_config other = c;
+    assert_int_equal(ms_config_set(&other, "train.seed=1", err, sizeof err), 0);
+    ms_ckpt_meta run;
+    make_meta(&run, &other, 33);
+    assert_true(run.job != saved.job && run.model_hash == saved.model_hash);
+    section_set t;
+    make_targets(&t, &src);
+    ms_ckpt_meta m = run;
+    assert_int_equal(ms_ckpt_load(path, &m, t.s, t.n, err, sizeof err), MS_CKPT_FOREIGN);
+    char a[20], b[20];
+    snprintf(a, sizeof a, "%016llx", (unsigned long long)saved.job);
+    snprintf(b, sizeof b, "%016llx", (unsigned long long)run.job);
+    assert_contains(err, "belongs to another job");
+    assert_contains(err, a);
+    assert_contains(err, b);
+    assert_contains(err, "train.seed is 1337 there, 1 here");
+    assert_untouched(&t);
+    free_sections(&t);
+
+    /* the same job with other data: said so */
+    make_meta(&run, &c, 34);
+    run.job = ms_job_fingerprint(&c, 78);
+    load_refused(path, &run, &src, "the data differs");
+    /* 0: any job */
+    make_targets(&t, &src);
+    m = expecting(&saved);
+    m.job = 0;
+    assert_int_equal(ms_ckpt_load(path, &m, t.s, t.n, err, sizeof err), 0);
+    free_sections(&t);
+    free(path);
+    free_sections(&src);
+}
+
+/* What is one job: the layout may change, the learning may not. */
+static void test_job_fingerprint(void **state) {
+    (void)state;
+    ms_config base = tiny();
+    char err[ERRLEN];
+    uint64_t h = ms_job_fingerprint(&base, 5);
+    assert_true(h != 0 && h == ms_job_fingerprint(&base, 5));
+    assert_true(ms_job_fingerprint(&base, 6) != h);
+    static const char *const other[] = {"seed=4", "lr=0.1", "n_layer=3", "precision=bf16", "weight_decay=0",
+                                        "batch=8", "beta2=0.9", "grad_clip=0.5"};
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        ms_config c = base;
+        assert_int_equal(ms_config_set(&c, other[i], err, sizeof err), 0);
+        if (ms_job_fingerprint(&c, 5) == h) fail_msg("%s did not change the job", other[i]);
+    }
+    /* the tiny preset's micro-batch is 4: 2 x 2 and 1 x 4 are the same global batch */
+    static const char *const same[][2] = {{"batch=2", "accum=2"}, {"batch=1", "accum=4"}, {"steps=9", "log_every=3"},
+                                          {"device=cuda:1", "gpu_mem=1GiB"}, {"checkpoint.dir=c", "checkpoint.every=3"},
+                                          {"head_chunk=16", "data.path="}};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        ms_config c = base;
+        assert_int_equal(ms_config_set(&c, same[i][0], err, sizeof err), 0);
+        assert_int_equal(ms_config_set(&c, same[i][1], err, sizeof err), 0);
+        if (ms_job_fingerprint(&c, 5) != h) fail_msg("%s %s changed the job", same[i][0], same[i][1]);
+    }
+    char why[256];
+    char *ini = ms_config_to_ini(&base);
+    ms_config c = base;
+    c.accum = 2;
+    ms_job_mismatch(ini, &c, why, sizeof why);
+    assert_contains(why, "global batch (train.batch x train.accum) is 4 there, 8 here");
+    ms_job_mismatch(ini, &base, why, sizeof why);
+    assert_string_equal(why, "");
+    free(ini);
 }
 
 static void test_section_mismatch_refused(void **state) {
@@ -565,6 +655,8 @@ int main(void) {
         cmocka_unit_test(test_every_flipped_byte_refused),
         cmocka_unit_test(test_damage_refused),
         cmocka_unit_test(test_different_model_refused),
+        cmocka_unit_test(test_other_job_refused),
+        cmocka_unit_test(test_job_fingerprint),
         cmocka_unit_test(test_section_mismatch_refused),
         cmocka_unit_test(test_save_failures_keep_old_file),
         cmocka_unit_test(test_many_sections),

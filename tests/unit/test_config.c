@@ -317,7 +317,10 @@ static void test_set_refuses_bad_input(void **state) {
         {"n_layer=12abc", "model.n_layer: '12abc' is not an integer"},
         {"n_layer=1.5", "model.n_layer: '1.5' is not an integer"},
         {"n_layer=", "model.n_layer: '' is not an integer"},
-        {"n_layer=0", "model.n_layer: 0 is out of range [1, 100000]"},
+        {"n_layer=0", "model.n_layer: 0 is out of range [1, 4094]"},
+        /* one limit (vocab/limits.h): the largest model the trainer tracks */
+        {"n_layer=4095", "model.n_layer: 4095 is out of range [1, 4094]"},
+        {"n_layer=-1", "model.n_layer: -1 is out of range [1, 4094]"},
         {"n_layer=99999999999", "model.n_layer: 99999999999 is out of range"},
         {"batch=-4", "train.batch: -4 is out of range"},
         {"lr=0", "train.lr: 0 is out of range (0, 10]"},
@@ -587,7 +590,7 @@ static void test_validate_rules(void **state) {
     ms_config c = preset("tiny");
     c.n_layer = 0;
     assert_int_equal(ms_config_validate(&c, err, sizeof err), -1);
-    assert_contains(err, "model.n_layer: 0 is out of range [1, 100000]");
+    assert_contains(err, "model.n_layer: 0 is out of range [1, 4094]");
     c = preset("tiny");
     c.lr = 0;
     assert_int_equal(ms_config_validate(&c, err, sizeof err), -1);

@@ -313,16 +313,23 @@ static void test_reasoning_and_table(void **state)
         snprintf(step, sizeof step, "= %.1f ms", pl.step_ms);
         assert_non_null(strstr(why, step));
 
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        ms_plan_print_table(f, &pl, prof);
-        fclose(f);
-        int lines = 0;
-        for (char *c = buf; *c; c++) lines += *c == '\n';
-        assert_int_equal(lines, 2 + pl.n_stages);
-        assert_non_null(strstr(buf, "transient"));
-        free(buf);
+        for (int categories = 0; categories < 2; categories++) {
+            char *buf = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&buf, &len);
+            ms_plan_print_table(f, &pl, prof, categories);
+            fclose(f);
+            int lines = 0, col = 0, widest = 0;
+            for (char *c = buf; *c; c++) {
+                if (*c == '\n') { lines++; col = 0; }
+                else if (++col > widest) widest = col;
+            }
+            assert_int_equal(lines, 3 + pl.n_stages);
+            /* the terminal's 80 columns, unless the categories are asked for */
+            if (categories) assert_non_null(strstr(buf, "transient"));
+            else assert_true(widest <= 80 && !strstr(buf, "transient"));
+            free(buf);
+        }
         ms_plan_free(&pl);
         ms_profile_free(prof);
         free(prof);

@@ -1,0 +1,84 @@
+/* cmd_train_plan.c — `memsplit train --plan FILE`: the last part of the
+ * doctor on its own: a plan's pipeline over several devices, its records,
+ * and recovery from an OOM when the plan's profile is in --db. */
+#include "cli/common.h"
+#include "cli/rerun.h"
+#include "planner/plan_json.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ms_cmd_train_plan(const ms_config *cfg, const ms_train_plan_args *a)
+{
+    char err[1024];
+    ms_plan plan;
+    memset(&plan, 0, sizeof plan);
+    if (ms_plan_load_json(a->plan_path, &plan, err, sizeof err)) {
+        fprintf(stderr, "memsplit train: %s\n", err); /* the message names the file */
+        return MS_EXIT_USAGE;
+    }
+    ms_rerun_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.inject = a->inject;
+    ms_config c = *cfg;
+    c.precision = (ms_precision)plan.precision;
+    if (ms_rerun_check(&c, &plan, &ro, err, sizeof err)) {
+        fprintf(stderr, "memsplit train: %s: %s\n", a->plan_path, err);
+        ms_plan_free(&plan);
+        return MS_EXIT_USAGE;
+    }
+    ms_db *db = NULL;
+    ms_profile prof;
+    memset(&prof, 0, sizeof prof);
+    int64_t run = 0;
+    int dbf = 0;
+    if (a->db_path) {
+        db = ms_db_open(a->db_path, 1, err, sizeof err);
+        if (!db) { fprintf(stderr, "memsplit train: %s\n", err); ms_plan_free(&plan); return MS_EXIT_RUNTIME; }
+        ms_db_set_busy_timeout(db, a->db_timeout_ms);
+        if (plan.profile_run > 0 && ms_db_load_profile(db, plan.profile_run, &prof, err, sizeof err) == 0) ro.prof = &prof;
+        char *ini = ms_config_to_ini(cfg);
+        run = ms_db_run_begin(db, "train", "memsplit train --plan", ini, NULL, cfg->preset, 0);
+        free(ini);
+        if (run < 0) {
+            fprintf(stderr, "memsplit train: %s\n", ms_db_errmsg(db));
+            ms_db_close(db);
+            ms_profile_free(&prof);
+            ms_plan_free(&plan);
+            return MS_EXIT_RUNTIME;
+        }
+    }
+    ms_plan_opts_default(&ro.popts);
+    ro.device = a->device;
+    ro.steps = cfg->steps;
+    ro.ckpt_dir = a->ckdir;
+    ro.ckpt_every = a->ckevery > 0 ? a->ckevery : INT_MAX; /* checkpoint.every = 0: only at the end */
+    ro.resume = a->resume;
+    ro.db = db;
+    ro.run = run;
+    ro.db_timeout_ms = a->db_timeout_ms;
+    ro.progress = a->quiet ? NULL : stderr;
+    ro.log_every = cfg->log_every;
+    ms_rerun_result rr;
+    int rc = ms_rerun(cfg, &plan, &ro, &rr);
+    int code = rc == MS_OK ? MS_EXIT_OK : rc == MS_EOOM ? MS_EXIT_OOM : MS_EXIT_RUNTIME;
+    if (rc != MS_OK) fprintf(stderr, "memsplit train: %s\n", rr.err);
+    else if (!a->quiet) ms_rerun_print_devices(stderr, &rr);
+    if (db) {
+        dbf += rr.db_failed;
+        ms_cli_recorded(ms_db_run_finish(db, run, rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed"), db, "train",
+                        "the run's end", &dbf);
+        ms_db_close(db);
+        if (dbf && code == MS_EXIT_OK) code = MS_EXIT_RUNTIME;
+    }
+    if (a->json) {
+        json_t *o = ms_rerun_result_json(&rr);
+        ms_cli_print_json(o);
+        json_decref(o);
+    }
+    ms_rerun_result_free(&rr);
+    ms_profile_free(&prof);
+    ms_plan_free(&plan);
+    return code;
+}

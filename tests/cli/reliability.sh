@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# reliability.sh — issue 11's end-to-end checks on the CPU backend: no
+# record silently lost, no foreign checkpoint or plan taken, integer flags
+# range-checked, one set of limits and exit codes, messages said once, a
+# demo that fits one screen, help and docs that match the code.
+. "$(dirname "$0")/lib.sh"
+sq() { sqlite3 "$1" "$2"; }
+shape17=(--preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 21MiB)
+
+# ---- 1. a checkpoint belongs to a job (config, seed, data, global batch)
+"$M" train --preset tiny --steps 2 --checkpoint-dir "$T/job" --quiet
+check "another seed's checkpoint is refused with both fingerprints" 2 \
+    "belongs to another job: its fingerprint is [0-9a-f]{16}, this run's [0-9a-f]{16} \(train.seed is 1337 there, 1 here\)" \
+    -- "$M" train --preset tiny --set train.seed=1 --steps 4 --checkpoint-dir "$T/job" --resume
+check "another global batch's too" 2 "global batch .* is 4 there, 8 here" \
+    -- "$M" train --preset tiny --set train.accum=2 --steps 4 --checkpoint-dir "$T/job" --resume
+check "another micro-batching of the same job resumes" 0 "resumed from .*step-00000002" \
+    -- "$M" train --preset tiny --batch 2 --set train.accum=2 --steps 3 --checkpoint-dir "$T/job" --resume
+# two doctor runs on one database: the second (another seed, an OOM at step 4)
+# resumes its own step-2 checkpoint, never the first run's step 6
+"$M" doctor "${shape17[@]}" --steps 6 --checkpoint-every 2 --db "$T/two.db" --quiet >/dev/null 2>&1
+check "a second doctor on the same database recovers" 0 "OUT OF MEMORY at step 4" \
+    -- "$M" doctor "${shape17[@]}" --set train.seed=1 --steps 4 --checkpoint-every 2 --inject-oom 4:0:90% --headroom 0 \
+    --db "$T/two.db" --json
+cp "$T/err" "$T/two.err"
+verdict "... in its own folder, with its 4 steps recorded" -- test \
+    "$(json_get "d['train']['steps'] == 4 and d['train']['recoveries'] == 1 and '.ckpt/run-5/' in d['train']['checkpoint']")/$(sq "$T/two.db" 'SELECT count(*) FROM steps WHERE run_id = 8')" = True/4
+verdict "... its resume named its own folder" -- grep -q "resumed from .*two.db.ckpt/run-5/step-00000002.ckpt at step 2" "$T/two.err"
+# when nothing fits any more: exit 3, the last checkpoint named, and it resumes
+check "nothing fits after the OOM" 3 "the last checkpoint, .*run-1/step-00000002.ckpt \(step 2\), is intact" \
+    -- "$M" doctor "${shape17[@]}" --gpu-mem 21MiB,14MiB --headroom 0 --steps 4 --checkpoint-every 2 \
+    --inject-oom 4:0:2MiB --db "$T/stop.db"
+hint=$(grep -A1 "resume it with" "$T/err" | tail -1 | sed "s|^ *memsplit |$M |")
+check "... and the named checkpoint resumes (here on one unlimited device)" 0 "resumed from .*step-00000002.ckpt at step 2" \
+    -- $hint --gpu-mem 0 --steps 3
+
+# ---- 2. a busy database loses no step row
+"$M" train --preset tiny --steps 1 --db "$T/busy.db" --quiet
+hold() { # db run seconds [pid]: hold the write lock, once run has a step row,
+          # for seconds, or with pid until that process has ended
+    python3 - "$@" <<'PY'
+import sqlite3, sys, time
+db, run, hold = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+pid = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+def running(pid):
+    try: return open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError: return False
+c = sqlite3.connect(db, timeout=60, isolation_level=None)
+t0 = time.time()
+while c.execute("SELECT count(*) FROM steps WHERE run_id = ?", (run,)).fetchone()[0] < 1:
+    if time.time() - t0 > 60: sys.exit(1)
+    time.sleep(0.005)
+c.execute("BEGIN IMMEDIATE")
+t0 = time.time()
+while time.time() - t0 < hold or (pid and running(pid)):
+    time.sleep(0.01)
+c.execute("COMMIT")
+PY
+}
+"$M" train --preset tiny --steps 500 --db "$T/busy.db" --db-timeout 1 >/dev/null 2>"$T/busy.err" &
+pid=$!; hold "$T/busy.db" 2 2; wait $pid; rc=$?
+verdict "a lock held 2 s (timeout 1 s): exit 0, all 500 rows, said so" -- test \
+    "$rc/$(sq "$T/busy.db" 'SELECT count(*) FROM steps WHERE run_id = 2')/$(grep -c 'database is busy\|took the steps' "$T/busy.err")" = 0/500/2
+"$M" train --preset tiny --steps 150 --db "$T/busy.db" --db-timeout 1 >/dev/null 2>"$T/busy.err" &
+pid=$!; hold "$T/busy.db" 3 0 $pid & hpid=$!; wait $pid; rc=$?; wait $hpid
+verdict "a lock held past the run: exit 2, the unwritten rows said" -- test \
+    "$rc/$(grep -c 'step rows (steps [0-9]*\.\.150) could not be written to the database' "$T/busy.err")" = 2/1
+
+# ---- 3. a step record holds every device: 32 layers on 32 devices of 400 KiB,
+# where no device holds two layers
+"$M" profile --preset tiny --set model.n_layer=30 --db "$T/t30.db" --quiet >/dev/null
+"$M" plan --db "$T/t30.db" --gpus 32 --gpu-mem 400KiB --headroom 0 -o "$T/p32.json" >/dev/null
+check "train --plan over 32 devices" 0 "" \
+    -- "$M" train --preset tiny --set model.n_layer=30 --plan "$T/p32.json" --device cpu --steps 2 --db "$T/t30.db" --quiet
+verdict "... records both steps with 32 peaks each" -- test \
+    "$(sq "$T/t30.db" "SELECT step, (SELECT count(*) FROM json_each(peaks_json)) FROM steps WHERE run_id = (SELECT max(id) FROM runs WHERE kind = 'train') ORDER BY step" | tr '\n' ' ')" = "1|32 2|32 "
+
+# ---- 4. a device of no memory: said, not a use after free
+"$M" profile --preset seed17-cpu --quiet --json >"$T/p17.json" 2>/dev/null
+check "plan --gpu-mem 0" 1 "--gpu-mem '0': a device needs some memory" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 0
+check "plan --gpu-mem 21MiB,0" 1 "--gpu-mem '0': a device needs some memory" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB,0
+
+# ---- 5. integers never wrap
+check "--steps 4294967297" 1 "--steps: 4294967297 is out of range \[0, 2147483647\]" -- "$M" train --preset tiny --steps 4294967297
+check "--batch 4294967297" 1 "--batch: 4294967297 is out of range \[1, 1048576\]" -- "$M" train --preset tiny --batch 4294967297
+check "--inject-oom 4294967297:0:1MiB" 1 "step: 4294967297 is out of range" \
+    -- "$M" doctor --preset tiny --gpus 2 --gpu-mem 1GiB --inject-oom 4294967297:0:1MiB
+check "--checkpoint-every 4294967297" 1 "--checkpoint-every: 4294967297 is out of range" \
+    -- "$M" train --preset tiny --checkpoint-every 4294967297
+check "profile --steps 4294967297" 1 "--steps: 4294967297 is out of range" -- "$M" profile --preset tiny --steps 4294967297
+
+# ---- 6. a plan runs only the model it was made for
+"$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB -o "$T/plan.json" >/dev/null
+edit() { python3 -c "import json,sys; d=json.load(open('$T/plan.json')); $1; json.dump(d, open('$T/edited.json', 'w'))"; }
+edit "d['model']['vocab'] = 512"
+check "another vocab" 1 "the plan is for a model with vocab 512; this run's model has vocab 256" \
+    -- "$M" train --preset seed17-cpu --plan "$T/edited.json" --device cpu --steps 1
+edit "d['model']['name'] = 'gpt2-small'"
+check "another model name" 1 "the plan is for model 'gpt2-small'; this run's model is 'seed17-cpu'" \
+    -- "$M" train --preset seed17-cpu --plan "$T/edited.json" --device cpu --steps 1
+edit "d['devices'][1]['device'] = 'tpu:7'"
+check "a bad device name" 1 'devices\[1\].device: "tpu:7" is not a device' \
+    -- "$M" train --preset seed17-cpu --plan "$T/edited.json" --device cpu --steps 1
+check "plan --devices with a bad name" 1 "--devices: 'gpu0' is not a device" \
+    -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB --devices cuda:0,gpu0
+
+# ---- 7. a GPU model on a machine with no GPU: a clear error, at once
+if [ -z "$(ls /dev/nvidia0 2>/dev/null)" ]; then
+    check "doctor --preset seed17 without a GPU" 2 "no CUDA GPU here, and seed17 runs on cuda:0" \
+        -- timeout 60 "$M" doctor --preset seed17 --gpus 2 --gpu-mem 40GiB --db "$T/nogpu.db"
+fi
+
+# ---- 9. reports read a read-only database in a read-only folder
+R=$(mktemp -d); chmod 755 "$R"; cp "$T/busy.db" "$R/ro.db"; chmod 444 "$R/ro.db"; chmod 555 "$R"
+as_user=(); [ "$(id -u)" = 0 ] && as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+if [ "$(id -u)" != 0 ] || command -v setpriv >/dev/null; then
+    check "report of a read-only database" 0 "" -- "${as_user[@]}" "$M" report --db "$R/ro.db"
+    verdict "... shows its newest run" -- grep -q "== run 3: train" "$T/out"
+    check "report --list of it" 0 "" -- "${as_user[@]}" "$M" report --db "$R/ro.db" --list
+else
+    echo "skip report of a read-only database (root without setpriv cannot be refused a write)"
+fi
+chmod 755 "$R"; rm -rf "$R"
+
+# ---- 10. exit codes as documented; one set of limits
+check "missing --data" 2 "cannot open data file" -- "$M" train --preset tiny --data "$T/none.txt"
+printf 'ab' > "$T/small.txt"
+check "too small --data" 2 "fewer than model.seq_len" -- "$M" train --preset tiny --data "$T/small.txt"
+check "plan -o into a missing folder" 2 "/nonexistent/x" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB -o /nonexistent/x
+check "plan --gpus 1025" 1 "--gpus: 1025 is out of range \[1, 1024\]" -- "$M" plan --profile "$T/p17.json" --gpus 1025 --gpu-mem 1GiB
+check "doctor --gpus 1025" 1 "--gpus: 1025 is out of range \[1, 1024\]" -- "$M" doctor --preset tiny --gpus 1025 --gpu-mem 1GiB
+check "plan --max-stages 65" 1 "--max-stages: 65 is out of range \[1, 64\]" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB --max-stages 65
+check "doctor --gpus 100" 0 "" -- "$M" doctor --preset tiny --device cpu --gpus 100 --gpu-mem 1GiB --steps 2 --db "$T/g100.db" --quiet
+check "n_layer=4095" 1 "model.n_layer: 4095 is out of range \[1, 4094\]" -- "$M" train --preset tiny --set model.n_layer=4095
+"$M" plan --profile "$T/p17.json" --gpus 100 --gpu-mem 21MiB --max-stages 2 -o "$T/p100.json" >/dev/null
+check "train --plan of 100 devices and 2 stages" 0 "" -- "$M" train --preset seed17-cpu --plan "$T/p100.json" --device cpu --steps 1 --quiet
+
+# ---- 11. nothing ignored, nothing said twice
+check "--inject-oom on a device the plan lacks" 1 "--inject-oom: device 5 is not one of the 2 planned" \
+    -- "$M" doctor --preset tiny --gpus 2 --gpu-mem 1GiB --inject-oom 3:5:60%
+check "train --inject-oom on a device the plan lacks" 1 "--inject-oom: device 5 is not one of the plan's 2" \
+    -- "$M" train --preset seed17-cpu --plan "$T/plan.json" --device cpu --steps 1 --inject-oom 3:5:60%
+check "--gpu-mem with an empty size (doctor)" 1 "--gpu-mem '21MiB,,21MiB': size 2 is empty" \
+    -- "$M" doctor --preset tiny --gpus 2 --gpu-mem 21MiB,,21MiB
+check "--gpu-mem with an empty size (plan)" 1 "size 2 is empty" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB,,21MiB
+said_once() { ! grep -qE '(^|[ ])([^ :]+): \2:' "$T/err"; }
+check "a bad plan file" 1 "" -- "$M" train --preset tiny --plan "$T/p17.json" --steps 1
+verdict "... named once" -- said_once
+check "a device of no memory" 1 "" -- "$M" doctor --preset tiny --gpus 2 --gpu-mem 0
+verdict "... named once" -- said_once
+why=$(sq "$T/two.db" 'SELECT reason FROM recovery_events')
+verdict "the recovery's reason is whole (${#why} characters)" -- test ${#why} -gt 127 -a -n "$(grep -F "OUT OF MEMORY at step 4: $why" "$T/two.err")"
+"$M" doctor "${shape17[@]}" --steps 2 --db "$T/gap.db" >"$T/gap.out" 2>/dev/null
+"$M" report --db "$T/gap.db" --brief >"$T/gap.report"
+same_gap() { # the first device's gap, as doctor printed it, in the report's line for that device
+    local g; g=$(grep -E '^  cpu/v0 ' "$T/gap.out" | grep -oE '[+-][0-9]+\.[0-9]{2}%$')
+    [ -n "$g" ] && grep -E '^cpu/v0 ' "$T/gap.report" | grep -qF -- "$g"
+}
+verdict "doctor and report print one signed gap" -- same_gap
+
+# ---- 12. the demo leads with the answer, in one screen
+demo=$(cd "$(dirname "$0")/../.." && pwd)/scripts/demo.sh
+(cd "$T" && DB=demo.db "$demo" "$M" >"$T/demo.txt" 2>&1)
+lines=$(wc -l <"$T/demo.txt"); cols=$(awk '{ if (length($0) > n) n = length($0) } END { print n }' "$T/demo.txt")
+verdict "make demo: $lines lines (<= 60), $cols columns (<= 80)" -- test "$lines" -le 60 -a "$cols" -le 80
+order=$(grep -oE "^(OUT OF MEMORY|plan:|measured against predicted|== run 1)" "$T/demo.txt" | tr '\n' '|')
+verdict "... diagnosis, plan, measured against predicted, report" -- \
+    test "$order" = "OUT OF MEMORY|plan:|measured against predicted|== run 1|"
+
+# ---- 13. help and docs match the code
+"$M" --version >"$T/out" 2>&1
+verdict "--version" -- grep -qE "^memsplit [0-9]+\.[0-9]+" "$T/out"
+for cmd in train profile plan doctor report; do
+    "$M" $cmd --help >"$T/help" 2>&1
+    dup=$(grep -oE '^  (-[a-z], )?--[a-z-]+' "$T/help" | sed 's/.*--/--/' | sort | uniq -d | tr '\n' ' ')
+    verdict "$cmd --help lists each flag once${dup:+ (twice: $dup)}" -- test -z "$dup"
+done
+"$M" doctor --help | sed '/^$/q' >"$T/out"
+verdict "doctor's usage: --gpus is optional" -- grep -qF "[--gpus N]" "$T/out"
+"$M" plan --help | sed '/^$/q' >"$T/out"
+verdict "plan's usage names --devices" -- grep -q -- "--devices LIST" "$T/out"
+verdict "plan's usage names --max-stages" -- grep -q -- "--max-stages K" "$T/out"
+"$M" plan --help >"$T/out"
+verdict "plan says its --batch is the global one" -- grep -q "train's and profile's --batch is the" "$T/out"
+"$M" train --help >"$T/out"
+verdict "train says its --batch is the micro-batch" -- grep -q -- "--batch N .*micro-batch size in sequences; the global batch is" "$T/out"
+"$M" config --keys-md >"$T/keys.md"
+verdict "docs/config.md is memsplit config --keys-md" -- diff -u "$(dirname "$0")/../../docs/config.md" "$T/keys.md"
+"$M" config --preset seed17 --set model.n_layer=4 >"$T/ex.ini"
+check "memsplit config writes a file --config reads back" 0 "" -- "$M" config --config "$T/ex.ini"
+verdict "... exactly" -- diff -u "$T/ex.ini" "$T/out"
+verdict "README: make test needs Chromium" -- grep -q "Chromium" "$(dirname "$0")/../../README.md"
+verdict "README: make demo writes demo.db.ckpt/" -- grep -q "demo.db.ckpt" "$(dirname "$0")/../../README.md"
+verdict "README: checkpoint retention" -- grep -q "newest two" "$(dirname "$0")/../../README.md"
+echo "reliability: $pass passed, $fail failed"
+[ $fail -eq 0 ]
