@@ -49,7 +49,12 @@ int ms_cmd_train_plan(const ms_config *cfg, const ms_train_plan_args *a)
             return MS_EXIT_RUNTIME;
         }
     }
+    /* a re-plan after an OOM keeps what the plan was made with (its headroom
+     * and link speed; rerun.c keeps its precision and global batch) and opens
+     * the rest, as the doctor's does */
     ms_plan_opts_default(&ro.popts);
+    ro.popts.headroom = plan.headroom;
+    ro.popts.link_gbps = plan.link_gbps;
     ro.device = a->device;
     ro.steps = cfg->steps;
     ro.ckpt_dir = a->ckdir;
@@ -74,6 +79,8 @@ int ms_cmd_train_plan(const ms_config *cfg, const ms_train_plan_args *a)
     }
     if (a->json) {
         json_t *o = ms_rerun_result_json(&rr);
+        json_t *pj = ms_plan_to_json(&plan); /* the plan it ended with (a recovery's, after an OOM) */
+        if (pj) json_object_set_new(o, "plan", pj);
         ms_cli_print_json(o);
         json_decref(o);
     }
