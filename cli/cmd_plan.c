@@ -191,14 +191,15 @@ static int parse_args(int argc, char **argv, plan_args *a)
 
 /* The devices: capacities from --gpu-mem (one or a list), the count from
  * --gpus or the list, names from --devices. 0 or -1 (printed). */
-static int build_devices(const plan_args *a, const ms_profile *prof, const uint64_t *det, int n_det,
+static int build_devices(const plan_args *a, const ms_profile *prof, int (*detect)(uint64_t *, int),
                          ms_plan_device **out, int *n_out)
 {
-    uint64_t caps[MS_MAX_DEVICES];
-    int n_caps = 0;
+    uint64_t caps[MS_MAX_DEVICES], det[MS_MAX_DEVICES];
+    int n_caps = 0, n_det = 0;
     char err[256];
     if (a->gpu_mem && ms_arg_sizes("--gpu-mem", a->gpu_mem, caps, MS_MAX_DEVICES, &n_caps, err, sizeof err))
         return bad("%s", err);
+    if (detect && n_caps <= 1 && !(a->gpus && n_caps == 1)) n_det = detect(det, MS_MAX_DEVICES);
     int n;
     if (n_caps > 1) {
         if (a->gpus && a->gpus != n_caps) {
@@ -294,7 +295,7 @@ static int store(ms_db *db, int argc, char **argv, int64_t parent, const ms_prof
     return ms_db_run_finish(db, run, feasible ? "ok" : "infeasible");
 }
 
-int ms_cmd_plan_ex(int argc, char **argv, const uint64_t *detected_caps, int n_detected)
+int ms_cmd_plan_ex(int argc, char **argv, int (*detect)(uint64_t *caps, int max))
 {
     plan_args a;
     int rc = parse_args(argc, argv, &a);
@@ -341,7 +342,7 @@ int ms_cmd_plan_ex(int argc, char **argv, const uint64_t *detected_caps, int n_d
             goto done;
         }
     }
-    if (build_devices(&a, &prof, detected_caps, n_detected, &devs, &n_devs)) {
+    if (build_devices(&a, &prof, detect, &devs, &n_devs)) {
         rc = EXIT_USAGE;
         goto done;
     }
@@ -418,4 +419,4 @@ done:
     return rc;
 }
 
-int ms_cmd_plan(int argc, char **argv) { return ms_cmd_plan_ex(argc, argv, NULL, 0); }
+int ms_cmd_plan(int argc, char **argv) { return ms_cmd_plan_ex(argc, argv, NULL); }

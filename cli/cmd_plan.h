@@ -7,15 +7,16 @@
  * was found; 1 usage error or an unreadable / invalid profile; 2 the
  * database cannot be opened, read or written, or the plan file cannot be
  * written; 3 no plan fits (the message
- * says what would). ms_cmd_plan_ex() also takes the capacities of the GPUs
- * the caller detected (used when neither --gpus nor --gpu-mem is given);
- * ms_cmd_plan() is ms_cmd_plan_ex() with none. */
+ * says what would). ms_cmd_plan_ex() also takes a function that detects
+ * the machine's GPUs and their capacities, called only when the flags leave
+ * the count or the capacities open (so a plan given both never starts
+ * CUDA); ms_cmd_plan() is ms_cmd_plan_ex() with none. */
 #ifndef MS_CMD_PLAN_H
 #define MS_CMD_PLAN_H
 
 #include <stdint.h>
 
 int ms_cmd_plan(int argc, char **argv);
-int ms_cmd_plan_ex(int argc, char **argv, const uint64_t *detected_caps, int n_detected);
+int ms_cmd_plan_ex(int argc, char **argv, int (*detect)(uint64_t *caps, int max));
 
 #endif

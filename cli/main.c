@@ -40,12 +40,8 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "config")) return ms_cmd_config(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return ms_cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "profile")) return ms_cmd_profile(argc - 1, argv + 1);
-    if (!strcmp(cmd, "plan")) {
-        /* the GPUs this machine has, for a plan given no --gpus/--gpu-mem */
-        uint64_t caps[64];
-        int n = ms_cuda_gpu_capacities(caps, 64);
-        return ms_cmd_plan_ex(argc - 1, argv + 1, caps, n);
-    }
+    /* the GPUs this machine has, for a plan whose flags leave them open */
+    if (!strcmp(cmd, "plan")) return ms_cmd_plan_ex(argc - 1, argv + 1, ms_cuda_gpu_capacities);
     if (!strcmp(cmd, "doctor")) return ms_cmd_doctor(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return ms_cmd_report(argc - 1, argv + 1);
     fprintf(stderr, "memsplit: unknown command '%s'\n%s", cmd, usage);
