@@ -111,7 +111,7 @@ tests-build: $(UNIT_BIN) $(BUILD)/memsplit bridge
 gpu-build: $(GPU_BIN) $(BUILD)/memsplit
 
 test: tests-build
-	MEMSPLIT=$(abspath $(BUILD)/memsplit) tests/run.sh $(UNIT_BIN) tests/cli/run.sh tests/browser/render.sh
+	MEMSPLIT=$(abspath $(BUILD)/memsplit) tests/run.sh $(UNIT_BIN) tests/cli/run.sh tests/bridge/run.sh tests/browser/render.sh
 
 test-gpu: gpu-build
 	MEMSPLIT=$(abspath $(BUILD)/memsplit) TEST_TIMEOUT_S=$${TEST_TIMEOUT_S:-300} tests/run.sh $(GPU_BIN) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh

@@ -98,8 +98,9 @@ int msb_pick_layers(const char *tree_tsv, const char *override, char *why, size_
     int n = parse_tree(text, &m, why, whylen);
     int pick = -1;
     if (n > 0 && override && *override) {
+        const char *want = strcmp(override, ".") ? override : "";   /* "." is the root module */
         for (int i = 0; i < n && pick < 0; i++)
-            if (strcmp(m[i].path, override) == 0) pick = i;
+            if (strcmp(m[i].path, want) == 0) pick = i;
         if (pick < 0) ms_errf(why, whylen, "--layers %s: the model has no module at that path", override);
         else if (m[pick].n_children < 1) {
             ms_errf(why, whylen, "--layers %s: that module (%s) has no children to be layers", override, m[pick].type);

@@ -11,7 +11,7 @@
  * Contract: msb_pick_layers chooses the list with the most children whose
  * signatures are all equal (at least 2 children); ties go to more parameter
  * bytes, then to the first registered. With override non-empty, the module
- * at that path is the list (it must exist and have children; identical or
+ * at that path ("." for the root module) is the list (it must exist and have children; identical or
  * not). Returns the list's index and fills why ("model.layers: ModuleList of
  * 24 identical LlamaDecoderLayer (the longest such list)"), or -1 with why
  * saying what is wrong and naming the longest candidates. Pure C: no I/O. */

@@ -57,10 +57,12 @@ static int push(msb_trace *t, const msb_ev *e)
     return 0;
 }
 
-/* "a, b" += s (once) */
+/* "a,b" += s, once */
 static void join(char *dst, size_t cap, const char *s)
 {
-    size_t n = strlen(dst);
+    size_t n = strlen(dst), k = strlen(s);
+    for (const char *p = dst; (p = strstr(p, s)) != NULL; p += k)
+        if ((p == dst || p[-1] == ',') && (p[k] == ',' || p[k] == '\0')) return;
     if (n) snprintf(dst + n, cap - n, ",%s", s);
     else snprintf(dst, cap, "%s", s);
 }

@@ -37,14 +37,16 @@ const char ms_profile_program_usage[] =
     "                     accounting cap on the program's tensors\n"
     "  --steps N          optimizer steps in the trial (default 2), then the program\n"
     "                     is stopped cleanly (MEMSPLIT_PHASE=trial is set meanwhile)\n"
-    "  --layers PATH      the module list that holds the blocks (default: the\n"
-    "                     longest nn.ModuleList/nn.Sequential of identical modules)\n"
+    "  --layers PATH      the module whose children are the blocks (\".\" for the\n"
+    "                     root; default: the longest nn.ModuleList/nn.Sequential of\n"
+    "                     identical modules)\n"
     "  --diagnose-only    GPU: no per-tensor trace (module boundaries, the caching\n"
     "                     allocator's counters and CUPTI only; lowest overhead)\n"
     "  --no-second-pass   after an OOM, do not run the program again uncapped to\n"
     "                     measure the layers the trial never reached\n"
     "  --db FILE          record the run in this SQLite database (created if new)\n"
-    "  --json             print the profile as one JSON object on stdout\n"
+    "  --json             print the profile as one JSON object on stdout (the\n"
+    "                     program's own stdout then goes to stderr)\n"
     "  --quiet            no progress lines\n"
     "  -h, --help         this text\n"
     "\n"
@@ -95,11 +97,12 @@ int ms_program_bridge_dir(char *out, size_t len, char *err, size_t errlen)
 }
 
 int ms_program_pass(char *const *prog, const char *bridge_dir, json_t *config, const char *phase, int inject,
-                    const char *label, int quiet, msb_trace *t, msb_exit *ex, char *err, size_t errlen)
+                    const char *label, int quiet, int json, msb_trace *t, msb_exit *ex, char *err, size_t errlen)
 {
     char *cfg = json_dumps(config, JSON_COMPACT);
     if (!cfg) return ms_errf(err, errlen, "out of memory");
-    msb_launch l = { .argv = prog, .bridge_dir = bridge_dir, .config_json = cfg, .phase = phase, .inject = inject };
+    msb_launch l = { .argv = prog, .bridge_dir = bridge_dir, .config_json = cfg, .phase = phase, .inject = inject,
+                     .stdout_to_stderr = json };
     long long steps = json_integer_value(json_object_get(config, "steps"));
     pass_ctx c = { .trace = t, .quiet = quiet, .steps_wanted = (int)steps, .label = label };
     int rc = msb_run_program(&l, on_line, &c, ex, err, errlen);
@@ -279,7 +282,7 @@ int ms_cmd_profile_program(int argc, char **argv)
     memset(&exu, 0, sizeof exu);
     int code = MS_EXIT_OK, have_u = 0;
     const char *status = "ok";
-    if (ms_program_pass(prog, bdir, cfg, "trial", gpu, "trial", quiet, &t, &ex, err, sizeof err) != 0) {
+    if (ms_program_pass(prog, bdir, cfg, "trial", gpu, "trial", quiet, json, &t, &ex, err, sizeof err) != 0) {
         fprintf(stderr, "memsplit profile: %s\n", err);
         code = MS_EXIT_RUNTIME;
         status = "failed";
@@ -296,7 +299,7 @@ int ms_cmd_profile_program(int argc, char **argv)
                                     "in a second, uncapped pass\n");
         json_object_set_new(cfg, "capacity", json_integer(0));
         json_object_set_new(cfg, "pass", json_string("uncapped"));
-        if (ms_program_pass(prog, bdir, cfg, "trial", gpu, "uncapped pass", quiet, &u, &exu, err, sizeof err) == 0 &&
+        if (ms_program_pass(prog, bdir, cfg, "trial", gpu, "uncapped pass", quiet, json, &u, &exu, err, sizeof err) == 0 &&
             u.model_conn >= 0)
             have_u = 1;
         else if (!quiet)

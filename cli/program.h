@@ -16,9 +16,10 @@
  * Python package and the library are there. 0 or -1 with err. */
 int ms_program_bridge_dir(char *out, size_t len, char *err, size_t errlen);
 /* Runs prog once with config (docs/bridge.md), collecting into t (which the
- * caller initialised); progress lines "profile: LABEL: step k/N done". */
+ * caller initialised); progress lines "profile: LABEL: step k/N done";
+ * with json the program's stdout goes to stderr. */
 int ms_program_pass(char *const *prog, const char *bridge_dir, json_t *config, const char *phase, int inject,
-                    const char *label, int quiet, msb_trace *t, msb_exit *ex, char *err, size_t errlen);
+                    const char *label, int quiet, int json, msb_trace *t, msb_exit *ex, char *err, size_t errlen);
 /* Why the pass gave no model (no handshake, no torch, a refusal, it ended
  * before training), or NULL when it gave one. */
 const char *ms_program_failure(const msb_trace *t, const msb_exit *ex, char *buf, size_t len);

@@ -11,6 +11,8 @@ have_hdr cmocka.h  || need+=(libcmocka-dev)
 have_hdr sqlite3.h || need+=(libsqlite3-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v sqlite3 >/dev/null || need+=(sqlite3)
+# the PyTorch bridge's tests run programs with Debian's torch (CPU) under /usr/bin/python3
+/usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch)
 if [ "${1:-}" = "--browser" ]; then
     command -v chromium >/dev/null || need+=(chromium)
 fi

@@ -77,6 +77,7 @@ static void child_exec(const msb_launch *l, const char *sock, int report_fd)
     }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    if (l->stdout_to_stderr) ok &= dup2(2, 1) == 1;
     if (ok) execvp(l->argv[0], l->argv);
     int e = ok ? errno : ENOMEM;
     ssize_t w = write(report_fd, &e, sizeof e);

@@ -25,6 +25,7 @@ typedef struct msb_launch {
     const char *config_json;   /* MEMSPLIT_BRIDGE_CONFIG */
     const char *phase;         /* MEMSPLIT_PHASE ("trial", "train") */
     int inject;                /* set CUDA_INJECTION64_PATH (CUPTI in the program) */
+    int stdout_to_stderr;      /* the program's stdout goes to memsplit's stderr (memsplit --json owns stdout) */
 } msb_launch;
 
 typedef struct msb_exit {

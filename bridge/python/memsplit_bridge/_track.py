@@ -81,8 +81,14 @@ class Tracker:
             if not isinstance(t, self.torch.Tensor) or t.device.type != s.track_type:
                 continue
             st, key, nbytes = self.storage_of(t)
-            if not key or not nbytes or key in self.live:
+            if not key or not nbytes:
                 continue
+            old = self.live.get(key)
+            if old is not None:
+                if not self.untyped._expired(old):
+                    continue          # a view, or an op writing in place: the same storage
+                self.expire(key, old)  # freed unseen and its address given out again
+
             if not swept:
                 self.sweep_recent()
                 swept = True
@@ -121,8 +127,15 @@ def start(torch, session):
 
     tracker = Tracker(torch, session)
 
+    detach = torch.ops.aten.detach.default
+
     class _Mode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is detach and args and not isinstance(args[0], torch.Tensor):
+                # torch 1.13: a Python-number operand saved for backward (x * 0.5)
+                # reaches the mode as a float when non-reentrant checkpointing
+                # packs it; the op it stands for returns a 0-dim tensor
+                return torch.tensor(args[0])
             out = func(*args, **(kwargs or {}))
             tracker.seen(func, args, out)
             return out
