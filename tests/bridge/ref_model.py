@@ -63,8 +63,11 @@ def main():
     model = Model(a.vocab, a.dim, a.heads, a.blocks).to(a.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
+    import atexit
     import time
     times = []
+    if a.report:    # at exit too: memsplit stops a trial inside the last step's optimizer
+        atexit.register(lambda: _report(a.report, model, opt, times))
     for step in range(a.steps):
         t0 = time.perf_counter()
         idx = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=g).to(a.device)

@@ -39,6 +39,8 @@ if want small; then
     tr=$(js "$T/rep.json" "d['param'], d['grad'], d['optim']")
     echo "  static (master, grad, optim): profile $st torch $tr"
     [ "$st" = "$tr" ] && ok "small: masters, gradients and optimizer state equal torch's tensors" || bad "static bytes" "$st" "$tr"
+    # what torch counted goes with the recorded stream: tests/unit/test_bridge_fixture.c checks against it
+    printf '#\ttorch %s\n' "$(cat "$T/rep.json")" >> "$OUTD/fixture_ref_gpu.tsv"
     pk=$(js "$T/p.json" "d['peak_bytes'] - d['reserve_bytes']"); tk=$(js "$T/rep.json" "d['max_allocated']")
     echo "  allocated peak: profile $pk torch $tk (reserved peak $(js "$T/p.json" "d['reserved_peak_bytes']"))"
     within "$pk" "$tk" 0.01 && ok "small: allocated peak within 1% of max_memory_allocated" || bad "peak" "$pk vs $tk"
@@ -107,22 +109,25 @@ if want misc; then
         timeout 240 compute-sanitizer --tool memcheck --target-processes all "$M" profile --diagnose-only -- "$PY" \
             "$B/ref_model.py" --blocks 2 --dim 128 --heads 4 --seq 64 --batch 2 --vocab 512 --steps 2 \
             > "$T/s.out" 2> "$T/s.err"; rc=$?
-        tail -3 "$T/s.out" "$T/s.err" | sed 's/^/  /'
+        tail -n 3 "$T/s.out" "$T/s.err" | sed 's/^/  /'
         grep -q "ERROR SUMMARY: 0 errors" "$T/s.out" "$T/s.err" && ok "compute-sanitizer memcheck: 0 errors" || \
             bad "compute-sanitizer (exit $rc)"
     fi
 fi
 
 if want overhead; then
-    # the program's own step times (steps 3.. of 12), plain and under memsplit
-    args=(--blocks 8 --dim 2048 --heads 16 --seq 2048 --batch 8 --vocab 32000 --steps 12 --amp)
-    "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o0.out" 2>&1
-    "$M" profile --steps 12 --diagnose-only -- "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o1.out" 2> "$T/o1.err"
-    "$M" profile --steps 12 -- "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o2.out" 2> "$T/o2.err"
-    mean() { grep -o 'ms [0-9.]*' "$1" | awk 'NR>=3 {s+=$2; n++} END {if (n) printf "%.2f", s/n; else print "nan"}'; }
-    m0=$(mean "$T/o0.out"); m1=$(mean "$T/o1.err"); m2=$(mean "$T/o2.err")
-    [ "$m1" = nan ] && m1=$(mean "$T/o1.out"); [ "$m2" = nan ] && m2=$(mean "$T/o2.out")
-    echo "  step ms (mean of steps 3..): plain $m0, diagnose-only $m1, tensor trace $m2"
+    # the program's own step times, steps 4..20 (warm), plain and under
+    # memsplit, the three alternated twice so that drift hits them alike
+    args=(--blocks 8 --dim 2048 --heads 16 --seq 2048 --batch 8 --vocab 32000 --steps 21 --amp)
+    for r in 1 2; do
+        "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o0.$r" 2>&1
+        "$M" profile --steps 21 --diagnose-only -- "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o1.$r" 2>&1
+        "$M" profile --steps 21 -- "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o2.$r" 2>&1
+    done
+    med() { cat "$@" | grep -o '^step [0-9]* loss [0-9.]* ms [0-9.]*' | awk '$2 >= 3 {print $6}' | sort -n |
+            awk '{v[NR]=$1} END {if (NR) printf "%.2f", (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2); else print "nan"}'; }
+    m0=$(med "$T"/o0.*); m1=$(med "$T"/o1.*); m2=$(med "$T"/o2.*)
+    echo "  step ms (median of steps 4..20, two runs each): plain $m0, diagnose-only $m1, tensor trace $m2"
     "$PY" -c "a,b,c=$m0,$m1,$m2; print('  overhead: diagnose-only %+.1f%%, trace %+.1f%%' % (100*(b/a-1), 100*(c/a-1)))"
 fi
 echo "bridge-gpu: $pass passed, $fail failed"

@@ -199,7 +199,7 @@ class Session:
         tracker (GPU, diagnosis only) the storage is registered here, and the
         one it replaces for the same owner is let go."""
         key, nbytes = self.storage_key(t)
-        if not key or not nbytes:
+        if not key or not nbytes or t.device.type != self.track_type:
             return
         if self.tracker is not None:
             self.tracker.ensure(t, key, nbytes, cat, layer)
@@ -369,11 +369,11 @@ class Session:
         self.times = self.times[-1:]
         return out
 
-    def oom(self, requested, source, message):
+    def oom(self, requested, source, message, device_free=-1):
         m = self.stack[-1] if self.stack else None
         path = self.path_of.get(id(m), type(m).__name__ if m is not None else "")
         self.send("oom", l=self.layer, p=self.phase, module=path, type=type(m).__name__ if m is not None else "",
-                  requested=int(requested), source=source, message=message[:400])
+                  requested=int(requested), source=source, message=message[:400], free=int(device_free))
 
     def finish(self, reason, exc=None):
         if self.done_sent:
@@ -575,7 +575,7 @@ def _install_oom_observer(torch, s):
 
     def observer(device, alloc, device_allocated, device_free):
         s.oom(alloc, "cuda", "CUDA out of memory: tried to allocate %d bytes (%d allocated, %d free)"
-              % (alloc, device_allocated, device_free))
+              % (alloc, device_allocated, device_free), device_free)
 
     try:
         attach(observer)
@@ -590,10 +590,13 @@ def _watch_unobserved(torch, s):
 
     def excepthook(tp, value, tb):
         if isinstance(value, torch.cuda.OutOfMemoryError):
+            # modules whose forward was running: frames of their call or forward
+            # (a LightningModule's training_step is not one: its model is the root)
             mods = []
             while tb is not None:
                 me = tb.tb_frame.f_locals.get("self")
-                if isinstance(me, torch.nn.Module) and (not mods or mods[-1] is not me):
+                call = tb.tb_frame.f_code.co_name in ("forward", "_call_impl", "_wrapped_call_impl")
+                if call and isinstance(me, torch.nn.Module) and (not mods or mods[-1] is not me):
                     mods.append(me)
                 tb = tb.tb_next
             path, kind = "", ""

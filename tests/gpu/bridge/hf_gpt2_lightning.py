@@ -33,6 +33,9 @@ class LM(L.LightningModule):
         self.times.append((time.perf_counter() - self.t0) * 1e3)
         loss = float(out["loss"])
         print("step %d loss %.4f ms %.2f" % (i, loss, self.times[-1]), flush=True)
+        self.write_report()
+
+    def write_report(self):
         if self.a.report:
             with open(self.a.report, "w") as f:
                 json.dump({"step_ms": self.times, "max_allocated": torch.cuda.max_memory_allocated()}, f)
@@ -60,7 +63,10 @@ def main():
     trainer = L.Trainer(accelerator="gpu", devices=1, precision=a.precision, max_steps=a.steps, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                         num_sanity_val_steps=0)
-    trainer.fit(LM(a), loader)
+    lm = LM(a)
+    import atexit
+    atexit.register(lm.write_report)   # memsplit stops a trial inside the last step
+    trainer.fit(lm, loader)
 
 
 if __name__ == "__main__":

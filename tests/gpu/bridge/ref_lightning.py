@@ -52,16 +52,19 @@ class LM(L.LightningModule):
         self.times.append((time.perf_counter() - self.t0) * 1e3)
         loss = float(out["loss"]) if isinstance(out, dict) else float(out)
         print("step %d loss %.4f ms %.2f" % (i, loss, self.times[-1]), flush=True)
+        self.losses = getattr(self, "losses", []) + [loss]
+        self.write_report()
+
+    def write_report(self):
         if self.a.report:
             opt = self.trainer.optimizers[0]
             nb = lambda ts: sum(t.numel() * t.element_size() for t in ts)
             state = [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
             with open(self.a.report, "w") as f:
                 json.dump({"param": nb(self.parameters()), "optim": nb(state), "step_ms": self.times,
-                           "losses": getattr(self, "losses", []) + [loss],
+                           "losses": getattr(self, "losses", []),
                            "max_allocated": torch.cuda.max_memory_allocated(),
                            "max_reserved": torch.cuda.max_memory_reserved()}, f)
-        self.losses = getattr(self, "losses", []) + [loss]
 
     def configure_optimizers(self):
         return torch.optim.AdamW(self.parameters(), lr=1e-4)
@@ -81,6 +84,8 @@ def main():
     a = ap.parse_args()
     torch.manual_seed(0)
     lm = LM(a)
+    import atexit
+    atexit.register(lm.write_report)   # memsplit stops a trial inside the last step
     data = torch.utils.data.DataLoader(Tokens(a.steps * a.batch, a.seq, a.vocab), batch_size=a.batch)
     trainer = L.Trainer(accelerator="gpu", devices=1, precision=a.precision, max_steps=a.steps, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
