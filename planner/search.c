@@ -23,6 +23,7 @@
 
 #include "planner/memory_model.h"
 #include "planner/search_dp.h"
+#include "planner/sequential.h"
 #include "vocab/profile_json.h"
 #include "vocab/size.h"
 
@@ -164,6 +165,7 @@ int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_dev
     if (check_opts(prof, devs, n_devs, opts, err, errlen)) return MS_PLAN_ERROR;
     char verr[256];
     if (ms_profile_validate(prof, verr, sizeof verr)) return ms_errf(err, errlen, "bad profile: %s", verr);
+    if (opts->schedule == MS_SCHED_SEQUENTIAL) return ms_plan_search_sequential(prof, devs, n_devs, opts, out, err, errlen);
 
     const int n = prof->n_layers;
     const int G = opts->global_batch ? opts->global_batch : prof->global_batch;
@@ -201,7 +203,7 @@ int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_dev
                 goto done;
             }
             double lb = lower_bound(L, n, G / u, R);
-            for (int sc = MS_SCHED_N - 1; sc >= 0; sc--) { /* 1F1B first: never more memory */
+            for (int sc = MS_SCHED_PIPELINES - 1; sc >= 0; sc--) { /* 1F1B first: never more memory */
                 if (opts->schedule >= 0 && opts->schedule != sc) continue;
                 if (n_cfg == cfg_cap) {
                     cfg_cap = cfg_cap ? cfg_cap * 2 : 32;
