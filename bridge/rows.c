@@ -17,12 +17,15 @@ typedef struct layer_meas {
 } layer_meas;
 
 typedef struct pass_meas {
-    int n;                        /* layers */
+    int n;                        /* layers, and one more: "outside" (the program's loss), folded into layer 0 */
     layer_meas *L;
     uint64_t opt_transient;       /* the optimizer phase's peak above its start */
     uint64_t peak_alloc;          /* highest allocated bytes (counters, else the ledger) */
     uint64_t peak_reserved;       /* highest reserved (GPU), 0 unknown */
     int steps_complete;
+    int grads_freed;              /* gradients existed, and none was live when any forward began */
+    int grads_at_forward;
+    uint64_t grad_seen;
     /* at the OOM marker */
     uint64_t oom_cat[MS_CAT_N];
     uint64_t oom_untracked;       /* GPU: the allocator's count beyond the tensors the ledger saw */
@@ -61,11 +64,13 @@ static int final_labels(const msb_trace *t, int (*fin)[2])
 typedef struct interval {
     int open, layer, phase;
     int64_t dyn_start, dyn_peak;  /* the ledger's dynamic bytes */
+    int64_t tot_start, tot_peak;  /* everything live, gradients made in the interval included */
     int64_t xin;
 } interval;
 
 typedef struct replay {
     msl_ledger led;
+    uint64_t grad_seen;           /* any gradient bytes at all so far */
     uint64_t stat;                /* live static bytes (param, master, grad, optim) */
     uint64_t *lc;                 /* live bytes per (layer + 1, static category): (n + 1) x 4 */
     int n;
@@ -98,7 +103,12 @@ static void close_interval(const interval *iv, const msb_ev *w, const replay *r,
         if (tf > m->tf) m->tf = tf;
         if (iv->xin >= 0) m->xin = iv->xin;
     } else if (iv->phase == MS_PH_BACKWARD) {
-        uint64_t tb = peak > start ? (uint64_t)(peak - start) : 0;
+        /* above everything live at the start, the layer's own new gradients
+         * included: they come while its activations go */
+        int64_t tpeak = iv->tot_peak, tstart = iv->tot_start;
+        if (w && w->peak >= 0 && w->alloc >= 0) tpeak = w->peak;
+        uint64_t tb = tpeak > tstart ? (uint64_t)(tpeak - tstart) : 0;
+        (void)start;
         m->bwd = 1;
         if (tb > m->tb) m->tb = tb;
     }
@@ -109,6 +119,7 @@ static void apply(replay *r, layer_meas *cur, int cat, int layer, uint64_t bytes
 {
     if (!is_static(cat)) return;
     if (sign > 0) r->stat += bytes; else r->stat -= bytes;
+    if (cat == MS_CAT_GRAD && sign > 0) r->grad_seen += bytes;
     int l = layer + 1;
     if (l < 0 || l > r->n) return;
     uint64_t *slot = &r->lc[(size_t)l * 4 + (size_t)cat];
@@ -118,7 +129,7 @@ static void apply(replay *r, layer_meas *cur, int cat, int layer, uint64_t bytes
 
 static int measure(const msb_trace *t, pass_meas *pm)
 {
-    int n = t->n_blocks + 2;
+    int n = t->n_blocks + 3;      /* + the outside layer */
     memset(pm, 0, sizeof *pm);
     pm->n = n;
     pm->L = calloc((size_t)n, sizeof *pm->L);
@@ -154,10 +165,16 @@ static int measure(const msb_trace *t, pass_meas *pm)
         }
         case MSB_EV_WHERE:
             if (e->alloc >= 0) untracked = e->alloc - (int64_t)r.led.dev[0].live;
+            if (e->layer == 0 && e->phase == MS_PH_FORWARD && r.grad_seen) {   /* a forward begins */
+                uint64_t g = 0;
+                for (int l = 0; l <= r.n; l++) g += r.lc[(size_t)l * 4 + MS_CAT_GRAD];
+                if (g) pm->grads_at_forward = 1;   /* kept across steps or micro-batches */
+            }
             close_interval(&iv, e, &r, cur, n, &opt_cur);
             iv = (interval){ .open = 1, .layer = e->layer, .phase = e->phase, .xin = e->xin };
             iv.dyn_start = e->alloc >= 0 ? e->alloc - (int64_t)r.stat : dyn_now(&r);
             iv.dyn_peak = iv.dyn_start;
+            iv.tot_start = iv.tot_peak = e->alloc >= 0 ? e->alloc : (int64_t)r.led.dev[0].live;
             if (e->peak > 0 && (uint64_t)e->peak > pm->peak_alloc) pm->peak_alloc = (uint64_t)e->peak;
             if (e->alloc > 0 && (uint64_t)e->alloc > pm->peak_alloc) pm->peak_alloc = (uint64_t)e->alloc;
             if (e->rpeak > 0 && (uint64_t)e->rpeak > pm->peak_reserved) pm->peak_reserved = (uint64_t)e->rpeak;
@@ -182,8 +199,11 @@ static int measure(const msb_trace *t, pass_meas *pm)
             break;
         }
         if (iv.open && dyn_now(&r) > iv.dyn_peak) iv.dyn_peak = dyn_now(&r);
+        if (iv.open && (int64_t)r.led.dev[0].live > iv.tot_peak) iv.tot_peak = (int64_t)r.led.dev[0].live;
     }
     if (!t->cuda) pm->peak_alloc = r.led.dev[0].peak;   /* the CPU: the ledger is the accounting */
+    pm->grad_seen = r.grad_seen;
+    pm->grads_freed = r.grad_seen && !pm->grads_at_forward;
     if (rc == 0 && pm->steps_complete == 0) {   /* no complete step: what the first one got to */
         close_interval(&iv, NULL, &r, cur, n, &opt_cur);
         memcpy(pm->L, cur, (size_t)n * sizeof *cur);
@@ -200,6 +220,26 @@ static int measure(const msb_trace *t, pass_meas *pm)
     return rc;
 }
 
+/* What the program computes outside the model (its loss) is on the root
+ * device, where layer 0 is: its numbers join layer 0's. */
+static void fold_outside(pass_meas *pm, int n)
+{
+    layer_meas *o = &pm->L[n], *z = &pm->L[0], *last = &pm->L[n - 1];
+    /* the model's outputs (kept by the program, as its loss's input) are
+     * the last layer's in one device's run; under a plan they come back to
+     * the root device: they count with layer 0 */
+    if (o->xin > 0) {
+        uint64_t x = (uint64_t)o->xin < last->act ? (uint64_t)o->xin : last->act;
+        last->act -= x;
+        z->act += x;
+    }
+    z->act += o->act;
+    if (o->tf > z->tf) z->tf = o->tf;
+    if (o->tb > z->tb) z->tb = o->tb;
+    for (int c = 0; c < 4; c++) z->cat[c] += o->cat[c];
+    if (pm->oom_layer) pm->oom_layer[0] += pm->oom_layer[n];
+}
+
 static void free_meas(pass_meas *pm)
 {
     free(pm->L);
@@ -209,7 +249,7 @@ static void free_meas(pass_meas *pm)
 
 /* Times per micro-batch of the step used: the last complete step, else the
  * first; fwd/bwd summed over the step's micro-batches and divided by them. */
-static void step_times(const msb_trace *t, ms_layer_row *rows, int n, double *opt_ms)
+static void step_times(const msb_trace *t, ms_layer_row *rows, int n, double *opt_ms)   /* n rows; layer n: outside */
 {
     *opt_ms = 0;
     if (t->n_steps == 0) return;
@@ -221,9 +261,10 @@ static void step_times(const msb_trace *t, ms_layer_row *rows, int n, double *op
             if (v->phase == MS_PH_OPTIMIZER) *opt_ms += v->ms;
             continue;
         }
-        if (v->layer >= n) continue;
-        if (v->phase == MS_PH_FORWARD) rows[v->layer].fwd_ms += v->ms / accum;
-        else if (v->phase == MS_PH_BACKWARD) rows[v->layer].bwd_ms += v->ms / accum;
+        if (v->layer > n) continue;
+        int l = v->layer == n ? 0 : v->layer;   /* the loss outside the model: the root device's layer 0 */
+        if (v->phase == MS_PH_FORWARD) rows[l].fwd_ms += v->ms / accum;
+        else if (v->phase == MS_PH_BACKWARD) rows[l].bwd_ms += v->ms / accum;
     }
 }
 
@@ -292,6 +333,8 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         free_meas(&mu);
         return ms_errf(err, errlen, "out of memory");
     }
+    fold_outside(&mt, n);
+    if (u) fold_outside(&mu, n);
     p->rows = calloc((size_t)n, sizeof *p->rows);
     if (!p->rows) {
         free_meas(&mt);
@@ -378,6 +421,7 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
     p->reserve = reserve_of(t);
     p->peak = mt.peak_alloc + p->reserve;
     p->reserved_peak = mt.peak_reserved;
+    p->grads_freed = (t->n_steps || !u) ? mt.grads_freed : mu.grads_freed;
     p->fits = !t->oom.happened;
     snprintf(p->fingerprint, sizeof p->fingerprint, "%s", t->fingerprint);
     snprintf(p->layer_list, sizeof p->layer_list, "%.*s", (int)sizeof p->layer_list - 1, t->why);
@@ -386,7 +430,7 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
     if (t->oom.happened) {
         ms_oom_info *x = &p->oom;
         x->happened = 1;
-        x->layer = t->oom.layer >= 0 && t->oom.layer < n ? t->oom.layer : -1;
+        x->layer = t->oom.layer >= 0 && t->oom.layer < n ? t->oom.layer : -1;   /* n: outside the model */
         if (x->layer >= 0) snprintf(x->layer_name, sizeof x->layer_name, "%s", p->rows[x->layer].name);
         x->phase = t->oom.phase >= 0 && t->oom.phase < MS_PH_N ? t->oom.phase : MS_PH_FORWARD;
         x->category = MS_CAT_TRANSIENT;
@@ -410,6 +454,8 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         mt.oom_layer = NULL;
         if (t->oom.module[0])
             snprintf(x->what, sizeof x->what, "%.180s (%.60s)", t->oom.module, t->oom.type[0] ? t->oom.type : "?");
+        else if (t->oom.layer == n)
+            snprintf(x->what, sizeof x->what, "the program's own code after the model's forward (its loss)");
     }
     free(tu);
     free_meas(&mt);

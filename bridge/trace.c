@@ -109,6 +109,23 @@ static int on_step(msb_trace *t, const json_t *o, int conn)
         s->mem_total = (int64_t)json_integer_value(json_array_get(mem, 1));
         s->mem_reserved = (int64_t)json_integer_value(json_array_get(mem, 2));
     }
+    const json_t *loss = json_object_get(o, "loss");
+    if (json_is_number(loss)) {
+        s->has_loss = 1;
+        s->loss = json_number_value(loss);
+    }
+    const json_t *sp = json_object_get(o, "stage_peaks");
+    for (size_t i = 0; json_is_array(sp) && i < json_array_size(sp) && i < 64; i++)
+        s->stage_peaks[s->n_stage_peaks++] = (uint64_t)json_integer_value(json_array_get(sp, i));
+    const json_t *dp = json_object_get(o, "device_peaks");
+    const char *dk;
+    json_t *dv;
+    if (json_is_object(dp))
+        json_object_foreach((json_t *)dp, dk, dv) {
+            if (s->n_device_peaks == 8) break;
+            snprintf(s->device_names[s->n_device_peaks], sizeof s->device_names[0], "%s", dk);
+            s->device_peaks[s->n_device_peaks++] = (uint64_t)json_integer_value(dv);
+        }
     const json_t *iv = json_object_get(o, "intervals");
     size_t n = json_is_array(iv) ? json_array_size(iv) : 0;
     s->iv = n ? calloc(n, sizeof *s->iv) : NULL;

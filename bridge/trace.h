@@ -47,6 +47,13 @@ typedef struct msb_step {
     int n_iv;
     msb_interval_ms *iv;       /* the step's intervals in order (owned) */
     int64_t mem_free, mem_total, mem_reserved;   /* -1: not a GPU */
+    int has_loss;
+    double loss;               /* what the program passed to backward() (unscaled), summed over the step */
+    int n_stage_peaks;         /* a plan's run: the ledger's peak of each stage so far */
+    uint64_t stage_peaks[64];
+    int n_device_peaks;        /* a plan's run on GPUs: max_memory_allocated of each device so far */
+    char device_names[8][32];
+    uint64_t device_peaks[8];
 } msb_step;
 
 typedef struct msb_trace {

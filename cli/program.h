@@ -13,6 +13,7 @@
 
 #include "bridge/host/launch.h"
 #include "planner/planner.h"
+#include "reports/db.h"
 #include "bridge/trace.h"
 
 /* $MEMSPLIT_BRIDGE_DIR, else <memsplit's folder>/bridge; checks that the
@@ -40,5 +41,40 @@ void ms_program_placement(FILE *f, const ms_plan *pl);
 /* Python that places the modules by hand, on the plan's devices. */
 void ms_program_snippet(FILE *f, const ms_plan *pl);
 extern const char ms_profile_program_usage[];
+
+/* ---- a plan's rerun of a program (cli/train_program.c) ---------------- */
+
+#define MS_PROGRAM_MAX_LOSSES 100000
+
+typedef struct ms_program_device {
+    char name[32];
+    uint64_t capacity, predicted, measured;   /* measured 0: the run never got a step done */
+    double gap;                               /* (measured - predicted) / predicted */
+} ms_program_device;
+
+typedef struct ms_program_run {
+    int64_t run_id;            /* its run in the database, 0 without one */
+    msb_trace trace;           /* everything the program sent (the caller frees it) */
+    msb_exit ex;
+    char failure[1200];        /* why it gave no model (a refusal, no handshake); "" when it ran */
+    int refused;
+    int steps, n_losses;
+    double losses[MS_PROGRAM_MAX_LOSSES];
+    int n_dev;
+    ms_program_device dev[64];
+    int oom, oom_stage;        /* a device ran out: which stage, where */
+    char oom_what[300];
+} ms_program_run;
+
+/* The plan is a program's, sequential, and the machine has its GPUs. */
+int ms_program_check_plan(const ms_plan *pl, char *err, size_t errlen);
+/* Runs prog under the plan (steps 0: to its end), recording under a
+ * "train" run (child of parent) when db is given. 0 when it ran (out says
+ * how), -1 with err when it could not be started or recorded. */
+int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json, int quiet, ms_db *db,
+                     int64_t parent, ms_program_run *out, char *err, size_t errlen);
+void ms_program_print_devices(FILE *f, const ms_program_run *r);
+json_t *ms_program_run_json(const ms_program_run *r);
+int ms_cmd_train_program(int argc, char **argv);
 
 #endif

@@ -131,6 +131,8 @@ int ms_layer_costs(const ms_profile *p, int precision, int micro_batch, ms_layer
         uint64_t ta = a->transient_fwd > a->transient_bwd ? a->transient_fwd : a->transient_bwd;
         uint64_t tb = b->transient_fwd > b->transient_bwd ? b->transient_fwd : b->transient_bwd;
         c->transient = line_bytes(ta, tb, ua, ub, micro_batch);
+        c->transient_fwd = line_bytes(a->transient_fwd, b->transient_fwd, ua, ub, micro_batch);
+        c->transient_bwd = line_bytes(a->transient_bwd, b->transient_bwd, ua, ub, micro_batch);
         c->out_bytes = line_bytes(a->out_bytes, b->out_bytes, ua, ub, micro_batch);
         c->fwd_ms = line_ms(a->fwd_ms, b->fwd_ms, ua, ub, micro_batch);
         c->bwd_ms = line_ms(a->bwd_ms, b->bwd_ms, ua, ub, micro_batch);

@@ -41,6 +41,7 @@ typedef struct ms_layer_cost {
     uint64_t param, master, grad, optim;          /* static */
     uint64_t act, act_input, transient, out_bytes; /* per micro-batch; transient = max(fwd, bwd) */
     uint64_t transient_opt;                        /* the optimizer step's temporaries (static) */
+    uint64_t transient_fwd, transient_bwd;         /* the two apart (the sequential model uses both) */
     double fwd_ms, bwd_ms, opt_ms;
 } ms_layer_cost;
 

@@ -11,6 +11,69 @@
 
 #define MAX_CELLS (1L << 22)
 
+/* A stage's memory through one step, one micro-batch in flight: the
+ * forward keeps each layer's activations with its transient on top; the
+ * backward frees them from the last layer back while the gradients appear
+ * (unless they stay across steps: then they are there from the start); the
+ * optimizer step has the gradients and its temporaries. The peak and the
+ * categories at that moment go to bytes[]; the boundary tensors (the input
+ * kept as a copy, the gradient coming back) and the reserve are always there. */
+static uint64_t seq_peak(const ms_layer_cost *L, int a, int b, uint64_t in, uint64_t out, int grads_freed,
+                         int program, uint64_t reserve, uint64_t bytes[MS_CAT_N])
+{
+    uint64_t param = 0, master = 0, optim = 0, grad = 0, topt = 0;
+    for (int l = a; l <= b; l++) {
+        param += L[l].param;
+        master += L[l].master;
+        optim += L[l].optim;
+        grad += L[l].grad;
+        topt += L[l].transient_opt;
+    }
+    const uint64_t fixed = ms_sat_add(ms_sat_add(ms_sat_add(param, master), optim), ms_sat_add(ms_sat_add(in, out), reserve));
+    uint64_t g = grads_freed ? 0 : grad, act = 0, best = 0, b_act = 0, b_grad = g, b_tr = 0;
+#define CONSIDER(A, G, T)                                                             \
+    do {                                                                              \
+        uint64_t v_ = ms_sat_add(ms_sat_add(fixed, (A)), ms_sat_add((G), (T)));       \
+        if (v_ > best) { best = v_; b_act = (A); b_grad = (G); b_tr = (T); }          \
+    } while (0)
+    CONSIDER(0, g, 0);
+    for (int l = a; l <= b; l++) {
+        CONSIDER(ms_sat_add(act, L[l].act), g, L[l].transient_fwd);
+        act = ms_sat_add(act, L[l].act);
+    }
+    /* a program computes its loss from the model's outputs on the root
+     * device, after every stage's forward and first in backward: layer 0's
+     * row carries that work (bridge/rows.c), so its transients may come with
+     * all of this stage's activations live */
+    if (program && a == 0) {
+        /* while later stages run, the program's own code on the root device
+         * holds the residual stream between their modules (their outputs
+         * come back to it): two boundary tensors, counted as activations */
+        uint64_t held = ms_sat_mul(2, out);
+        CONSIDER(ms_sat_add(act, held), g, L[0].transient_fwd);
+        CONSIDER(ms_sat_add(act, held), g, L[0].transient_bwd);
+    }
+    for (int l = b; l >= a; l--) {
+        /* transient_bwd counts the layer's own new gradients (the profile
+         * measures it above everything live): they come as its activations go */
+        uint64_t gl = grads_freed ? L[l].grad : 0;
+        CONSIDER(act, g, L[l].transient_bwd);
+        act -= L[l].act;
+        g = ms_sat_add(g, gl);
+    }
+    CONSIDER(0, g, topt);
+#undef CONSIDER
+    bytes[MS_CAT_PARAM] = param;
+    bytes[MS_CAT_MASTER] = master;
+    bytes[MS_CAT_GRAD] = b_grad;
+    bytes[MS_CAT_OPTIM] = optim;
+    bytes[MS_CAT_ACT] = b_act;
+    bytes[MS_CAT_TRANSIENT] = b_tr;
+    bytes[MS_CAT_COMM] = ms_sat_add(in, out);
+    bytes[MS_CAT_RESERVE] = reserve;
+    return best;
+}
+
 typedef struct cell {
     int ok;
     double comm;          /* sum of the boundaries' transfer time so far, ms per micro-batch */
@@ -28,7 +91,8 @@ static int better(double comm, double frac, const cell *c)
 /* One configuration (precision, micro-batch): fills best_* when it beats
  * *best_ms. Returns 0, or -1 when out of memory. */
 static int search_one(const ms_layer_cost *L, int n, const ms_dev_space *ds, int R, uint64_t reserve, int m,
-                      double link_gbps, double *best_ms, double *best_frac, ms_stage_pick *picks, int *n_picks)
+                      double link_gbps, int grads_freed, int program, double *best_ms, double *best_frac,
+                      ms_stage_pick *picks, int *n_picks)
 {
     const int S = ds->n_states, K = ds->n_cls;
     cell *T = calloc((size_t)(n + 1) * (size_t)S, sizeof *T);
@@ -43,28 +107,14 @@ static int search_one(const ms_layer_cost *L, int n, const ms_dev_space *ds, int
         for (int st = 0; st < S; st++) {
             const cell *c = &T[(size_t)j * S + st];
             if (!c->ok || ds->size[st] >= R) continue;
-            ms_stage_sums s;
-            memset(&s, 0, sizeof s);
             for (int e = j + 1; e <= n; e++) {        /* the stage holds layers j..e-1 */
                 const ms_layer_cost *lc = &L[e - 1];
-                s.param += lc->param;
-                s.master += lc->master;
-                s.grad += lc->grad;
-                s.optim += lc->optim;
-                s.act += lc->act;
-                s.act_input += lc->act_input;
-                if (lc->act > s.max_act) s.max_act = lc->act;
-                if (lc->transient > s.max_transient) s.max_transient = lc->transient;
-                s.opt_transient += lc->transient_opt;
-                s.in_bytes = j > 0 ? L[j - 1].out_bytes : 0;
-                s.out_bytes = e < n ? lc->out_bytes : 0;
+                uint64_t in = j > 0 ? L[j - 1].out_bytes : 0, out = e < n ? lc->out_bytes : 0;
                 uint64_t by[MS_CAT_N];
-                uint64_t peak = ms_stage_bytes(&s, 1, 0, reserve, by);
-                /* without its output buffer every term grows with e: once the
-                 * largest device is too small, longer stages are too */
-                ms_stage_sums s0 = s;
-                s0.out_bytes = 0;
-                if (ms_stage_bytes(&s0, 1, 0, reserve, by) > ds->avail[0]) break;
+                uint64_t peak = seq_peak(L, j, e - 1, in, out, grads_freed, program, reserve, by);
+                /* without its output buffer the peak only grows with e: once
+                 * the largest device is too small, longer stages are too */
+                if (seq_peak(L, j, e - 1, in, 0, grads_freed, program, reserve, by) > ds->avail[0]) break;
                 double comm = c->comm + (e < n ? 2 * ms_transfer_ms(lc->out_bytes, link_gbps) : 0);
                 for (int k = 0; k < K; k++) {
                     int nst = ds->add[st * K + k];
@@ -134,13 +184,12 @@ int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs
                 break;
             }
             int np = 0;
-            double b0 = best;
-            int got = search_one(L, n, &ds, R, prof->reserve, G / u, o->link_gbps, &best, &best_frac, cur, &np);
+            int got = search_one(L, n, &ds, R, prof->reserve, G / u, o->link_gbps, prof->grads_freed,
+                                 prof->fingerprint[0] != 0, &best, &best_frac, cur, &np);
             if (got < 0) {
                 rc = ms_errf(err, errlen, "out of memory");
                 break;
             }
-            (void)b0;
             if (got) {
                 win_prec = prec;
                 win_mb = u;
@@ -178,6 +227,11 @@ int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs
                 ms_plan_stage *st = &out->stages[s];
                 ms_stage_predict(L, n, picks[s].first, picks[s].last, s, n_best, MS_SCHED_SEQUENTIAL, out->n_micro, 0,
                                  prof->reserve, o->link_gbps, st);
+                /* the memory by the sequential model, not the pipeline's sums */
+                uint64_t in = picks[s].first > 0 ? L[picks[s].first - 1].out_bytes : 0;
+                uint64_t outb = picks[s].last < n - 1 ? L[picks[s].last].out_bytes : 0;
+                st->peak = seq_peak(L, picks[s].first, picks[s].last, in, outb, prof->grads_freed,
+                                    prof->fingerprint[0] != 0, prof->reserve, st->bytes);
                 st->device = ds.devs[ds.dev_off[picks[s].cls] + used[picks[s].cls]++];
                 cyc += st->fwd_ms + st->bwd_ms + st->comm_ms;
                 opt += st->opt_ms;

@@ -3,8 +3,10 @@
  *
  * Sequential model parallelism runs one micro-batch at a time through every
  * stage, forward then backward, one stage busy at a time: what a single
- * process (a user's PyTorch program) can run honestly. Each stage holds one
- * micro-batch of activations (memory_model.h with inflight 1), and the step
+ * process (a user's PyTorch program) can run honestly. A stage's memory is
+ * followed through the step layer by layer (sequential.c: seq_peak), with
+ * the gradients there from the start or, for a program that frees them
+ * each step (the profile's grads_freed), appearing in backward; the step
  * takes m * sum over stages of (fwd + bwd + comm) + sum of the optimizer
  * steps, so splits differ only in what crosses their boundaries: the search
  * minimises the predicted step time, then the largest share of a device any

@@ -231,6 +231,38 @@ int msb_is(uint64_t key, int cat, int *layer)
     return yes;
 }
 
+int msb_device_of(uint64_t key)
+{
+    pthread_mutex_lock(&S.mu);
+    const msl_rec *r = msl_find(&S.ledger, key);
+    int d = r ? r->dev : -1;
+    pthread_mutex_unlock(&S.mu);
+    return d;
+}
+
+int msb_move(uint64_t key, int dev)
+{
+    if (!msb_active()) return 0;
+    pthread_mutex_lock(&S.mu);
+    const msl_rec *r = msl_find(&S.ledger, key);
+    int rc = -1;
+    if (r && r->dev == dev) {
+        rc = 0;
+    } else if (r) {
+        msl_rec old = *r;
+        msl_refusal why;
+        msl_free(&S.ledger, key, NULL);
+        rc = msl_alloc(&S.ledger, dev, key, old.bytes, old.cat, old.layer, &why);
+        if (rc == MSL_OK)
+            emitf("{\"ev\":\"a\",\"t\":%.1f,\"d\":%d,\"k\":%" PRIu64 ",\"b\":%" PRIu64 ",\"c\":%d,\"l\":%d,\"p\":%d}",
+                  msb_now_us(), dev, key, old.bytes, old.cat, old.layer, S.phase);
+        else
+            msl_alloc(&S.ledger, old.dev, key, old.bytes, old.cat, old.layer, NULL);   /* it stays */
+    }
+    pthread_mutex_unlock(&S.mu);
+    return rc;
+}
+
 int msb_pick(const char *tree_tsv, const char *override, char *why, size_t whylen)
 {
     return msb_pick_layers(tree_tsv, override, why, whylen);

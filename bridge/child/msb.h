@@ -48,6 +48,12 @@ uint64_t msb_peak(int dev);
 /* 1 when key is a live storage labelled cat (e.g. a parameter), else 0;
  * *layer gets its layer (may be NULL). */
 int msb_is(uint64_t key, int cat, int *layer);
+/* The device (ledger index) of a live storage, -1 when not live. */
+int msb_device_of(uint64_t key);
+/* A live storage now counts on device dev (a plan placed it there; on
+ * virtual devices of one GPU no copy is made): event `a` with the same key,
+ * which replaces it. 0, 1 when dev's cap refuses it (it stays), -1 unknown. */
+int msb_move(uint64_t key, int dev);
 
 /* The layer list (layers.h), callable from Python. */
 int msb_pick(const char *tree_tsv, const char *override, char *why, size_t whylen);

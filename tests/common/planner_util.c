@@ -168,7 +168,7 @@ double pu_brute_force(const ms_profile *prof, const ms_plan_device *devs, int n_
             if (G % u || (o->micro_batch && o->micro_batch != u)) continue;
             if (ms_layer_costs(prof, prec, u, L, NULL, 0)) continue;
             b.m = G / u;
-            for (int sc = 0; sc < MS_SCHED_N; sc++) {
+            for (int sc = 0; sc < MS_SCHED_PIPELINES; sc++) {
                 if (o->schedule >= 0 && o->schedule != sc) continue;
                 b.sched = sc;
                 for (int p = 1; p <= maxp; p++) {

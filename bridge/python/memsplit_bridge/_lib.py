@@ -24,7 +24,8 @@ class Lib:
             "msb_alloc": ([_int, _u64, _u64, _int, _int], _int),
             "msb_free": ([_u64], None), "msb_relabel": ([_u64, _int, _int], _int),
             "msb_live": ([_int, _int], _u64), "msb_peak": ([_int], _u64),
-            "msb_is": ([_u64, _int, ctypes.POINTER(_int)], _int),
+            "msb_is": ([_u64, _int, ctypes.POINTER(_int)], _int), "msb_device_of": ([_u64], _int),
+            "msb_move": ([_u64, _int], _int),
             "msb_pick": ([_str, _str, ctypes.c_char_p, ctypes.c_size_t], _int),
             "msb_fingerprint_of": ([_str, ctypes.c_char_p, ctypes.c_size_t], _int),
             "msb_ballast": ([_int, _u64, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int64),
@@ -46,6 +47,10 @@ class Lib:
     def owner(self, key, cat):
         layer = _int(-1)
         return layer.value if self.c.msb_is(key, cat, ctypes.byref(layer)) else None
+
+    def owner_device(self, key):
+        d = self.c.msb_device_of(key)
+        return d if d >= 0 else None
 
     def pick(self, tree, override):
         why = ctypes.create_string_buffer(1024)

@@ -55,8 +55,13 @@ class Session:
         self.in_backward = 0
         self.static_keys = {}       # without the tracker: (owner id, cat) -> storage key registered
         self.micro_batch = None
+        self.scaled_loss = False
+        self.outside = False        # the loss was computed outside the model in this forward
         # the device whose tensors count: the GPU where torch has one
         self.track_type = "cuda" if torch.cuda.is_available() else "cpu"
+        self.applier = None         # a plan's placement (memsplit train --plan)
+        self.optimizers = []        # every optimizer the program made
+        self.losses = []            # what the program passed to backward() (or to GradScaler.scale) this step
         self.real = {}              # torch.cuda's peak functions, before _keep_peaks wrapped them
         self.peaks = [0, 0]         # the program's own view: allocated and reserved peaks
 
@@ -147,11 +152,42 @@ class Session:
         self.precision = self.detect_precision(root)
         self.device = next((p.device for p in root.parameters()), torch.device("cpu"))
         self.cuda = self.device.type == "cuda"
-        self.label_params(root)
+        fingerprint = self.lib.fingerprint(tree)
         self.send("model", root=type(root).__name__, list=list_path, why=why, blocks=names,
-                  fingerprint=self.lib.fingerprint(tree), precision=self.precision,
+                  fingerprint=fingerprint, precision=self.precision,
                   device=str(self.device), torch=torch.__version__)
+        plan = self.cfg.get("plan")
+        if plan is not None:
+            if plan.get("fingerprint") != fingerprint or len(plan.get("layer_names", [])) != self.n_blocks + 2:
+                self.refuse("plan", "the plan was made for another program or module list (its fingerprint "
+                            "%s, this program's %s): profile this program and plan again"
+                            % (plan.get("fingerprint"), fingerprint))
+            from ._apply import Applier
+            self.applier = Applier(torch, self, plan)
+            self.applier.place(root)
+            self.device = self.applier.root_device
+        self.label_params(root)
         return True
+
+    def refuse(self, what, text):
+        self.send("refuse", what=what, text=text)
+        self.finish("refused")
+        self.on = False
+        raise SystemExit(2)
+
+    def members_all(self, side):
+        """Module paths of the layer before (0) or after (1) the blocks, by
+        the plan (a plan carries the names its profile saw)."""
+        names = self.cfg.get("plan", {}).get("layer_names", [])
+        if not names:
+            return []
+        text = names[0] if side == 0 else names[-1]
+        return [n for n in text.split(",") if n and not n.startswith("(")]
+
+    def where_text(self):
+        m = self.stack[-1] if self.stack else None
+        path = self.path_of.get(id(m), "") if m is not None else ""
+        return "layer %d%s" % (self.layer, (" (module %s)" % path) if path else "")
 
     def detect_precision(self, root):
         torch = self.torch
@@ -183,14 +219,18 @@ class Session:
         """Parameters (or, under autocast, master weights) by their owner's
         layer; modules outside the list are layer 0 until a call says post."""
         cat = CAT["master"] if self.autocast is not None else CAT["param"]
+        done = set()
         for path, m in root.named_modules():
             b = self.block_of.get(id(m))
             for p in m._parameters.values():
-                if p is None or id(p) in self.param_layer:
+                if p is None or id(p) in done:
                     continue
-                layer = b + 1 if b is not None else 0
-                self.param_layer[id(p)] = layer
-                if b is not None:
+                done.add(id(p))
+                layer = self.param_layer.get(id(p))      # a plan's placement said already
+                if layer is None:
+                    layer = b + 1 if b is not None else 0
+                    self.param_layer[id(p)] = layer
+                if b is not None or self.applier is not None:
                     self.confirmed.add(id(p))
                 self.relabel(p, cat, layer)
 
@@ -204,6 +244,8 @@ class Session:
         if self.tracker is not None:
             self.tracker.ensure(t, key, nbytes, cat, layer)
             self.lib.relabel(key, cat, layer)
+            if self.applier is not None:      # a static tensor counts on its layer's stage
+                self.lib.c.msb_move(key, self.applier.stage_of_layer.get(layer, 0))
             return
         ident = owner if isinstance(owner, tuple) else id(owner if owner is not None else t)
         slot = (ident, cat)
@@ -214,7 +256,8 @@ class Session:
         if old:
             self.lib.free(old)
         self.static_keys[slot] = key
-        self.lib.alloc(0, key, _block_bytes(nbytes, self.cuda), cat, layer)
+        dev = self.applier.stage_of_layer.get(layer, 0) if self.applier is not None else 0
+        self.lib.alloc(dev, key, _block_bytes(nbytes, self.cuda), cat, layer)
 
     def member(self, module, layer):
         """A module outside the list runs in the first training forward."""
@@ -261,6 +304,7 @@ class Session:
             training = module.training and torch.is_grad_enabled()
             self.in_root = True
             self.list_entered = False
+            self.outside = False
             if training:
                 self.forwards += 1
             self.transition(0, PH_FORWARD if training else PH_VALIDATION)
@@ -275,7 +319,9 @@ class Session:
                 xin = self.boundary(inputs, inside)       # the output of layer `inside` enters here
                 self.transition(inside + 1, self.phase, xin)
         elif self.block_depth == 0:
-            layer = self.n_blocks + 1 if self.list_entered or not self.in_root else 0
+            # a module the program calls outside the model (its loss) works
+            # on the model's outputs, on the root device: the "outside" layer
+            layer = (self.n_blocks + 1 if self.list_entered else 0) if self.in_root else self.n_blocks + 2
             if layer != self.layer and (self.in_root or self.first_forward_started()):
                 xin = self.boundary(inputs, self.n_blocks) if layer == self.n_blocks + 1 else -1
                 self.transition(layer, self.phase, xin)
@@ -298,8 +344,19 @@ class Session:
             self.block_depth -= 1
         if module is self.root and not self.stack:
             self.in_root = False
-            if self.phase == PH_FORWARD:
-                self.first_forward_done = True
+            if self.phase in (PH_FORWARD, PH_VALIDATION) and not self.in_backward:
+                if self.phase == PH_FORWARD:
+                    self.first_forward_done = True
+                    # the loss and whatever the program computes from the
+                    # model's outputs: a layer of its own ("outside"), whose
+                    # backward ends where the model's outputs' gradients are done
+                    for t in _tensors(self.torch, output):
+                        if t.requires_grad and self.torch.is_grad_enabled():
+                            t.register_hook(_BackwardMark(self, self.n_blocks + 1))
+                    self.outside = True
+                # xin: the model's outputs, which a plan brings back to the root device
+                xin = sum(t.numel() * t.element_size() for t in _tensors(self.torch, output))
+                self.transition(self.n_blocks + 2, self.phase, xin)
         return None
 
     def boundary(self, inputs, layer):
@@ -314,10 +371,14 @@ class Session:
         return nbytes
 
     # ---- backward, optimizer, steps ---------------------------------------
-    def backward_begins(self):
+    def backward_begins(self, args=()):
+        if self.in_backward == 0 and args and isinstance(args[0], self.torch.Tensor) and args[0].numel() == 1 \
+                and not self.scaled_loss:
+            self.losses.append(args[0].detach())
+        self.scaled_loss = False
         self.in_backward += 1
         if self.in_backward == 1 and self.root is not None and self.on:
-            self.transition(self.n_blocks + 1, PH_BACKWARD)
+            self.transition(self.n_blocks + 2 if self.outside else self.n_blocks + 1, PH_BACKWARD)
 
     def backward_ends(self):
         self.in_backward -= 1
@@ -347,14 +408,25 @@ class Session:
                         self.relabel(v, CAT["optim"], layer, owner=(id(p), name))
         self.transition(-1, PH_INIT)
         self.steps += 1
+        loss = None
+        if self.losses:
+            loss = float(sum(float(x) for x in self.losses))
+            self.losses = []
+        peaks = None
+        if self.applier is not None:
+            peaks = [int(self.lib.c.msb_peak(i)) for i in range(len(self.applier.stages))]
         mem = None
         if self.cuda:
             free, total = self.torch.cuda.mem_get_info(self.device)
             mem = [free, total, self.torch.cuda.memory_reserved(self.device)]
+        dev_peaks = None
+        if self.cuda and self.applier is not None:
+            dev_peaks = {d: max(self.peaks[0], self.real["max_memory_allocated"](d)) if len(self.applier.by_device) == 1
+                         else self.torch.cuda.max_memory_allocated(d) for d in self.applier.by_device}
         self.send("step", n=self.steps, accum=self.forwards, micro_batch=self.micro_batch,
-                  intervals=self.intervals(), mem=mem)
+                  intervals=self.intervals(), mem=mem, loss=loss, stage_peaks=peaks, device_peaks=dev_peaks)
         self.forwards = 0
-        if self.steps >= self.steps_wanted:
+        if self.steps_wanted and self.steps >= self.steps_wanted:
             self.finish("steps")
             raise SystemExit(0)
 
@@ -461,8 +533,10 @@ def start(torch, lib, cfg):
     mods = torch.nn.modules.module
     mods.register_module_forward_pre_hook(s.pre_hook)
     mods.register_module_forward_hook(s.post_hook)
-    _wrap(torch.Tensor, "backward", lambda a: s.backward_begins(), lambda a: s.backward_ends())
-    _wrap(torch.autograd, "backward", lambda a: s.backward_begins(), lambda a: s.backward_ends())
+    _wrap(torch.Tensor, "backward", lambda a: s.backward_begins(a), lambda a: s.backward_ends())
+    _wrap(torch.autograd, "backward", lambda a: s.backward_begins(a), lambda a: s.backward_ends())
+    if cfg.get("plan") is not None:
+        _install_plan(torch, lib, s, cfg["plan"], cuda)
     _install_step_wrappers(torch, s)
     if cfg.get("trace", "tensors") == "tensors" or not cuda:
         from . import _track
@@ -557,6 +631,7 @@ def _install_step_wrappers(torch, s):
     def init_wrapped(self, *a, **k):
         init(self, *a, **k)
         track_opt(self)
+        s.optimizers.append(self)
         _wrap(type(self), "step", before, after)
 
     torch.optim.Optimizer.__init__ = init_wrapped
@@ -566,6 +641,62 @@ def _install_step_wrappers(torch, s):
         if cls is not None and "step" in cls.__dict__:
             _wrap(cls, "step", lambda a: (track_opt(a[1]) if len(a) > 1 else None, s.step_begins()),
                   after)
+            _wrap_scale(torch, cls, s)
+
+
+def _wrap_scale(torch, cls, s):
+    """GradScaler.scale(loss): the loss before scaling is the step's loss."""
+    real = cls.__dict__.get("scale")
+    if real is None or getattr(real, "_memsplit", False):
+        return
+
+    @functools.wraps(real)
+    def scale(self, outputs):
+        if isinstance(outputs, torch.Tensor) and outputs.numel() == 1:
+            s.losses.append(outputs.detach())
+            s.scaled_loss = True
+        return real(self, outputs)
+
+    scale._memsplit = True
+    cls.scale = scale
+
+
+def _install_plan(torch, lib, s, plan, cuda):
+    """Caps per stage, the ballast per physical GPU, and re-placement after
+    the framework moves the model (Module._apply)."""
+    stages = plan["stages"]
+    by_device = {}
+    for i, st in enumerate(stages):
+        by_device.setdefault(st["device"], []).append(i)
+    for dev, idx in by_device.items():
+        shared = len(idx) > 1 or dev.startswith("cpu")
+        for i in idx:
+            cap = int(stages[i].get("capacity") or 0)
+            if cap and shared:
+                lib.c.msb_set_capacity(i, cap)       # the ledger enforces each virtual device's size
+        if cuda and not shared and stages[idx[0]].get("capacity"):
+            ordinal = torch.device(dev).index or 0
+            cap = int(stages[idx[0]]["capacity"])
+            torch.cuda._lazy_call(lambda o=ordinal, c=cap: _take(lib, o, c))
+    real_apply = torch.nn.Module._apply
+
+    def _apply(self, fn, *a, **k):
+        out = real_apply(self, fn, *a, **k)
+        ap = s.applier
+        if ap is not None and ap.placed and not ap.moving and s.root is not None and \
+                any(m is s.root for m in self.modules()):
+            devs = {p.device for p in s.root.parameters()}
+            if devs == {ap.root_device}:        # the framework put everything on the root device again
+                ap.place(s.root)
+        return out
+
+    torch.nn.Module._apply = _apply
+
+
+def _take(lib, ordinal, capacity):
+    taken, err = lib.ballast(ordinal, capacity)
+    if taken < 0:
+        lib.warn("ballast", err)
 
 
 def _install_oom_observer(torch, s):

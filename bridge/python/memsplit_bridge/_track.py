@@ -62,11 +62,14 @@ class Tracker:
         st, key2, _ = self.storage_of(t)
         if st is None or key2 != key:
             return
-        self.record(st, key, nbytes, cat, layer, t.device.type == "cuda")
+        self.record(st, key, nbytes, cat, layer, t.device.type == "cuda", t)
 
-    def record(self, st, key, nbytes, cat, layer, cuda):
+    def record(self, st, key, nbytes, cat, layer, cuda, t=None, dev=None):
         b = (nbytes + 511) // 512 * 512 if cuda else nbytes
-        rc = self.lib.alloc(0, key, b, cat, layer)
+        ap = self.s.applier
+        if dev is None:
+            dev = ap.ledger_device(t) if ap is not None and t is not None else 0
+        rc = self.lib.alloc(dev, key, b, cat, layer)
         if rc == 0:
             self.live[key] = st._weak_ref()
         return rc, b
@@ -77,7 +80,8 @@ class Tracker:
             return
         outs = out if isinstance(out, (tuple, list)) else (out,)
         swept = False
-        for t in outs:
+        owners = self.optimizer_owners(args, len(outs))
+        for i, t in enumerate(outs):
             if not isinstance(t, self.torch.Tensor) or t.device.type != s.track_type:
                 continue
             st, key, nbytes = self.storage_of(t)
@@ -100,12 +104,35 @@ class Tracker:
                 owner = self.param_owner(args[0])
                 if owner is not None:
                     cat, layer = CAT["param"], owner      # autocast's 16-bit copy of a weight
-            rc, b = self.record(st, key, nbytes, cat, layer, t.device.type == "cuda")
+            if s.applier is not None:
+                s.applier.check_output(t)
+            rc, b = self.record(st, key, nbytes, cat, layer, t.device.type == "cuda", t,
+                                owners[i] if owners is not None else None)
             if rc == 1:
                 s.oom(b, "cap", "")
                 raise self.torch.cuda.OutOfMemoryError(
                     "CUDA out of memory (memsplit: the emulated capacity of %d bytes is reached). Tried to "
                     "allocate %d bytes in %s." % (int(s.cfg.get("capacity", 0)), b, _func_name(func)))
+
+    def optimizer_owners(self, args, n_out):
+        """Virtual devices share one physical device, so in the optimizer step
+        a new tensor counts where the parameter it is made for does: the
+        input at the same position of a list argument (foreach ops), else
+        the first input that has a device (zeros_like(param))."""
+        s = self.s
+        ap = s.applier
+        if ap is None or not ap.virtual or s.phase != 3:
+            return None
+        lists = [a for a in args if isinstance(a, (list, tuple)) and len(a) == n_out]
+        src = list(lists[0]) if lists else [a for a in args if isinstance(a, self.torch.Tensor)][:1] * n_out
+        out = []
+        for x in src:
+            d = None
+            if isinstance(x, self.torch.Tensor):
+                _, key, _ = self.storage_of(x)
+                d = self.lib.owner_device(key) if key else None
+            out.append(d)
+        return out if len(out) == n_out else None
 
     def param_owner(self, src):
         if not isinstance(src, self.torch.Tensor):
@@ -136,6 +163,9 @@ def start(torch, session):
                 # reaches the mode as a float when non-reentrant checkpointing
                 # packs it; the op it stands for returns a 0-dim tensor
                 return torch.tensor(args[0])
+            ap = session.applier
+            if ap is not None:
+                ap.check_inputs(func, args)
             out = func(*args, **(kwargs or {}))
             tracker.seen(func, args, out)
             return out
