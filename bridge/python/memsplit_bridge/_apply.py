@@ -18,6 +18,7 @@ error, as it would be on two real GPUs.
 import functools
 
 from ._lib import PH_BACKWARD, PH_FORWARD, PH_VALIDATION
+from ._session import _tensors
 
 
 class PlanRefused(Exception):
@@ -229,7 +230,7 @@ class Applier:
         torch = self.torch
         st = self.stage_now()
         lib = self.s.lib
-        for t in _flat(torch, args):
+        for t in _tensors(torch, args):
             key, nbytes = self.s.storage_key(t)
             if not key or not nbytes:
                 continue
@@ -278,14 +279,3 @@ def _map(torch, obj, fn):
             obj[k] = _map(torch, obj[k], fn)
         return obj
     return obj
-
-
-def _flat(torch, obj):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (tuple, list)):
-        for x in obj:
-            yield from _flat(torch, x)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            yield from _flat(torch, x)
