@@ -365,10 +365,14 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         r->micro_batch = mb;
         name_row(t, u, l, r);
         const layer_meas *m = &mt.L[l];
-        if (m->fwd && m->bwd) {
+        /* a trial that ran out before its steady state (say in its second
+         * step, with the optimizer's state new) measured a first step: the
+         * uncapped pass's later steps are the better rows */
+        int prefer_u = u && mu.steps_complete > mt.steps_complete && mu.L[l].fwd && mu.L[l].bwd;
+        if (m->fwd && m->bwd && !prefer_u) {
             fill_row(r, m, MS_ROW_FULL);
             if (l > 0 && l < n - 1) last_full = l;
-        } else if (u && mu.L[l].fwd && mu.L[l].bwd) {
+        } else if (prefer_u || (u && mu.L[l].fwd && mu.L[l].bwd)) {
             fill_row(r, &mu.L[l], MS_ROW_UNCAPPED);
             r->fwd_ms = tu[l].fwd_ms;
             r->bwd_ms = tu[l].bwd_ms;
@@ -404,8 +408,9 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         r->source = MS_ROW_COPIED;
     }
     /* the optimizer: its time and transient shared out by parameter bytes */
-    const pass_meas *om = (t->n_steps || !u) ? &mt : &mu;
-    double opt_ms = t->n_steps || !u ? opt_t : opt_u;
+    int use_u = u && mu.steps_complete > mt.steps_complete;
+    const pass_meas *om = use_u ? &mu : &mt;
+    double opt_ms = use_u ? opt_u : opt_t;
     uint64_t total_params = 0;
     for (int l = 0; l < n; l++) total_params += p->rows[l].param + p->rows[l].master;
     for (int l = 0; l < n && total_params; l++) {
@@ -421,7 +426,7 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
     p->reserve = reserve_of(t);
     p->peak = mt.peak_alloc + p->reserve;
     p->reserved_peak = mt.peak_reserved;
-    p->grads_freed = (t->n_steps || !u) ? mt.grads_freed : mu.grads_freed;
+    p->grads_freed = use_u ? mu.grads_freed : mt.grads_freed;
     p->fits = !t->oom.happened;
     snprintf(p->fingerprint, sizeof p->fingerprint, "%s", t->fingerprint);
     snprintf(p->layer_list, sizeof p->layer_list, "%.*s", (int)sizeof p->layer_list - 1, t->why);

@@ -252,6 +252,11 @@ int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn)
         t->ballast.total = (uint64_t)num(o, "total", 0);
         t->ballast.free = (uint64_t)num(o, "free", 0);
         t->ballast.capacity = (uint64_t)num(o, "capacity", 0);
+    } else if (!strcmp(ev, "save")) {
+        t->n_saves++;
+        str(o, "path", t->last_save, sizeof t->last_save);
+    } else if (!strcmp(ev, "load")) {
+        if (!t->n_loads++) str(o, "path", t->first_load, sizeof t->first_load);
     } else if (!strcmp(ev, "warn")) {
         char what[32], text[512], item[600];
         str(o, "what", what, sizeof what);

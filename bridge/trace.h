@@ -85,6 +85,8 @@ typedef struct msb_trace {
     char refuse_what[16], refuse_text[1024];
     struct { int taken; int device; uint64_t bytes, total, free, capacity; } ballast;
     char warnings[1024];       /* "what: text; ..." */
+    int n_saves, n_loads;      /* torch.save / torch.load with a path (checkpoints) */
+    char last_save[512], first_load[512];
     int bad_lines;
 } msb_trace;
 

@@ -2,6 +2,7 @@
  * all recorded in one database, with progress throughout; and `memsplit
  * train --plan` (the last part on its own). */
 #include "cli/common.h"
+#include "cli/program.h"
 #include "cli/rerun.h"
 #include "planner/explain.h"
 #include "planner/plan_json.h"
@@ -142,6 +143,8 @@ static int make_plan(ms_profile *prof, const ms_config *cfg, const size_t *caps,
 
 int ms_cmd_doctor(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)      /* `-- PROGRAM ...`: the user's own program */
+        if (!strcmp(argv[i], "--")) return ms_cmd_doctor_program(argc, argv);
     enum { O_MODEL = 1000, O_GPUS, O_GPUMEM, O_DEVICE, O_DB, O_CKDIR, O_CKEVERY, O_INJECT, O_HEADROOM, O_JSON, O_QUIET };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },

@@ -79,7 +79,7 @@ static int on_line(const char *line, size_t len, int conn, void *user)
     if (msb_trace_feed(c->trace, line, len, conn) != 0) return -1;
     if (!c->quiet && c->trace->n_steps > c->shown_steps) {
         c->shown_steps = c->trace->n_steps;
-        fprintf(stderr, "profile: %s: step %d/%d done\n", c->label, c->shown_steps, c->steps_wanted);
+        fprintf(stderr, "%s: step %d/%d done\n", c->label, c->shown_steps, c->steps_wanted);
     }
     return 0;
 }
@@ -197,6 +197,178 @@ static json_t *exit_json(const msb_exit *ex)
                      msb_exit_text(ex, how, sizeof how));
 }
 
+/* The trial of a program (memsplit profile -- ..., and doctor's first
+ * step): one pass under the capacity, an uncapped pass after an OOM, the
+ * rows, the table and diagnosis, recorded under a "profile" run. */
+int ms_program_run_trial(const ms_program_trial_args *a, ms_program_trial *r)
+{
+    memset(r, 0, sizeof *r);
+    char err[1024] = "";
+    const char *who = a->who ? a->who : "profile";
+    char bdir[4096];
+    if (ms_program_bridge_dir(bdir, sizeof bdir, err, sizeof err)) {
+        fprintf(stderr, "memsplit %s: %s\n", who, err);
+        snprintf(r->fail, sizeof r->fail, "%s", err);
+        return r->code = MS_EXIT_RUNTIME;
+    }
+    char *const *prog = a->prog;
+    ms_program_name(prog, r->name, sizeof r->name);
+    int gpu = ms_cuda_gpu_count() > 0;
+    json_t *cfg = json_pack("{s:I, s:I, s:s, s:s, s:s}", "steps", (json_int_t)a->steps, "capacity",
+                            (json_int_t)a->capacity, "layers", a->layers ? a->layers : "", "trace",
+                            a->diag ? "off" : "tensors", "pass", "trial");
+    ms_db *db = a->db;
+    if (db) {
+        char *cfgs = json_dumps(cfg, JSON_COMPACT);
+        char devs[160];
+        snprintf(devs, sizeof devs, "[{\"name\": \"%s\", \"capacity_bytes\": %zu}]", gpu ? "cuda:0" : "cpu",
+                 a->capacity);
+        r->run = ms_db_run_begin(db, "profile", a->cmdline, cfgs, devs, r->name, a->parent);
+        free(cfgs);
+        if (r->run < 0) {
+            fprintf(stderr, "memsplit %s: %s\n", who, ms_db_errmsg(db));
+            snprintf(r->fail, sizeof r->fail, "%s", ms_db_errmsg(db));
+            json_decref(cfg);
+            return r->code = MS_EXIT_RUNTIME;
+        }
+    }
+    int quiet = a->quiet, json = a->json;
+    if (!quiet) fprintf(stderr, "%s: running %s for %ld step%s%s\n", who, r->name, a->steps, a->steps == 1 ? "" : "s",
+                        a->capacity ? " under the emulated capacity" : "");
+    msb_trace *tp = &r->t, u;
+    msb_trace_init(tp);
+    msb_trace_init(&u);
+    msb_exit exu;
+    memset(&exu, 0, sizeof exu);
+    int code = MS_EXIT_OK, have_u = 0;
+    const char *status = "ok";
+    char label[64];
+    snprintf(label, sizeof label, "%s: trial", who);
+    if (ms_program_pass(prog, bdir, cfg, "trial", gpu, label, quiet, json, tp, &r->ex, err, sizeof err) != 0) {
+        fprintf(stderr, "memsplit %s: %s\n", who, err);
+        snprintf(r->fail, sizeof r->fail, "%s", err);
+        code = MS_EXIT_RUNTIME;
+        status = "failed";
+    }
+    const msb_trace *t = tp;
+    const char *fail = code == MS_EXIT_OK ? ms_program_failure(t, &r->ex, r->fail, sizeof r->fail) : NULL;
+    if (code == MS_EXIT_OK && fail) {
+        fprintf(stderr, "memsplit %s: %s\n", who, fail);
+        code = t->refused && strcmp(t->refuse_what, "torch") ? MS_EXIT_USAGE : MS_EXIT_RUNTIME;
+        status = r->ex.interrupted ? "interrupted" : "failed";
+    }
+    if (code == MS_EXIT_OK && t->oom.happened && a->second && !r->ex.interrupted) {
+        if (!quiet) fprintf(stderr, "%s: out of memory; measuring the layers the trial did not reach "
+                                    "in a second, uncapped pass\n", who);
+        json_object_set_new(cfg, "capacity", json_integer(0));
+        json_object_set_new(cfg, "pass", json_string("uncapped"));
+        err[0] = '\0';
+        snprintf(label, sizeof label, "%s: uncapped pass", who);
+        if (ms_program_pass(prog, bdir, cfg, "trial", gpu, label, quiet, json, &u, &exu, err, sizeof err) == 0 &&
+            u.model_conn >= 0)
+            have_u = 1;
+        else if (!quiet)
+            fprintf(stderr, "%s: the uncapped pass gave nothing usable%s%s\n", who, err[0] ? ": " : "", err);
+    }
+    r->have_u = have_u;
+    ms_profile *p = &r->prof;
+    int incomplete = 0;
+    if (code == MS_EXIT_OK) {
+        msb_rows_opts ro = { .capacity = a->capacity, .model_name = r->name };
+        if (msb_build_profile(t, have_u ? &u : NULL, &ro, p, &incomplete, err, sizeof err) != 0) {
+            fprintf(stderr, "memsplit %s: %s\n", who, err);
+            snprintf(r->fail, sizeof r->fail, "%s", err);
+            code = MS_EXIT_RUNTIME;
+            status = "failed";
+        } else {
+            r->have_prof = 1;
+        }
+    }
+    char how[96];
+    msb_exit_text(&r->ex, how, sizeof how);
+    if (r->have_prof) {
+        FILE *out = json ? stderr : stdout;
+        if (!a->brief) {
+            fprintf(out, "program: %s — %s; torch %s on %s\n", r->name, t->why, t->torch_version,
+                    t->cuda ? "a GPU" : "the CPU");
+            ms_term_report_profile(out, p, 80);
+        } else if (p->oom.happened) {
+            ms_term_report_oom(out, p, 80);
+        }
+        if (p->oom.happened) {
+            char advice[1024];
+            msb_fit_advice(p, advice, sizeof advice);
+            fprintf(out, "%s\n", advice);
+        }
+        if (!t->cuda)
+            fprintf(out, "note: CPU accounting, exact for the CPU kernels this program ran; not a forecast for a GPU\n");
+        if (incomplete)
+            fprintf(out, "note: some layers never ran backward and no uncapped pass measured them: their rows "
+                         "are partial\n");
+        if (t->warnings[0]) fprintf(out, "warnings: %s\n", t->warnings);
+        if (p->oom.happened) {
+            code = MS_EXIT_OOM;
+            status = "oom";
+        } else if (r->ex.interrupted) {
+            code = MS_EXIT_RUNTIME;
+            status = "interrupted";
+            fprintf(stderr, "memsplit %s: the program was interrupted (%s)\n", who, how);
+        } else if (strcmp(t->done_reason, "steps") && (r->ex.signaled || r->ex.status != 0)) {
+            code = MS_EXIT_RUNTIME;
+            status = "failed";
+            fprintf(stderr, "memsplit %s: the program failed (%s)%s%s\n", who, how, t->done_exc[0] ? ": " : "",
+                    t->done_exc);
+        }
+    }
+    if (db && r->run > 0) {
+        int ok = 1;
+        if (r->have_prof) {
+            ms_mem_event *mev = NULL;
+            int n = to_mem_events(t, &mev);
+            if (n < 0 || ms_db_add_mem_events(db, r->run, mev, n) != 0 || ms_db_add_rows(db, r->run, p) != 0) ok = 0;
+            free(mev);
+        }
+        char note[256];
+        snprintf(note, sizeof note, "program: %s", how);
+        if (ok && ms_db_run_note(db, r->run, note) != 0) ok = 0;
+        if (ms_db_run_finish(db, r->run, status) != 0) ok = 0;
+        if (!ok) {
+            fprintf(stderr, "memsplit %s: recording the trial: %s\n", who, ms_db_errmsg(db));
+            code = MS_EXIT_RUNTIME;
+        } else {
+            r->recorded = 1;
+        }
+    }
+    msb_trace_free(&u);
+    json_decref(cfg);
+    r->status = status;
+    return r->code = code;
+}
+
+json_t *ms_program_trial_json(const ms_program_trial *r)
+{
+    json_t *o = r->have_prof ? ms_profile_to_json(&r->prof) : json_object();
+    if (!o) return NULL;
+    json_t *pr = json_object_get(o, "program");
+    if (!pr) {
+        pr = json_object();
+        json_object_set_new(o, "program", pr);
+    }
+    json_object_set_new(pr, "name", json_string(r->name));
+    json_object_set_new(pr, "exit", exit_json(&r->ex));
+    json_object_set_new(pr, "warnings", json_string(r->t.warnings));
+    json_object_set_new(pr, "second_pass", json_boolean(r->have_u));
+    if (!r->have_prof) json_object_set_new(o, "error", json_string(r->fail));
+    if (r->run > 0) json_object_set_new(o, "run_id", json_integer(r->run));
+    return o;
+}
+
+void ms_program_trial_free(ms_program_trial *r)
+{
+    ms_profile_free(&r->prof);
+    msb_trace_free(&r->t);
+}
+
 /* --ballast-only: the capacity and nothing else; where did it die? */
 static int ballast_only_run(char *const *prog, size_t capacity, int json, int quiet)
 {
@@ -306,157 +478,30 @@ int ms_cmd_profile_program(int argc, char **argv)
         fprintf(stderr, "memsplit profile: --record-events %s: %s\n", record, strerror(errno));
         return MS_EXIT_RUNTIME;
     }
-    char bdir[4096];
-    if (ms_program_bridge_dir(bdir, sizeof bdir, err, sizeof err)) {
+    ms_db *db = NULL;
+    if (db_path && !(db = ms_db_open(db_path, 1, err, sizeof err))) {
         fprintf(stderr, "memsplit profile: %s\n", err);
         return MS_EXIT_RUNTIME;
     }
-    char name[128];
-    ms_program_name(prog, name, sizeof name);
-    int gpu = ms_cuda_gpu_count() > 0;
-
-    ms_db *db = NULL;
-    int64_t run = 0;
-    json_t *cfg = json_pack("{s:I, s:I, s:s, s:s, s:s}", "steps", (json_int_t)steps, "capacity",
-                            (json_int_t)capacity, "layers", layers, "trace", diag ? "off" : "tensors", "pass", "trial");
-    if (db_path) {
-        db = ms_db_open(db_path, 1, err, sizeof err);
-        if (!db) {
-            fprintf(stderr, "memsplit profile: %s\n", err);
-            json_decref(cfg);
-            return MS_EXIT_RUNTIME;
-        }
-        char *cmdline = ms_cli_cmdline(argc, argv), *cfgs = json_dumps(cfg, JSON_COMPACT);
-        char devs[160];
-        snprintf(devs, sizeof devs, "[{\"name\": \"%s\", \"capacity_bytes\": %zu}]", gpu ? "cuda:0" : "cpu", capacity);
-        run = ms_db_run_begin(db, "profile", cmdline, cfgs, devs, name, 0);
-        free(cmdline);
-        free(cfgs);
-        if (run < 0) {
-            fprintf(stderr, "memsplit profile: %s\n", ms_db_errmsg(db));
-            ms_db_close(db);
-            json_decref(cfg);
-            return MS_EXIT_RUNTIME;
-        }
-    }
-    if (!quiet) fprintf(stderr, "profile: running %s for %ld step%s%s\n", name, steps, steps == 1 ? "" : "s",
-                        capacity ? " under the emulated capacity" : "");
-    msb_trace t, u;
-    msb_trace_init(&t);
-    msb_trace_init(&u);
-    msb_exit ex, exu;
-    memset(&exu, 0, sizeof exu);
-    int code = MS_EXIT_OK, have_u = 0;
-    const char *status = "ok";
-    if (ms_program_pass(prog, bdir, cfg, "trial", gpu, "trial", quiet, json, &t, &ex, err, sizeof err) != 0) {
-        fprintf(stderr, "memsplit profile: %s\n", err);
-        code = MS_EXIT_RUNTIME;
-        status = "failed";
-    }
-    char why[1200];
-    const char *fail = code == MS_EXIT_OK ? ms_program_failure(&t, &ex, why, sizeof why) : NULL;
-    if (code == MS_EXIT_OK && fail) {
-        fprintf(stderr, "memsplit profile: %s\n", fail);
-        code = t.refused && strcmp(t.refuse_what, "torch") ? MS_EXIT_USAGE : MS_EXIT_RUNTIME;
-        status = ex.interrupted ? "interrupted" : "failed";
-    }
-    if (code == MS_EXIT_OK && t.oom.happened && second && !ex.interrupted) {
-        if (!quiet) fprintf(stderr, "profile: out of memory; measuring the layers the trial did not reach "
-                                    "in a second, uncapped pass\n");
-        json_object_set_new(cfg, "capacity", json_integer(0));
-        json_object_set_new(cfg, "pass", json_string("uncapped"));
-        if (ms_program_pass(prog, bdir, cfg, "trial", gpu, "uncapped pass", quiet, json, &u, &exu, err, sizeof err) == 0 &&
-            u.model_conn >= 0)
-            have_u = 1;
-        else if (!quiet)
-            fprintf(stderr, "profile: the uncapped pass gave nothing usable%s%s\n", err[0] ? ": " : "", err);
-    }
-    ms_profile p;
-    memset(&p, 0, sizeof p);
-    int incomplete = 0, have_p = 0;
-    if (code == MS_EXIT_OK) {
-        msb_rows_opts ro = { .capacity = capacity, .model_name = name };
-        if (msb_build_profile(&t, have_u ? &u : NULL, &ro, &p, &incomplete, err, sizeof err) != 0) {
-            fprintf(stderr, "memsplit profile: %s\n", err);
-            code = MS_EXIT_RUNTIME;
-            status = "failed";
-        } else {
-            have_p = 1;
-        }
-    }
-    char how[96];
-    msb_exit_text(&ex, how, sizeof how);
-    if (have_p) {
-        FILE *out = json ? stderr : stdout;
-        fprintf(out, "program: %s — %s; torch %s on %s\n", name, t.why, t.torch_version, t.cuda ? "a GPU" : "the CPU");
-        ms_term_report_profile(out, &p, 80);
-        if (p.oom.happened) {
-            char advice[1024];
-            msb_fit_advice(&p, advice, sizeof advice);
-            fprintf(out, "%s\n", advice);
-        }
-        if (!t.cuda)
-            fprintf(out, "note: CPU accounting, exact for the CPU kernels this program ran; not a forecast for a GPU\n");
-        if (incomplete)
-            fprintf(out, "note: some layers never ran backward and no uncapped pass measured them: their rows "
-                         "are partial\n");
-        if (t.warnings[0]) fprintf(out, "warnings: %s\n", t.warnings);
-        if (p.oom.happened) {
-            code = MS_EXIT_OOM;
-            status = "oom";
-        } else if (ex.interrupted) {
-            code = MS_EXIT_RUNTIME;
-            status = "interrupted";
-            fprintf(stderr, "memsplit profile: the program was interrupted (%s)\n", how);
-        } else if (strcmp(t.done_reason, "steps") && (ex.signaled || ex.status != 0)) {
-            code = MS_EXIT_RUNTIME;
-            status = "failed";
-            fprintf(stderr, "memsplit profile: the program failed (%s)%s%s\n", how, t.done_exc[0] ? ": " : "",
-                    t.done_exc);
-        }
-    }
-    if (db) {
-        int ok = 1;
-        if (have_p) {
-            ms_mem_event *mev = NULL;
-            int n = to_mem_events(&t, &mev);
-            if (n < 0 || ms_db_add_mem_events(db, run, mev, n) != 0 || ms_db_add_rows(db, run, &p) != 0) ok = 0;
-            free(mev);
-        }
-        char note[256];
-        snprintf(note, sizeof note, "program: %s", how);
-        if (ok && ms_db_run_note(db, run, note) != 0) ok = 0;
-        if (ms_db_run_finish(db, run, status) != 0) ok = 0;
-        if (!ok) {
-            fprintf(stderr, "memsplit profile: recording in %s: %s\n", db_path, ms_db_errmsg(db));
-            code = MS_EXIT_RUNTIME;
-        } else if (!quiet) {
-            fprintf(stderr, "profile: recorded as run %lld in %s\n", (long long)run, db_path);
-        }
-        ms_db_close(db);
-    }
-    if (json) {
-        json_t *o = have_p ? ms_profile_to_json(&p) : json_object();
+    char *cmdline = ms_cli_cmdline(argc, argv);
+    ms_program_trial_args a = { .prog = prog, .capacity = capacity, .steps = steps, .layers = layers, .diag = diag,
+                                .second = second, .json = json, .quiet = quiet, .db = db, .cmdline = cmdline,
+                                .who = "profile" };
+    ms_program_trial *r = calloc(1, sizeof *r);
+    int code = r ? ms_program_run_trial(&a, r) : MS_EXIT_RUNTIME;
+    free(cmdline);
+    if (r && db && r->run > 0 && !quiet && r->recorded)
+        fprintf(stderr, "profile: recorded as run %lld in %s\n", (long long)r->run, db_path);
+    if (json && r) {
+        json_t *o = ms_program_trial_json(r);
         if (o) {
-            json_t *pr = json_object_get(o, "program");
-            if (!pr) {
-                pr = json_object();
-                json_object_set_new(o, "program", pr);
-            }
-            json_object_set_new(pr, "name", json_string(name));
-            json_object_set_new(pr, "exit", exit_json(&ex));
-            json_object_set_new(pr, "warnings", json_string(t.warnings));
-            json_object_set_new(pr, "second_pass", json_boolean(have_u));
-            if (!have_p) json_object_set_new(o, "error", json_string(fail ? fail : err));
-            if (run > 0) json_object_set_new(o, "run_id", json_integer(run));
             ms_cli_print_json(o);
             json_decref(o);
         }
     }
-    ms_profile_free(&p);
-    msb_trace_free(&t);
-    msb_trace_free(&u);
-    json_decref(cfg);
+    if (db) ms_db_close(db);
+    if (r) ms_program_trial_free(r);
+    free(r);
     if (g_record && fclose(g_record) != 0) {
         fprintf(stderr, "memsplit profile: --record-events: %s\n", strerror(errno));
         code = MS_EXIT_RUNTIME;

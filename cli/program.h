@@ -42,6 +42,37 @@ void ms_program_placement(FILE *f, const ms_plan *pl);
 void ms_program_snippet(FILE *f, const ms_plan *pl);
 extern const char ms_profile_program_usage[];
 
+/* The trial of a program: a pass under the capacity, an uncapped pass after
+ * an OOM, the rows, the table (or with brief only the diagnosis) and the
+ * recording under a "profile" run (child of parent). Returns memsplit's
+ * exit code for it (0 fits, 3 out of memory, 1 refused, 2 failed). */
+typedef struct ms_program_trial_args {
+    char *const *prog;
+    size_t capacity;
+    long steps;
+    const char *layers;
+    int diag, second, json, quiet, brief;
+    ms_db *db;
+    int64_t parent;
+    const char *cmdline;
+    const char *who;           /* "profile", "doctor": the messages' prefix */
+} ms_program_trial_args;
+
+typedef struct ms_program_trial {
+    ms_profile prof;
+    int have_prof, have_u, recorded, code;
+    const char *status;
+    int64_t run;
+    msb_trace t;
+    msb_exit ex;
+    char fail[1200];
+    char name[128];
+} ms_program_trial;
+
+int ms_program_run_trial(const ms_program_trial_args *a, ms_program_trial *r);
+json_t *ms_program_trial_json(const ms_program_trial *r);
+void ms_program_trial_free(ms_program_trial *r);
+
 /* ---- a plan's rerun of a program (cli/train_program.c) ---------------- */
 
 #define MS_PROGRAM_MAX_LOSSES 100000
@@ -76,5 +107,6 @@ int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json,
 void ms_program_print_devices(FILE *f, const ms_program_run *r);
 json_t *ms_program_run_json(const ms_program_run *r);
 int ms_cmd_train_program(int argc, char **argv);
+int ms_cmd_doctor_program(int argc, char **argv);
 
 #endif

@@ -48,8 +48,8 @@ static uint64_t seq_peak(const ms_layer_cost *L, int a, int b, uint64_t in, uint
     if (program && a == 0) {
         /* while later stages run, the program's own code on the root device
          * holds the residual stream between their modules (their outputs
-         * come back to it): two boundary tensors, counted as activations */
-        uint64_t held = ms_sat_mul(2, out);
+         * come back to it): a boundary tensor, counted as activations */
+        uint64_t held = out;
         CONSIDER(ms_sat_add(act, held), g, L[0].transient_fwd);
         CONSIDER(ms_sat_add(act, held), g, L[0].transient_bwd);
     }

@@ -538,6 +538,7 @@ def start(torch, lib, cfg):
     if cfg.get("plan") is not None:
         _install_plan(torch, lib, s, cfg["plan"], cuda)
     _install_step_wrappers(torch, s)
+    _watch_checkpoints(torch, s)
     if cfg.get("trace", "tensors") == "tensors" or not cuda:
         from . import _track
         s.tracker = _track.start(torch, s)
@@ -577,6 +578,24 @@ def _keep_peaks(torch, s):
         setattr(m, name, fn)
         if getattr(torch.cuda, name, None) is s.real[name]:
             setattr(torch.cuda, name, fn)
+
+
+def _watch_checkpoints(torch, s):
+    """torch.save and torch.load with a path: the program's checkpoints, so
+    that doctor can say whether a restart resumes (Lightning saves through
+    torch.save too)."""
+    for name in ("save", "load"):
+        real = getattr(torch, name)
+
+        def wrapped(*a, _real=real, _name=name, **k):
+            target = a[1] if _name == "save" and len(a) > 1 else (a[0] if _name == "load" and a else None)
+            target = k.get("f", target)
+            if isinstance(target, (str, bytes, os.PathLike)):
+                s.send(_name, path=os.fsdecode(target), step=s.steps)
+            return _real(*a, **k)
+
+        wrapped.__wrapped__ = real
+        setattr(torch, name, wrapped)
 
 
 def _refuse_compile(torch, s):
