@@ -344,9 +344,11 @@ int ms_cmd_train_program(int argc, char **argv)
                     r->trace.done_exc[0] ? ": " : "", r->trace.done_exc);
             code = MS_EXIT_RUNTIME;
         }
-        fprintf(f, "trained %d step%s; measured peak per device against the plan:\n", r->steps,
-                r->steps == 1 ? "" : "s");
-        ms_program_print_devices(f, r);
+        if (!r->failure[0]) {
+            fprintf(f, "trained %d step%s; measured peak per device against the plan:\n", r->steps,
+                    r->steps == 1 ? "" : "s");
+            ms_program_print_devices(f, r);
+        }
         if (r->trace.warnings[0]) fprintf(f, "warnings: %s\n", r->trace.warnings);
         if (json) {
             json_t *o = ms_program_run_json(r);

@@ -221,6 +221,16 @@ uint64_t msb_peak(int dev)
     return v;
 }
 
+void msb_reset_peak(int dev)
+{
+    if (dev < 0 || dev >= MSL_MAX_DEVICES) return;
+    pthread_mutex_lock(&S.mu);
+    msl_device *D = &S.ledger.dev[dev];
+    D->peak = D->live;
+    memcpy(D->peak_cat, D->live_cat, sizeof D->peak_cat);
+    pthread_mutex_unlock(&S.mu);
+}
+
 int msb_is(uint64_t key, int cat, int *layer)
 {
     pthread_mutex_lock(&S.mu);

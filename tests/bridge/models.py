@@ -7,10 +7,16 @@ issue names; each trains a few steps on random data in plain PyTorch.
                      (blocks called with keyword arguments), transformer.ln_f,
                      lm_head tied to wte
   --model flat       no repeated block list at all
+  --model bn         blocks with BatchNorm (its running statistics stay fp32)
+  --model leak       block 1 keeps a tensor that the last block uses directly
+                     (a module moving tensors across stages by itself)
 Options: --accum N (gradient accumulation), --ckpt (activation
 checkpointing of every block), --two-opt (two optimizers), --workers N
 (a DataLoader with worker processes), --amp (bf16 autocast), --sleep S
-(sleep before training, for the interruption test).
+(sleep before training, for the interruption test), --move-each-step (the
+program moves the model to its device again after every step, as Lightning
+does at fit start and for test), --save/--load PATH (state_dict and
+optimizer state through torch.save, loaded with map_location).
 """
 import argparse
 import os
@@ -69,6 +75,46 @@ class HFStyle(nn.Module):
         return self.lm_head(t.ln_f(x))
 
 
+class BNBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.bn = nn.BatchNorm1d(d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        return x + torch.relu(self.bn(self.fc(x).reshape(b * t, d)).reshape(b, t, d))
+
+
+class BNModel(SeqModel):
+    def __init__(self, vocab, d, n):
+        super().__init__(vocab, d, n)
+        self.body = nn.Sequential(*[BNBlock(d) for _ in range(n)])
+
+
+class LeakBlock(Block):
+    """Keeps its output in a shared list: the last block adds it, never passed
+    as an input, so a split that puts them apart must notice."""
+    def __init__(self, d, shared, first, last):
+        super().__init__(d)
+        self.shared, self.first, self.last = shared, first, last
+
+    def forward(self, x):
+        y = super().forward(x)
+        if self.first:
+            self.shared[:] = [y]
+        if self.last and self.shared:
+            y = y + self.shared[0]
+        return y
+
+
+class LeakModel(SeqModel):
+    def __init__(self, vocab, d, n):
+        super().__init__(vocab, d, n)
+        shared = []
+        self.body = nn.Sequential(*[LeakBlock(d, shared, i == 0, i == n - 1) for i in range(n)])
+
+
 class Flat(nn.Module):
     def __init__(self, vocab, d):
         super().__init__()
@@ -88,12 +134,16 @@ def build(a):
         return SeqModel(a.vocab, a.dim, a.blocks)
     if a.model == "hf":
         return HFStyle(a.vocab, a.dim, a.blocks, a.seq, a.ckpt)
+    if a.model == "bn":
+        return BNModel(a.vocab, a.dim, a.blocks)
+    if a.model == "leak":
+        return LeakModel(a.vocab, a.dim, a.blocks)
     return Flat(a.vocab, a.dim)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="ref", choices=["ref", "seq", "hf", "flat"])
+    ap.add_argument("--model", default="ref", choices=["ref", "seq", "hf", "flat", "bn", "leak"])
     ap.add_argument("--blocks", type=int, default=4)
     ap.add_argument("--dim", type=int, default=32)
     ap.add_argument("--seq", type=int, default=16)
@@ -106,6 +156,9 @@ def main():
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--amp", action="store_true")
     ap.add_argument("--sleep", type=float, default=0)
+    ap.add_argument("--move-each-step", action="store_true")
+    ap.add_argument("--save", default="")
+    ap.add_argument("--load", default="")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -116,6 +169,12 @@ def main():
         opts = [torch.optim.AdamW(params[:half], lr=1e-3), torch.optim.SGD(params[half:], lr=1e-2, momentum=0.9)]
     else:
         opts = [torch.optim.AdamW(params, lr=1e-3)]
+    if a.load:
+        ck = torch.load(a.load, map_location=dev)
+        model.load_state_dict(ck["model"])
+        for o, st in zip(opts, ck["opts"]):
+            o.load_state_dict(st)
+        del ck, st      # the loaded copy is not kept (it would count on the first device)
     data = torch.randint(0, a.vocab, (64, a.seq + 1), generator=torch.Generator().manual_seed(1))
     loader = torch.utils.data.DataLoader(data, batch_size=a.batch, num_workers=a.workers, shuffle=False)
     if a.sleep:
@@ -143,6 +202,12 @@ def main():
             o.step()
         print("step %d loss %.4f" % (step, loss.item()), flush=True)
         step += 1
+        if a.move_each_step:
+            model.to(dev)
+        if a.save:
+            torch.save({"model": model.state_dict(), "opts": [o.state_dict() for o in opts]}, a.save)
+    if a.model == "bn":
+        print("bn dtypes", sorted({str(b.dtype) for m in model.modules() for b in m.buffers() if b.is_floating_point()}))
 
 
 if __name__ == "__main__":

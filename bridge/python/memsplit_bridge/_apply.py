@@ -45,6 +45,9 @@ class Applier:
         self.wrapped = set()
         self.placed = False
         self.moving = 0
+        # tests only: leave out the boundary copy, to see the ledger catch it
+        import os
+        self.skip_copy = os.environ.get("MEMSPLIT_BRIDGE_TEST_SKIP_COPY") == "1"
 
     # ---- where things are --------------------------------------------------
     def stage_now(self):
@@ -116,6 +119,14 @@ class Applier:
                 self.moving -= 1
         self.move_optimizer_state()
         self.wrap_boundaries(root)
+        # each stage that shares its physical device is held to its own
+        # size, from now on: before the split the model is one device's
+        for dev, idx in self.by_device.items():
+            for i in idx:
+                self.s.lib.c.msb_reset_peak(i)       # what came before the split was one device's
+                cap = int(self.stages[i].get("capacity") or 0)
+                if cap and (len(idx) > 1 or dev.startswith("cpu")):
+                    self.s.lib.c.msb_set_capacity(i, cap)
         self.placed = True
 
     def rehome(self, t, st):
@@ -131,7 +142,9 @@ class Applier:
             for p, st in opt.state.items():
                 for k, v in list(st.items()):
                     if isinstance(v, self.torch.Tensor) and v.device != p.device and v.dim() > 0:
-                        st[k] = v.to(p.device)
+                        st[k] = v = v.to(p.device)
+                    if isinstance(v, self.torch.Tensor) and id(p) in self.param_stage:
+                        self.rehome(v, self.param_stage[id(p)])
 
     def exec_stage_of(self, m):
         """A module runs where its own parameters are (a tied weight's home),
@@ -206,7 +219,7 @@ class Applier:
                 return t
             if t.device != dev:
                 return t.to(dev)
-            if self.virtual and not to_root:
+            if self.virtual and not to_root and not self.skip_copy:
                 key, _ = self.s.storage_key(t)
                 owner = lib.owner_device(key) if key else None
                 if owner is not None and owner != st:

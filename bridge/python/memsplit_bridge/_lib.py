@@ -25,7 +25,7 @@ class Lib:
             "msb_free": ([_u64], None), "msb_relabel": ([_u64, _int, _int], _int),
             "msb_live": ([_int, _int], _u64), "msb_peak": ([_int], _u64),
             "msb_is": ([_u64, _int, ctypes.POINTER(_int)], _int), "msb_device_of": ([_u64], _int),
-            "msb_move": ([_u64, _int], _int),
+            "msb_move": ([_u64, _int], _int), "msb_reset_peak": ([_int], None),
             "msb_pick": ([_str, _str, ctypes.c_char_p, ctypes.c_size_t], _int),
             "msb_fingerprint_of": ([_str, ctypes.c_char_p, ctypes.c_size_t], _int),
             "msb_ballast": ([_int, _u64, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int64),

@@ -680,19 +680,41 @@ def _wrap_scale(torch, cls, s):
     cls.scale = scale
 
 
+def _refuse_ddp(torch, s):
+    """DistributedDataParallel (and FSDP) wrap one device's model: over a
+    model whose stages are spread on several devices DDP's buckets assert
+    (grad.device() == bucket_view.device()). Refused with the fix."""
+    targets = [(torch.nn.parallel, "DistributedDataParallel")]
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    if fsdp is not None and hasattr(fsdp, "FullyShardedDataParallel"):
+        targets.append((fsdp, "FullyShardedDataParallel"))
+    for owner, name in targets:
+        cls = getattr(owner, name, None)
+        if cls is None:
+            continue
+        real = cls.__init__
+
+        def init(self, module, *a, _real=real, _name=name, **k):
+            if len({st["device"] for st in s.cfg["plan"]["stages"]}) > 1 or len(s.cfg["plan"]["stages"]) > 1:
+                s.refuse("ddp", "the program wraps the model in %s, which cannot hold a model split over devices "
+                         "(DDP asserts grad.device() == bucket_view.device()): train it on one device with the plan "
+                         "(Lightning: Trainer(devices=1), or strategy='auto' with one device; on a host with several "
+                         "GPUs devices='auto' starts DDP)" % _name)
+            _real(self, module, *a, **k)
+
+        cls.__init__ = init
+
+
 def _install_plan(torch, lib, s, plan, cuda):
     """Caps per stage, the ballast per physical GPU, and re-placement after
     the framework moves the model (Module._apply)."""
+    _refuse_ddp(torch, s)
     stages = plan["stages"]
     by_device = {}
     for i, st in enumerate(stages):
         by_device.setdefault(st["device"], []).append(i)
     for dev, idx in by_device.items():
-        shared = len(idx) > 1 or dev.startswith("cpu")
-        for i in idx:
-            cap = int(stages[i].get("capacity") or 0)
-            if cap and shared:
-                lib.c.msb_set_capacity(i, cap)       # the ledger enforces each virtual device's size
+        shared = len(idx) > 1 or dev.startswith("cpu")   # the ledger holds these to their size (_apply.place)
         if cuda and not shared and stages[idx[0]].get("capacity"):
             ordinal = torch.device(dev).index or 0
             cap = int(stages[idx[0]]["capacity"])

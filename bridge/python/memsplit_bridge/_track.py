@@ -106,13 +106,19 @@ class Tracker:
                     cat, layer = CAT["param"], owner      # autocast's 16-bit copy of a weight
             if s.applier is not None:
                 s.applier.check_output(t)
-            rc, b = self.record(st, key, nbytes, cat, layer, t.device.type == "cuda", t,
-                                owners[i] if owners is not None else None)
+            dev = owners[i] if owners is not None else None
+            rc, b = self.record(st, key, nbytes, cat, layer, t.device.type == "cuda", t, dev)
             if rc == 1:
                 s.oom(b, "cap", "")
+                cap = int(s.cfg.get("capacity", 0))
+                where = ""
+                if s.applier is not None:
+                    d = dev if dev is not None else s.applier.ledger_device(t)
+                    cap = int(s.applier.stages[d].get("capacity") or 0)
+                    where = " of stage %d (%s)" % (d, s.applier.devices[d])
                 raise self.torch.cuda.OutOfMemoryError(
-                    "CUDA out of memory (memsplit: the emulated capacity of %d bytes is reached). Tried to "
-                    "allocate %d bytes in %s." % (int(s.cfg.get("capacity", 0)), b, _func_name(func)))
+                    "CUDA out of memory (memsplit: the emulated capacity%s of %d bytes is reached). Tried to "
+                    "allocate %d bytes in %s." % (where, cap, b, _func_name(func)))
 
     def optimizer_owners(self, args, n_out):
         """Virtual devices share one physical device, so in the optimizer step
