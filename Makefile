@@ -111,6 +111,7 @@ $(BUILD)/nccl_bw: bench/nccl_bw.c
 # corpora and then fuzzes each with a fixed seed and run count (tests/fuzz/ci.sh).
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
+FUZZ_CPU_SECONDS ?=
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_NAMES    = $(patsubst tests/fuzz/fuzz_%.c,%,$(filter-out tests/fuzz/fuzz_util.c,$(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_BIN      = $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
@@ -132,7 +133,7 @@ fuzz-bins: $(FUZZ_BIN)
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT=-O1 SAN="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" fuzz-bins
 fuzz: fuzz-build
-	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/long.sh $(abspath $(FUZZ_BUILD)/fuzz) $(FUZZ)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_CPU_SECONDS=$(FUZZ_CPU_SECONDS) tests/fuzz/long.sh $(abspath $(FUZZ_BUILD)/fuzz) $(FUZZ)
 .PHONY: fuzz fuzz-build fuzz-bins
 
 clean:
