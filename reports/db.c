@@ -66,6 +66,10 @@ static int check_identity(ms_db *db, int version, int app_id, int n_objects)
     if (version == 0 && n_objects > 0)
         return dbi_fail(db, "not a memsplit database: it holds %d tables or indexes but no memsplit schema",
                         n_objects);
+    /* user_version is a signed 32-bit field: a negative one would index the
+     * migrations before their start */
+    if (version < 0)
+        return dbi_fail(db, "not a memsplit database: schema version %d", version);
     if (version > known)
         return dbi_fail(db, "database schema version %d is newer than this memsplit knows (%d); "
                         "open it with a newer memsplit", version, known);

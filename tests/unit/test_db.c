@@ -255,6 +255,20 @@ static void test_newer_schema_refused(void **state)
     assert_string_equal(raw_query(path, "PRAGMA user_version"), sql);
 }
 
+/* user_version is signed: a negative one once indexed the migrations out
+ * of bounds (found by tests/fuzz/fuzz_db.c; `report` died of SIGBUS). */
+static void test_negative_schema_refused(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    ms_db *db = open_new(path, sizeof path);
+    ms_db_close(db);
+    raw_exec(path, "PRAGMA user_version=-217");
+    assert_null(ms_db_open(path, 0, err, sizeof err));
+    assert_non_null(strstr(err, "not a memsplit database: schema version -217"));
+    assert_string_equal(raw_query(path, "PRAGMA user_version"), "-217");   /* untouched */
+}
+
 static void test_foreign_files_refused(void **state)
 {
     (void)state;
@@ -991,6 +1005,7 @@ int main(void)
         cmocka_unit_test(test_migrates_from_version_1),
         cmocka_unit_test(test_migrates_from_version_2_keeping_records),
         cmocka_unit_test(test_newer_schema_refused),
+        cmocka_unit_test(test_negative_schema_refused),
         cmocka_unit_test(test_foreign_files_refused),
         cmocka_unit_test(test_open_image),
         cmocka_unit_test(test_profile_round_trip_with_oom),
