@@ -110,8 +110,9 @@ $(BUILD)/tests/gpu_%: $(BUILD)/obj/tests/gpu/%.o $(TEST_HELP_OBJ) $(LIB) $(BUILD
 tests-build: $(UNIT_BIN) $(BUILD)/memsplit bridge
 gpu-build: $(GPU_BIN) $(BUILD)/memsplit
 
-test: tests-build
-	MEMSPLIT=$(abspath $(BUILD)/memsplit) tests/run.sh $(UNIT_BIN) tests/cli/run.sh tests/bridge/run.sh tests/browser/render.sh
+test: tests-build fuzz-build
+	MEMSPLIT=$(abspath $(BUILD)/memsplit) FUZZ_BIN=$(abspath $(FUZZ_BUILD)/fuzz) \
+	    tests/run.sh $(UNIT_BIN) tests/cli/run.sh tests/bridge/run.sh tests/browser/render.sh tests/fuzz/ci.sh
 
 test-gpu: gpu-build
 	MEMSPLIT=$(abspath $(BUILD)/memsplit) TEST_TIMEOUT_S=$${TEST_TIMEOUT_S:-300} tests/run.sh $(GPU_BIN) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh
@@ -131,8 +132,40 @@ $(BUILD)/plan_bench: bench/plan_bench.c $(LIB)
 $(BUILD)/nccl_bw: bench/nccl_bw.c
 	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ $(LDLIBS)
 
+# ---- fuzzing (tests/fuzz/README.md) ---------------------------------------
+# libFuzzer harnesses, built by clang with ASan + UBSan into their own folder
+# from the few host sources they reach (no CUDA): `make fuzz-build` builds
+# them, `make fuzz` fuzzes each for FUZZ_SECONDS, `make test` replays the
+# corpora and then fuzzes each with a fixed seed and run count (tests/fuzz/ci.sh).
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_CPU_SECONDS ?=
+FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_NAMES    = $(patsubst tests/fuzz/fuzz_%.c,%,$(filter-out tests/fuzz/fuzz_util.c,$(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_BIN      = $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
+FUZZ_LIB_SRC  = $(wildcard vocab/*.c reports/*.c) trainer/config.c trainer/config_ini.c trainer/config_table.c \
+                trainer/checkpoint.c trainer/crc32c.c planner/plan.c planner/plan_json.c
+FUZZ_LIB      = $(BUILD)/libfuzzdeps.a
+
+$(FUZZ_LIB): $(FUZZ_LIB_SRC:%.c=$(BUILD)/obj/%.o)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/fuzz/%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/fuzz_util.o $(FUZZ_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -fsanitize=fuzzer $(FUZZ_SAN) $(filter %.o %.a,$^) -o $@ $(STATIC_LIBS) -lm -lpthread
+fuzz-bins: $(FUZZ_BIN)
+
+# The sanitizers go into every object through SAN; fuzzer-no-link adds the
+# coverage instrumentation libFuzzer steers by, and only the harness link
+# brings libFuzzer's main.
+fuzz-build:
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT=-O1 SAN="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" fuzz-bins
+fuzz: fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_CPU_SECONDS=$(FUZZ_CPU_SECONDS) tests/fuzz/long.sh $(abspath $(FUZZ_BUILD)/fuzz) $(FUZZ)
+.PHONY: fuzz fuzz-build fuzz-bins
+
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(HOST_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d) $(wildcard $(BUILD)/pic/*/*.d $(BUILD)/pic/*/*/*.d)
 
