@@ -27,6 +27,12 @@ int ms_rerun_spec(const ms_plan *plan, const char *device, ms_pipe_spec *spec, c
                  plan->n_devices, MS_PIPE_MAX_STAGES);
         return -1;
     }
+    if (plan->replicas > 1) {
+        snprintf(err, errlen, "the plan has %d replicas of its %d-stage pipeline: one process runs one pipeline; "
+                 "run it as mpirun -np %d memsplit train --plan ...", plan->replicas, plan->n_stages,
+                 plan->replicas * plan->n_stages);
+        return -1;
+    }
     int gpus = ms_cuda_gpu_count();
     const char *kind = device;
     if (!kind) kind = gpus >= plan->n_devices && plan->n_devices > 1 ? "distinct" : gpus >= 1 ? "cuda:0" : "cpu";

@@ -34,6 +34,8 @@ void ms_plan_opts_default(ms_plan_opts *o)
     o->recompute = MS_RECOMPUTE_AUTO;
     o->headroom = MS_PLAN_DEFAULT_HEADROOM;
     o->link_gbps = MS_PLAN_DEFAULT_LINK_GBPS;
+    o->zero = -1;
+    o->bus_gbps = MS_PLAN_DEFAULT_BUS_GBPS;
 }
 
 void ms_plan_free(ms_plan *p)
@@ -41,6 +43,7 @@ void ms_plan_free(ms_plan *p)
     if (!p) return;
     free(p->devices);
     free(p->stages);
+    free(p->replica_devices);
     free(p->reasoning);
     memset(p, 0, sizeof *p);
 }

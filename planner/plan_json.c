@@ -1,5 +1,6 @@
 /* plan_json.c — plan <-> JSON with strict validation (plan_json.h). */
 #include "planner/plan_json.h"
+#include "planner/plan_replicas.h"
 #include "vocab/errf.h"
 
 #include <errno.h>
@@ -73,6 +74,8 @@ json_t *ms_plan_to_json(const ms_plan *p)
     if (src && p->profile_file[0]) put(src, "file", json_string(p->profile_file), &bad);
     put(root, "profile", src, &bad);
     put(root, "reasoning", p->reasoning ? json_string(p->reasoning) : json_null(), &bad);
+    char rerr[128];
+    if (!bad && ms_plan_replicas_to_json(p, root, rerr, sizeof rerr)) bad = 1;
     if (bad) {
         json_decref(root);
         return NULL;
@@ -130,7 +133,7 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
 {
     const char *ctx = "plan";
     if (!json_is_object(root)) return ms_errf(err, errlen, "plan: expected a JSON object");
-    GET_INT(root, ctx, "version", MS_PLAN_VERSION, MS_PLAN_VERSION, p->version);
+    GET_INT(root, ctx, "version", 1, MS_PLAN_VERSION, p->version);
     const json_t *m = json_object_get(root, "model");
     if (!json_is_object(m)) return ms_errf(err, errlen, m ? "model: expected an object" : "model: missing");
     if (ms_json_get_str(m, "model", "name", p->model, sizeof p->model, err, errlen)) return -1;
@@ -209,6 +212,7 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
     if (rc) return -1;
     if (next != p->n_layers)
         return ms_errf(err, errlen, "stages: end at layer %d, the model has %d layers", next - 1, p->n_layers);
+    if (ms_plan_replicas_from_json(root, p, err, errlen)) return -1;
 
     const json_t *src = json_object_get(root, "profile");
     if (!json_is_object(src)) return ms_errf(err, errlen, src ? "profile: expected an object" : "profile: missing");

@@ -12,6 +12,13 @@
  * device's reserve. With the same seed, data and global batch, the losses
  * and weights equal the single-device run's up to float summation order.
  *
+ * Ranks (spec.dist set, dist.h): this process holds one stage of one
+ * replica; the other stages are other processes, reached through the
+ * channels' other ends; each step reads the replica's share (its n_micro
+ * micro-batches of the replicas * n_micro in the global batch) and ends
+ * with the data-parallel part (pipe_rank.h). The losses and weights equal
+ * one device's with replicas * n_micro micro-batches, to summation order.
+ *
  * Every call returns MS_OK, MS_EOOM (pipe->oom_stage says which stage, its
  * device's oom says where) or MS_EFAIL (pipe->err says why). */
 #ifndef MS_PIPELINE_H
@@ -39,6 +46,8 @@ typedef struct ms_pipe_spec {
     int micro_batch, n_micro;              /* override cfg.batch and cfg.accum */
     int preallocate;                       /* allocate every buffer at open and load every kernel
                                             * with a warm-up pass (always with NCCL) */
+    const struct ms_dist *dist;            /* NULL: every stage here; else only stage dist->stage,
+                                            * on device 0 of this spec */
 } ms_pipe_spec;
 
 typedef struct ms_stage {
