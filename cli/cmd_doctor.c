@@ -354,6 +354,13 @@ int ms_cmd_train_plan(const ms_config *cfg, const char *plan_path, const char *d
         fprintf(stderr, "memsplit train: %s: %s\n", plan_path, err);
         return MS_EXIT_USAGE;
     }
+    if (plan.replicas > 1) {
+        fprintf(stderr, "memsplit train: %s has %d replicas of its %d-stage pipeline, and one process runs one "
+                "pipeline: run it as mpirun -np %d memsplit train --plan %s ...\n", plan_path, plan.replicas,
+                plan.n_stages, plan.replicas * plan.n_stages, plan_path);
+        ms_plan_free(&plan);
+        return MS_EXIT_USAGE;
+    }
     ms_rerun_opts ro;
     memset(&ro, 0, sizeof ro);
     if (inject && parse_inject(inject, &ro)) {

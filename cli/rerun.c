@@ -27,10 +27,8 @@ int ms_rerun_spec(const ms_plan *plan, const char *device, ms_pipe_spec *spec, c
                  plan->n_devices, MS_PIPE_MAX_STAGES);
         return -1;
     }
-    if (plan->replicas > 1) {
-        snprintf(err, errlen, "the plan has %d replicas of its %d-stage pipeline: one process runs one pipeline; "
-                 "run it as mpirun -np %d memsplit train --plan ...", plan->replicas, plan->n_stages,
-                 plan->replicas * plan->n_stages);
+    if (plan->replicas > 1) { /* memsplit train --plan refuses these first (cmd_doctor.c) */
+        snprintf(err, errlen, "a plan of %d replicas runs as MPI ranks, not in one process", plan->replicas);
         return -1;
     }
     int gpus = ms_cuda_gpu_count();

@@ -19,5 +19,42 @@ for n in 2 4 6; do
     if timeout 300 $MPIRUN -np $n "$B/tests/mpi_ranks" >"$T/ranks$n" 2>&1; then ok "pipeline as $n ranks"; else bad "pipeline as $n ranks"; fi
     grep -E "^(ok|rank|ranks)" "$T/ranks$n" | sed 's/^/  | /' | head -20
 done
+
+# the command line: mpirun memsplit train --plan, against one device
+if ldd "$M" | grep -q libmpi; then bad "memsplit needs libmpi to start"; else ok "memsplit starts without libmpi (MPI is memsplit-rank's)"; fi
+TINY="--model tiny --layers 4 --seq 32 --d-model 32 --heads 4 --vocab 256"
+plan() { python3 "$(dirname "$0")/make_plan.py" "$T/$1.json" $TINY "${@:2}"; }
+plan p2x1 --stages 2 --replicas 1 --micro-batch 2 --n-micro 4 --schedule gpipe
+plan p1x2 --stages 1 --replicas 2 --micro-batch 2 --n-micro 4 --zero
+plan p2x2 --stages 2 --replicas 2 --micro-batch 2 --n-micro 4 --zero
+plan p3x2 --stages 3 --replicas 2 --micro-batch 2 --n-micro 4 --recompute
+"$M" train --preset tiny --batch 2 --set train.accum=4 --steps 4 --json >"$T/one.json" 2>/dev/null
+same_losses() { # name file: its losses equal one device's (1e-5 relative)
+    if python3 - "$T/one.json" "$2" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))["losses"]; b = json.load(open(sys.argv[2]))["losses"]
+sys.exit(0 if len(a) == len(b) == 4 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)) else 1)
+PY
+    then ok "$1: losses equal one device's"; else bad "$1: losses"; head -c 300 "$2"; fi
+}
+for lay in 2x1:2 1x2:2 2x2:4 3x2:6; do
+    n=${lay#*:}; l=${lay%:*}
+    if $MPIRUN -np $n "$M" train --preset tiny --plan "$T/p$l.json" --device cpu --steps 4 --json --db "$T/r$l.db" \
+        >"$T/r$l.json" 2>"$T/r$l.err"; then same_losses "mpirun -np $n memsplit train --plan ($l)" "$T/r$l.json"
+    else bad "mpirun -np $n train ($l)"; tail -5 "$T/r$l.err"; fi
+done
+# rank 0 wrote every step once and every rank's peak
+if [ "$(sqlite3 "$T/r2x2.db" 'select count(*), count(distinct step) from steps; select count(*) from device_peaks')" = "$(printf '4|4\n4')" ]
+then ok "rank 0 recorded 4 steps and the 4 ranks' peaks"; else bad "database of a 4-rank run"; fi
+refused() { # name pattern command...: exit 1 with the pattern on stderr
+    local name=$1 pat=$2; shift 2
+    "$@" >/dev/null 2>"$T/refused"; local rc=$?
+    if [ $rc = 1 ] && grep -q "$pat" "$T/refused"; then ok "$name"; else bad "$name (exit $rc)"; head -3 "$T/refused"; fi
+}
+refused "a 2x2 plan launched on 3 ranks" "the plan wants 4 ranks (2 stages x 2 replicas), but the launch started 3" \
+    $MPIRUN -np 3 "$M" train --preset tiny --plan "$T/p2x2.json" --steps 1
+refused "two ranks claim one GPU" "ranks 0 and 1 both claim GPU cuda:0" \
+    $MPIRUN -np 2 "$M" train --preset tiny --plan "$T/p2x1.json" --device cuda:0 --steps 1
+refused "one process and a plan of replicas" "run it as mpirun -np 4" "$M" train --preset tiny --plan "$T/p2x2.json" --steps 1
 echo "mpi: $pass passed, $fail failed"
 [ $fail -eq 0 ]
