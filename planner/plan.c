@@ -34,6 +34,7 @@ void ms_plan_opts_default(ms_plan_opts *o)
     o->recompute = MS_RECOMPUTE_AUTO;
     o->headroom = MS_PLAN_DEFAULT_HEADROOM;
     o->link_gbps = MS_PLAN_DEFAULT_LINK_GBPS;
+    o->replicas = 1; /* one pipeline: what one process runs; 0 opens it (ranks) */
     o->zero = -1;
     o->bus_gbps = MS_PLAN_DEFAULT_BUS_GBPS;
 }

@@ -46,6 +46,22 @@ done
 # rank 0 wrote every step once and every rank's peak
 if [ "$(sqlite3 "$T/r2x2.db" 'select count(*), count(distinct step) from steps; select count(*) from device_peaks')" = "$(printf '4|4\n4')" ]
 then ok "rank 0 recorded 4 steps and the 4 ranks' peaks"; else bad "database of a 4-rank run"; fi
+# a plan of replicas made by memsplit plan itself: every rank's measured peak against the
+# prediction (the optimizer state a ZeRO-1 chunk, exactly)
+"$M" profile --preset seed17-cpu --precision fp32 --db "$T/s17.db" --quiet >/dev/null 2>&1
+"$M" plan --db "$T/s17.db" --gpus 4 --gpu-mem 21MiB --replicas 2 --zero on -o "$T/s17.json" >/dev/null 2>&1
+if $MPIRUN -np 4 "$M" train --preset seed17-cpu --precision fp32 --plan "$T/s17.json" --device cpu --steps 2 --json \
+    >"$T/s17r.json" 2>"$T/s17r.err" && python3 - "$T/s17r.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = d["stages"] == 2 and d["replicas"] == 2 and d["zero"] and len(d["devices"]) == 4
+for x in d["devices"]:
+    print("  | rank %d: predicted %d, measured %d (gap %.2f%%), optim %d = %d" % (x["rank"], x["predicted_peak_bytes"],
+          x["measured_peak_bytes"], 100 * x["gap"], x["predicted_by_category"]["optim"], x["measured_by_category"]["optim"]))
+    ok = ok and x["gap"] <= 0.02 and x["predicted_by_category"]["optim"] == x["measured_by_category"]["optim"]
+sys.exit(0 if ok else 1)
+PY
+then ok "a 2x2 ZeRO-1 plan from memsplit plan: measured within 2% of predicted"; else bad "2x2 ZeRO-1 plan from memsplit plan"; tail -3 "$T/s17r.err"; fi
 refused() { # name pattern command...: exit 1 with the pattern on stderr
     local name=$1 pat=$2; shift 2
     "$@" >/dev/null 2>"$T/refused"; local rc=$?
