@@ -33,7 +33,7 @@ CUDA_LIBS   = -L$(CUDA)/lib64 -lcudart_static -lcublasLt -lcupti -lnccl -Wl,-rpa
 LDLIBS     += $(STATIC_LIBS) $(CUDA_LIBS) -lstdc++ -lz -lm -ldl -lpthread -lrt
 LDFLAGS    += -Wl,-rpath,'$$ORIGIN/lib' $(SAN)
 
-HOST_SRC  = $(wildcard vocab/*.c kernels/cpu/*.c trainer/*.c profiler/*.c planner/*.c reports/*.c cli/*.c)
+HOST_SRC  = $(wildcard vocab/*.c kernels/cpu/*.c trainer/*.c profiler/*.c bridge/*.c bridge/host/*.c planner/*.c reports/*.c cli/*.c)
 HOST_SRC := $(filter-out cli/main.c,$(HOST_SRC))
 CU_SRC    = $(wildcard kernels/cuda/*.cu)
 HOST_OBJ  = $(HOST_SRC:%.c=$(BUILD)/obj/%.o)
@@ -49,7 +49,35 @@ TEST_HELP = $(wildcard tests/common/*.c)
 .PHONY: all test test-gpu sanitize demo bench clean deps tests-build gpu-build
 # keep the test objects (pattern-chained intermediates) so rebuilds stay incremental
 .SECONDARY:
-all: $(BUILD)/memsplit $(BUILD)/memsplit-rank
+all: $(BUILD)/memsplit $(BUILD)/memsplit-rank bridge
+
+# The PyTorch bridge's half inside the user's program (docs/bridge.md):
+# libmemsplit_bridge.so (loaded by the Python package through ctypes; no
+# CUDA link dependency), libmemsplit_inject.so (CUDA_INJECTION64_PATH;
+# CUPTI), and the Python package, all under $(BUILD)/bridge/ where
+# build/memsplit finds them.
+BRIDGE_DIR   = $(BUILD)/bridge
+BRIDGE_SRC   = bridge/ledger.c bridge/layers.c bridge/child/msb.c bridge/child/ballast.c profiler/cupti_ledger.c vocab/errf.c
+INJECT_SRC   = bridge/inject/inject.c profiler/cupti_trace.c
+BRIDGE_PY    = $(shell find bridge/python -name '*.py' 2>/dev/null)
+BRIDGE_PY_OUT = $(BRIDGE_PY:bridge/python/%=$(BRIDGE_DIR)/python/%)
+# no sanitizers here: these load into a Python that has no sanitizer
+# runtime (the same sources run under ASan in the unit tests, via $(LIB))
+PIC_CFLAGS   = $(filter-out $(PKG_CFLAGS) $(SAN),$(CFLAGS)) -fPIC -fvisibility=default
+.PHONY: bridge
+bridge: $(BRIDGE_DIR)/libmemsplit_bridge.so $(BRIDGE_DIR)/libmemsplit_inject.so $(BRIDGE_PY_OUT)
+$(BUILD)/pic/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(PIC_CFLAGS) -MMD -MP -c $< -o $@
+$(BRIDGE_DIR)/libmemsplit_bridge.so: $(BRIDGE_SRC:%.c=$(BUILD)/pic/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $^ -o $@ -ldl -lpthread
+$(BRIDGE_DIR)/libmemsplit_inject.so: $(INJECT_SRC:%.c=$(BUILD)/pic/%.o) $(BRIDGE_DIR)/libmemsplit_bridge.so
+	$(CC) -shared $(filter %.o,$^) -o $@ -L$(BRIDGE_DIR) -lmemsplit_bridge -Wl,-rpath,'$$ORIGIN' \
+	    -L$(CUDA)/lib64 -lcupti -Wl,-rpath,$(CUDA)/lib64 -ldl -lpthread
+$(BRIDGE_DIR)/python/%.py: bridge/python/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 deps: $(DEPS_STAMP)
 $(DEPS_STAMP): scripts/deps.sh
@@ -103,11 +131,11 @@ $(BUILD)/tests/mpi_ranks: $(BUILD)/obj/tests/mpi/test_ranks.o $(BUILD)/obj/mpi/m
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(MPI_LIBS)
 
-tests-build: $(UNIT_BIN) $(BUILD)/memsplit $(BUILD)/memsplit-rank $(MPI_TEST_BIN)
-gpu-build: $(GPU_BIN) $(BUILD)/memsplit
+tests-build: $(UNIT_BIN) $(BUILD)/memsplit $(BUILD)/memsplit-rank $(MPI_TEST_BIN) bridge
+gpu-build: $(GPU_BIN) $(BUILD)/memsplit $(BUILD)/memsplit-rank
 
 test: tests-build
-	MEMSPLIT=$(abspath $(BUILD)/memsplit) tests/run.sh $(UNIT_BIN) tests/cli/run.sh tests/mpi/run.sh tests/browser/render.sh
+	MEMSPLIT=$(abspath $(BUILD)/memsplit) tests/run.sh $(UNIT_BIN) tests/cli/run.sh tests/bridge/run.sh tests/mpi/run.sh tests/browser/render.sh
 
 test-gpu: gpu-build
 	MEMSPLIT=$(abspath $(BUILD)/memsplit) TEST_TIMEOUT_S=$${TEST_TIMEOUT_S:-300} tests/run.sh $(GPU_BIN) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh
@@ -130,7 +158,7 @@ $(BUILD)/nccl_bw: bench/nccl_bw.c
 clean:
 	rm -rf build build-san
 
--include $(HOST_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(RANK_OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d)
+-include $(HOST_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(RANK_OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d) $(wildcard $(BUILD)/pic/*/*.d $(BUILD)/pic/*/*/*.d)
 
 # The GPU machine has the CUDA runtime but no Debian -dev packages and no
 # room for the whole build folder: pack stripped binaries to carry there,
@@ -138,7 +166,8 @@ clean:
 PACK ?= gpu-pack
 gpu-pack: all gpu-build $(BUILD)/plan_bench $(BUILD)/nccl_bw
 	rm -rf $(PACK) && mkdir -p $(PACK)/tests/lib
-	cp $(BUILD)/memsplit $(BUILD)/plan_bench $(BUILD)/nccl_bw $(PACK)/ && strip $(PACK)/memsplit $(PACK)/plan_bench $(PACK)/nccl_bw
+	cp $(BUILD)/memsplit $(BUILD)/memsplit-rank $(BUILD)/plan_bench $(BUILD)/nccl_bw $(PACK)/ && strip $(PACK)/memsplit $(PACK)/memsplit-rank $(PACK)/plan_bench $(PACK)/nccl_bw
+	cp -r $(BRIDGE_DIR) $(PACK)/bridge
 	cp $(GPU_BIN) $(PACK)/tests/ && strip $(PACK)/tests/gpu_*
 	cp $(BUILD)/tests/lib/libcmocka.so.0 $(PACK)/tests/lib/
 	@du -sh $(PACK)

@@ -1,6 +1,7 @@
 /* cmd_profile.c — `memsplit profile`: the single-device trial, the per-layer
  * table, the OOM diagnosis, the ledger cross-check; stored in SQLite. */
 #include "cli/common.h"
+#include "cli/program.h"
 #include "profiler/nvtx_ranges.h"
 #include "vocab/profile_json.h"
 #include "profiler/trial.h"
@@ -13,6 +14,8 @@
 
 static const char usage[] =
     "usage: memsplit profile (--preset NAME | --config FILE) [options]\n"
+    "       memsplit profile [options] -- PROGRAM [ARGS...]   (your own program;\n"
+    "                    its options are at the end of this text)\n"
     "\n"
     "Run a training trial on one device and record, per layer, the bytes of\n"
     "parameters, master weights, gradients, optimizer state, saved activations\n"
@@ -102,6 +105,8 @@ static void print_ledgers(FILE *f, const ms_ledger_check *k, const char *dev)
 
 int ms_cmd_profile(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)      /* `-- PROGRAM ...`: the user's own program */
+        if (!strcmp(argv[i], "--")) return ms_cmd_profile_program(argc, argv);
     enum { O_MODEL = 1000, O_PREC, O_BATCH, O_STEPS, O_DB, O_NOCUPTI, O_JSON, O_QUIET };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
@@ -144,7 +149,7 @@ int ms_cmd_profile(int argc, char **argv)
         case O_NOCUPTI: to.use_cupti = 0; break;
         case O_JSON: json = 1; break;
         case O_QUIET: quiet = 1; break;
-        case 'h': printf(usage, ms_cli_model_help); return MS_EXIT_OK;
+        case 'h': printf(usage, ms_cli_model_help); printf("\n%s", ms_profile_program_usage); return MS_EXIT_OK;
         default: fprintf(stderr, "memsplit profile: see --help\n"); return MS_EXIT_USAGE;
         }
     }

@@ -14,6 +14,8 @@ pkg-config --exists ompi-c 2>/dev/null || need+=(libopenmpi-dev)
 command -v mpirun >/dev/null || need+=(openmpi-bin)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v sqlite3 >/dev/null || need+=(sqlite3)
+# the PyTorch bridge's tests run programs with Debian's torch (CPU) under /usr/bin/python3
+/usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch)
 if [ "${1:-}" = "--browser" ]; then
     command -v chromium >/dev/null || need+=(chromium)
 fi
