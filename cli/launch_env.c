@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <unistd.h>
 
 int ms_launch_env_size(void)
@@ -28,18 +29,25 @@ int ms_launch_wants_rank(int argc, char **argv)
     return 0;
 }
 
-int ms_launch_exec_rank(int argc, char **argv)
+int ms_launch_rank_path(char *out, size_t len)
 {
-    char self[4096], path[4200];
+    char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) {
         fprintf(stderr, "memsplit: cannot find this binary (/proc/self/exe): %s\n", strerror(errno));
-        return MS_EXIT_RUNTIME;
+        return -1;
     }
     self[n] = 0;
     char *slash = strrchr(self, '/');
     if (slash) *slash = 0;
-    snprintf(path, sizeof path, "%s/memsplit-rank", slash ? self : ".");
+    snprintf(out, len, "%s/memsplit-rank", slash ? self : ".");
+    return 0;
+}
+
+int ms_launch_exec_rank(int argc, char **argv)
+{
+    char path[4200];
+    if (ms_launch_rank_path(path, sizeof path)) return MS_EXIT_RUNTIME;
     char **av = calloc((size_t)argc + 1, sizeof *av);
     if (!av) return MS_EXIT_RUNTIME;
     av[0] = path;

@@ -12,10 +12,14 @@
 #ifndef MS_CLI_LAUNCH_ENV_H
 #define MS_CLI_LAUNCH_ENV_H
 
+#include <stddef.h>
+
 int ms_launch_env_size(void);
 /* Whether `memsplit train` with these arguments goes to memsplit-rank: under
  * a launcher, with --plan or more than one rank. */
 int ms_launch_wants_rank(int argc, char **argv);
 int ms_launch_exec_rank(int argc, char **argv);
+/* memsplit-rank's path: beside this binary. 0, or -1 (printed). */
+int ms_launch_rank_path(char *out, size_t len);
 
 #endif

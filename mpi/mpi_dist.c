@@ -137,14 +137,20 @@ static int dp_reduce_scatter(void *ctx, ms_device *dev, float *buf, size_t n)
     return 0;
 }
 
+static int dp_allgather_host(void *ctx, float *buf, size_t n)
+{
+    mpi_ctx *c = ctx;
+    if (too_big(c, n, "all-gather") || set_chunks(c, n)) return -1;
+    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, c->counts, c->displs, MPI_FLOAT, c->group);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(c, rc, "MPI all-gather over the replicas");
+}
+
 static int dp_allgather(void *ctx, ms_device *dev, float *buf, size_t n)
 {
     mpi_ctx *c = ctx;
     maybe_die(c);
     if (c->cuda) return nccl_chunks(c, dev, buf, n, 0);
-    if (too_big(c, n, "all-gather") || set_chunks(c, n)) return -1;
-    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, c->counts, c->displs, MPI_FLOAT, c->group);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(c, rc, "MPI all-gather over the replicas");
+    return dp_allgather_host(ctx, buf, n);
 }
 
 static int dp_allreduce(void *ctx, ms_device *dev, float *buf, size_t n)
@@ -233,6 +239,7 @@ int ms_mpi_dist_open(ms_dist *d, int stages, int replicas, int zero, int cuda_or
     d->dp_allreduce = dp_allreduce;
     d->dp_reduce_scatter = dp_reduce_scatter;
     d->dp_allgather = dp_allgather;
+    d->dp_allgather_host = dp_allgather_host;
     d->allgather = world_allgather;
     if (cuda_ordinal < 0) return 0;
     c->cuda = 1;

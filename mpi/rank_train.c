@@ -6,6 +6,8 @@
 #include "planner/plan_json.h"
 #include "planner/plan_replicas.h"
 #include "reports/db.h"
+#include "trainer/checkpoint.h"
+#include "trainer/ckpt_parts.h"
 #include "trainer/pipeline.h"
 
 #include <getopt.h>
@@ -32,6 +34,11 @@ static const char usage[] =
     "                       GPU <rank on its node> where there are GPUs, else cpu\n"
     "  --db FILE            rank 0 records the run, its steps and every rank's peak\n"
     "  --db-run ID          record into this existing run (memsplit doctor's)\n"
+    "  --checkpoint-dir DIR checkpoints there, as one part per stage and a manifest\n"
+    "                       (step-NNNNNNNN.ckpt/); the newest two are kept\n"
+    "  --checkpoint-every K a checkpoint every K steps (default: only at the end)\n"
+    "  --resume             continue from the newest checkpoint in DIR, written by\n"
+    "                       any layout (one process, a pipeline, other ranks)\n"
     "  --json               rank 0 prints one JSON summary object on stdout\n"
     "  --quiet              no progress lines\n"
     "  --inject-kill S:R    testing aid: in step S, rank R kills itself (SIGKILL) at\n"
@@ -42,9 +49,9 @@ static const char usage[] =
     "plan; 2 runtime error; 3 out of memory.\n";
 
 typedef struct rank_opts {
-    const char *plan, *db;
-    long db_run;
-    int json, quiet, kill_step, kill_rank;
+    const char *plan, *db, *ckdir;
+    long db_run, ckevery;
+    int json, quiet, resume, kill_step, kill_rank;
 } rank_opts;
 
 static double now_s(void)
@@ -57,7 +64,7 @@ static double now_s(void)
 /* Options: the same on every rank, so every rank decides alike; only rank 0 speaks. */
 static int parse(int argc, char **argv, int rank, ms_cli_model_args *ma, rank_opts *o)
 {
-    enum { O_MODEL = 1000, O_PLAN, O_DB, O_DBRUN, O_JSON, O_QUIET, O_KILL };
+    enum { O_MODEL = 1000, O_PLAN, O_DB, O_DBRUN, O_JSON, O_QUIET, O_KILL, O_CKDIR, O_CKEVERY, O_RESUME };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
         { "set", required_argument, 0, O_MODEL }, { "device", required_argument, 0, O_MODEL },
@@ -65,7 +72,9 @@ static int parse(int argc, char **argv, int rank, ms_cli_model_args *ma, rank_op
         { "data", required_argument, 0, O_MODEL }, { "plan", required_argument, 0, O_PLAN },
         { "db", required_argument, 0, O_DB }, { "db-run", required_argument, 0, O_DBRUN },
         { "json", no_argument, 0, O_JSON }, { "quiet", no_argument, 0, O_QUIET },
-        { "inject-kill", required_argument, 0, O_KILL }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "inject-kill", required_argument, 0, O_KILL }, { "help", no_argument, 0, 'h' },
+        { "checkpoint-dir", required_argument, 0, O_CKDIR }, { "checkpoint-every", required_argument, 0, O_CKEVERY },
+        { "resume", no_argument, 0, O_RESUME }, { 0, 0, 0, 0 },
     };
     memset(o, 0, sizeof *o);
     o->kill_step = -1;
@@ -88,6 +97,17 @@ static int parse(int argc, char **argv, int rank, ms_cli_model_args *ma, rank_op
             }
             break;
         }
+        case O_CKDIR: o->ckdir = optarg; break;
+        case O_CKEVERY: {
+            char *end;
+            o->ckevery = strtol(optarg, &end, 10);
+            if (!*optarg || *end || o->ckevery < 0 || o->ckevery > 1000000000) {
+                if (rank == 0) fprintf(stderr, "memsplit train: --checkpoint-every needs N >= 0\n");
+                return MS_EXIT_USAGE;
+            }
+            break;
+        }
+        case O_RESUME: o->resume = 1; break;
         case O_JSON: o->json = 1; break;
         case O_QUIET: o->quiet = 1; break;
         case O_KILL:
@@ -108,6 +128,10 @@ static int parse(int argc, char **argv, int rank, ms_cli_model_args *ma, rank_op
         if (rank == 0) fprintf(stderr, "memsplit train: unexpected argument '%s'\n", argv[optind]);
         return MS_EXIT_USAGE;
     }
+    if (o->resume && !o->ckdir) {
+        if (rank == 0) fprintf(stderr, "memsplit train: --resume needs --checkpoint-dir\n");
+        return MS_EXIT_USAGE;
+    }
     if (!o->plan) {
         if (rank == 0) fprintf(stderr, "memsplit train: under mpirun, train needs --plan FILE (one rank per device)\n");
         return MS_EXIT_USAGE;
@@ -122,6 +146,7 @@ typedef struct rank_rec {
 
 typedef struct rank_run {
     int rank, size, stage, replica, device;
+    const char *ckdir;
     char name[40];          /* this rank's device */
     char (*names)[40];      /* every rank's (rank 0) */
     rank_rec *recs;         /* every rank's, the last step */
@@ -313,6 +338,26 @@ static int open_db(rank_run *r, const rank_opts *o, const ms_config *cfg, char *
     return 0;
 }
 
+/* Every rank resumes from the checkpoint rank 0 found (any layout wrote it). */
+static void resume(rank_run *r, ms_pipeline *p)
+{
+    char path[1024] = "";
+    if (r->rank == 0 && ms_ckpt_latest(r->ckdir, path, sizeof path) < 0) path[0] = 0;
+    MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (!path[0]) return; /* nothing to resume: start at step 0, as a one-process run does not */
+    if (ms_pipe_load(p, path)) die(r, MS_EXIT_RUNTIME, "resume", p->err);
+    if (r->rank == 0) fprintf(stderr, "train: resumed from %s at step %d (%d ranks)\n", path, p->step, r->size);
+}
+
+static void checkpoint(rank_run *r, ms_pipeline *p, const rank_opts *o)
+{
+    char path[1024];
+    if (ms_pipe_checkpoint(p, o->ckdir, path, sizeof path)) die(r, MS_EXIT_RUNTIME, "checkpoint", p->err);
+    if (r->rank != 0) return;
+    ms_ckpt_prune(o->ckdir, 2); /* a recovery needs the newest, and one before it in case that is cut short */
+    if (!o->quiet) fprintf(stderr, "train: checkpoint %s\n", path);
+}
+
 static int train(rank_run *r, const rank_opts *o, const ms_config *cfg, const ms_plan *plan)
 {
     char err[512];
@@ -329,10 +374,13 @@ static int train(rank_run *r, const rank_opts *o, const ms_config *cfg, const ms
     int rc = ms_pipe_open(&p, &c, &sp);
     if (rc) die(r, rc == MS_EOOM ? MS_EXIT_OOM : MS_EXIT_RUNTIME, "open", p.err);
     /* the CPU backend's devices are the plan's virtual ones: name them so */
-    if (!cuda) snprintf(p.devs[0].name, sizeof p.devs[0].name, "cpu/v%d", r->device);
+    const char *pn = plan->devices[r->device].name;
+    if (!cuda && !strncmp(pn, "cpu", 3)) snprintf(p.devs[0].name, sizeof p.devs[0].name, "%.39s", pn);
+    else if (!cuda) snprintf(p.devs[0].name, sizeof p.devs[0].name, "cpu/v%d", r->device);
     snprintf(r->name, sizeof r->name, "%s", p.devs[0].name);
     MPI_Allgather(r->name, sizeof r->name, MPI_CHAR, r->names, sizeof r->name, MPI_CHAR, MPI_COMM_WORLD);
     if (open_db(r, o, &c, err, sizeof err)) die(r, MS_EXIT_RUNTIME, "database", err);
+    if (o->resume) resume(r, &p);
     double t_steady = 0, tok_steady = 0;
     int first = 1;
     while (p.step < c.steps) {
@@ -348,6 +396,7 @@ static int train(rank_run *r, const rank_opts *o, const ms_config *cfg, const ms
         first = 0;
         gather_recs(r, &p);
         record_step(r, &p, plan, dt, o, c.steps);
+        if (o->ckdir && ((o->ckevery && p.step % o->ckevery == 0) || p.step == c.steps)) checkpoint(r, &p, o);
     }
     gather_recs(r, &p);
     if (r->rank == 0) print_summary(r, plan, &p, t_steady > 0 ? tok_steady / t_steady : 0, o->json);
@@ -388,6 +437,7 @@ int ms_rank_train(int argc, char **argv)
         return code;
     }
     r.device = ms_plan_rank_device(&plan, r.rank, &r.stage, &r.replica);
+    r.ckdir = o.ckdir;
     r.names = calloc((size_t)r.size, sizeof *r.names);
     r.recs = calloc((size_t)r.size, sizeof *r.recs);
     r.losses = json_array();

@@ -15,7 +15,9 @@
  *  - dp_allreduce: the sum over the group, bitwise the same on every replica.
  *  - dp_reduce_scatter: replica c ends with the sum of chunk c (ms_shard_lo/hi)
  *    of buf; the rest of buf is left undefined.
- *  - dp_allgather: every replica gets chunk c of buf from replica c.
+ *  - dp_allgather: every replica gets chunk c of buf from replica c;
+ *    dp_allgather_host: the same in host memory, whatever the backend
+ *    (checkpoints gather ZeRO-1's m/v chunks through it).
  *  - allgather: host bytes from every rank of the run, in rank order.
  * With d = 1 the dp_ operations are never called. */
 #ifndef MS_DIST_H
@@ -38,6 +40,7 @@ typedef struct ms_dist {
     int (*dp_allreduce)(void *ctx, ms_device *dev, float *buf, size_t n);
     int (*dp_reduce_scatter)(void *ctx, ms_device *dev, float *buf, size_t n);
     int (*dp_allgather)(void *ctx, ms_device *dev, float *buf, size_t n);
+    int (*dp_allgather_host)(void *ctx, float *buf, size_t n);
     int (*allgather)(void *ctx, const void *mine, size_t bytes, void *all);
     char err[256];
 } ms_dist;

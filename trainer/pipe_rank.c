@@ -1,6 +1,7 @@
 /* pipe_rank.c — a pipeline that is one rank of a run (pipe_rank.h). */
 #include "trainer/pipe_rank.h"
 #include "profiler/nvtx_ranges.h"
+#include "trainer/ckpt_parts.h"
 #include "trainer/dist.h"
 #include "trainer/opt_rank.h"
 
@@ -188,4 +189,34 @@ int ms_pipe_rank_finish(ms_pipeline *p)
     p->last_loss = loss / (double)(N * (size_t)p->spec.n_micro * (size_t)D->replicas);
     p->step++;
     return MS_OK;
+}
+
+static int ensure_all(ms_pipeline *p)
+{
+    ms_stage *st = &p->st[p->spec.dist->stage];
+    for (int i = st->first; i <= st->last; i++) {
+        int rc = ms_pipe_rank_ensure_state(p, &p->model.layers[i]);
+        if (rc) return fail(p, rc, "optimizer state");
+    }
+    return MS_OK;
+}
+
+int ms_pipe_rank_checkpoint(ms_pipeline *p, const char *dir, char *path_out, size_t len)
+{
+    int rc = ensure_all(p);
+    if (rc) return rc;
+    ms_train_state t = { &p->cfg, &p->model, &p->opt, &p->step, p->data };
+    ms_ckpt_layout lay = { p->n_stages, p->spec.first, p->spec.last };
+    return ms_ckpt_parts_save(&t, p->spec.dist, &lay, dir, path_out, len, p->err, sizeof p->err);
+}
+
+int ms_pipe_rank_load(ms_pipeline *p, const char *path)
+{
+    int rc = ensure_all(p);
+    if (rc) return rc;
+    ms_train_state t = { &p->cfg, &p->model, &p->opt, &p->step, p->data };
+    rc = ms_ckpt_parts_load(&t, p->spec.dist, path, p->err, sizeof p->err);
+    p->step_base = p->step; /* the channels have carried nothing yet */
+    ms_dev_where(p->st[p->spec.dist->stage].dev, -1, MS_PH_INIT);
+    return rc;
 }

@@ -489,12 +489,17 @@ static ms_train_state state_of(ms_pipeline *p)
 
 int ms_pipe_save(ms_pipeline *p, const char *path)
 {
+    if (p->spec.dist) { /* one rank holds one stage: only all of them together make a checkpoint */
+        snprintf(p->err, sizeof p->err, "a rank saves its part with ms_pipe_checkpoint");
+        return MS_EFAIL;
+    }
     ms_train_state t = state_of(p);
     return ms_train_state_save(&t, path, p->err, sizeof p->err);
 }
 
 int ms_pipe_load(ms_pipeline *p, const char *path)
 {
+    if (p->spec.dist) return ms_pipe_rank_load(p, path);
     ms_train_state t = state_of(p);
     int rc = ms_train_state_load(&t, path, p->err, sizeof p->err);
     p->step_base = p->step; /* the channels have carried nothing yet */
@@ -504,6 +509,7 @@ int ms_pipe_load(ms_pipeline *p, const char *path)
 
 int ms_pipe_checkpoint(ms_pipeline *p, const char *dir, char *path_out, size_t len)
 {
+    if (p->spec.dist) return ms_pipe_rank_checkpoint(p, dir, path_out, len);
     ms_train_state t = state_of(p);
     return ms_train_state_checkpoint(&t, dir, path_out, len, p->err, sizeof p->err);
 }

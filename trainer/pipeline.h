@@ -92,7 +92,9 @@ void ms_pipe_close(ms_pipeline *p);
 /* Human message for an OOM of stage p->oom_stage. */
 const char *ms_pipe_oom_message(const ms_pipeline *p, char *buf, size_t len);
 /* Checkpoints in the same format as ms_session's (a single-device run can
- * resume a pipeline's checkpoint and back). */
+ * resume a pipeline's checkpoint and back). A rank (spec.dist) writes its
+ * part of a checkpoint of parts with ms_pipe_checkpoint, collectively, and
+ * loads from a checkpoint of any layout (ckpt_parts.h). */
 int ms_pipe_save(ms_pipeline *p, const char *path);
 int ms_pipe_load(ms_pipeline *p, const char *path);
 /* Save as <dir>/step-NNNNNNNN.ckpt; path_out gets the file name. */

@@ -62,6 +62,42 @@ for x in d["devices"]:
 sys.exit(0 if ok else 1)
 PY
 then ok "a 2x2 ZeRO-1 plan from memsplit plan: measured within 2% of predicted"; else bad "2x2 ZeRO-1 plan from memsplit plan"; tail -3 "$T/s17r.err"; fi
+# checkpoints across layouts from the command line: 2x2 ranks -> one process -> 3x2 ranks
+if $MPIRUN -np 4 "$M" train --preset tiny --plan "$T/p2x2.json" --device cpu --steps 2 --checkpoint-dir "$T/ck" --quiet 2>"$T/ck.err" &&
+   [ -f "$T/ck/step-00000002.ckpt/manifest.json" ] &&
+   "$M" train --preset tiny --batch 2 --set train.accum=4 --steps 3 --checkpoint-dir "$T/ck" --resume --json >"$T/ck1.json" 2>/dev/null &&
+   $MPIRUN -np 6 "$M" train --preset tiny --plan "$T/p3x2.json" --device cpu --steps 4 --checkpoint-dir "$T/ck" --resume \
+       --json >"$T/ck2.json" 2>"$T/ck.err" && python3 - "$T/one.json" "$T/ck1.json" "$T/ck2.json" <<'PY'
+import json, sys
+one, a, b = (json.load(open(f))["losses"] for f in sys.argv[1:])
+ok = len(a) == 1 and len(b) == 1 and abs(a[0] - one[2]) <= 1e-5 * one[2] and abs(b[0] - one[3]) <= 1e-5 * one[3]
+print("  | steps 3 (one process) and 4 (3x2 ranks):", a, b, "one device:", one[2:])
+sys.exit(0 if ok else 1)
+PY
+then ok "a 2x2 checkpoint resumed by one process, whose checkpoint 3x2 ranks resume: the losses of one device"
+else bad "checkpoints across layouts (command line)"; tail -3 "$T/ck.err"; fi
+# a rank killed mid-step (SIGKILL): doctor, mpirun's parent, re-plans without its device and resumes
+if "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 4 --gpu-mem 21MiB --steps 6 --checkpoint-every 2 \
+    --replicas any --launch "$MPIRUN" --inject-kill 4:1 --db "$T/kill.db" --json >"$T/kill.json" 2>"$T/kill.err"; then
+    mb=$(python3 -c "import json; d=json.load(open('$T/kill.json'))['plan']; print(d['micro_batch'], d['n_micro'])")
+    "$M" train --preset seed17-cpu --precision fp32 --gpu-mem 0 --batch ${mb% *} --set train.accum=${mb#* } --steps 6 \
+        --json >"$T/kill_ref.json" 2>/dev/null
+    if python3 - "$T/kill.json" "$T/kill_ref.json" "$T/kill.db" <<'PY'
+import json, sqlite3, sys
+t = json.load(open(sys.argv[1]))["train"]; ref = json.load(open(sys.argv[2]))["losses"]
+db = sqlite3.connect(sys.argv[3])
+rows = db.execute("select count(*), count(distinct step), min(step), max(step) from steps").fetchone()
+rec = db.execute("select step, resumed_step, reason from recovery_events").fetchall()
+print("  | recovered:", [round(x, 6) for x in t["losses"]]); print("  | reference:", [round(x, 6) for x in ref])
+print("  | step rows (count, distinct, first, last):", rows, "recoveries:", rec)
+ok = (t["recoveries"] == 1 and t["steps"] == 6 and len(t["losses"]) == 6 and rows == (6, 6, 1, 6)
+      and len(rec) == 1 and rec[0][0] == 4 and rec[0][1] == 2 and "rank 1" in rec[0][2]
+      and all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(t["losses"], ref)))
+sys.exit(0 if ok else 1)
+PY
+    then ok "rank 1 killed in step 4: re-planned without its device, resumed from step 2, losses of one device, no step row doubled"
+    else bad "recovery from a killed rank"; fi
+else bad "doctor --launch with a killed rank"; grep -E "doctor|died|error" "$T/kill.err" | tail -5; fi
 refused() { # name pattern command...: exit 1 with the pattern on stderr
     local name=$1 pat=$2; shift 2
     "$@" >/dev/null 2>"$T/refused"; local rc=$?

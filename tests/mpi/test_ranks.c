@@ -12,7 +12,12 @@
  *    low-precision copy is recast from the gathered chunks);
  *  - batchnorm running statistics after a step are exactly the mean over
  *    the replicas of what each replica's own micro-batches give on one
- *    device (trainer/pipe_rank.h states this rule).
+ *    device (trainer/pipe_rank.h states this rule);
+ *  - checkpoints across layouts (trainer/ckpt_parts.h): a run of layout A
+ *    checkpoints after 2 steps, as parts; layout B (other p, d and ZeRO-1),
+ *    one process, and A again resume it; and layout B resumes a one-process
+ *    checkpoint; every resumed step's loss equals the uninterrupted single
+ *    device run's, and the final weights too.
  * Every rank checks its own part; rank 0 prints one line per case and the
  * total, and the exit status is 0 only if every rank passed every check.
  * (cmocka is not used: its output from N processes would interleave.) */
@@ -24,6 +29,8 @@
 #include <string.h>
 
 #include "mpi/mpi_dist.h"
+#include "trainer/checkpoint.h"
+#include "trainer/ckpt_parts.h"
 #include "trainer/pipeline.h"
 #include "trainer/session.h"
 
@@ -290,6 +297,111 @@ static void check_batchnorm(layout l)
     report_ok(before, "running statistics = the mean of the %d replicas' own", name, l.d);
 }
 
+/* This rank's layers against the reference's weights (tolerance as above). */
+static void check_weights(const ms_pipeline *pl, const ms_dist *D, const ref_run *ref, double tol, const char *name)
+{
+    for (int i = pl->spec.first[D->stage]; i <= pl->spec.last[D->stage]; i++) {
+        const ms_layer *L = &pl->model.layers[i];
+        double dd = 0, nn = 0;
+        for (size_t j = 0; j < L->n_params; j++) {
+            double a = L->w[j], b = ref->w[i][j];
+            nn += b * b;
+            if (!noise_only(&pl->model, L, j)) dd += (a - b) * (a - b);
+        }
+        CHECK(sqrt(dd) <= tol * sqrt(nn), "%s layer %d: |ranks - one device| = %.3g, |one device| = %.3g", name, i,
+              sqrt(dd), sqrt(nn));
+    }
+}
+
+/* Steps from+1 .. to on an open layout, losses against the reference's. */
+static void continue_run(ms_pipeline *pl, const ref_run *ref, int from, int to, const char *name)
+{
+    for (int i = from; i < to; i++) {
+        if (ms_pipe_step(pl)) {
+            printf("rank %d: %s: step %d: %s\n", g_rank, name, i + 1, pl->err);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        double rel = fabs(pl->last_loss - ref->loss[i]) / fabs(ref->loss[i]);
+        CHECK(rel <= TOL, "%s step %d: loss %.9g, one device %.9g", name, i + 1, pl->last_loss, ref->loss[i]);
+    }
+}
+
+/* A checkpoint of 2 steps written one way, resumed by layout b, which must
+ * then reach the uninterrupted run. a == NULL: one process (rank 0) writes it. */
+static void check_resume(const layout *a, const layout *b)
+{
+    int before = g_fail;
+    char name[300], na[128] = "one process", nb[128];
+    if (a) describe(a, na, sizeof na);
+    describe(b, nb, sizeof nb);
+    snprintf(name, sizeof name, "checkpoint of %s resumed by %s", na, nb);
+    ms_config c;
+    config(&c, b->norm, b->prec, b->d * b->m);
+    ref_run ref;
+    single(&c, STEPS, 0, &ref);
+    char dir[256] = "/tmp/ms_ranks_XXXXXX", path[1024];
+    if (g_rank == 0 && !mkdtemp(dir)) MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (a) {
+        ms_dist D;
+        ms_pipeline pl;
+        open_rank(a, &D, &pl, ref.n_layers);
+        continue_run(&pl, &ref, 0, 2, name); /* steps 1-2 */
+        if (ms_pipe_checkpoint(&pl, dir, path, sizeof path)) {
+            printf("rank %d: %s: checkpoint: %s\n", g_rank, name, pl.err);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        CHECK(ms_ckpt_is_parts(path), "%s: %s is not a checkpoint of parts", name, path);
+        ms_pipe_close(&pl);
+        ms_mpi_dist_close(&D);
+    } else if (g_rank == 0) {
+        ms_session s;
+        if (ms_session_open(&s, &c, NULL)) abort();
+        for (int i = 0; i < 2; i++) ms_session_step(&s);
+        if (ms_session_checkpoint(&s, dir, path, sizeof path)) abort();
+        ms_session_close(&s);
+    }
+    MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+    CHECK(ms_ckpt_latest(dir, path, sizeof path) == 1, "%s: no checkpoint found in %s", name, dir);
+    ms_dist D;
+    ms_pipeline pl;
+    open_rank(b, &D, &pl, ref.n_layers);
+    if (ms_pipe_load(&pl, path)) {
+        printf("rank %d: %s: load: %s\n", g_rank, name, pl.err);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    CHECK(pl.step == 2, "%s: resumed at step %d, not 2", name, pl.step);
+    /* the reference's steps 3 and 4 */
+    continue_run(&pl, &ref, 2, STEPS, name);
+    check_weights(&pl, &D, &ref, TOL, name);
+    check_replicas_equal(&pl, &D, name);
+    ms_pipe_close(&pl);
+    ms_mpi_dist_close(&D);
+    /* and the same checkpoint in one process, every layer (rank 0) */
+    if (g_rank == 0) {
+        ms_session s;
+        if (ms_session_open(&s, &c, NULL) || ms_session_load(&s, path)) {
+            printf("rank 0: %s: one process cannot load it: %s\n", name, s.err);
+            g_fail++;
+        } else {
+            for (int i = 2; i < STEPS; i++) {
+                ms_session_step(&s);
+                CHECK(fabs(s.last_loss - ref.loss[i]) <= TOL * fabs(ref.loss[i]), "%s, then one process, step %d", name, i + 1);
+            }
+        }
+        ms_session_close(&s);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (g_rank == 0) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd)) g_fail++;
+    }
+    ref_free(&ref);
+    g_cases++;
+    report_ok(before, "steps 3-%d equal one device's, and one process resumes it too", name, STEPS);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -305,13 +417,17 @@ int main(int argc, char **argv)
         check_zero_same((layout){1, 2, 0, 0, 3, F, LN, F32});
         check_zero_same((layout){1, 2, 0, 0, 2, G, LN, MS_PREC_BF16});
         check_batchnorm((layout){1, 2, 0, 0, 2, F, BN, F32});
+        check_resume(&(layout){1, 2, 1, 0, 2, F, LN, F32}, &(layout){2, 1, 0, 1, 4, G, LN, F32});
+        check_resume(NULL, &(layout){1, 2, 1, 0, 2, G, LN, F32});
     } else if (g_size == 4) {
         check_zero_same((layout){2, 2, 0, 0, 3, F, LN, F32});
         check_layout(&(layout){2, 2, 1, 1, 2, G, LN, F32});
         check_batchnorm((layout){2, 2, 1, 0, 2, G, BN, F32});
+        check_resume(&(layout){2, 2, 1, 0, 2, F, LN, F32}, &(layout){4, 1, 0, 0, 4, F, LN, F32});
     } else if (g_size == 6) {
         check_layout(&(layout){3, 2, 1, 0, 3, F, LN, F32});
         check_layout(&(layout){3, 2, 0, 1, 2, G, BN, F32});
+        check_resume(&(layout){3, 2, 0, 0, 3, F, LN, F32}, &(layout){2, 3, 1, 0, 2, G, LN, F32});
     } else {
         if (g_rank == 0) printf("test_ranks: run with 2, 4 or 6 ranks\n");
         MPI_Finalize();
