@@ -276,7 +276,7 @@ static int make_configs(const ms_profile *prof, const ms_plan_opts *opts, int G,
         }
     }
     free(Lr);
-    qsort(cfg, (size_t)n_cfg, sizeof *cfg, config_cmp);
+    if (n_cfg) qsort(cfg, (size_t)n_cfg, sizeof *cfg, config_cmp);
     *out = cfg;
     return n_cfg;
 fail:
