@@ -25,6 +25,7 @@ typedef struct pass_meas {
     int steps_complete;
     /* at the OOM marker */
     uint64_t oom_cat[MS_CAT_N];
+    uint64_t oom_untracked;       /* GPU: the allocator's count beyond the tensors the ledger saw */
     uint64_t *oom_layer;          /* n entries */
 } pass_meas;
 
@@ -131,6 +132,7 @@ static int measure(const msb_trace *t, pass_meas *pm)
     for (int i = 0; i < n; i++) pm->L[i].xin = cur[i].xin = -1;
     interval iv = { 0 };
     uint64_t opt_cur = 0;
+    int64_t untracked = 0;        /* at the last transition: allocator count - ledger */
     for (int i = 0; rc == 0 && i < t->n_ev; i++) {
         const msb_ev *e = &t->ev[i];
         if (e->conn != t->model_conn) continue;
@@ -151,6 +153,7 @@ static int measure(const msb_trace *t, pass_meas *pm)
             break;
         }
         case MSB_EV_WHERE:
+            if (e->alloc >= 0) untracked = e->alloc - (int64_t)r.led.dev[0].live;
             close_interval(&iv, e, &r, cur, n, &opt_cur);
             iv = (interval){ .open = 1, .layer = e->layer, .phase = e->phase, .xin = e->xin };
             iv.dyn_start = e->alloc >= 0 ? e->alloc - (int64_t)r.stat : dyn_now(&r);
@@ -172,6 +175,7 @@ static int measure(const msb_trace *t, pass_meas *pm)
             break;
         case MSB_EV_OOM:
             memcpy(pm->oom_cat, r.led.dev[0].live_cat, sizeof pm->oom_cat);
+            pm->oom_untracked = untracked > 0 ? (uint64_t)untracked : 0;
             for (int l = 0; l < n; l++) pm->oom_layer[l] = msl_live_layer(&r.led, 0, l);
             break;
         default:
@@ -391,7 +395,16 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         x->requested = t->oom.requested;
         x->capacity = p->capacity;
         memcpy(x->live_by_cat, mt.oom_cat, sizeof x->live_by_cat);
+        x->live_by_cat[MS_CAT_TRANSIENT] += mt.oom_untracked;   /* allocated, but by no operator's output */
         x->live_by_cat[MS_CAT_RESERVE] += p->reserve;
+        if (t->oom.device_free >= 0 && p->capacity > (uint64_t)t->oom.device_free) {
+            /* a real CUDA OOM: the device says what is in use; beyond the
+             * tensors that is the context, libraries and the allocator's cache */
+            uint64_t used = p->capacity - (uint64_t)t->oom.device_free, tensors = 0;
+            for (int c = 0; c < MS_CAT_N; c++)
+                if (c != MS_CAT_RESERVE) tensors += x->live_by_cat[c];
+            x->live_by_cat[MS_CAT_RESERVE] = used > tensors ? used - tensors : 0;
+        }
         x->n_live_layers = n;
         x->live_by_layer = mt.oom_layer;
         mt.oom_layer = NULL;

@@ -131,6 +131,7 @@ static int on_oom(msb_trace *t, const json_t *o, int conn)
     t->oom.layer = (int)num(o, "l", -1);
     t->oom.phase = (int)num(o, "p", MS_PH_FORWARD);
     t->oom.requested = (uint64_t)num(o, "requested", 0);
+    t->oom.device_free = num(o, "free", -1);
     str(o, "module", t->oom.module, sizeof t->oom.module);
     str(o, "type", t->oom.type, sizeof t->oom.type);
     str(o, "source", t->oom.source, sizeof t->oom.source);

@@ -69,6 +69,7 @@ typedef struct msb_trace {
         int happened, layer, phase;
         char module[MS_NAME_MAX], type[64], source[8], message[512];
         uint64_t requested;
+        int64_t device_free;   /* the device's free bytes at a CUDA OOM, -1 unknown */
         int ev_index;          /* position in ev[] (an OOM marker) */
     } oom;
     int done;

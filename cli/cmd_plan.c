@@ -1,6 +1,7 @@
 /* cmd_plan.c — `memsplit plan` (see cmd_plan.h). */
 #include "cli/cmd_plan.h"
 #include "cli/common.h"
+#include "cli/program.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -398,6 +399,11 @@ int ms_cmd_plan_ex(int argc, char **argv, const uint64_t *detected_caps, int n_d
             goto done;
         }
     }
+    if (ms_program_plan_opts(&prof, &a.opts, err, sizeof err)) {
+        fprintf(stderr, "memsplit plan: %s\n", err);
+        rc = EXIT_USAGE;
+        goto done;
+    }
     if (build_devices(&a, &prof, detected_caps, n_detected, &devs, &n_devs)) {
         rc = EXIT_USAGE;
         goto done;
@@ -435,6 +441,11 @@ int ms_cmd_plan_ex(int argc, char **argv, const uint64_t *detected_caps, int n_d
     }
 
     plan.profile_run = prof_run;
+    if (ms_plan_attach_program(&plan, &prof)) {
+        fprintf(stderr, "memsplit plan: out of memory\n");
+        rc = EXIT_USAGE;
+        goto done;
+    }
     if (a.profile) snprintf(plan.profile_file, sizeof plan.profile_file, "%s", a.profile);
     if (ms_plan_explain(&prof, &plan)) {
         fprintf(stderr, "memsplit plan: out of memory\n");
@@ -456,6 +467,11 @@ int ms_cmd_plan_ex(int argc, char **argv, const uint64_t *detected_caps, int n_d
         ms_plan_print_table(stdout, &plan, &prof);
         fputc('\n', stdout);
         print_wrapped(stdout, plan.reasoning, 100);
+        if (plan.fingerprint[0]) {
+            ms_program_placement(stdout, &plan);
+            fputc('\n', stdout);
+            ms_program_snippet(stdout, &plan);
+        }
         if (a.out) printf("plan written to %s\n", a.out);
     }
     if (db) {

@@ -4,6 +4,7 @@
  * run database like memsplit's own trial. */
 #include "cli/program.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,11 @@ const char ms_profile_program_usage[] =
     "                     allocator's counters and CUPTI only; lowest overhead)\n"
     "  --no-second-pass   after an OOM, do not run the program again uncapped to\n"
     "                     measure the layers the trial never reached\n"
+    "  --ballast-only     GPU: the emulated capacity and nothing else (no hooks, no\n"
+    "                     tracking): run the program and say from its traceback in\n"
+    "                     which module it died, to compare with the profile\n"
+    "  --record-events FILE  write every event line the program sent to FILE\n"
+    "                     (a test fixture, a bug report)\n"
     "  --db FILE          record the run in this SQLite database (created if new)\n"
     "  --json             print the profile as one JSON object on stdout (the\n"
     "                     program's own stdout then goes to stderr)\n"
@@ -61,11 +67,15 @@ typedef struct pass_ctx {
     msb_trace *trace;
     int quiet, steps_wanted, shown_steps;
     const char *label;
+    FILE *record;
 } pass_ctx;
+
+static FILE *g_record;   /* --record-events */
 
 static int on_line(const char *line, size_t len, int conn, void *user)
 {
     pass_ctx *c = user;
+    if (c->record && fprintf(c->record, "%d\t%.*s\n", conn, (int)len, line) < 0) return -1;
     if (msb_trace_feed(c->trace, line, len, conn) != 0) return -1;
     if (!c->quiet && c->trace->n_steps > c->shown_steps) {
         c->shown_steps = c->trace->n_steps;
@@ -104,7 +114,8 @@ int ms_program_pass(char *const *prog, const char *bridge_dir, json_t *config, c
     msb_launch l = { .argv = prog, .bridge_dir = bridge_dir, .config_json = cfg, .phase = phase, .inject = inject,
                      .stdout_to_stderr = json };
     long long steps = json_integer_value(json_object_get(config, "steps"));
-    pass_ctx c = { .trace = t, .quiet = quiet, .steps_wanted = (int)steps, .label = label };
+    pass_ctx c = { .trace = t, .quiet = quiet, .steps_wanted = (int)steps, .label = label, .record = g_record };
+    if (g_record) fprintf(g_record, "#\tpass %s\n", label);
     int rc = msb_run_program(&l, on_line, &c, ex, err, errlen);
     free(cfg);
     return rc;
@@ -186,22 +197,70 @@ static json_t *exit_json(const msb_exit *ex)
                      msb_exit_text(ex, how, sizeof how));
 }
 
+/* --ballast-only: the capacity and nothing else; where did it die? */
+static int ballast_only_run(char *const *prog, size_t capacity, int json, int quiet)
+{
+    char bdir[4096], err[1024], why[1200];
+    if (ms_program_bridge_dir(bdir, sizeof bdir, err, sizeof err)) {
+        fprintf(stderr, "memsplit profile: %s\n", err);
+        return MS_EXIT_RUNTIME;
+    }
+    if (ms_cuda_gpu_count() < 1 || !capacity) {
+        fprintf(stderr, "memsplit profile: --ballast-only needs a GPU and --gpu-mem\n");
+        return MS_EXIT_USAGE;
+    }
+    json_t *cfg = json_pack("{s:I, s:I, s:b, s:s}", "steps", (json_int_t)1000000, "capacity", (json_int_t)capacity,
+                            "observe", 0, "pass", "ballast-only");
+    msb_trace t;
+    msb_trace_init(&t);
+    msb_exit ex;
+    int code = MS_EXIT_OK;
+    if (ms_program_pass(prog, bdir, cfg, "trial", 0, "ballast only", 1, json, &t, &ex, err, sizeof err) != 0) {
+        fprintf(stderr, "memsplit profile: %s\n", err);
+        code = MS_EXIT_RUNTIME;
+    } else if (t.n_hello == 0 || !t.torch_seen) {
+        fprintf(stderr, "memsplit profile: %s\n", ms_program_failure(&t, &ex, why, sizeof why));
+        code = MS_EXIT_RUNTIME;
+    } else {
+        char how[96];
+        msb_exit_text(&ex, how, sizeof how);
+        if (t.oom.happened) {
+            code = MS_EXIT_OOM;
+            fprintf(json ? stderr : stdout, "under the emulated capacity alone the program died of an OOM %s %s (%s)\n",
+                    t.oom.module[0] ? "in the forward of" : "outside any module's forward (in backward or the "
+                    "optimizer)", t.oom.module, t.oom.type);
+        } else if (!quiet) {
+            fprintf(json ? stderr : stdout, "under the emulated capacity alone the program did not run out of memory (%s)\n", how);
+        }
+        if (json) {
+            json_t *o = json_pack("{s:b, s:s, s:s, s:o}", "oom", t.oom.happened, "module", t.oom.module, "type",
+                                  t.oom.type, "exit", exit_json(&ex));
+            ms_cli_print_json(o);
+            json_decref(o);
+        }
+    }
+    msb_trace_free(&t);
+    json_decref(cfg);
+    return code;
+}
+
 int ms_cmd_profile_program(int argc, char **argv)
 {
-    enum { O_GPUMEM = 1000, O_STEPS, O_LAYERS, O_DIAG, O_NOSECOND, O_DB, O_JSON, O_QUIET };
+    enum { O_GPUMEM = 1000, O_STEPS, O_LAYERS, O_DIAG, O_NOSECOND, O_DB, O_JSON, O_QUIET, O_BALLAST, O_RECORD };
     static const struct option opts[] = {
         { "gpu-mem", required_argument, 0, O_GPUMEM }, { "steps", required_argument, 0, O_STEPS },
         { "layers", required_argument, 0, O_LAYERS }, { "diagnose-only", no_argument, 0, O_DIAG },
         { "no-second-pass", no_argument, 0, O_NOSECOND }, { "db", required_argument, 0, O_DB },
         { "json", no_argument, 0, O_JSON }, { "quiet", no_argument, 0, O_QUIET },
+        { "ballast-only", no_argument, 0, O_BALLAST }, { "record-events", required_argument, 0, O_RECORD },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int dd = 1;
     while (dd < argc && strcmp(argv[dd], "--")) dd++;
     size_t capacity = 0;
     long steps = 2;
-    const char *layers = "", *db_path = NULL;
-    int diag = 0, second = 1, json = 0, quiet = 0, c, idx = 0;
+    const char *layers = "", *db_path = NULL, *record = NULL;
+    int diag = 0, second = 1, json = 0, quiet = 0, ballast_only = 0, c, idx = 0;
     char err[1024];
     optind = 1;
     while ((c = getopt_long(dd, argv, "h", opts, &idx)) != -1) {
@@ -227,6 +286,8 @@ int ms_cmd_profile_program(int argc, char **argv)
         case O_DB: db_path = optarg; break;
         case O_JSON: json = 1; break;
         case O_QUIET: quiet = 1; break;
+        case O_BALLAST: ballast_only = 1; break;
+        case O_RECORD: record = optarg; break;
         case 'h': fputs(ms_profile_program_usage, stdout); return MS_EXIT_OK;
         default: fprintf(stderr, "memsplit profile: see --help\n"); return MS_EXIT_USAGE;
         }
@@ -240,6 +301,11 @@ int ms_cmd_profile_program(int argc, char **argv)
         return MS_EXIT_USAGE;
     }
     char *const *prog = argv + dd + 1;
+    if (ballast_only) return ballast_only_run(prog, capacity, json, quiet);
+    if (record && !(g_record = fopen(record, "w"))) {
+        fprintf(stderr, "memsplit profile: --record-events %s: %s\n", record, strerror(errno));
+        return MS_EXIT_RUNTIME;
+    }
     char bdir[4096];
     if (ms_program_bridge_dir(bdir, sizeof bdir, err, sizeof err)) {
         fprintf(stderr, "memsplit profile: %s\n", err);
@@ -391,5 +457,10 @@ int ms_cmd_profile_program(int argc, char **argv)
     msb_trace_free(&t);
     msb_trace_free(&u);
     json_decref(cfg);
+    if (g_record && fclose(g_record) != 0) {
+        fprintf(stderr, "memsplit profile: --record-events: %s\n", strerror(errno));
+        code = MS_EXIT_RUNTIME;
+    }
+    g_record = NULL;
     return code;
 }

@@ -9,7 +9,10 @@
 
 #include <jansson.h>
 
+#include <stdio.h>
+
 #include "bridge/host/launch.h"
+#include "planner/planner.h"
 #include "bridge/trace.h"
 
 /* $MEMSPLIT_BRIDGE_DIR, else <memsplit's folder>/bridge; checks that the
@@ -27,6 +30,15 @@ const char *ms_program_failure(const msb_trace *t, const msb_exit *ex, char *buf
 void ms_program_name(char *const *prog, char *out, size_t len);
 
 int ms_cmd_profile_program(int argc, char **argv);
+
+/* memsplit plan on a program's profile: the program's precision and batch
+ * fixed, the schedule sequential, no recompute; -1 with err when an option
+ * asks to change what is the program's own. No-op for the built-in model. */
+int ms_program_plan_opts(const ms_profile *p, ms_plan_opts *o, char *err, size_t errlen);
+/* "placement: segment1, transformers.0-12 → cuda:0; transformers.13-23, segment2 → cuda:1" */
+void ms_program_placement(FILE *f, const ms_plan *pl);
+/* Python that places the modules by hand, on the plan's devices. */
+void ms_program_snippet(FILE *f, const ms_plan *pl);
 extern const char ms_profile_program_usage[];
 
 #endif

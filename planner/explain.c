@@ -75,6 +75,8 @@ static void say_trial(FILE *f, const ms_profile *prof)
         fprintf(f, " with %s already live", bytes(live, b3, sizeof b3));
         if (top) fprintf(f, ", most of it %s (%s)", ms_cat_name((ms_cat)top_c), bytes(top, b1, sizeof b1));
         fprintf(f, ". ");
+    } else if (prof->fits && !prof->capacity) {
+        fprintf(f, "The trial fit on %s with no cap: peak %s. ", prof->device, bytes(prof->peak, b1, sizeof b1));
     } else if (prof->fits) {
         fprintf(f, "The trial fit on %s: peak %s of %s. ", prof->device, bytes(prof->peak, b1, sizeof b1),
                 bytes(prof->capacity, b2, sizeof b2));
@@ -133,9 +135,21 @@ char *ms_plan_reasoning(const ms_profile *prof, const ms_plan *pl)
         if (pl->stages[s].opt_ms > pl->stages[slow_o].opt_ms) slow_o = s;
     }
     const ms_plan_stage *ss = &pl->stages[slow];
-    fprintf(f, " Stage %d is the slowest at %.2f ms per micro-batch (forward %.2f, backward %.2f, transfers %.2f), so a step takes (%d + %d - 1) x %.2f + %.2f (optimizer, stage %d) = %.1f ms.",
-            slow, ms_stage_cycle_ms(ss), ss->fwd_ms, ss->bwd_ms, ss->comm_ms, pl->n_micro / (pl->replicas > 0 ? pl->replicas : 1), pl->n_stages,
-            ms_stage_cycle_ms(ss), pl->stages[slow_o].opt_ms, slow_o, pl->step_ms);
+    if (pl->schedule == MS_SCHED_SEQUENTIAL) {
+        double cyc = 0, opt = 0;
+        for (int s = 0; s < pl->n_stages; s++) {
+            cyc += ms_stage_cycle_ms(&pl->stages[s]);
+            opt += pl->stages[s].opt_ms;
+        }
+        fprintf(f, " One stage works at a time: a micro-batch takes %.2f ms through all of them (transfers "
+                   "included), so a step takes %d x %.2f + %.2f (optimizer) = %.1f ms, as on one device plus the "
+                   "transfers.",
+                cyc, pl->n_micro, cyc, opt, pl->step_ms);
+    } else {
+        fprintf(f, " Stage %d is the slowest at %.2f ms per micro-batch (forward %.2f, backward %.2f, transfers %.2f), so a step takes (%d + %d - 1) x %.2f + %.2f (optimizer, stage %d) = %.1f ms.",
+                slow, ms_stage_cycle_ms(ss), ss->fwd_ms, ss->bwd_ms, ss->comm_ms, pl->n_micro / (pl->replicas > 0 ? pl->replicas : 1), pl->n_stages,
+                ms_stage_cycle_ms(ss), pl->stages[slow_o].opt_ms, slow_o, pl->step_ms);
+    }
     int used = pl->n_stages * (pl->replicas > 0 ? pl->replicas : 1);
     if (used < pl->n_devices)
         fprintf(f, " The other %d GPU%s stay idle: no plan that uses them is faster.", pl->n_devices - used,

@@ -25,7 +25,10 @@
 
 #include "vocab/profile.h"
 
-#define MS_PLAN_VERSION 2         /* 2 added replicas and ZeRO-1; version 1 plans still load */
+/* 2: optional keys: a program block (a program's fingerprint and module
+ * names), the sequential schedule, replicas and ZeRO-1; version 1 plans
+ * still load */
+#define MS_PLAN_VERSION 2
 #define MS_PLAN_OK 0
 #define MS_PLAN_INFEASIBLE 1
 #define MS_PLAN_ERROR (-1)
@@ -39,7 +42,12 @@
 #define MS_PLAN_MAX_DEVICE_STATES 4096
 #define MS_PLAN_MAX_DEVICES 1024
 
-typedef enum { MS_SCHED_GPIPE = 0, MS_SCHED_1F1B = 1, MS_SCHED_N } ms_schedule;
+/* GPipe and 1F1B are the built-in trainer's pipelines (the search tries
+ * both when the schedule is open). Sequential is model parallelism with one
+ * stage busy at a time, the only schedule a single-process program can run
+ * honestly (the PyTorch bridge): never chosen unless asked for. */
+typedef enum { MS_SCHED_GPIPE = 0, MS_SCHED_1F1B = 1, MS_SCHED_SEQUENTIAL = 2, MS_SCHED_N } ms_schedule;
+#define MS_SCHED_PIPELINES 2   /* the schedules an open search tries */
 typedef enum { MS_RECOMPUTE_AUTO = 0, MS_RECOMPUTE_NEVER = 1, MS_RECOMPUTE_ALWAYS = 2 } ms_recompute_mode;
 
 const char *ms_schedule_name(int s);            /* "gpipe", "1f1b" */
@@ -105,9 +113,18 @@ typedef struct ms_plan {
     int64_t profile_run;        /* run id the profile came from, 0: none */
     char profile_file[512];     /* file the profile came from, "": none */
     char *reasoning;            /* the paragraph (owned, may be NULL) */
+    /* a program's plan (the bridge): "" and NULL for the built-in model */
+    char program[128];          /* the script, e.g. "train.py" */
+    char fingerprint[MS_FINGERPRINT_MAX];
+    char **layer_names;         /* n_layers module paths (owned) */
 } ms_plan;
 
 void ms_plan_free(ms_plan *p);
+/* A program's plan carries its name, fingerprint and the module paths of
+ * its layers (from the profile's rows), so that the bridge can apply it and
+ * refuse it for another program. No-op for the built-in model; -1 when out
+ * of memory. */
+int ms_plan_attach_program(ms_plan *pl, const ms_profile *prof);
 
 int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_devs, const ms_plan_opts *opts,
                    ms_plan *out, char *err, size_t errlen);

@@ -28,6 +28,7 @@
 #include "planner/plan_replicas.h"
 #include "planner/replica_model.h"
 #include "planner/search_dp.h"
+#include "planner/sequential.h"
 #include "vocab/profile_json.h"
 #include "vocab/size.h"
 
@@ -90,6 +91,8 @@ static int check_opts(const ms_profile *prof, const ms_plan_device *devs, int n_
     if (o->replicas < 0 || o->replicas > MS_PLAN_MAX_DEVICES)
         return ms_errf(err, errlen, "replicas %d is outside 0 (any) .. %d", o->replicas, MS_PLAN_MAX_DEVICES);
     if (o->zero < -1 || o->zero > 1) return ms_errf(err, errlen, "unknown ZeRO setting %d", o->zero);
+    if (o->schedule == MS_SCHED_SEQUENTIAL && o->replicas != 1)
+        return ms_errf(err, errlen, "the sequential schedule runs one pipeline: replicas must be 1");
     if (o->zero == 1 && o->replicas == 1)
         return ms_errf(err, errlen, "ZeRO-1 shards the optimizer over replicas; with one replica there is nothing to shard");
     if (!(o->bus_gbps > 0 && isfinite(o->bus_gbps)))
@@ -257,7 +260,7 @@ static int make_configs(const ms_profile *prof, const ms_plan_opts *opts, int G,
                     if ((opts->zero >= 0 && opts->zero != z) || (opts->zero == 1 && d == 1)) continue;
                     ms_replica_costs(L, n, d, z, opts->bus_gbps, Lr);
                     double lb = lower_bound(Lr, n, G / u / d, Rd);
-                    for (int sc = MS_SCHED_N - 1; sc >= 0; sc--) { /* 1F1B first: never more memory */
+                    for (int sc = MS_SCHED_PIPELINES - 1; sc >= 0; sc--) { /* 1F1B first: never more memory */
                         if (opts->schedule >= 0 && opts->schedule != sc) continue;
                         if (n_cfg == cap) {
                             cap = cap ? cap * 2 : 32;
@@ -293,6 +296,7 @@ int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_dev
     if (check_opts(prof, devs, n_devs, opts, err, errlen)) return MS_PLAN_ERROR;
     char verr[256];
     if (ms_profile_validate(prof, verr, sizeof verr)) return ms_errf(err, errlen, "bad profile: %s", verr);
+    if (opts->schedule == MS_SCHED_SEQUENTIAL) return ms_plan_search_sequential(prof, devs, n_devs, opts, out, err, errlen);
 
     const int n = prof->n_layers;
     const int G = opts->global_batch ? opts->global_batch : prof->global_batch;

@@ -64,7 +64,7 @@ struct ms_dp {
     int replicas;
     double link_gbps;
     /* prefix sums over layers, [n + 1] */
-    uint64_t *p_param, *p_master, *p_grad, *p_optim, *p_act, *p_actin;
+    uint64_t *p_param, *p_master, *p_grad, *p_optim, *p_act, *p_actin, *p_topt;
     double *p_f, *p_b, *p_o;
     double *pmax_c;               /* [n + 1]: slowest single layer (fwd + bwd) among layers < i */
     /* DP storage */
@@ -88,7 +88,7 @@ static void dp_free(dp *x)
 static int dp_alloc(dp *x, int n, const ms_dev_space *ds)
 {
     size_t n1 = (size_t)n + 1, cells = n1 * (size_t)ds->n_states;
-    x->p_param = calloc(n1 * 6, sizeof(uint64_t));
+    x->p_param = calloc(n1 * 7, sizeof(uint64_t));
     x->p_f = calloc(n1 * 4, sizeof(double));
     x->off = malloc(cells * 2 * sizeof(int));
     x->row = calloc((size_t)ds->n_states, sizeof *x->row);
@@ -98,6 +98,7 @@ static int dp_alloc(dp *x, int n, const ms_dev_space *ds)
     x->p_optim = x->p_grad + n1;
     x->p_act = x->p_optim + n1;
     x->p_actin = x->p_act + n1;
+    x->p_topt = x->p_actin + n1;
     x->p_b = x->p_f + n1;
     x->p_o = x->p_b + n1;
     x->pmax_c = x->p_o + n1;
@@ -114,6 +115,7 @@ static void dp_prefix(dp *x, const ms_layer_cost *L)
         x->p_optim[l + 1] = x->p_optim[l] + L[l].optim;
         x->p_act[l + 1] = x->p_act[l] + L[l].act;
         x->p_actin[l + 1] = x->p_actin[l] + L[l].act_input;
+        x->p_topt[l + 1] = x->p_topt[l] + L[l].transient_opt;
         x->p_f[l + 1] = x->p_f[l] + L[l].fwd_ms;
         x->p_b[l + 1] = x->p_b[l] + L[l].bwd_ms;
         x->p_o[l + 1] = x->p_o[l] + L[l].opt_ms;
@@ -183,7 +185,8 @@ int ms_dp_run(dp *x, const ms_layer_cost *L, int sched, int m, double *best, ms_
                     .param = x->p_param[j] - x->p_param[i], .master = x->p_master[j] - x->p_master[i],
                     .grad = x->p_grad[j] - x->p_grad[i], .optim = x->p_optim[j] - x->p_optim[i],
                     .act = x->p_act[j] - x->p_act[i], .act_input = x->p_actin[j] - x->p_actin[i],
-                    .max_act = max_act, .max_transient = max_tr, .in_bytes = 0, .out_bytes = 0,
+                    .max_act = max_act, .max_transient = max_tr, .opt_transient = x->p_topt[j] - x->p_topt[i],
+                    .in_bytes = 0, .out_bytes = 0,
                     .fwd_ms = x->p_f[j] - x->p_f[i], .bwd_ms = x->p_b[j] - x->p_b[i],
                     .opt_ms = x->p_o[j] - x->p_o[i],
                 };

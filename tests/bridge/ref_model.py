@@ -20,10 +20,13 @@ class Attn(nn.Module):
         b, t, d = x.shape
         q, k, v = self.qkv(self.norm(x)).split(d, dim=-1)
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / (d // self.heads) ** 0.5
-        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        return self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        if hasattr(nn.functional, "scaled_dot_product_attention"):   # torch 2.x: fused attention
+            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:                                                        # torch 1.13: T x T scores
+            att = (q @ k.transpose(-2, -1)) / (d // self.heads) ** 0.5
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+            y = att.masked_fill(~mask, float("-inf")).softmax(dim=-1) @ v
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
 
 class Model(nn.Module):
@@ -54,12 +57,19 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--amp", action="store_true")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--report", default="", help="write a JSON of what torch itself counted here")
     a = ap.parse_args()
     torch.manual_seed(0)
     model = Model(a.vocab, a.dim, a.heads, a.blocks).to(a.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
+    import atexit
+    import time
+    times = []
+    if a.report:    # at exit too: memsplit stops a trial inside the last step's optimizer
+        atexit.register(lambda: _report(a.report, model, opt, times))
     for step in range(a.steps):
+        t0 = time.perf_counter()
         idx = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=g).to(a.device)
         with torch.autocast(device_type=a.device.split(":")[0], dtype=torch.bfloat16, enabled=a.amp):
             logits = model(idx[:, :-1])
@@ -67,7 +77,28 @@ def main():
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        print("step %d loss %.4f" % (step, loss.item()), flush=True)
+        lv = loss.item()        # waits for the step: the time below is the step's
+        times.append((time.perf_counter() - t0) * 1e3)
+        print("step %d loss %.4f ms %.2f" % (step, lv, times[-1]), flush=True)
+        if a.report:
+            _report(a.report, model, opt, times)
+
+
+def _report(path, model, opt, times):
+    """What torch itself counts, for the tests to compare the profile with."""
+    import json
+    dev = next(model.parameters()).device
+    # bytes on the model's device, as the caching allocator counts them (512-byte blocks)
+    blk = (lambda n: (n + 511) // 512 * 512) if dev.type == "cuda" else (lambda n: n)
+    nb = lambda ts: sum(blk(t.numel() * t.element_size()) for t in ts if t.device == dev)
+    state = [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+    out = {"param": nb(model.parameters()), "grad": nb(p.grad for p in model.parameters() if p.grad is not None),
+           "optim": nb(state), "step_ms": times}
+    if torch.cuda.is_available():
+        out["max_allocated"] = torch.cuda.max_memory_allocated()
+        out["max_reserved"] = torch.cuda.max_memory_reserved()
+    with open(path, "w") as f:
+        json.dump(out, f)
 
 
 if __name__ == "__main__":

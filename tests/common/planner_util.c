@@ -194,7 +194,7 @@ double pu_brute_force(const ms_profile *prof, const ms_plan_device *devs, int n_
                     b.d = d;
                     b.zero = z;
                     b.m = G / u / d;
-                    for (int sc = 0; sc < MS_SCHED_N; sc++) {
+                    for (int sc = 0; sc < MS_SCHED_PIPELINES; sc++) { /* what an open search tries */
                         if (o->schedule >= 0 && o->schedule != sc) continue;
                         b.sched = sc;
                         for (b.p = 1; b.p <= n && b.p * d <= n_devs; b.p++)

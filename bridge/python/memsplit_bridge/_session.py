@@ -57,6 +57,8 @@ class Session:
         self.micro_batch = None
         # the device whose tensors count: the GPU where torch has one
         self.track_type = "cuda" if torch.cuda.is_available() else "cpu"
+        self.real = {}              # torch.cuda's peak functions, before _keep_peaks wrapped them
+        self.peaks = [0, 0]         # the program's own view: allocated and reserved peaks
 
     # ---- reporting -------------------------------------------------------
     def send(self, ev, **f):
@@ -64,13 +66,18 @@ class Session:
             self.lib.send(ev, **f)
 
     def stats(self):
-        """The caching allocator's counters at this moment (GPU), or -1s."""
+        """The caching allocator's counters at this moment (GPU), or -1s.
+        The peaks are reset at every transition, so each interval's is
+        exact; the program still sees its own peaks (_keep_peaks)."""
         if not self.cuda:
             return -1, -1, -1, -1
-        c = self.torch.cuda
+        m = self.torch.cuda.memory
         d = self.device
-        out = (c.memory_allocated(d), c.max_memory_allocated(d), c.memory_reserved(d), c.max_memory_reserved(d))
-        c.reset_peak_memory_stats(d)
+        out = (m.memory_allocated(d), self.real["max_memory_allocated"](d), m.memory_reserved(d),
+               self.real["max_memory_reserved"](d))
+        self.peaks[0] = max(self.peaks[0], out[1])
+        self.peaks[1] = max(self.peaks[1], out[3])
+        self.real["reset_peak_memory_stats"](d)
         return out
 
     def transition(self, layer, phase, xin=-1):
@@ -192,7 +199,7 @@ class Session:
         tracker (GPU, diagnosis only) the storage is registered here, and the
         one it replaces for the same owner is let go."""
         key, nbytes = self.storage_key(t)
-        if not key or not nbytes:
+        if not key or not nbytes or t.device.type != self.track_type:
             return
         if self.tracker is not None:
             self.tracker.ensure(t, key, nbytes, cat, layer)
@@ -362,11 +369,11 @@ class Session:
         self.times = self.times[-1:]
         return out
 
-    def oom(self, requested, source, message):
+    def oom(self, requested, source, message, device_free=-1):
         m = self.stack[-1] if self.stack else None
         path = self.path_of.get(id(m), type(m).__name__ if m is not None else "")
         self.send("oom", l=self.layer, p=self.phase, module=path, type=type(m).__name__ if m is not None else "",
-                  requested=int(requested), source=source, message=message[:400])
+                  requested=int(requested), source=source, message=message[:400], free=int(device_free))
 
     def finish(self, reason, exc=None):
         if self.done_sent:
@@ -443,8 +450,14 @@ def start(torch, lib, cfg):
     capacity = int(cfg.get("capacity", 0) or 0)
     if capacity and cuda:
         _ballast_at_cuda_init(torch, lib, capacity)
+    if cfg.get("observe", True) is False:
+        _watch_unobserved(torch, s)      # the ballast alone: where the program dies by itself
+        return
     elif capacity:
         lib.c.msb_set_capacity(0, capacity)
+    if cuda:
+        _keep_peaks(torch, s)
+    _refuse_compile(torch, s)
     mods = torch.nn.modules.module
     mods.register_module_forward_pre_hook(s.pre_hook)
     mods.register_module_forward_hook(s.post_hook)
@@ -457,6 +470,58 @@ def start(torch, lib, cfg):
     _install_oom_observer(torch, s)
     _watch_exit(s)
     os.register_at_fork(after_in_child=lambda: setattr(s, "on", False))
+
+
+def _keep_peaks(torch, s):
+    """The bridge resets the caching allocator's peaks at every transition;
+    the program's own max_memory_allocated/reserved and memory_stats peaks
+    must not notice, so they report the peak since the program's last reset."""
+    m = torch.cuda.memory
+    for name in ("max_memory_allocated", "max_memory_reserved", "reset_peak_memory_stats", "memory_stats"):
+        s.real[name] = getattr(m, name)
+
+    def max_alloc(device=None):
+        return max(s.peaks[0], s.real["max_memory_allocated"](device))
+
+    def max_reserved(device=None):
+        return max(s.peaks[1], s.real["max_memory_reserved"](device))
+
+    def reset(device=None):
+        s.real["reset_peak_memory_stats"](device)
+        s.peaks = [m.memory_allocated(device), m.memory_reserved(device)]
+
+    def stats(device=None):
+        out = s.real["memory_stats"](device)
+        for key, i in (("allocated_bytes.all.peak", 0), ("reserved_bytes.all.peak", 1)):
+            if key in out:
+                out[key] = max(out[key], s.peaks[i])
+        return out
+
+    for name, fn in (("max_memory_allocated", max_alloc), ("max_memory_reserved", max_reserved),
+                     ("reset_peak_memory_stats", reset), ("memory_stats", stats)):
+        fn.__doc__ = s.real[name].__doc__
+        setattr(m, name, fn)
+        if getattr(torch.cuda, name, None) is s.real[name]:
+            setattr(torch.cuda, name, fn)
+
+
+def _refuse_compile(torch, s):
+    """torch.compile traces module calls, and the bridge's global hooks and
+    dispatch mode sit on them: the profile would be of neither program.
+    Refused at the call, with the way around it."""
+    real = getattr(torch, "compile", None)
+    if real is None:
+        return
+
+    def compile(*a, **k):
+        s.send("refuse", what="torch.compile", text="the program calls torch.compile, which memsplit's profile does "
+               "not support yet; profile the eager program: skip torch.compile when the environment has "
+               "MEMSPLIT_PHASE=trial (memsplit sets it)")
+        s.finish("refused")
+        raise SystemExit(2)
+
+    compile.__wrapped__ = real
+    torch.compile = compile
 
 
 def _ballast_at_cuda_init(torch, lib, capacity):
@@ -510,12 +575,41 @@ def _install_oom_observer(torch, s):
 
     def observer(device, alloc, device_allocated, device_free):
         s.oom(alloc, "cuda", "CUDA out of memory: tried to allocate %d bytes (%d allocated, %d free)"
-              % (alloc, device_allocated, device_free))
+              % (alloc, device_allocated, device_free), device_free)
 
     try:
         attach(observer)
     except Exception:
         pass
+
+
+def _watch_unobserved(torch, s):
+    """No hooks: at an OOM that ends the program, name the innermost module
+    whose forward was running from the traceback's frames alone."""
+    hook = sys.excepthook
+
+    def excepthook(tp, value, tb):
+        if isinstance(value, torch.cuda.OutOfMemoryError):
+            # modules whose forward was running: frames of their call or forward
+            # (a LightningModule's training_step is not one: its model is the root)
+            mods = []
+            while tb is not None:
+                me = tb.tb_frame.f_locals.get("self")
+                call = tb.tb_frame.f_code.co_name in ("forward", "_call_impl", "_wrapped_call_impl")
+                if call and isinstance(me, torch.nn.Module) and (not mods or mods[-1] is not me):
+                    mods.append(me)
+                tb = tb.tb_next
+            path, kind = "", ""
+            if mods:
+                paths = {id(m): p for p, m in mods[0].named_modules()}
+                path, kind = paths.get(id(mods[-1]), "?"), type(mods[-1]).__name__
+            s.send("oom", l=-1, p=PH_FORWARD if mods else PH_BACKWARD, module=path, type=kind, requested=0,
+                   source="unobserved", message=str(value)[:400])
+        s.finish("exception", "%s: %s" % (tp.__name__, str(value)[:300]))
+        hook(tp, value, tb)
+
+    sys.excepthook = excepthook
+    atexit.register(lambda: s.finish("exit"))
 
 
 def _watch_exit(s):

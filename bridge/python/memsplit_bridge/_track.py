@@ -57,8 +57,8 @@ class Tracker:
 
     def ensure(self, t, key, nbytes, cat, layer):
         """A storage the dispatcher never made (loaded, from numpy): count it now."""
-        if key in self.live:
-            return
+        if key in self.live or t.device.type != self.s.track_type:
+            return      # CPU tensors of a GPU program (AdamW's step counters) are not the device's
         st, key2, _ = self.storage_of(t)
         if st is None or key2 != key:
             return
