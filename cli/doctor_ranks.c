@@ -40,29 +40,51 @@ static void addf(argv_buf *a, const char *fmt, long v)
 /* What the launcher said about the run's end. */
 typedef struct child_end {
     int status;       /* exit status, 128 + signal when killed */
-    int rank;         /* the first rank that failed, -1: not said */
+    int rank;         /* the rank that failed first, -1: not said */
     char why[200];
+    int rank_of[3];   /* by evidence: 0 killed by a signal (the launcher), 1 MPI_Abort, 2 memsplit's own line */
+    char why_of[3][200];
+    char ours[64][200]; /* memsplit's own line of each rank (the first 64), "" none */
 } child_end;
 
-/* memsplit-rank's "memsplit train: rank R (...): what: why", MPI_Abort's
- * "invoked on rank R", OpenMPI's "process rank R with PID ... exited on signal S" */
+/* OpenMPI's "process rank R with PID ... exited on signal S", MPI_Abort's
+ * "invoked on rank R", memsplit-rank's "memsplit train: rank R (...): what: why".
+ * A rank killed by a signal is the cause, whatever the others said after it:
+ * when one dies, its peers may fail on the lost connection before the
+ * launcher ends them. */
 static void scan(const char *line, child_end *e)
 {
     int r, sig;
     const char *p;
-    if (e->rank >= 0) return;
-    if (sscanf(line, "memsplit train: rank %d (", &r) == 1) {
-        const char *colon = strstr(line, "): ");
-        snprintf(e->why, sizeof e->why, "%.180s", colon ? colon + 3 : line);
-        e->rank = r;
-    } else if ((p = strstr(line, "process rank ")) && sscanf(p, "process rank %d", &r) == 1) {
+    char buf[200];
+    if ((p = strstr(line, "process rank ")) && sscanf(p, "process rank %d", &r) == 1 && e->rank_of[0] < 0) {
         const char *s = strstr(p, "exited on signal ");
-        if (s && sscanf(s, "exited on signal %d", &sig) == 1) snprintf(e->why, sizeof e->why, "killed by signal %d", sig);
-        else snprintf(e->why, sizeof e->why, "exited with an error");
-        e->rank = r;
+        if (s && sscanf(s, "exited on signal %d", &sig) == 1) {
+            e->rank_of[0] = r;
+            snprintf(e->why_of[0], sizeof e->why_of[0], "killed by signal %d", sig);
+        }
+    } else if ((p = strstr(line, "invoked on rank ")) && sscanf(p, "invoked on rank %d", &r) == 1 && e->rank_of[1] < 0) {
+        e->rank_of[1] = r;
+    } else if (sscanf(line, "memsplit train: rank %d (", &r) == 1 && r >= 0) {
+        const char *colon = strstr(line, "): ");
+        snprintf(buf, sizeof buf, "%.180s", colon ? colon + 3 : line);
+        buf[strcspn(buf, "\n")] = 0;
+        if (r < 64 && !e->ours[r][0]) snprintf(e->ours[r], sizeof e->ours[r], "%s", buf);
+        if (e->rank_of[2] < 0) {
+            e->rank_of[2] = r;
+            snprintf(e->why_of[2], sizeof e->why_of[2], "%s", buf);
+        }
     }
-    size_t n = strlen(e->why);
-    if (n && e->why[n - 1] == '\n') e->why[n - 1] = 0;
+}
+
+static void settle(child_end *e)
+{
+    for (int k = 0; k < 3 && e->rank < 0; k++)
+        if (e->rank_of[k] >= 0) {
+            e->rank = e->rank_of[k];
+            const char *own = e->rank < 64 ? e->ours[e->rank] : "";
+            snprintf(e->why, sizeof e->why, "%s", k == 0 ? e->why_of[0] : own[0] ? own : "ended the run with an error");
+        }
 }
 
 /* Runs the launcher; its stdout (rank 0's JSON) goes to out_path, its stderr
@@ -71,7 +93,7 @@ static int run_child(char **argv, const char *out_path, FILE *progress, child_en
 {
     int pfd[2];
     memset(e, 0, sizeof *e);
-    e->rank = -1;
+    e->rank = e->rank_of[0] = e->rank_of[1] = e->rank_of[2] = -1;
     if (pipe(pfd)) {
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         return -1;
@@ -101,6 +123,7 @@ static int run_child(char **argv, const char *out_path, FILE *progress, child_en
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
     e->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    settle(e);
     return 0;
 }
 
