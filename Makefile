@@ -5,6 +5,7 @@
 #   make sanitize    the CPU tests under AddressSanitizer + UBSan
 #   make demo        the main job (see README)
 #   make bench       benchmarks (GPU)
+#   build/memsplit-rank  the MPI rank binary (mpirun/srun); build/memsplit never needs libmpi
 CUDA      ?= /usr/local/cuda
 BUILD     ?= build
 CC        ?= gcc
@@ -22,6 +23,11 @@ CFLAGS    += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -I$(CUDA
 NVFLAGS   += -O3 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -Wall,-Wextra,-Werror -lineinfo
 # Small Debian libraries are linked statically so the binary runs on the GPU
 # machine, which has the CUDA runtime libraries but no Debian -dev packages.
+# MPI (Debian's OpenMPI, shared only) goes into build/memsplit-rank alone, so
+# that build/memsplit starts where no libmpi is installed.
+MPI_PKG    ?= $(shell pkg-config --exists ompi-c 2>/dev/null && echo ompi-c || echo mpi)
+MPI_CFLAGS  = $(shell pkg-config --cflags $(MPI_PKG) 2>/dev/null)
+MPI_LIBS    = $(shell pkg-config --libs $(MPI_PKG) 2>/dev/null)
 STATIC_LIBS = -Wl,-Bstatic -ljansson -linih -lsqlite3 -Wl,-Bdynamic
 CUDA_LIBS   = -L$(CUDA)/lib64 -lcudart_static -lcublasLt -lcupti -lnccl -Wl,-rpath,$(CUDA)/lib64
 LDLIBS     += $(STATIC_LIBS) $(CUDA_LIBS) -lstdc++ -lz -lm -ldl -lpthread -lrt
@@ -43,7 +49,7 @@ TEST_HELP = $(wildcard tests/common/*.c)
 .PHONY: all test test-gpu sanitize demo bench clean deps tests-build gpu-build
 # keep the test objects (pattern-chained intermediates) so rebuilds stay incremental
 .SECONDARY:
-all: $(BUILD)/memsplit bridge
+all: $(BUILD)/memsplit $(BUILD)/memsplit-rank bridge
 
 # The PyTorch bridge's half inside the user's program (docs/bridge.md):
 # libmemsplit_bridge.so (loaded by the Python package through ctypes; no
@@ -94,6 +100,15 @@ $(LIB): $(HOST_OBJ) $(CU_OBJ)
 $(BUILD)/memsplit: $(BUILD)/obj/cli/main.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+# mpi/: the only code that includes mpi.h
+RANK_SRC  = $(wildcard mpi/*.c)
+RANK_OBJ  = $(RANK_SRC:%.c=$(BUILD)/obj/%.o)
+$(BUILD)/obj/mpi/%.o: mpi/%.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/memsplit-rank: $(RANK_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(MPI_LIBS)
+
 # cmocka has no static library in Debian: copy the shared one beside the
 # tests ($ORIGIN/lib) so the build folder can travel to the GPU machine.
 $(BUILD)/tests/lib/.cmocka: | $(DEPS_STAMP)
@@ -107,12 +122,22 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_HELP_OBJ) $(LIB) $(BUILD)/t
 $(BUILD)/tests/gpu_%: $(BUILD)/obj/tests/gpu/%.o $(TEST_HELP_OBJ) $(LIB) $(BUILD)/tests/lib/.cmocka
 	$(CC) $(LDFLAGS) $(filter %.o %.a,$^) -o $@ $(LDLIBS) -L$(BUILD)/tests/lib -l:libcmocka.so.0
 
-tests-build: $(UNIT_BIN) $(BUILD)/memsplit bridge
-gpu-build: $(GPU_BIN) $(BUILD)/memsplit
+# tests/mpi/: run under mpirun by tests/mpi/run.sh
+MPI_TEST_BIN = $(BUILD)/tests/mpi_ranks
+$(BUILD)/obj/tests/mpi/%.o: tests/mpi/%.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/tests/mpi_ranks: $(BUILD)/obj/tests/mpi/test_ranks.o $(BUILD)/obj/mpi/mpi_dist.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(MPI_LIBS)
+
+tests-build: $(UNIT_BIN) $(BUILD)/memsplit $(BUILD)/memsplit-rank $(MPI_TEST_BIN) bridge
+gpu-build: $(GPU_BIN) $(BUILD)/memsplit $(BUILD)/memsplit-rank
 
 test: tests-build fuzz-build
 	MEMSPLIT=$(abspath $(BUILD)/memsplit) FUZZ_BIN=$(abspath $(FUZZ_BUILD)/fuzz) \
-	    tests/run.sh $(UNIT_BIN) tests/cli/run.sh tests/bridge/run.sh tests/browser/render.sh tests/fuzz/ci.sh
+	    tests/run.sh $(UNIT_BIN) tests/cli/run.sh tests/bridge/run.sh tests/mpi/run.sh tests/browser/render.sh \
+	    tests/fuzz/ci.sh
 
 test-gpu: gpu-build
 	MEMSPLIT=$(abspath $(BUILD)/memsplit) TEST_TIMEOUT_S=$${TEST_TIMEOUT_S:-300} tests/run.sh $(GPU_BIN) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh
@@ -167,7 +192,7 @@ fuzz: fuzz-build
 clean:
 	rm -rf build build-san build-fuzz
 
--include $(HOST_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d) $(wildcard $(BUILD)/pic/*/*.d $(BUILD)/pic/*/*/*.d)
+-include $(HOST_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(RANK_OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d) $(wildcard $(BUILD)/pic/*/*.d $(BUILD)/pic/*/*/*.d)
 
 # The GPU machine has the CUDA runtime but no Debian -dev packages and no
 # room for the whole build folder: pack stripped binaries to carry there,
@@ -175,7 +200,7 @@ clean:
 PACK ?= gpu-pack
 gpu-pack: all gpu-build $(BUILD)/plan_bench $(BUILD)/nccl_bw
 	rm -rf $(PACK) && mkdir -p $(PACK)/tests/lib
-	cp $(BUILD)/memsplit $(BUILD)/plan_bench $(BUILD)/nccl_bw $(PACK)/ && strip $(PACK)/memsplit $(PACK)/plan_bench $(PACK)/nccl_bw
+	cp $(BUILD)/memsplit $(BUILD)/memsplit-rank $(BUILD)/plan_bench $(BUILD)/nccl_bw $(PACK)/ && strip $(PACK)/memsplit $(PACK)/memsplit-rank $(PACK)/plan_bench $(PACK)/nccl_bw
 	cp -r $(BRIDGE_DIR) $(PACK)/bridge
 	cp $(GPU_BIN) $(PACK)/tests/ && strip $(PACK)/tests/gpu_*
 	cp $(BUILD)/tests/lib/libcmocka.so.0 $(PACK)/tests/lib/

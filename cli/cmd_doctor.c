@@ -3,6 +3,7 @@
  * train --plan` (the last part on its own). */
 #include "cli/common.h"
 #include "cli/program.h"
+#include "cli/doctor_ranks.h"
 #include "cli/rerun.h"
 #include "planner/explain.h"
 #include "planner/plan_json.h"
@@ -45,6 +46,16 @@ static const char usage[] =
     "  --inject-oom S:D:SIZE  testing aid: at step S, device D shrinks to SIZE, or\n"
     "                       with SIZE = P%%, keeps its reserve and P%% of what its\n"
     "                       tensors took at their peak\n"
+    "  --launch CMD         train as MPI ranks, one per device, with CMD as the\n"
+    "                       launcher (e.g. \"mpirun\", \"mpirun --oversubscribe\", \"srun\";\n"
+    "                       words split at spaces; doctor adds -n N): doctor runs it as\n"
+    "                       its child, and when a rank dies re-plans without its\n"
+    "                       device and resumes from the last checkpoint\n"
+    "  --replicas D         data-parallel copies of the pipeline: a number or any\n"
+    "                       (default 1; more than one needs --launch)\n"
+    "  --zero Z             on | off | any: ZeRO-1 over the replicas (default any)\n"
+    "  --inject-kill S:R    with --launch, a testing aid: in step S, rank R kills\n"
+    "                       itself with SIGKILL mid-step\n"
     "  --json               one JSON object on stdout: trial, plan, train\n"
     "  --quiet              no progress lines\n"
     "  -h, --help           this text\n"
@@ -145,7 +156,8 @@ int ms_cmd_doctor(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)      /* `-- PROGRAM ...`: the user's own program */
         if (!strcmp(argv[i], "--")) return ms_cmd_doctor_program(argc, argv);
-    enum { O_MODEL = 1000, O_GPUS, O_GPUMEM, O_DEVICE, O_DB, O_CKDIR, O_CKEVERY, O_INJECT, O_HEADROOM, O_JSON, O_QUIET };
+    enum { O_MODEL = 1000, O_GPUS, O_GPUMEM, O_DEVICE, O_DB, O_CKDIR, O_CKEVERY, O_INJECT, O_HEADROOM, O_JSON, O_QUIET,
+           O_LAUNCH, O_REPLICAS, O_ZERO, O_KILL };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
         { "set", required_argument, 0, O_MODEL }, { "precision", required_argument, 0, O_MODEL },
@@ -156,6 +168,8 @@ int ms_cmd_doctor(int argc, char **argv)
         { "checkpoint-every", required_argument, 0, O_CKEVERY }, { "inject-oom", required_argument, 0, O_INJECT },
         { "headroom", required_argument, 0, O_HEADROOM }, { "json", no_argument, 0, O_JSON },
         { "quiet", no_argument, 0, O_QUIET }, { "help", no_argument, 0, 'h' },
+        { "launch", required_argument, 0, O_LAUNCH }, { "replicas", required_argument, 0, O_REPLICAS },
+        { "zero", required_argument, 0, O_ZERO }, { "inject-kill", required_argument, 0, O_KILL },
         { 0, 0, 0, 0 },
     };
     ms_cli_model_args ma;
@@ -163,7 +177,8 @@ int ms_cmd_doctor(int argc, char **argv)
     ms_rerun_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.ckpt_every = 5;
-    const char *gpu_mem = NULL, *device = NULL, *db_path = "memsplit.db", *ckdir = NULL;
+    const char *gpu_mem = NULL, *device = NULL, *db_path = "memsplit.db", *ckdir = NULL, *launch = NULL, *kill = NULL;
+    int replicas = 1, zero = -1;
     int gpus = 2, json = 0, quiet = 0, idx = 0, c;
     double headroom = -1; /* -1: the planner's default */
     char err[2048];
@@ -202,11 +217,42 @@ int ms_cmd_doctor(int argc, char **argv)
             break;
         case O_JSON: json = 1; break;
         case O_QUIET: quiet = 1; break;
+        case O_LAUNCH: launch = optarg; break;
+        case O_KILL: {
+            int ks, kr;
+            if (sscanf(optarg, "%d:%d", &ks, &kr) != 2 || ks < 1 || kr < 0) {
+                fprintf(stderr, "memsplit doctor: --inject-kill takes STEP:RANK\n");
+                return MS_EXIT_USAGE;
+            }
+            kill = optarg;
+            break;
+        }
+        case O_REPLICAS: {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (!strcmp(optarg, "any")) replicas = 0;
+            else if (!*optarg || *end || v < 1 || v > MS_PLAN_MAX_DEVICES) {
+                fprintf(stderr, "memsplit doctor: --replicas takes a count or any\n");
+                return MS_EXIT_USAGE;
+            } else replicas = (int)v;
+            break;
+        }
+        case O_ZERO:
+            if ((zero = !strcmp(optarg, "on") ? 1 : !strcmp(optarg, "off") ? 0 : !strcmp(optarg, "any") ? -1 : -2) == -2) {
+                fprintf(stderr, "memsplit doctor: --zero takes on, off or any\n");
+                return MS_EXIT_USAGE;
+            }
+            break;
         case 'h': printf(usage, ms_cli_model_help); return MS_EXIT_OK;
         default: fprintf(stderr, "memsplit doctor: see --help\n"); return MS_EXIT_USAGE;
         }
     }
     if (optind < argc) { fprintf(stderr, "memsplit doctor: unexpected argument '%s'\n", argv[optind]); return MS_EXIT_USAGE; }
+    if (!launch && (replicas != 1 || kill)) {
+        fprintf(stderr, "memsplit doctor: %s runs as MPI ranks: give --launch (e.g. --launch mpirun)\n",
+                kill ? "--inject-kill" : "a plan of replicas");
+        return MS_EXIT_USAGE;
+    }
     ms_config cfg;
     if (ms_cli_build_config(&ma, &cfg, err, sizeof err)) { fprintf(stderr, "memsplit doctor: %s\n", err); return MS_EXIT_USAGE; }
     if (device) {
@@ -283,6 +329,8 @@ int ms_cmd_doctor(int argc, char **argv)
     ms_plan_opts po;
     ms_plan_opts_default(&po);
     if (headroom >= 0) po.headroom = headroom;
+    po.replicas = replicas;
+    po.zero = zero;
     if (ma.precision) po.precision = cfg.precision; /* asked for: the plan keeps it */
     tr.prof.global_batch = cfg.batch * cfg.accum;
     if (rc == MS_OK) caps[0] = cfg.gpu_mem;
@@ -320,7 +368,13 @@ int ms_cmd_doctor(int argc, char **argv)
     ro.run = train_run;
     ro.plan_id = plan_id;
     ro.progress = pg;
-    rc = ms_rerun(&cfg, &plan, &ro, &rr);
+    if (launch) {
+        ms_doctor_ranks_opts dr = { launch, &ma, device, db_path, db, train_run, ckdir, ro.ckpt_every, kill,
+                                    &tr.prof, po, quiet, pg };
+        rc = ms_doctor_ranks(&cfg, &plan, &dr, plan_id, &rr);
+    } else {
+        rc = ms_rerun(&cfg, &plan, &ro, &rr);
+    }
     ms_db_run_finish(db, train_run, rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed");
     if (rc != MS_OK) {
         fprintf(stderr, "memsplit doctor: training: %s\n", rr.err);
@@ -355,6 +409,13 @@ int ms_cmd_train_plan(const ms_config *cfg, const char *plan_path, const char *d
     memset(&plan, 0, sizeof plan);
     if (ms_plan_load_json(plan_path, &plan, err, sizeof err)) {
         fprintf(stderr, "memsplit train: %s: %s\n", plan_path, err);
+        return MS_EXIT_USAGE;
+    }
+    if (plan.replicas > 1) {
+        fprintf(stderr, "memsplit train: %s has %d replicas of its %d-stage pipeline, and one process runs one "
+                "pipeline: run it as mpirun -np %d memsplit train --plan %s ...\n", plan_path, plan.replicas,
+                plan.n_stages, plan.replicas * plan.n_stages, plan_path);
+        ms_plan_free(&plan);
         return MS_EXIT_USAGE;
     }
     ms_rerun_opts ro;

@@ -25,7 +25,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: memsplit plan (--profile FILE | --db FILE [--run ID]) [--gpus N] [--gpu-mem SIZE[,SIZE...]]\n"
             "                     [--precision P] [--schedule S] [--batch B] [--micro-batch U]\n"
-            "                     [--recompute M] [--headroom F] [--link-gbps X] [-o FILE] [--json]\n"
+            "                     [--recompute M] [--headroom F] [--link-gbps X] [--replicas D]\n"
+            "                     [--zero Z] [--bus-gbps X] [--comm-reserve SIZE] [-o FILE] [--json]\n"
             "\n"
             "Finds the split of a profiled model over GPUs with the smallest predicted step\n"
             "time such that every GPU's predicted peak fits its capacity minus the headroom.\n"
@@ -59,6 +60,15 @@ static void usage(FILE *f)
             "  --max-stages K        at most K stages (default: one per GPU)\n"
             "  --headroom F          fraction of each GPU kept free, 0.05 or 5%% (default %g)\n"
             "  --link-gbps X         stage-to-stage bandwidth in Gbit/s (default %g)\n"
+            "  --replicas D          data-parallel copies of the pipeline: a number, or any (every D\n"
+            "                        dividing the micro-batches, stages x D <= GPUs); default 1, the one\n"
+            "                        pipeline a single process runs (D > 1 runs under mpirun)\n"
+            "  --zero Z              on | off | any: ZeRO-1, AdamW state sharded over the replicas\n"
+            "                        (default any)\n"
+            "  --bus-gbps X          all-reduce bus bandwidth in Gbit/s (default %g; bench/nccl_bw\n"
+            "                        measures it)\n"
+            "  --comm-reserve SIZE   NCCL's own buffers per GPU of a multi-GPU run (default 0;\n"
+            "                        bench/nccl_bw measures it)\n"
             "Output:\n"
             "  -o FILE               also write the plan JSON to FILE\n"
             "  --json                print only JSON on stdout: the plan, or when nothing fits\n"
@@ -68,7 +78,7 @@ static void usage(FILE *f)
             "Exit status: 0 a plan was found; 1 usage error, or the profile cannot be read or is\n"
             "invalid; 2 the database cannot be opened, read or written; 3 no plan fits (the\n"
             "message says what would: how many GPUs, how much memory, or which option).\n",
-            MS_PLAN_DEFAULT_HEADROOM, MS_PLAN_DEFAULT_LINK_GBPS);
+            MS_PLAN_DEFAULT_HEADROOM, MS_PLAN_DEFAULT_LINK_GBPS, MS_PLAN_DEFAULT_BUS_GBPS);
 }
 
 typedef struct {
@@ -97,7 +107,7 @@ static int bad(const char *fmt, const char *arg)
 }
 
 enum { O_PROFILE = 256, O_DB, O_RUN, O_GPUS, O_GPU_MEM, O_DEVICES, O_PREC, O_SCHED, O_BATCH, O_MICRO,
-       O_RECOMPUTE, O_MAX_STAGES, O_HEADROOM, O_LINK, O_JSON };
+       O_RECOMPUTE, O_MAX_STAGES, O_HEADROOM, O_LINK, O_JSON, O_REPLICAS, O_ZERO, O_BUS, O_COMM };
 
 /* 0 parsed, 1 help printed, -1 usage error (printed) */
 static int parse_args(int argc, char **argv, plan_args *a)
@@ -110,7 +120,10 @@ static int parse_args(int argc, char **argv, plan_args *a)
         {"batch", required_argument, NULL, O_BATCH}, {"micro-batch", required_argument, NULL, O_MICRO},
         {"recompute", required_argument, NULL, O_RECOMPUTE}, {"max-stages", required_argument, NULL, O_MAX_STAGES},
         {"headroom", required_argument, NULL, O_HEADROOM}, {"link-gbps", required_argument, NULL, O_LINK},
-        {"json", no_argument, NULL, O_JSON}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+        {"json", no_argument, NULL, O_JSON}, {"help", no_argument, NULL, 'h'},
+        {"replicas", required_argument, NULL, O_REPLICAS}, {"zero", required_argument, NULL, O_ZERO},
+        {"bus-gbps", required_argument, NULL, O_BUS}, {"comm-reserve", required_argument, NULL, O_COMM},
+        {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
     ms_plan_opts_default(&a->opts);
@@ -174,6 +187,28 @@ static int parse_args(int argc, char **argv, plan_args *a)
                 return bad("--link-gbps '%s' is not a positive bandwidth", arg);
             break;
         case O_JSON: a->json = 1; break;
+        case O_REPLICAS:
+            if (!strcmp(arg, "any")) a->opts.replicas = 0;
+            else if (parse_long(arg, 1, MS_PLAN_MAX_DEVICES, &v)) return bad("--replicas '%s' is not a count or any", arg);
+            else a->opts.replicas = (int)v;
+            break;
+        case O_ZERO:
+            if (!strcmp(arg, "any")) a->opts.zero = -1;
+            else if (!strcmp(arg, "on")) a->opts.zero = 1;
+            else if (!strcmp(arg, "off")) a->opts.zero = 0;
+            else return bad("--zero '%s' is not on, off or any", arg);
+            break;
+        case O_BUS:
+            if (ms_cli_parse_number(arg, &a->opts.bus_gbps) || !(a->opts.bus_gbps > 0 && a->opts.bus_gbps < 1e9))
+                return bad("--bus-gbps '%s' is not a positive bandwidth", arg);
+            break;
+        case O_COMM: {
+            size_t sz;
+            char e2[128];
+            if (ms_parse_size(arg, &sz, e2, sizeof e2)) return bad("--comm-reserve '%s' is not a size", arg);
+            a->opts.comm_reserve = sz;
+            break;
+        }
         case ':': return bad("%s needs a value", argv[optind - 1]);
         default: return bad("unknown option '%s'", argv[optind - 1]);
         }

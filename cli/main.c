@@ -2,6 +2,7 @@
 #include "cli/cmd_plan.h"
 #include "cli/cmd_report.h"
 #include "cli/common.h"
+#include "cli/launch_env.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +32,8 @@ int main(int argc, char **argv)
         fputs(usage, stdout);
         return MS_EXIT_OK;
     }
+    /* under mpirun/srun, one rank per device: memsplit-rank's work */
+    if (!strcmp(cmd, "train") && ms_launch_wants_rank(argc, argv)) return ms_launch_exec_rank(argc, argv);
     if (!strcmp(cmd, "train")) return ms_cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "profile")) return ms_cmd_profile(argc - 1, argv + 1);
     if (!strcmp(cmd, "plan")) {

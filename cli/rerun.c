@@ -27,6 +27,10 @@ int ms_rerun_spec(const ms_plan *plan, const char *device, ms_pipe_spec *spec, c
                  plan->n_devices, MS_PIPE_MAX_STAGES);
         return -1;
     }
+    if (plan->replicas > 1) { /* memsplit train --plan refuses these first (cmd_doctor.c) */
+        snprintf(err, errlen, "a plan of %d replicas runs as MPI ranks, not in one process", plan->replicas);
+        return -1;
+    }
     int gpus = ms_cuda_gpu_count();
     const char *kind = device;
     if (!kind) kind = gpus >= plan->n_devices && plan->n_devices > 1 ? "distinct" : gpus >= 1 ? "cuda:0" : "cpu";

@@ -35,6 +35,9 @@ void ms_plan_opts_default(ms_plan_opts *o)
     o->recompute = MS_RECOMPUTE_AUTO;
     o->headroom = MS_PLAN_DEFAULT_HEADROOM;
     o->link_gbps = MS_PLAN_DEFAULT_LINK_GBPS;
+    o->replicas = 1; /* one pipeline: what one process runs; 0 opens it (ranks) */
+    o->zero = -1;
+    o->bus_gbps = MS_PLAN_DEFAULT_BUS_GBPS;
 }
 
 int ms_plan_attach_program(ms_plan *pl, const ms_profile *prof)
@@ -58,6 +61,7 @@ void ms_plan_free(ms_plan *p)
     if (!p) return;
     free(p->devices);
     free(p->stages);
+    free(p->replica_devices);
     free(p->reasoning);
     if (p->layer_names)
         for (int i = 0; i < p->n_layers; i++) free(p->layer_names[i]);

@@ -1,5 +1,6 @@
 /* plan_json.c — plan <-> JSON with strict validation (plan_json.h). */
 #include "planner/plan_json.h"
+#include "planner/plan_replicas.h"
 #include "vocab/errf.h"
 
 #include <errno.h>
@@ -86,6 +87,8 @@ json_t *ms_plan_to_json(const ms_plan *p)
         }
         put(root, "program", pr, &bad);
     }
+    char rerr[128];
+    if (!bad && ms_plan_replicas_to_json(p, root, rerr, sizeof rerr)) bad = 1;
     if (bad) {
         json_decref(root);
         return NULL;
@@ -224,6 +227,7 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
     if (rc) return -1;
     if (next != p->n_layers)
         return ms_errf(err, errlen, "stages: end at layer %d, the model has %d layers", next - 1, p->n_layers);
+    if (ms_plan_replicas_from_json(root, p, err, errlen)) return -1;
 
     const json_t *src = json_object_get(root, "profile");
     if (!json_is_object(src)) return ms_errf(err, errlen, src ? "profile: expected an object" : "profile: missing");

@@ -25,8 +25,9 @@
 
 #include "vocab/profile.h"
 
-/* 2: optional program block (a program's fingerprint and module names) and
- * the sequential schedule; version 1 plans still load */
+/* 2: optional keys: a program block (a program's fingerprint and module
+ * names), the sequential schedule, replicas and ZeRO-1; version 1 plans
+ * still load */
 #define MS_PLAN_VERSION 2
 #define MS_PLAN_OK 0
 #define MS_PLAN_INFEASIBLE 1
@@ -34,6 +35,9 @@
 
 #define MS_PLAN_DEFAULT_HEADROOM 0.05
 #define MS_PLAN_DEFAULT_LINK_GBPS 200.0  /* gigabits per second between stages */
+/* All-reduce bus bandwidth when none was measured (bench/nccl_bw measures
+ * it): the same PCIe-class figure as the stage links. */
+#define MS_PLAN_DEFAULT_BUS_GBPS 200.0
 /* Distinct capacities are searched as a multiset: at most this many states. */
 #define MS_PLAN_MAX_DEVICE_STATES 4096
 #define MS_PLAN_MAX_DEVICES 1024
@@ -63,6 +67,12 @@ typedef struct ms_plan_opts {
     int micro_batch;        /* 0: any divisor of global_batch */
     int recompute;          /* ms_recompute_mode */
     int max_stages;         /* 0: as many as devices */
+    int replicas;           /* data-parallel copies of the pipeline: 0 any, else fixed */
+    int zero;               /* ZeRO-1 (AdamW state sharded over the replicas): -1 any, 0 off, 1 on */
+    double bus_gbps;        /* all-reduce bus bandwidth, Gbit/s, > 0 */
+    uint64_t comm_reserve;  /* bytes per device for the collective library's own buffers
+                             * (NCCL's, measured by bench/nccl_bw; 0 on the CPU, where MPI's
+                             * buffers are host memory outside the device's capacity) */
     double headroom;        /* fraction of each capacity kept free, [0, 1) */
     double link_gbps;       /* stage-to-stage bandwidth, Gbit/s, > 0 */
     int first_fit;          /* internal use: stop at the first plan that fits */
@@ -93,6 +103,12 @@ typedef struct ms_plan {
     double headroom, link_gbps;
     int n_stages;
     ms_plan_stage *stages;      /* in pipeline order (owned) */
+    int replicas;               /* d >= 1 copies of the pipeline, each on its own devices */
+    int zero;                   /* 1: ZeRO-1 over each stage's d replicas */
+    double bus_gbps;            /* the all-reduce bandwidth the time model assumed */
+    uint64_t comm_reserve;      /* per device, counted in each stage's comm bytes */
+    int *replica_devices;       /* [n_stages * replicas]: device of stage s in replica r at
+                                 * s * replicas + r; r = 0 is stages[s].device (owned) */
     double step_ms;             /* predicted time of one optimizer step */
     int64_t profile_run;        /* run id the profile came from, 0: none */
     char profile_file[512];     /* file the profile came from, "": none */

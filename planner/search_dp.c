@@ -60,7 +60,8 @@ struct ms_dp {
     int R;                        /* most stages */
     const ms_dev_space *ds;
     int allow_nr, allow_rc;
-    uint64_t reserve;
+    uint64_t reserve, comm_reserve;
+    int replicas;
     double link_gbps;
     /* prefix sums over layers, [n + 1] */
     uint64_t *p_param, *p_master, *p_grad, *p_optim, *p_act, *p_actin, *p_topt;
@@ -172,6 +173,8 @@ int ms_dp_run(dp *x, const ms_layer_cost *L, int sched, int m, double *best, ms_
             if (klb * c_lb + o_lb >= bound) break; /* more stages after: only worse */
             const int s_lo = ds->size_off[r], s_hi = ds->size_off[r + 1];
             const uint64_t in_b = i > 0 ? L[i - 1].out_bytes : 0;
+            /* one stage and one replica (i == 0, r == 0) is the only run of one device */
+            const uint64_t res = x->replicas > 1 || i > 0 || r > 0 ? ms_sat_add(x->reserve, x->comm_reserve) : x->reserve;
             const int jmax = r == 0 ? n : n - r;
             uint64_t max_act = 0, max_tr = 0;
             for (int j = i + 1; j <= jmax; j++) {
@@ -191,15 +194,15 @@ int ms_dp_run(dp *x, const ms_layer_cost *L, int sched, int m, double *best, ms_
                 /* Without the comm buffers every term only grows with j: once
                  * even the largest device (class 0) is too small, stop. */
                 const uint64_t big = ds->avail[0];
-                int nr_ok = x->allow_nr && ms_stage_bytes(&ss, k, 0, x->reserve, by) <= big;
-                int rc_ok = x->allow_rc && ms_stage_bytes(&ss, k, 1, x->reserve, by) <= big;
+                int nr_ok = x->allow_nr && ms_stage_bytes(&ss, k, 0, res, by) <= big;
+                int rc_ok = x->allow_rc && ms_stage_bytes(&ss, k, 1, res, by) <= big;
                 if (!nr_ok && !rc_ok) break;
                 if (klb * (ss.fwd_ms + ss.bwd_ms) + o_lb >= bound) break;
                 if (r == 0 && j != n) continue;
                 ss.in_bytes = in_b;
                 ss.out_bytes = r > 0 ? lc->out_bytes : 0;
-                const uint64_t peak_nr = ms_stage_bytes(&ss, k, 0, x->reserve, by);
-                const uint64_t peak_rc = ms_stage_bytes(&ss, k, 1, x->reserve, by);
+                const uint64_t peak_nr = ms_stage_bytes(&ss, k, 0, res, by);
+                const uint64_t peak_rc = ms_stage_bytes(&ss, k, 1, res, by);
                 ms_plan_stage t_nr, t_rc;
                 ms_stage_times(&ss, 0, x->link_gbps, &t_nr);
                 ms_stage_times(&ss, 1, x->link_gbps, &t_rc);
@@ -261,12 +264,12 @@ int ms_dp_run(dp *x, const ms_layer_cost *L, int sched, int m, double *best, ms_
 }
 
 ms_dp *ms_dp_new(int n, int R, const ms_dev_space *ds, uint64_t reserve, double link_gbps, int allow_nr,
-                 int allow_rc)
+                 int allow_rc, uint64_t comm_reserve, int replicas)
 {
     dp *x = calloc(1, sizeof *x);
     if (!x) return NULL;
     *x = (dp){.n = n, .R = R, .ds = ds, .reserve = reserve, .link_gbps = link_gbps, .allow_nr = allow_nr,
-              .allow_rc = allow_rc};
+              .allow_rc = allow_rc, .comm_reserve = comm_reserve, .replicas = replicas};
     if (dp_alloc(x, n, ds)) {
         ms_dp_free(x);
         return NULL;

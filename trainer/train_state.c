@@ -4,6 +4,7 @@
  * written by a single-device run can be loaded by a pipeline and back. */
 #include "trainer/train_state.h"
 #include "trainer/checkpoint.h"
+#include "trainer/ckpt_parts.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -53,6 +54,18 @@ static void ckpt_free(ckpt_buf *b)
     free(b->names);
 }
 
+void ms_train_state_meta(const ms_train_state *s, ms_ckpt_meta *meta)
+{
+    memset(meta, 0, sizeof *meta);
+    meta->model_hash = ms_config_model_hash(s->cfg);
+    meta->step = *s->step;
+    meta->data_cursor = ms_data_cursor(s->data);
+    meta->loss_scale = s->opt->loss_scale;
+    meta->good_steps = s->opt->good_steps;
+    char *ini = ms_config_to_ini(s->cfg);
+    if (ini) { snprintf(meta->config_ini, sizeof meta->config_ini, "%s", ini); free(ini); }
+}
+
 int ms_train_state_save(const ms_train_state *s, const char *path, char *err, size_t errlen)
 {
     ms_model *m = s->model;
@@ -71,14 +84,7 @@ int ms_train_state_save(const ms_train_state *s, const char *path, char *err, si
         if (L->bn_run) k++;
     }
     ms_ckpt_meta meta;
-    memset(&meta, 0, sizeof meta);
-    meta.model_hash = ms_config_model_hash(s->cfg);
-    meta.step = *s->step;
-    meta.data_cursor = ms_data_cursor(s->data);
-    meta.loss_scale = s->opt->loss_scale;
-    meta.good_steps = s->opt->good_steps;
-    char *ini = ms_config_to_ini(s->cfg);
-    if (ini) { snprintf(meta.config_ini, sizeof meta.config_ini, "%s", ini); free(ini); }
+    ms_train_state_meta(s, &meta);
     if (ms_ckpt_save(path, &meta, b.sec, b.n, err, errlen)) goto out;
     rc = MS_OK;
 out:
@@ -91,12 +97,11 @@ int ms_train_state_load(const ms_train_state *s, const char *path, char *err, si
     ms_model *m = s->model;
     ckpt_buf b = { 0 };
     int rc = MS_EFAIL;
+    /* a checkpoint written by ranks, as parts: any layout reads any other */
+    if (ms_ckpt_is_parts(path)) return ms_ckpt_parts_load(s, NULL, path, err, errlen);
     if (ckpt_sections(s, &b)) { snprintf(err, errlen, "out of host memory"); goto out; }
     ms_ckpt_meta meta;
-    memset(&meta, 0, sizeof meta);
-    meta.model_hash = ms_config_model_hash(s->cfg);
-    char *ini = ms_config_to_ini(s->cfg);
-    if (ini) { snprintf(meta.config_ini, sizeof meta.config_ini, "%s", ini); free(ini); }
+    ms_train_state_meta(s, &meta); /* what the file must match: the model (its hash and config) */
     if (ms_ckpt_load(path, &meta, b.sec, b.n, err, errlen)) goto out;
     for (int i = 0, k = 1; i < m->n_layers; i++) {
         ms_layer *L = &m->layers[i];
