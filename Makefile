@@ -5,6 +5,7 @@
 #   make sanitize    the CPU tests under AddressSanitizer + UBSan
 #   make demo        the main job (see README)
 #   make bench       benchmarks (GPU)
+#   build/memsplit-rank  the MPI rank binary (mpirun/srun); build/memsplit never needs libmpi
 CUDA      ?= /usr/local/cuda
 BUILD     ?= build
 CC        ?= gcc
@@ -22,12 +23,17 @@ CFLAGS    += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. -I$(CUDA
 NVFLAGS   += -O3 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -Wall,-Wextra,-Werror -lineinfo
 # Small Debian libraries are linked statically so the binary runs on the GPU
 # machine, which has the CUDA runtime libraries but no Debian -dev packages.
+# MPI (Debian's OpenMPI, shared only) goes into build/memsplit-rank alone, so
+# that build/memsplit starts where no libmpi is installed.
+MPI_PKG    ?= $(shell pkg-config --exists ompi-c 2>/dev/null && echo ompi-c || echo mpi)
+MPI_CFLAGS  = $(shell pkg-config --cflags $(MPI_PKG) 2>/dev/null)
+MPI_LIBS    = $(shell pkg-config --libs $(MPI_PKG) 2>/dev/null)
 STATIC_LIBS = -Wl,-Bstatic -ljansson -linih -lsqlite3 -Wl,-Bdynamic
 CUDA_LIBS   = -L$(CUDA)/lib64 -lcudart_static -lcublasLt -lcupti -lnccl -Wl,-rpath,$(CUDA)/lib64
 LDLIBS     += $(STATIC_LIBS) $(CUDA_LIBS) -lstdc++ -lz -lm -ldl -lpthread -lrt
 LDFLAGS    += -Wl,-rpath,'$$ORIGIN/lib' $(SAN)
 
-HOST_SRC  = $(wildcard vocab/*.c kernels/cpu/*.c trainer/*.c profiler/*.c planner/*.c reports/*.c cli/*.c)
+HOST_SRC  = $(wildcard vocab/*.c kernels/cpu/*.c trainer/*.c profiler/*.c bridge/*.c bridge/host/*.c planner/*.c reports/*.c cli/*.c)
 HOST_SRC := $(filter-out cli/main.c,$(HOST_SRC))
 CU_SRC    = $(wildcard kernels/cuda/*.cu)
 HOST_OBJ  = $(HOST_SRC:%.c=$(BUILD)/obj/%.o)
@@ -43,7 +49,35 @@ TEST_HELP = $(wildcard tests/common/*.c)
 .PHONY: all test test-gpu sanitize demo bench clean deps tests-build gpu-build
 # keep the test objects (pattern-chained intermediates) so rebuilds stay incremental
 .SECONDARY:
-all: $(BUILD)/memsplit
+all: $(BUILD)/memsplit $(BUILD)/memsplit-rank bridge
+
+# The PyTorch bridge's half inside the user's program (docs/bridge.md):
+# libmemsplit_bridge.so (loaded by the Python package through ctypes; no
+# CUDA link dependency), libmemsplit_inject.so (CUDA_INJECTION64_PATH;
+# CUPTI), and the Python package, all under $(BUILD)/bridge/ where
+# build/memsplit finds them.
+BRIDGE_DIR   = $(BUILD)/bridge
+BRIDGE_SRC   = bridge/ledger.c bridge/layers.c bridge/child/msb.c bridge/child/ballast.c profiler/cupti_ledger.c vocab/errf.c
+INJECT_SRC   = bridge/inject/inject.c profiler/cupti_trace.c
+BRIDGE_PY    = $(shell find bridge/python -name '*.py' 2>/dev/null)
+BRIDGE_PY_OUT = $(BRIDGE_PY:bridge/python/%=$(BRIDGE_DIR)/python/%)
+# no sanitizers here: these load into a Python that has no sanitizer
+# runtime (the same sources run under ASan in the unit tests, via $(LIB))
+PIC_CFLAGS   = $(filter-out $(PKG_CFLAGS) $(SAN),$(CFLAGS)) -fPIC -fvisibility=default
+.PHONY: bridge
+bridge: $(BRIDGE_DIR)/libmemsplit_bridge.so $(BRIDGE_DIR)/libmemsplit_inject.so $(BRIDGE_PY_OUT)
+$(BUILD)/pic/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(PIC_CFLAGS) -MMD -MP -c $< -o $@
+$(BRIDGE_DIR)/libmemsplit_bridge.so: $(BRIDGE_SRC:%.c=$(BUILD)/pic/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $^ -o $@ -ldl -lpthread
+$(BRIDGE_DIR)/libmemsplit_inject.so: $(INJECT_SRC:%.c=$(BUILD)/pic/%.o) $(BRIDGE_DIR)/libmemsplit_bridge.so
+	$(CC) -shared $(filter %.o,$^) -o $@ -L$(BRIDGE_DIR) -lmemsplit_bridge -Wl,-rpath,'$$ORIGIN' \
+	    -L$(CUDA)/lib64 -lcupti -Wl,-rpath,$(CUDA)/lib64 -ldl -lpthread
+$(BRIDGE_DIR)/python/%.py: bridge/python/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 deps: $(DEPS_STAMP)
 $(DEPS_STAMP): scripts/deps.sh
@@ -66,6 +100,15 @@ $(LIB): $(HOST_OBJ) $(CU_OBJ)
 $(BUILD)/memsplit: $(BUILD)/obj/cli/main.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+# mpi/: the only code that includes mpi.h
+RANK_SRC  = $(wildcard mpi/*.c)
+RANK_OBJ  = $(RANK_SRC:%.c=$(BUILD)/obj/%.o)
+$(BUILD)/obj/mpi/%.o: mpi/%.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/memsplit-rank: $(RANK_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(MPI_LIBS)
+
 # cmocka has no static library in Debian: copy the shared one beside the
 # tests ($ORIGIN/lib) so the build folder can travel to the GPU machine.
 $(BUILD)/tests/lib/.cmocka: | $(DEPS_STAMP)
@@ -79,11 +122,22 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_HELP_OBJ) $(LIB) $(BUILD)/t
 $(BUILD)/tests/gpu_%: $(BUILD)/obj/tests/gpu/%.o $(TEST_HELP_OBJ) $(LIB) $(BUILD)/tests/lib/.cmocka
 	$(CC) $(LDFLAGS) $(filter %.o %.a,$^) -o $@ $(LDLIBS) -L$(BUILD)/tests/lib -l:libcmocka.so.0
 
-tests-build: $(UNIT_BIN) $(BUILD)/memsplit
-gpu-build: $(GPU_BIN) $(BUILD)/memsplit
+# tests/mpi/: run under mpirun by tests/mpi/run.sh
+MPI_TEST_BIN = $(BUILD)/tests/mpi_ranks
+$(BUILD)/obj/tests/mpi/%.o: tests/mpi/%.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/tests/mpi_ranks: $(BUILD)/obj/tests/mpi/test_ranks.o $(BUILD)/obj/mpi/mpi_dist.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(MPI_LIBS)
 
-test: tests-build
-	MEMSPLIT=$(abspath $(BUILD)/memsplit) tests/run.sh $(UNIT_BIN) tests/cli/run.sh tests/cli/reliability.sh tests/browser/render.sh
+tests-build: $(UNIT_BIN) $(BUILD)/memsplit $(BUILD)/memsplit-rank $(MPI_TEST_BIN) bridge
+gpu-build: $(GPU_BIN) $(BUILD)/memsplit $(BUILD)/memsplit-rank
+
+test: tests-build fuzz-build
+	MEMSPLIT=$(abspath $(BUILD)/memsplit) FUZZ_BIN=$(abspath $(FUZZ_BUILD)/fuzz) \
+	    tests/run.sh $(UNIT_BIN) tests/cli/run.sh tests/cli/reliability.sh tests/bridge/run.sh tests/mpi/run.sh \
+	    tests/browser/render.sh tests/fuzz/ci.sh
 
 test-gpu: gpu-build
 	MEMSPLIT=$(abspath $(BUILD)/memsplit) TEST_TIMEOUT_S=$${TEST_TIMEOUT_S:-300} tests/run.sh $(GPU_BIN) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh
@@ -103,10 +157,43 @@ $(BUILD)/plan_bench: bench/plan_bench.c $(LIB)
 $(BUILD)/nccl_bw: bench/nccl_bw.c
 	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ $(LDLIBS)
 
-clean:
-	rm -rf build build-san
+# ---- fuzzing (tests/fuzz/README.md) ---------------------------------------
+# libFuzzer harnesses, built by clang with ASan + UBSan into their own folder
+# from the few host sources they reach (no CUDA): `make fuzz-build` builds
+# them, `make fuzz` fuzzes each for FUZZ_SECONDS, `make test` replays the
+# corpora and then fuzzes each with a fixed seed and run count (tests/fuzz/ci.sh).
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_CPU_SECONDS ?=
+FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_NAMES    = $(patsubst tests/fuzz/fuzz_%.c,%,$(filter-out tests/fuzz/fuzz_util.c,$(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_BIN      = $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
+FUZZ_LIB_SRC  = $(wildcard vocab/*.c reports/*.c) trainer/config.c trainer/config_ini.c trainer/config_table.c \
+                trainer/checkpoint.c trainer/crc32c.c trainer/job.c planner/plan.c planner/plan_json.c \
+                planner/plan_replicas.c
+FUZZ_LIB      = $(BUILD)/libfuzzdeps.a
 
--include $(HOST_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d)
+$(FUZZ_LIB): $(FUZZ_LIB_SRC:%.c=$(BUILD)/obj/%.o)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/fuzz/%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/fuzz_util.o $(FUZZ_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -fsanitize=fuzzer $(FUZZ_SAN) $(filter %.o %.a,$^) -o $@ $(STATIC_LIBS) -lm -lpthread
+fuzz-bins: $(FUZZ_BIN)
+
+# The sanitizers go into every object through SAN; fuzzer-no-link adds the
+# coverage instrumentation libFuzzer steers by, and only the harness link
+# brings libFuzzer's main.
+fuzz-build:
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT=-O1 SAN="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" fuzz-bins
+fuzz: fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_CPU_SECONDS=$(FUZZ_CPU_SECONDS) tests/fuzz/long.sh $(abspath $(FUZZ_BUILD)/fuzz) $(FUZZ)
+.PHONY: fuzz fuzz-build fuzz-bins
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(HOST_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(RANK_OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d) $(wildcard $(BUILD)/pic/*/*.d $(BUILD)/pic/*/*/*.d)
 
 # The GPU machine has the CUDA runtime but no Debian -dev packages and no
 # room for the whole build folder: pack stripped binaries to carry there,
@@ -114,7 +201,8 @@ clean:
 PACK ?= gpu-pack
 gpu-pack: all gpu-build $(BUILD)/plan_bench $(BUILD)/nccl_bw
 	rm -rf $(PACK) && mkdir -p $(PACK)/tests/lib
-	cp $(BUILD)/memsplit $(BUILD)/plan_bench $(BUILD)/nccl_bw $(PACK)/ && strip $(PACK)/memsplit $(PACK)/plan_bench $(PACK)/nccl_bw
+	cp $(BUILD)/memsplit $(BUILD)/memsplit-rank $(BUILD)/plan_bench $(BUILD)/nccl_bw $(PACK)/ && strip $(PACK)/memsplit $(PACK)/memsplit-rank $(PACK)/plan_bench $(PACK)/nccl_bw
+	cp -r $(BRIDGE_DIR) $(PACK)/bridge
 	cp $(GPU_BIN) $(PACK)/tests/ && strip $(PACK)/tests/gpu_*
 	cp $(BUILD)/tests/lib/libcmocka.so.0 $(PACK)/tests/lib/
 	@du -sh $(PACK)

@@ -5,8 +5,12 @@
  * 2048-wide GPT at sequence length 2048 (rows at micro-batch 1 and 2), so
  * memory binds and the search cannot shortcut. Also times 8 x 24 GiB (so
  * tight that stages recompute) and 8 GPUs of 8 different capacities (the
- * costliest device space). Prints one line each; exit status 1 when the
- * target (100 ms for the first case) is missed.
+ * costliest device space), all with one pipeline (no replicas). Then with
+ * data-parallel replicas and ZeRO-1 open too: 8 x 80 GiB, and the target
+ * case of issue 14, 96 layers over 64 GPUs of 80 GiB with every option open
+ * (replicas d dividing the micro-batches, p * d <= 64). Prints one line each;
+ * exit status 1 when a target (100 ms for the first case, 1 s for 64 GPUs)
+ * is missed.
  * Usage: plan_bench [repeats] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,10 +86,12 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Median wall time of `reps` searches; the plan of the last one in *out. */
-static double time_search(const ms_profile *p, const ms_plan_device *devs, int n, int reps, ms_plan *out)
+static double time_search_opts(const ms_profile *p, const ms_plan_device *devs, int n, int reps, ms_plan *out,
+                               int replicas_open)
 {
     ms_plan_opts o;
     ms_plan_opts_default(&o);
+    if (replicas_open) o.replicas = 0; /* any d; ZeRO-1 is open by default (-1) */
     double *t = malloc((size_t)reps * sizeof *t);
     char err[256];
     for (int r = 0; r < reps; r++) {
@@ -105,12 +111,17 @@ static double time_search(const ms_profile *p, const ms_plan_device *devs, int n
     return med;
 }
 
+static double time_search(const ms_profile *p, const ms_plan_device *devs, int n, int reps, ms_plan *out)
+{
+    return time_search_opts(p, devs, n, reps, out, 0);
+}
+
 int main(int argc, char **argv)
 {
     int reps = argc > 1 ? atoi(argv[1]) : 11;
     if (reps < 1) reps = 1;
     ms_profile p = make_profile();
-    ms_plan_device devs[8];
+    ms_plan_device devs[64];
     ms_plan plan;
     memset(&plan, 0, sizeof plan);
 
@@ -140,7 +151,23 @@ int main(int argc, char **argv)
     printf("plan_bench: 96 layers over 8 GPUs of 8 different capacities (24..80 GiB): %.1f ms (median of %d); "
            "plan: %d stages\n", mixed, reps, plan.n_stages);
 
+    for (int d = 0; d < 64; d++) {
+        snprintf(devs[d].name, sizeof devs[d].name, "cuda:%d", d);
+        devs[d].capacity = 80ull << 30;
+    }
+    double dp8 = time_search_opts(&p, devs, 8, reps, &plan, 1);
+    if (dp8 < 0) return 2;
+    printf("plan_bench: 96 layers over 8 x 80 GiB, replicas and ZeRO-1 open too: %.1f ms (median of %d); "
+           "plan: %d stages x %d replicas%s, %.1f ms/step\n", dp8, reps, plan.n_stages, plan.replicas,
+           plan.zero ? " (ZeRO-1)" : "", plan.step_ms);
+    double dp64 = time_search_opts(&p, devs, 64, reps, &plan, 1);
+    if (dp64 < 0) return 2;
+    printf("plan_bench: 96 layers over 64 x 80 GiB, every option open (replicas, ZeRO-1): %.1f ms (median of %d; "
+           "target 1000 ms); plan: %d stages x %d replicas%s, %s, %d x %d, %.1f ms/step\n", dp64, reps, plan.n_stages,
+           plan.replicas, plan.zero ? " (ZeRO-1)" : "", ms_schedule_name(plan.schedule), plan.n_micro, plan.micro_batch,
+           plan.step_ms);
+
     ms_plan_free(&plan);
     ms_profile_free(&p);
-    return same <= 100.0 ? 0 : 1;
+    return same <= 100.0 && dp64 <= 1000.0 ? 0 : 1;
 }

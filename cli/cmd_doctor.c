@@ -3,6 +3,8 @@
  * train --plan` (the last part on its own). */
 #include "cli/args.h"
 #include "cli/common.h"
+#include "cli/program.h"
+#include "cli/doctor_ranks.h"
 #include "cli/rerun.h"
 #include "planner/explain.h"
 #include "planner/plan_json.h"
@@ -54,6 +56,16 @@ static const char usage[] =
     "  --inject-oom S:D:SIZE  testing aid: at step S, device D shrinks to SIZE, or\n"
     "                       with SIZE = P%%, keeps its reserve and P%% of what its\n"
     "                       tensors took at their peak\n"
+    "  --launch CMD         train as MPI ranks, one per device, with CMD as the\n"
+    "                       launcher (e.g. \"mpirun\", \"mpirun --oversubscribe\", \"srun\";\n"
+    "                       words split at spaces; doctor adds -n N): doctor runs it as\n"
+    "                       its child, and when a rank dies re-plans without its\n"
+    "                       device and resumes from the last checkpoint\n"
+    "  --replicas D         data-parallel copies of the pipeline: a number or any\n"
+    "                       (default 1; more than one needs --launch)\n"
+    "  --zero Z             on | off | any: ZeRO-1 over the replicas (default any)\n"
+    "  --inject-kill S:R    with --launch, a testing aid: in step S, rank R kills\n"
+    "                       itself with SIGKILL mid-step\n"
     "  --json               one JSON object on stdout: trial, plan, train\n"
     "  --verbose            the per-layer tables, the plan's bytes per category and\n"
     "                       the planner's reasoning too (memsplit report has them)\n"
@@ -144,7 +156,9 @@ static int make_plan(ms_profile *prof, const ms_config *cfg, const uint64_t *cap
 typedef struct doctor_args {
     ms_cli_model_args ma;
     const char *gpu_mem, *device, *db_path, *ckdir;
+    const char *launch, *kill;  /* --launch CMD, --inject-kill S:R (NULL: none) */
     int gpus, json, quiet, verbose, ckpt_every, db_timeout_ms;
+    int replicas, zero;         /* --replicas (0: any), --zero (-1: any) */
     double headroom;        /* -1: the planner's default */
     ms_inject inject;
 } doctor_args;
@@ -153,7 +167,7 @@ typedef struct doctor_args {
 static int parse_args(int argc, char **argv, doctor_args *a)
 {
     enum { O_MODEL = 1000, O_GPUS, O_GPUMEM, O_DEVICE, O_DB, O_CKDIR, O_CKEVERY, O_INJECT, O_HEADROOM, O_JSON,
-           O_QUIET, O_VERBOSE, O_DBTIME };
+           O_QUIET, O_VERBOSE, O_DBTIME, O_LAUNCH, O_REPLICAS, O_ZERO, O_KILL };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
         { "set", required_argument, 0, O_MODEL }, { "precision", required_argument, 0, O_MODEL },
@@ -164,7 +178,10 @@ static int parse_args(int argc, char **argv, doctor_args *a)
         { "checkpoint-every", required_argument, 0, O_CKEVERY }, { "inject-oom", required_argument, 0, O_INJECT },
         { "headroom", required_argument, 0, O_HEADROOM }, { "json", no_argument, 0, O_JSON },
         { "quiet", no_argument, 0, O_QUIET }, { "verbose", no_argument, 0, O_VERBOSE },
-        { "db-timeout", required_argument, 0, O_DBTIME }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "db-timeout", required_argument, 0, O_DBTIME }, { "help", no_argument, 0, 'h' },
+        { "launch", required_argument, 0, O_LAUNCH }, { "replicas", required_argument, 0, O_REPLICAS },
+        { "zero", required_argument, 0, O_ZERO }, { "inject-kill", required_argument, 0, O_KILL },
+        { 0, 0, 0, 0 },
     };
     memset(a, 0, sizeof *a);
     ms_cli_model_args_init(&a->ma);
@@ -173,6 +190,8 @@ static int parse_args(int argc, char **argv, doctor_args *a)
     a->ckpt_every = 5;
     a->headroom = -1;
     a->db_timeout_ms = MS_DB_BUSY_MS;
+    a->replicas = 1;
+    a->zero = -1;
     char err[512];
     int idx = 0, c, bad = 0;
     optind = 1;
@@ -193,12 +212,37 @@ static int parse_args(int argc, char **argv, doctor_args *a)
         case O_JSON: a->json = 1; break;
         case O_QUIET: a->quiet = 1; break;
         case O_VERBOSE: a->verbose = 1; break;
+        case O_LAUNCH: a->launch = optarg; break;
+        case O_KILL: {
+            int ks, kr;
+            if (sscanf(optarg, "%d:%d", &ks, &kr) != 2 || ks < 1 || kr < 0) {
+                fprintf(stderr, "memsplit doctor: --inject-kill takes STEP:RANK\n");
+                return -1;
+            }
+            a->kill = optarg;
+            break;
+        }
+        case O_REPLICAS:
+            if (!strcmp(optarg, "any")) a->replicas = 0;
+            else bad = ms_arg_int("--replicas", optarg, 1, MS_MAX_DEVICES, &a->replicas, err, sizeof err);
+            break;
+        case O_ZERO:
+            if ((a->zero = !strcmp(optarg, "on") ? 1 : !strcmp(optarg, "off") ? 0 : !strcmp(optarg, "any") ? -1 : -2) == -2) {
+                fprintf(stderr, "memsplit doctor: --zero takes on, off or any\n");
+                return -1;
+            }
+            break;
         case 'h': printf(usage, ms_cli_model_help); return 1;
         default: fprintf(stderr, "memsplit doctor: see --help\n"); return -1;
         }
         if (bad) { fprintf(stderr, "memsplit doctor: %s\n", err); return -1; }
     }
     if (optind < argc) { fprintf(stderr, "memsplit doctor: unexpected argument '%s'\n", argv[optind]); return -1; }
+    if (!a->launch && (a->replicas != 1 || a->kill)) {
+        fprintf(stderr, "memsplit doctor: %s runs as MPI ranks: give --launch (e.g. --launch mpirun)\n",
+                a->kill ? "--inject-kill" : "a plan of replicas");
+        return -1;
+    }
     if (a->device && !ms_device_name_valid(a->device)) {
         fprintf(stderr, "memsplit doctor: --device '%s' is not cpu or cuda:K\n", a->device);
         return -1;
@@ -246,6 +290,8 @@ static void print_resume_hint(FILE *f, const doctor_args *a, const ms_config *cf
 
 int ms_cmd_doctor(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)      /* `-- PROGRAM ...`: the user's own program */
+        if (!strcmp(argv[i], "--")) return ms_cmd_doctor_program(argc, argv);
     doctor_args a;
     int prc0 = parse_args(argc, argv, &a);
     if (prc0) return prc0 > 0 ? MS_EXIT_OK : MS_EXIT_USAGE;
@@ -344,6 +390,8 @@ int ms_cmd_doctor(int argc, char **argv)
     ms_plan_opts po;
     ms_plan_opts_default(&po);
     if (a.headroom >= 0) po.headroom = a.headroom;
+    po.replicas = a.replicas;
+    po.zero = a.zero;
     tr.prof.global_batch = cfg.batch * cfg.accum;
     if (rc == MS_OK) caps[0] = cfg.gpu_mem;
     int prc = make_plan(&tr.prof, &cfg, caps, n_plan, a.device, a.ma.precision != NULL, &po,
@@ -387,11 +435,13 @@ int ms_cmd_doctor(int argc, char **argv)
     ms_cli_recorded(train_run, db, "doctor", "the training run", &dbf);
     /* each doctor run its own folder: two runs on one database never see
      * each other's checkpoints (and a foreign one would be refused anyway) */
-    char ckbuf[1200];
-    if (!a.ckdir) {
-        snprintf(ckbuf, sizeof ckbuf, "%s.ckpt", a.db_path);
-        mkdir(ckbuf, 0777);
-        snprintf(ckbuf, sizeof ckbuf, "%s.ckpt/run-%lld", a.db_path, (long long)top);
+    char ckbuf[1200], ckbase[1100];
+    if (a.ckdir) {
+        snprintf(ckbase, sizeof ckbase, "%s", a.ckdir);
+    } else {
+        snprintf(ckbase, sizeof ckbase, "%s.ckpt", a.db_path);
+        mkdir(ckbase, 0777);
+        snprintf(ckbuf, sizeof ckbuf, "%s/run-%lld", ckbase, (long long)top);
         a.ckdir = ckbuf;
     }
     ro.device = a.device ? a.device : (!strncmp(cfg.device, "cuda", 4) ? NULL : "cpu");
@@ -406,7 +456,14 @@ int ms_cmd_doctor(int argc, char **argv)
     ro.db_timeout_ms = a.db_timeout_ms;
     ro.progress = pg;
     ro.log_every = a.verbose ? 1 : 0;
-    rc = ms_rerun(&cfg, &plan, &ro, &rr);
+    if (a.launch) {
+        /* the ranks' checkpoints go to <folder>/run-<train run> (doctor_ranks.h) */
+        ms_doctor_ranks_opts dr = { a.launch, &a.ma, a.device, a.db_path, ro.db, train_run, ckbase, a.ckpt_every,
+                                    a.kill, &tr.prof, po, a.quiet, pg };
+        rc = ms_doctor_ranks(&cfg, &plan, &dr, ro.plan_id, &rr);
+    } else {
+        rc = ms_rerun(&cfg, &plan, &ro, &rr);
+    }
     dbf += rr.db_failed;
     if (train_run > 0)
         ms_cli_recorded(ms_db_run_finish(db, train_run, rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed"), db,

@@ -2,6 +2,7 @@
 #include "cli/cmd_plan.h"
 #include "cli/args.h"
 #include "cli/common.h"
+#include "cli/program.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -27,7 +28,8 @@ static void usage(FILE *f)
             "usage: memsplit plan (--profile FILE | --db FILE [--run ID]) [--gpus N]\n"
             "           [--gpu-mem SIZE[,SIZE...]] [--devices LIST] [--precision P]\n"
             "           [--schedule S] [--batch B] [--micro-batch U] [--recompute M]\n"
-            "           [--max-stages K] [--headroom F] [--link-gbps X] [-o FILE]\n"
+            "           [--max-stages K] [--headroom F] [--link-gbps X] [--replicas D]\n"
+            "           [--zero Z] [--bus-gbps X] [--comm-reserve SIZE] [-o FILE]\n"
             "           [--json | --verbose]\n"
             "\n"
             "Finds the split of a profiled model over GPUs with the smallest predicted step\n"
@@ -54,8 +56,10 @@ static void usage(FILE *f)
             "  --gpu-mem SIZE[,...] capacity of each GPU, e.g. 40GiB, or one per GPU for\n"
             "                       mixed GPUs (80GiB,40GiB); a list's length must equal\n"
             "                       --gpus if both are given (default: the trial's capacity)\n"
-            "  --devices LIST       device names: cuda:0,cuda:1, or cuda:0/v0,cuda:0/v1 for\n"
-            "                       virtual devices on one GPU (default: cuda:0 ... cuda:N-1)\n"
+            "  --devices LIST       device names: cuda:0,cuda:1, or cuda:0,cuda:0 (also\n"
+            "                       cuda:0/v0,cuda:0/v1) for virtual devices on one GPU, cpu\n"
+            "                       for a program's stage on the CPU (default: cuda:0 ...\n"
+            "                       cuda:N-1)\n"
             "Options (each open unless given):\n"
             "  --precision P        fp32 | bf16 | fp16 | any (default: any the profile has)\n"
             "  --schedule S         gpipe | 1f1b | any (default any)\n"
@@ -68,6 +72,16 @@ static void usage(FILE *f)
             "  --max-stages K       at most K stages, 1..%d (default: one per GPU)\n"
             "  --headroom F         fraction of each GPU kept free, 0.05 or 5%% (default %g)\n"
             "  --link-gbps X        stage-to-stage bandwidth in Gbit/s (default %g)\n"
+            "  --replicas D         data-parallel copies of the pipeline: a number, or any\n"
+            "                       (every D dividing the micro-batches, stages x D <= GPUs);\n"
+            "                       default 1, the one pipeline a single process runs (D > 1\n"
+            "                       runs under mpirun)\n"
+            "  --zero Z             on | off | any: ZeRO-1, AdamW state sharded over the\n"
+            "                       replicas (default any)\n"
+            "  --bus-gbps X         all-reduce bus bandwidth in Gbit/s (default %g;\n"
+            "                       bench/nccl_bw measures it)\n"
+            "  --comm-reserve SIZE  NCCL's own buffers per GPU of a multi-GPU run (default 0;\n"
+            "                       bench/nccl_bw measures it)\n"
             "Output:\n"
             "  -o FILE              also write the plan JSON to FILE\n"
             "  --verbose            the table with bytes per category too (wider)\n"
@@ -79,7 +93,8 @@ static void usage(FILE *f)
             "or is invalid; 2 the database cannot be opened, read or written, or -o FILE\n"
             "cannot be written; 3 no plan fits (the message says what would: how many\n"
             "GPUs, how much memory, or which option).\n",
-            MS_MAX_DEVICES,             MS_MAX_STAGES, MS_PLAN_DEFAULT_HEADROOM, MS_PLAN_DEFAULT_LINK_GBPS);
+            MS_MAX_DEVICES, MS_MAX_STAGES, MS_PLAN_DEFAULT_HEADROOM, MS_PLAN_DEFAULT_LINK_GBPS,
+            MS_PLAN_DEFAULT_BUS_GBPS);
 }
 
 typedef struct {
@@ -98,7 +113,8 @@ static int bad(const char *fmt, const char *arg)
 }
 
 enum { O_PROFILE = 256, O_DB, O_RUN, O_GPUS, O_GPU_MEM, O_DEVICES, O_PREC, O_SCHED, O_BATCH, O_MICRO,
-       O_RECOMPUTE, O_MAX_STAGES, O_HEADROOM, O_LINK, O_JSON, O_VERBOSE, O_DBTIME };
+       O_RECOMPUTE, O_MAX_STAGES, O_HEADROOM, O_LINK, O_JSON, O_VERBOSE, O_DBTIME, O_REPLICAS, O_ZERO, O_BUS,
+       O_COMM };
 
 /* 0 parsed, 1 help printed, -1 usage error (printed) */
 static int parse_args(int argc, char **argv, plan_args *a)
@@ -113,6 +129,8 @@ static int parse_args(int argc, char **argv, plan_args *a)
         {"headroom", required_argument, NULL, O_HEADROOM}, {"link-gbps", required_argument, NULL, O_LINK},
         {"json", no_argument, NULL, O_JSON}, {"verbose", no_argument, NULL, O_VERBOSE},
         {"db-timeout", required_argument, NULL, O_DBTIME},
+        {"replicas", required_argument, NULL, O_REPLICAS}, {"zero", required_argument, NULL, O_ZERO},
+        {"bus-gbps", required_argument, NULL, O_BUS}, {"comm-reserve", required_argument, NULL, O_COMM},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
@@ -179,6 +197,29 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case O_DBTIME:
             if (ms_arg_seconds("--db-timeout", arg, 3600, &a->db_timeout_ms, e, sizeof e)) return bad("%s", e);
             break;
+        case O_REPLICAS:
+            if (!strcmp(arg, "any")) a->opts.replicas = 0;
+            else if (ms_arg_int("--replicas", arg, 1, MS_MAX_DEVICES, &a->opts.replicas, e, sizeof e))
+                return bad("%s (a count or any)", e);
+            break;
+        case O_ZERO:
+            if (!strcmp(arg, "any")) a->opts.zero = -1;
+            else if (!strcmp(arg, "on")) a->opts.zero = 1;
+            else if (!strcmp(arg, "off")) a->opts.zero = 0;
+            else return bad("--zero '%s' is not on, off or any", arg);
+            break;
+        case O_BUS:
+            if (ms_arg_number("--bus-gbps", arg, &a->opts.bus_gbps, e, sizeof e) ||
+                !(a->opts.bus_gbps > 0 && a->opts.bus_gbps < 1e9))
+                return bad("--bus-gbps '%s' is not a positive bandwidth", arg);
+            break;
+        case O_COMM: {
+            size_t sz;
+            char e2[128];
+            if (ms_parse_size(arg, &sz, e2, sizeof e2)) return bad("--comm-reserve: %s", e2);
+            a->opts.comm_reserve = sz;
+            break;
+        }
         case ':': return bad("%s needs a value", argv[optind - 1]);
         default: return bad("unknown option '%s'", argv[optind - 1]);
         }
@@ -342,6 +383,11 @@ int ms_cmd_plan_ex(int argc, char **argv, int (*detect)(uint64_t *caps, int max)
             goto done;
         }
     }
+    if (ms_program_plan_opts(&prof, &a.opts, err, sizeof err)) {
+        fprintf(stderr, "memsplit plan: %s\n", err);
+        rc = EXIT_USAGE;
+        goto done;
+    }
     if (build_devices(&a, &prof, detect, &devs, &n_devs)) {
         rc = EXIT_USAGE;
         goto done;
@@ -379,6 +425,11 @@ int ms_cmd_plan_ex(int argc, char **argv, int (*detect)(uint64_t *caps, int max)
     }
 
     plan.profile_run = prof_run;
+    if (ms_plan_attach_program(&plan, &prof)) {
+        fprintf(stderr, "memsplit plan: out of memory\n");
+        rc = EXIT_USAGE;
+        goto done;
+    }
     if (a.profile) snprintf(plan.profile_file, sizeof plan.profile_file, "%s", a.profile);
     if (ms_plan_explain(&prof, &plan)) {
         fprintf(stderr, "memsplit plan: out of memory\n");
@@ -400,6 +451,11 @@ int ms_cmd_plan_ex(int argc, char **argv, int (*detect)(uint64_t *caps, int max)
         ms_plan_print_table(stdout, &plan, &prof, a.verbose);
         fputc('\n', stdout);
         ms_cli_print_wrapped(stdout, plan.reasoning, 80);
+        if (plan.fingerprint[0]) {
+            ms_program_placement(stdout, &plan);
+            fputc('\n', stdout);
+            ms_program_snippet(stdout, &plan);
+        }
         if (a.out) printf("plan written to %s\n", a.out);
     }
     if (db) {

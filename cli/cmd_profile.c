@@ -2,6 +2,7 @@
  * table, the OOM diagnosis, the ledger cross-check; stored in SQLite. */
 #include "cli/args.h"
 #include "cli/common.h"
+#include "cli/program.h"
 #include "profiler/nvtx_ranges.h"
 #include "vocab/profile_json.h"
 #include "profiler/trial.h"
@@ -14,6 +15,8 @@
 
 static const char usage[] =
     "usage: memsplit profile (--preset NAME | --config FILE) [options]\n"
+    "       memsplit profile [options] -- PROGRAM [ARGS...]   (your own program;\n"
+    "                    memsplit profile --help -- PROGRAM lists its options)\n"
     "\n"
     "Run a training trial on one device and record, per layer, the bytes of\n"
     "parameters, master weights, gradients, optimizer state, saved activations\n"
@@ -105,6 +108,8 @@ static void print_ledgers(FILE *f, const ms_ledger_check *k, const char *dev)
 
 int ms_cmd_profile(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)      /* `-- PROGRAM ...`: the user's own program */
+        if (!strcmp(argv[i], "--")) return ms_cmd_profile_program(argc, argv);
     enum { O_MODEL = 1000, O_PREC, O_BATCH, O_STEPS, O_DB, O_NOCUPTI, O_JSON, O_QUIET, O_DBTIME };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },

@@ -3,6 +3,7 @@
 #include "cli/args.h"
 #include "cli/common.h"
 #include "cli/steplog.h"
+#include "cli/program.h"
 #include "trainer/checkpoint.h"
 #include "trainer/session.h"
 #include "reports/db.h"
@@ -69,6 +70,8 @@ static json_t *device_json(const ms_device *d)
 
 int ms_cmd_train(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)      /* `-- PROGRAM ...`: the user's own program with a plan */
+        if (!strcmp(argv[i], "--")) return ms_cmd_train_program(argc, argv);
     enum { O_CKDIR = 1000, O_CKEVERY, O_RESUME, O_JSON, O_QUIET, O_MODEL, O_PLAN, O_DB, O_INJECT, O_DBTIME };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },

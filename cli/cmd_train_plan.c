@@ -18,6 +18,13 @@ int ms_cmd_train_plan(const ms_config *cfg, const ms_train_plan_args *a)
         fprintf(stderr, "memsplit train: %s\n", err); /* the message names the file */
         return MS_EXIT_USAGE;
     }
+    if (plan.replicas > 1) {
+        fprintf(stderr, "memsplit train: %s has %d replicas of its %d-stage pipeline, and one process runs one "
+                "pipeline: run it as mpirun -np %d memsplit train --plan %s ...\n", a->plan_path, plan.replicas,
+                plan.n_stages, plan.replicas * plan.n_stages, a->plan_path);
+        ms_plan_free(&plan);
+        return MS_EXIT_USAGE;
+    }
     ms_rerun_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.inject = a->inject;

@@ -2,6 +2,7 @@
 #include "cli/cmd_plan.h"
 #include "cli/cmd_report.h"
 #include "cli/common.h"
+#include "cli/launch_env.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,8 @@ int main(int argc, char **argv)
         return MS_EXIT_OK;
     }
     if (!strcmp(cmd, "config")) return ms_cmd_config(argc - 1, argv + 1);
+    /* under mpirun/srun, one rank per device: memsplit-rank's work */
+    if (!strcmp(cmd, "train") && ms_launch_wants_rank(argc, argv)) return ms_launch_exec_rank(argc, argv);
     if (!strcmp(cmd, "train")) return ms_cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "profile")) return ms_cmd_profile(argc - 1, argv + 1);
     /* the GPUs this machine has, for a plan whose flags leave them open */

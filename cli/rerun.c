@@ -27,6 +27,8 @@ int ms_rerun_spec(const ms_plan *plan, const char *device, ms_pipe_spec *spec, i
     if (plan->n_stages < 1 || plan->n_stages > MS_MAX_STAGES || plan->n_devices < 1 || plan->n_devices > MS_MAX_DEVICES)
         return ms_errf(err, errlen, "plan has %d stages over %d devices; memsplit runs 1..%d stages over 1..%d devices",
                        plan->n_stages, plan->n_devices, MS_MAX_STAGES, MS_MAX_DEVICES);
+    if (plan->replicas > 1) /* memsplit train --plan refuses these first (cmd_train_plan.c) */
+        return ms_errf(err, errlen, "a plan of %d replicas runs as MPI ranks, not in one process", plan->replicas);
     /* the devices that hold a stage, in plan order */
     int spec_of[MS_MAX_DEVICES], n = 0, top = 0;
     for (int d = 0; d < plan->n_devices; d++) spec_of[d] = -1;

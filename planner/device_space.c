@@ -20,9 +20,32 @@ void ms_dev_space_free(ms_dev_space *d)
 }
 
 int ms_dev_space_build(ms_dev_space *d, const ms_plan_device *devs, int n, int R, double headroom, char *err,
-                           size_t errlen)
+                       size_t errlen)
+{
+    return ms_dev_space_build_groups(d, devs, n, R, headroom, 1, err, errlen);
+}
+
+/* Groups of g > 1 devices: with n[c] stages whose smallest device is of
+ * class c, the stages fit the devices iff for every k the stages of classes
+ * 0..k need no more than the devices of those classes (g * sum n[..k] <=
+ * sum count[..k]; Hall's condition, the sets of devices a stage may use
+ * being nested). */
+static int groups_fit(const ms_dev_space *d, const int *n, int g)
+{
+    long need = 0, have = 0;
+    for (int c = 0; c < d->n_cls; c++) {
+        need += (long)g * n[c];
+        have += d->count[c];
+        if (need > have) return 0;
+    }
+    return 1;
+}
+
+int ms_dev_space_build_groups(ms_dev_space *d, const ms_plan_device *devs, int n, int R, double headroom, int g,
+                              char *err, size_t errlen)
 {
     memset(d, 0, sizeof *d);
+    d->group = g;
     for (int i = 0; i < n; i++) {
         int c = 0;
         while (c < d->n_cls && d->cap[c] != devs[i].capacity) c++;
@@ -47,12 +70,14 @@ int ms_dev_space_build(ms_dev_space *d, const ms_plan_device *devs, int n, int R
         for (int i = 0; i < n; i++)
             if (devs[i].capacity == d->cap[c]) d->devs[at++] = i;
     }
-    /* full mixed-radix space, then the states of size <= R */
+    /* full mixed-radix space, then the states of size <= R (groups: that fit) */
     long full = 1;
-    int stride[MS_MAX_CLASSES];
+    int stride[MS_MAX_CLASSES], bound[MS_MAX_CLASSES], prefix = 0;
     for (int c = 0; c < d->n_cls; c++) {
+        prefix += d->count[c];
+        bound[c] = g == 1 ? d->count[c] : prefix / g;
         stride[c] = (int)full;
-        full *= d->count[c] + 1;
+        full *= bound[c] + 1;
         if (full > MS_MAX_FULL_STATES)
             return ms_errf(err, errlen, "too many distinct GPU capacities to search every placement (%d classes)",
                         d->n_cls);
@@ -66,10 +91,10 @@ int ms_dev_space_build(ms_dev_space *d, const ms_plan_device *devs, int n, int R
     }
     int ns = 0;
     for (long f = 0; f < full; f++) {
-        int s = 0;
-        for (int c = 0; c < d->n_cls; c++) s += (int)(f / stride[c]) % (d->count[c] + 1);
+        int s = 0, nc[MS_MAX_CLASSES];
+        for (int c = 0; c < d->n_cls; c++) s += nc[c] = (int)(f / stride[c]) % (bound[c] + 1);
         fsize[f] = s;
-        compact[f] = s <= R ? ns++ : -1;
+        compact[f] = s <= R && (g == 1 || groups_fit(d, nc, g)) ? ns++ : -1;
     }
     d->n_states = ns;
     d->size = malloc((size_t)ns * sizeof *d->size);
@@ -87,8 +112,8 @@ int ms_dev_space_build(ms_dev_space *d, const ms_plan_device *devs, int n, int R
         d->size[st] = fsize[f];
         d->size_off[fsize[f] + 1]++;
         for (int c = 0; c < d->n_cls; c++) {
-            int have = (int)(f / stride[c]) % (d->count[c] + 1);
-            d->add[st * d->n_cls + c] = have < d->count[c] ? compact[f + stride[c]] : -1;
+            int have = (int)(f / stride[c]) % (bound[c] + 1);
+            d->add[st * d->n_cls + c] = have < bound[c] ? compact[f + stride[c]] : -1;
         }
     }
     for (int s = 0; s <= R; s++) d->size_off[s + 1] += d->size_off[s];

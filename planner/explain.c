@@ -23,8 +23,12 @@ void ms_plan_print_table(FILE *f, const ms_plan *pl, const ms_profile *prof, int
     char b1[32], b2[32];
     fprintf(f, "plan: %s, %s, %d micro-batch%s of %d (global batch %d), %d of %d GPU%s,\n      predicted %.1f ms/step\n",
             ms_precision_name((ms_precision)pl->precision), ms_schedule_name(pl->schedule), pl->n_micro,
-            pl->n_micro > 1 ? "es" : "", pl->micro_batch, pl->global_batch, pl->n_stages, pl->n_devices,
+            pl->n_micro > 1 ? "es" : "", pl->micro_batch, pl->global_batch, pl->n_stages * (pl->replicas > 0 ? pl->replicas : 1), pl->n_devices,
             pl->n_devices > 1 ? "s" : "", pl->step_ms);
+    if (pl->replicas > 1)
+        fprintf(f, "replicas: %d copies of the %d-stage pipeline (%d GPUs, %d ranks)%s; the table shows replica 0\n",
+                pl->replicas, pl->n_stages, pl->replicas * pl->n_stages, pl->replicas * pl->n_stages,
+                pl->zero ? ", ZeRO-1" : "");
     fprintf(f, "%-5s %-10s %-26s %-4s %-*s", "stage", "device", "layers", "rc", categories ? 28 : 0, "peak / capacity");
     for (int c = 0; categories && c < MS_CAT_N; c++) fprintf(f, " %10s", ms_cat_name((ms_cat)c));
     fputc('\n', f);
@@ -72,6 +76,8 @@ static void say_trial(FILE *f, const ms_profile *prof)
         fprintf(f, " with %s already live", bytes(live, b3, sizeof b3));
         if (top) fprintf(f, ", most of it %s (%s)", ms_cat_name((ms_cat)top_c), bytes(top, b1, sizeof b1));
         fprintf(f, ". ");
+    } else if (prof->fits && !prof->capacity) {
+        fprintf(f, "The trial fit on %s with no cap: peak %s. ", prof->device, bytes(prof->peak, b1, sizeof b1));
     } else if (prof->fits) {
         fprintf(f, "The trial fit on %s: peak %s of %s. ", prof->device, bytes(prof->peak, b1, sizeof b1),
                 bytes(prof->capacity, b2, sizeof b2));
@@ -95,7 +101,7 @@ char *ms_plan_reasoning(const ms_profile *prof, const ms_plan *pl)
     fprintf(f, "The plan trains in %s with the %s schedule, %d micro-batch%s of %d sequence%s (global batch %d), on %d of the %d GPU%s given.",
             ms_precision_name((ms_precision)pl->precision), ms_schedule_name(pl->schedule), pl->n_micro,
             pl->n_micro > 1 ? "es" : "", pl->micro_batch, pl->micro_batch > 1 ? "s" : "", pl->global_batch,
-            pl->n_stages, pl->n_devices, pl->n_devices > 1 ? "s" : "");
+            pl->n_stages * (pl->replicas > 0 ? pl->replicas : 1), pl->n_devices, pl->n_devices > 1 ? "s" : "");
     for (int s = 0; s < pl->n_stages; s++) {
         const ms_plan_stage *st = &pl->stages[s];
         const ms_plan_device *d = &pl->devices[st->device];
@@ -120,18 +126,36 @@ char *ms_plan_reasoning(const ms_profile *prof, const ms_plan *pl)
                     bytes(d->capacity > st->peak ? d->capacity - st->peak : 0, b2, sizeof b2));
         fprintf(f, ".");
     }
+    if (pl->replicas > 1)
+        fprintf(f, " The pipeline runs as %d replicas, %d GPUs in all, each replica with %d of the micro-batches; each "
+                "stage's gradients are all-reduced over its replicas at %g Gbit/s%s, which the optimizer times below include.",
+                pl->replicas, pl->replicas * pl->n_stages, pl->n_micro / pl->replicas, pl->bus_gbps,
+                pl->zero ? ", and ZeRO-1 shards its AdamW state over them" : "");
     int slow = 0, slow_o = 0;
     for (int s = 1; s < pl->n_stages; s++) {
         if (ms_stage_cycle_ms(&pl->stages[s]) > ms_stage_cycle_ms(&pl->stages[slow])) slow = s;
         if (pl->stages[s].opt_ms > pl->stages[slow_o].opt_ms) slow_o = s;
     }
     const ms_plan_stage *ss = &pl->stages[slow];
-    fprintf(f, " Stage %d is the slowest at %.2f ms per micro-batch (forward %.2f, backward %.2f, transfers %.2f), so a step takes (%d + %d - 1) x %.2f + %.2f (optimizer, stage %d) = %.1f ms.",
-            slow, ms_stage_cycle_ms(ss), ss->fwd_ms, ss->bwd_ms, ss->comm_ms, pl->n_micro, pl->n_stages,
-            ms_stage_cycle_ms(ss), pl->stages[slow_o].opt_ms, slow_o, pl->step_ms);
-    if (pl->n_stages < pl->n_devices)
-        fprintf(f, " The other %d GPU%s stay idle: no plan that uses them is more than %.0f%% faster.", pl->n_devices - pl->n_stages,
-                pl->n_devices - pl->n_stages > 1 ? "s" : "", 100 * MS_PLAN_TIE);
+    if (pl->schedule == MS_SCHED_SEQUENTIAL) {
+        double cyc = 0, opt = 0;
+        for (int s = 0; s < pl->n_stages; s++) {
+            cyc += ms_stage_cycle_ms(&pl->stages[s]);
+            opt += pl->stages[s].opt_ms;
+        }
+        fprintf(f, " One stage works at a time: a micro-batch takes %.2f ms through all of them (transfers "
+                   "included), so a step takes %d x %.2f + %.2f (optimizer) = %.1f ms, as on one device plus the "
+                   "transfers.",
+                cyc, pl->n_micro, cyc, opt, pl->step_ms);
+    } else {
+        fprintf(f, " Stage %d is the slowest at %.2f ms per micro-batch (forward %.2f, backward %.2f, transfers %.2f), so a step takes (%d + %d - 1) x %.2f + %.2f (optimizer, stage %d) = %.1f ms.",
+                slow, ms_stage_cycle_ms(ss), ss->fwd_ms, ss->bwd_ms, ss->comm_ms, pl->n_micro / (pl->replicas > 0 ? pl->replicas : 1), pl->n_stages,
+                ms_stage_cycle_ms(ss), pl->stages[slow_o].opt_ms, slow_o, pl->step_ms);
+    }
+    int used = pl->n_stages * (pl->replicas > 0 ? pl->replicas : 1);
+    if (used < pl->n_devices)
+        fprintf(f, " The other %d GPU%s stay idle: no plan that uses them is more than %.0f%% faster.", pl->n_devices - used,
+                pl->n_devices - used > 1 ? "s" : "", 100 * MS_PLAN_TIE);
     free(L);
     if (fclose(f)) {
         free(buf);

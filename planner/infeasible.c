@@ -266,7 +266,21 @@ int ms_plan_explain_infeasible(const ms_profile *prof, const ms_plan_device *dev
         say(&t, "%s %d GPU%s of at least %s each", out->min_gpus > 0 ? ", or on" : "; it needs", n_devs,
             n_devs > 1 ? "s" : "", ms_fmt_bytes(out->capacity_needed, b, sizeof b));
     say(&t, ".");
-    if (out->n_fixes) {
+    if (out->n_fixes && prof->fingerprint[0]) {
+        /* a program's precision, batch and checkpointing are its own: say
+         * what change in the program would fit, never as a flag */
+        say(&t, " A change in the program would also make it fit:");
+        for (int i = 0; i < out->n_fixes; i++) {
+            const char *o = out->fixes[i].option;
+            const char *what = !strncmp(o, "--micro-batch", 13) ? "a smaller batch per forward"
+                             : !strncmp(o, "--precision", 11)   ? "another precision (bf16 autocast)"
+                             : !strncmp(o, "--recompute", 11)   ? "activation checkpointing of its blocks"
+                                                                : o;
+            say(&t, "%s %s (%d stage%s, %.1f ms/step)", i ? ";" : "", what, out->fixes[i].n_stages,
+                out->fixes[i].n_stages > 1 ? "s" : "", out->fixes[i].step_ms);
+        }
+        say(&t, "; memsplit does not make it for you.");
+    } else if (out->n_fixes) {
         say(&t, " Opening an option also makes it fit:");
         for (int i = 0; i < out->n_fixes; i++)
             say(&t, "%s %s (%d stage%s, %.1f ms/step)", i ? ";" : "", out->fixes[i].option, out->fixes[i].n_stages,

@@ -125,11 +125,14 @@ int ms_layer_costs(const ms_profile *p, int precision, int micro_batch, ms_layer
         c->grad = near->grad;
         c->optim = near->optim;
         c->opt_ms = near->opt_ms;
+        c->transient_opt = near->transient_opt;
         c->act = line_bytes(a->act, b->act, ua, ub, micro_batch);
         c->act_input = line_bytes(a->act_input, b->act_input, ua, ub, micro_batch);
         uint64_t ta = a->transient_fwd > a->transient_bwd ? a->transient_fwd : a->transient_bwd;
         uint64_t tb = b->transient_fwd > b->transient_bwd ? b->transient_fwd : b->transient_bwd;
         c->transient = line_bytes(ta, tb, ua, ub, micro_batch);
+        c->transient_fwd = line_bytes(a->transient_fwd, b->transient_fwd, ua, ub, micro_batch);
+        c->transient_bwd = line_bytes(a->transient_bwd, b->transient_bwd, ua, ub, micro_batch);
         c->out_bytes = line_bytes(a->out_bytes, b->out_bytes, ua, ub, micro_batch);
         c->fwd_ms = line_ms(a->fwd_ms, b->fwd_ms, ua, ub, micro_batch);
         c->bwd_ms = line_ms(a->bwd_ms, b->bwd_ms, ua, ub, micro_batch);
@@ -141,6 +144,7 @@ int ms_layer_costs(const ms_profile *p, int precision, int micro_batch, ms_layer
 int ms_inflight(int schedule, int n_micro, int stage, int n_stages)
 {
     if (schedule == MS_SCHED_GPIPE) return n_micro;
+    if (schedule == MS_SCHED_SEQUENTIAL) return n_micro > 0 ? 1 : 0;   /* one micro-batch at a time */
     int k = n_stages - stage;
     return k < n_micro ? k : n_micro;
 }
@@ -170,7 +174,11 @@ uint64_t ms_stage_bytes(const ms_stage_sums *s, int inflight, int recompute, uin
     bytes[MS_CAT_GRAD] = s->grad;
     bytes[MS_CAT_OPTIM] = s->optim;
     bytes[MS_CAT_ACT] = recompute ? ms_sat_add(ms_sat_mul(k, s->act_input), s->max_act) : ms_sat_mul(k, s->act);
+    /* the optimizer step's temporaries come when the activations are gone:
+     * the peak is the larger of (activations + transient) and them */
     bytes[MS_CAT_TRANSIENT] = s->max_transient;
+    if (s->opt_transient > ms_sat_add(bytes[MS_CAT_ACT], s->max_transient))
+        bytes[MS_CAT_TRANSIENT] = s->opt_transient - bytes[MS_CAT_ACT];
     bytes[MS_CAT_COMM] = ms_sat_add(ms_sat_mul(k, s->in_bytes), s->out_bytes);
     bytes[MS_CAT_RESERVE] = reserve;
     uint64_t peak = 0;
@@ -202,6 +210,7 @@ void ms_stage_predict(const ms_layer_cost *L, int n_layers, int first, int last,
         s.act_input += c->act_input;
         if (c->act > s.max_act) s.max_act = c->act;
         if (c->transient > s.max_transient) s.max_transient = c->transient;
+        s.opt_transient += c->transient_opt;
         s.fwd_ms += c->fwd_ms;
         s.bwd_ms += c->bwd_ms;
         s.opt_ms += c->opt_ms;

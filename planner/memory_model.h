@@ -9,11 +9,13 @@
  *    size u0 it is scaled by u/u0. Static bytes (param, master, grad, optim)
  *    and opt_ms come from the measured size nearest to u. Bytes round up.
  *  - For stage s of p (0-based) with layers [a, b] and m micro-batches:
- *      inflight k = m (GPipe) or min(m, p - s) (1F1B)
+ *      inflight k = m (GPipe), min(m, p - s) (1F1B) or 1 (sequential)
  *      param/master/grad/optim = sums over the layers
  *      act       = k * sum(act)                      without recompute
  *                = k * sum(act_input) + max(act)     with recompute
- *      transient = max over layers of max(transient_fwd, transient_bwd)
+ *      transient = max over layers of max(transient_fwd, transient_bwd), or
+                  sum(transient_opt) - act when the optimizer step's
+                  temporaries (after the activations are freed) are larger
  *      comm      = (k + 1) * in + 2 * out, in = out_bytes[a-1] (0 for s = 0),
  *                  out = out_bytes[b] (0 for s = p-1): k held inputs plus the
  *                  input-gradient send buffer; the output send buffer and the
@@ -23,7 +25,8 @@
  *    fwd = sum fwd_ms; bwd = sum bwd_ms (+ fwd with recompute);
  *    comm_ms = (out [s < p-1] + in [s > 0]) * 8 / (link_gbps * 1e9) seconds;
  *    opt = sum opt_ms.
- *  - Step time of a plan: (m + p - 1) * max_s(fwd + bwd + comm_ms) + max_s(opt).
+ *  - Step time of a plan: (m + p - 1) * max_s(fwd + bwd + comm_ms) + max_s(opt);
+    sequential: m * sum_s(fwd + bwd + comm_ms) + sum_s(opt) (planner/sequential.c).
  * Pure functions; no allocation except where stated. */
 #ifndef MS_MEMORY_MODEL_H
 #define MS_MEMORY_MODEL_H
@@ -37,6 +40,8 @@
 typedef struct ms_layer_cost {
     uint64_t param, master, grad, optim;          /* static */
     uint64_t act, act_input, transient, out_bytes; /* per micro-batch; transient = max(fwd, bwd) */
+    uint64_t transient_opt;                        /* the optimizer step's temporaries (static) */
+    uint64_t transient_fwd, transient_bwd;         /* the two apart (the sequential model uses both) */
     double fwd_ms, bwd_ms, opt_ms;
 } ms_layer_cost;
 
@@ -44,6 +49,7 @@ typedef struct ms_layer_cost {
  * boundary activations, already 0 at the pipeline's ends. */
 typedef struct ms_stage_sums {
     uint64_t param, master, grad, optim, act, act_input, max_act, max_transient;
+    uint64_t opt_transient;           /* sum of the layers' optimizer temporaries */
     uint64_t in_bytes, out_bytes;
     double fwd_ms, bwd_ms, opt_ms;
 } ms_stage_sums;

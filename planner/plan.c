@@ -2,10 +2,11 @@
  * freeing a plan. */
 #include "planner/planner.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const sched_names[MS_SCHED_N] = {"gpipe", "1f1b"};
+static const char *const sched_names[MS_SCHED_N] = {"gpipe", "1f1b", "sequential"};
 static const char *const recompute_names[] = {"auto", "never", "always"};
 
 const char *ms_schedule_name(int s) { return s >= 0 && s < MS_SCHED_N ? sched_names[s] : "?"; }
@@ -34,6 +35,25 @@ void ms_plan_opts_default(ms_plan_opts *o)
     o->recompute = MS_RECOMPUTE_AUTO;
     o->headroom = MS_PLAN_DEFAULT_HEADROOM;
     o->link_gbps = MS_PLAN_DEFAULT_LINK_GBPS;
+    o->replicas = 1; /* one pipeline: what one process runs; 0 opens it (ranks) */
+    o->zero = -1;
+    o->bus_gbps = MS_PLAN_DEFAULT_BUS_GBPS;
+}
+
+int ms_plan_attach_program(ms_plan *pl, const ms_profile *prof)
+{
+    if (!prof->fingerprint[0]) return 0;
+    snprintf(pl->program, sizeof pl->program, "%s", prof->model);
+    snprintf(pl->fingerprint, sizeof pl->fingerprint, "%s", prof->fingerprint);
+    pl->layer_names = calloc((size_t)pl->n_layers, sizeof *pl->layer_names);
+    if (!pl->layer_names) return -1;
+    for (int l = 0; l < pl->n_layers; l++) {
+        const char *name = "";
+        for (int i = 0; i < prof->n_rows; i++)
+            if (prof->rows[i].layer == l) { name = prof->rows[i].name; break; }
+        if (!(pl->layer_names[l] = strdup(name))) return -1;
+    }
+    return 0;
 }
 
 void ms_plan_free(ms_plan *p)
@@ -41,6 +61,10 @@ void ms_plan_free(ms_plan *p)
     if (!p) return;
     free(p->devices);
     free(p->stages);
+    free(p->replica_devices);
     free(p->reasoning);
+    if (p->layer_names)
+        for (int i = 0; i < p->n_layers; i++) free(p->layer_names[i]);
+    free(p->layer_names);
     memset(p, 0, sizeof *p);
 }

@@ -1,6 +1,7 @@
 /* plan_json.c — plan <-> JSON with strict validation (plan_json.h). */
 #include "planner/plan_json.h"
 #include "vocab/device_name.h"
+#include "planner/plan_replicas.h"
 #include "vocab/errf.h"
 
 #include <errno.h>
@@ -74,6 +75,21 @@ json_t *ms_plan_to_json(const ms_plan *p)
     if (src && p->profile_file[0]) put(src, "file", json_string(p->profile_file), &bad);
     put(root, "profile", src, &bad);
     put(root, "reasoning", p->reasoning ? json_string(p->reasoning) : json_null(), &bad);
+    if (p->fingerprint[0]) {
+        json_t *pr = json_object(), *names = json_array();
+        for (int i = 0; names && p->layer_names && i < p->n_layers; i++)
+            if (json_array_append_new(names, json_string(p->layer_names[i] ? p->layer_names[i] : ""))) bad = 1;
+        if (pr) {
+            put(pr, "name", json_string(p->program), &bad);
+            put(pr, "fingerprint", json_string(p->fingerprint), &bad);
+            put(pr, "layer_names", names, &bad);
+        } else {
+            json_decref(names);
+        }
+        put(root, "program", pr, &bad);
+    }
+    char rerr[128];
+    if (!bad && ms_plan_replicas_to_json(p, root, rerr, sizeof rerr)) bad = 1;
     if (bad) {
         json_decref(root);
         return NULL;
@@ -131,15 +147,17 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
 {
     const char *ctx = "plan";
     if (!json_is_object(root)) return ms_errf(err, errlen, "plan: expected a JSON object");
-    GET_INT(root, ctx, "version", MS_PLAN_VERSION, MS_PLAN_VERSION, p->version);
+    GET_INT(root, ctx, "version", 1, MS_PLAN_VERSION, p->version);
     const json_t *m = json_object_get(root, "model");
     if (!json_is_object(m)) return ms_errf(err, errlen, m ? "model: expected an object" : "model: missing");
     if (ms_json_get_str(m, "model", "name", p->model, sizeof p->model, err, errlen)) return -1;
     GET_INT(m, "model", "n_layers", 1, MS_MAX_LAYERS, p->n_layers);
-    GET_INT(m, "model", "seq_len", 1, INT32_MAX, p->seq_len);
-    GET_INT(m, "model", "d_model", 1, INT32_MAX, p->d_model);
-    GET_INT(m, "model", "n_head", 1, INT32_MAX, p->n_head);
-    GET_INT(m, "model", "vocab", 1, INT32_MAX, p->vocab);
+    /* a program's plan (version 2) has no GPT shape: 0 */
+    const int lo = p->version >= 2 ? 0 : 1;
+    GET_INT(m, "model", "seq_len", lo, INT32_MAX, p->seq_len);
+    GET_INT(m, "model", "d_model", lo, INT32_MAX, p->d_model);
+    GET_INT(m, "model", "n_head", lo, INT32_MAX, p->n_head);
+    GET_INT(m, "model", "vocab", lo, INT32_MAX, p->vocab);
 
     const json_t *devs = json_object_get(root, "devices");
     if (!devs) return ms_errf(err, errlen, "devices: missing");
@@ -171,7 +189,7 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
     p->precision = (int)prec;
     if (ms_json_get_str(root, ctx, "schedule", s, sizeof s, err, errlen)) return -1;
     if ((p->schedule = ms_schedule_parse(s)) < 0)
-        return ms_errf(err, errlen, "plan.schedule: \"%s\" is not one of gpipe|1f1b", s);
+        return ms_errf(err, errlen, "plan.schedule: \"%s\" is not one of gpipe|1f1b|sequential", s);
     GET_INT(root, ctx, "micro_batch", 1, MS_PROFILE_MAX_BATCH, p->micro_batch);
     GET_INT(root, ctx, "n_micro", 1, MS_PROFILE_MAX_BATCH, p->n_micro);
     GET_INT(root, ctx, "global_batch", 1, MS_PROFILE_MAX_BATCH, p->global_batch);
@@ -215,6 +233,7 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
     if (rc) return -1;
     if (next != p->n_layers)
         return ms_errf(err, errlen, "stages: end at layer %d, the model has %d layers", next - 1, p->n_layers);
+    if (ms_plan_replicas_from_json(root, p, err, errlen)) return -1;
 
     const json_t *src = json_object_get(root, "profile");
     if (!json_is_object(src)) return ms_errf(err, errlen, src ? "profile: expected an object" : "profile: missing");
@@ -226,6 +245,26 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
     if (json_object_get(src, "file") &&
         ms_json_get_str(src, "profile", "file", p->profile_file, sizeof p->profile_file, err, errlen))
         return -1;
+    const json_t *pr = json_object_get(root, "program");
+    if (pr && !json_is_null(pr)) {
+        if (!json_is_object(pr)) return ms_errf(err, errlen, "program: expected an object");
+        if (ms_json_get_str(pr, "program", "name", p->program, sizeof p->program, err, errlen) ||
+            ms_json_get_str(pr, "program", "fingerprint", p->fingerprint, sizeof p->fingerprint, err, errlen))
+            return -1;
+        if (!p->fingerprint[0]) return ms_errf(err, errlen, "program.fingerprint: empty");
+        const json_t *names = json_object_get(pr, "layer_names");
+        if (!json_is_array(names) || json_array_size(names) != (size_t)p->n_layers)
+            return ms_errf(err, errlen, "program.layer_names: expected %d module names", p->n_layers);
+        p->layer_names = calloc((size_t)p->n_layers, sizeof *p->layer_names);
+        if (!p->layer_names) return ms_errf(err, errlen, "out of memory");
+        for (int i = 0; i < p->n_layers; i++) {
+            const json_t *v = json_array_get(names, (size_t)i);
+            if (!json_is_string(v) || strlen(json_string_value(v)) >= MS_NAME_MAX)
+                return ms_errf(err, errlen, "program.layer_names[%d]: expected a module path of under %d bytes", i,
+                               MS_NAME_MAX);
+            if (!(p->layer_names[i] = strdup(json_string_value(v)))) return ms_errf(err, errlen, "out of memory");
+        }
+    }
     const json_t *why = json_object_get(root, "reasoning");
     if (!why) return ms_errf(err, errlen, "plan.reasoning: missing (null when none)");
     if (json_is_string(why)) {

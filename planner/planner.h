@@ -34,17 +34,28 @@
 #include "vocab/limits.h"
 #include "vocab/profile.h"
 
-#define MS_PLAN_VERSION 1
+/* 2: optional keys: a program block (a program's fingerprint and module
+ * names), the sequential schedule, replicas and ZeRO-1; version 1 plans
+ * still load */
+#define MS_PLAN_VERSION 2
 #define MS_PLAN_OK 0
 #define MS_PLAN_INFEASIBLE 1
 #define MS_PLAN_ERROR (-1)
 
 #define MS_PLAN_DEFAULT_HEADROOM 0.05
 #define MS_PLAN_DEFAULT_LINK_GBPS 200.0  /* gigabits per second between stages */
+/* All-reduce bus bandwidth when none was measured (bench/nccl_bw measures
+ * it): the same PCIe-class figure as the stage links. */
+#define MS_PLAN_DEFAULT_BUS_GBPS 200.0
 /* Distinct capacities are searched as a multiset: at most this many states. */
 #define MS_PLAN_MAX_DEVICE_STATES 4096
 
-typedef enum { MS_SCHED_GPIPE = 0, MS_SCHED_1F1B = 1, MS_SCHED_N } ms_schedule;
+/* GPipe and 1F1B are the built-in trainer's pipelines (the search tries
+ * both when the schedule is open). Sequential is model parallelism with one
+ * stage busy at a time, the only schedule a single-process program can run
+ * honestly (the PyTorch bridge): never chosen unless asked for. */
+typedef enum { MS_SCHED_GPIPE = 0, MS_SCHED_1F1B = 1, MS_SCHED_SEQUENTIAL = 2, MS_SCHED_N } ms_schedule;
+#define MS_SCHED_PIPELINES 2   /* the schedules an open search tries */
 typedef enum { MS_RECOMPUTE_AUTO = 0, MS_RECOMPUTE_NEVER = 1, MS_RECOMPUTE_ALWAYS = 2 } ms_recompute_mode;
 
 const char *ms_schedule_name(int s);            /* "gpipe", "1f1b" */
@@ -64,6 +75,12 @@ typedef struct ms_plan_opts {
     int micro_batch;        /* 0: any divisor of global_batch */
     int recompute;          /* ms_recompute_mode */
     int max_stages;         /* 0: as many as devices */
+    int replicas;           /* data-parallel copies of the pipeline: 0 any, else fixed */
+    int zero;               /* ZeRO-1 (AdamW state sharded over the replicas): -1 any, 0 off, 1 on */
+    double bus_gbps;        /* all-reduce bus bandwidth, Gbit/s, > 0 */
+    uint64_t comm_reserve;  /* bytes per device for the collective library's own buffers
+                             * (NCCL's, measured by bench/nccl_bw; 0 on the CPU, where MPI's
+                             * buffers are host memory outside the device's capacity) */
     double headroom;        /* fraction of each capacity kept free, [0, 1) */
     double link_gbps;       /* stage-to-stage bandwidth, Gbit/s, > 0 */
     int first_fit;          /* internal use: stop at the first plan that fits */
@@ -94,14 +111,29 @@ typedef struct ms_plan {
     double headroom, link_gbps;
     int n_stages;
     ms_plan_stage *stages;      /* in pipeline order (owned) */
+    int replicas;               /* d >= 1 copies of the pipeline, each on its own devices */
+    int zero;                   /* 1: ZeRO-1 over each stage's d replicas */
+    double bus_gbps;            /* the all-reduce bandwidth the time model assumed */
+    uint64_t comm_reserve;      /* per device, counted in each stage's comm bytes */
+    int *replica_devices;       /* [n_stages * replicas]: device of stage s in replica r at
+                                 * s * replicas + r; r = 0 is stages[s].device (owned) */
     double step_ms;             /* predicted time of one optimizer step */
     int64_t profile_run;        /* run id the profile came from, 0: none */
     char profile_file[512];     /* file the profile came from, "": none */
     char *reasoning;            /* the paragraph (owned, may be NULL) */
     char note[512];             /* how ms_plan_choose() chose among equals ("": nothing to say) */
+    /* a program's plan (the bridge): "" and NULL for the built-in model */
+    char program[128];          /* the script, e.g. "train.py" */
+    char fingerprint[MS_FINGERPRINT_MAX];
+    char **layer_names;         /* n_layers module paths (owned) */
 } ms_plan;
 
 void ms_plan_free(ms_plan *p);
+/* A program's plan carries its name, fingerprint and the module paths of
+ * its layers (from the profile's rows), so that the bridge can apply it and
+ * refuse it for another program. No-op for the built-in model; -1 when out
+ * of memory. */
+int ms_plan_attach_program(ms_plan *pl, const ms_profile *prof);
 
 int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_devs, const ms_plan_opts *opts,
                    ms_plan *out, char *err, size_t errlen);

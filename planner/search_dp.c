@@ -60,10 +60,11 @@ struct ms_dp {
     int R;                        /* most stages */
     const ms_dev_space *ds;
     int allow_nr, allow_rc;
-    uint64_t reserve;
+    uint64_t reserve, comm_reserve;
+    int replicas;
     double link_gbps;
     /* prefix sums over layers, [n + 1] */
-    uint64_t *p_param, *p_master, *p_grad, *p_optim, *p_act, *p_actin;
+    uint64_t *p_param, *p_master, *p_grad, *p_optim, *p_act, *p_actin, *p_topt;
     double *p_f, *p_b, *p_o;
     double *pmax_c;               /* [n + 1]: slowest single layer (fwd + bwd) among layers < i */
     /* DP storage */
@@ -87,7 +88,7 @@ static void dp_free(dp *x)
 static int dp_alloc(dp *x, int n, const ms_dev_space *ds)
 {
     size_t n1 = (size_t)n + 1, cells = n1 * (size_t)ds->n_states;
-    x->p_param = calloc(n1 * 6, sizeof(uint64_t));
+    x->p_param = calloc(n1 * 7, sizeof(uint64_t));
     x->p_f = calloc(n1 * 4, sizeof(double));
     x->off = malloc(cells * 2 * sizeof(int));
     x->row = calloc((size_t)ds->n_states, sizeof *x->row);
@@ -97,6 +98,7 @@ static int dp_alloc(dp *x, int n, const ms_dev_space *ds)
     x->p_optim = x->p_grad + n1;
     x->p_act = x->p_optim + n1;
     x->p_actin = x->p_act + n1;
+    x->p_topt = x->p_actin + n1;
     x->p_b = x->p_f + n1;
     x->p_o = x->p_b + n1;
     x->pmax_c = x->p_o + n1;
@@ -113,6 +115,7 @@ static void dp_prefix(dp *x, const ms_layer_cost *L)
         x->p_optim[l + 1] = x->p_optim[l] + L[l].optim;
         x->p_act[l + 1] = x->p_act[l] + L[l].act;
         x->p_actin[l + 1] = x->p_actin[l] + L[l].act_input;
+        x->p_topt[l + 1] = x->p_topt[l] + L[l].transient_opt;
         x->p_f[l + 1] = x->p_f[l] + L[l].fwd_ms;
         x->p_b[l + 1] = x->p_b[l] + L[l].bwd_ms;
         x->p_o[l + 1] = x->p_o[l] + L[l].opt_ms;
@@ -170,6 +173,8 @@ int ms_dp_run(dp *x, const ms_layer_cost *L, int sched, int m, double *best, ms_
             if (klb * c_lb + o_lb >= bound) break; /* more stages after: only worse */
             const int s_lo = ds->size_off[r], s_hi = ds->size_off[r + 1];
             const uint64_t in_b = i > 0 ? L[i - 1].out_bytes : 0;
+            /* one stage and one replica (i == 0, r == 0) is the only run of one device */
+            const uint64_t res = x->replicas > 1 || i > 0 || r > 0 ? ms_sat_add(x->reserve, x->comm_reserve) : x->reserve;
             const int jmax = r == 0 ? n : n - r;
             uint64_t max_act = 0, max_tr = 0;
             for (int j = i + 1; j <= jmax; j++) {
@@ -180,7 +185,8 @@ int ms_dp_run(dp *x, const ms_layer_cost *L, int sched, int m, double *best, ms_
                     .param = x->p_param[j] - x->p_param[i], .master = x->p_master[j] - x->p_master[i],
                     .grad = x->p_grad[j] - x->p_grad[i], .optim = x->p_optim[j] - x->p_optim[i],
                     .act = x->p_act[j] - x->p_act[i], .act_input = x->p_actin[j] - x->p_actin[i],
-                    .max_act = max_act, .max_transient = max_tr, .in_bytes = 0, .out_bytes = 0,
+                    .max_act = max_act, .max_transient = max_tr, .opt_transient = x->p_topt[j] - x->p_topt[i],
+                    .in_bytes = 0, .out_bytes = 0,
                     .fwd_ms = x->p_f[j] - x->p_f[i], .bwd_ms = x->p_b[j] - x->p_b[i],
                     .opt_ms = x->p_o[j] - x->p_o[i],
                 };
@@ -188,15 +194,15 @@ int ms_dp_run(dp *x, const ms_layer_cost *L, int sched, int m, double *best, ms_
                 /* Without the comm buffers every term only grows with j: once
                  * even the largest device (class 0) is too small, stop. */
                 const uint64_t big = ds->avail[0];
-                int nr_ok = x->allow_nr && ms_stage_bytes(&ss, k, 0, x->reserve, by) <= big;
-                int rc_ok = x->allow_rc && ms_stage_bytes(&ss, k, 1, x->reserve, by) <= big;
+                int nr_ok = x->allow_nr && ms_stage_bytes(&ss, k, 0, res, by) <= big;
+                int rc_ok = x->allow_rc && ms_stage_bytes(&ss, k, 1, res, by) <= big;
                 if (!nr_ok && !rc_ok) break;
                 if (klb * (ss.fwd_ms + ss.bwd_ms) + o_lb >= bound) break;
                 if (r == 0 && j != n) continue;
                 ss.in_bytes = in_b;
                 ss.out_bytes = r > 0 ? lc->out_bytes : 0;
-                const uint64_t peak_nr = ms_stage_bytes(&ss, k, 0, x->reserve, by);
-                const uint64_t peak_rc = ms_stage_bytes(&ss, k, 1, x->reserve, by);
+                const uint64_t peak_nr = ms_stage_bytes(&ss, k, 0, res, by);
+                const uint64_t peak_rc = ms_stage_bytes(&ss, k, 1, res, by);
                 ms_plan_stage t_nr, t_rc;
                 ms_stage_times(&ss, 0, x->link_gbps, &t_nr);
                 ms_stage_times(&ss, 1, x->link_gbps, &t_rc);
@@ -258,12 +264,12 @@ int ms_dp_run(dp *x, const ms_layer_cost *L, int sched, int m, double *best, ms_
 }
 
 ms_dp *ms_dp_new(int n, int R, const ms_dev_space *ds, uint64_t reserve, double link_gbps, int allow_nr,
-                 int allow_rc)
+                 int allow_rc, uint64_t comm_reserve, int replicas)
 {
     dp *x = calloc(1, sizeof *x);
     if (!x) return NULL;
     *x = (dp){.n = n, .R = R, .ds = ds, .reserve = reserve, .link_gbps = link_gbps, .allow_nr = allow_nr,
-              .allow_rc = allow_rc};
+              .allow_rc = allow_rc, .comm_reserve = comm_reserve, .replicas = replicas};
     if (dp_alloc(x, n, ds)) {
         ms_dp_free(x);
         return NULL;

@@ -258,6 +258,9 @@ static struct {
     ms_addr_map corr_event;  /* correlation id -> callback event index + 1 */
     ms_addr_map corr_alias;  /* nested call's correlation id -> outer call's */
     ms_trace_stats stats;
+    /* streaming (injection) mode: events go to the sink and are not kept */
+    ms_trace_sink sink;
+    void *sink_user;
 } g;
 
 static thread_state *tls(void)
@@ -379,12 +382,19 @@ static void record_call(thread_state *t, CUpti_CallbackDomain domain, CUpti_Call
         if (d.address == 0) store = 0; /* a zero-byte request gets NULL and no memory */
         else if (ms_addr_map_put(live, d.address, d.bytes) != 0) g.stats.lost_events++;
     }
-    if (store) {
+    ms_trace_sink sink = g.sink;
+    void *sink_user = g.sink_user;
+    int to_sink = store && sink;
+    if (to_sink) {
+        store = 0;
+    } else if (store) {
         int idx = ms_event_log_push(&g.log, &e);
         if (idx < 0) g.stats.lost_events++;
         else if (e.correlation) ms_addr_map_put(&g.corr_event, e.correlation, (uint64_t)idx + 1);
     }
     pthread_mutex_unlock(&data_mu);
+    /* outside the lock: the sink writes to a socket */
+    if (to_sink) sink(&e, sink_user);
 }
 
 /* A call made inside a traced runtime call is not recorded again, but its
@@ -586,7 +596,27 @@ static void teardown(void)
     }
 }
 
-int ms_trace_start(char *err, size_t errlen)
+static int start(int injected, char *err, size_t errlen);
+
+int ms_trace_start(char *err, size_t errlen) { return start(0, err, errlen); }
+
+int ms_trace_start_streaming(ms_trace_sink sink, void *user, char *err, size_t errlen)
+{
+    if (!sink) return -1;
+    pthread_mutex_lock(&data_mu);
+    g.sink = sink;
+    g.sink_user = user;
+    pthread_mutex_unlock(&data_mu);
+    int rc = start(1, err, errlen);
+    if (rc != 0) {
+        pthread_mutex_lock(&data_mu);
+        g.sink = NULL;
+        pthread_mutex_unlock(&data_mu);
+    }
+    return rc;
+}
+
+static int start(int injected, char *err, size_t errlen)
 {
     char scratch[8];
     if (!err || errlen == 0) { err = scratch; errlen = sizeof scratch; }
@@ -597,12 +627,15 @@ int ms_trace_start(char *err, size_t errlen)
         snprintf(err, errlen, "CUPTI tracing already started");
         return -1;
     }
+    /* Inside an injection library's InitializeInjection the driver is being
+     * initialised: no probe, and no context to measure yet. */
     driver_probe dp;
-    if (probe_driver(&dp, err, errlen) != 0) {
+    memset(&dp, 0, sizeof dp);
+    if (!injected && probe_driver(&dp, err, errlen) != 0) {
         pthread_mutex_unlock(&ctl_mu);
         return -1;
     }
-    uint64_t free_before = free_device_bytes(&dp);
+    uint64_t free_before = injected ? 0 : free_device_bytes(&dp);
 
     CUptiResult r = cuptiSubscribe(&g.sub, on_callback, NULL);
     if (r != CUPTI_SUCCESS) {
@@ -622,7 +655,7 @@ int ms_trace_start(char *err, size_t errlen)
             return -1;
         }
     }
-    if (!g.buffers_registered) {
+    if (!injected && !g.buffers_registered) {
         r = cuptiActivityRegisterCallbacks(on_buffer_request, on_buffer_complete);
         if (r != CUPTI_SUCCESS) {
             cupti_msg(err, errlen, "cuptiActivityRegisterCallbacks", r);
@@ -642,14 +675,14 @@ int ms_trace_start(char *err, size_t errlen)
     atomic_fetch_add(&generation, 1);
     atomic_store(&recording, 1);
 
-    r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2);
+    r = injected ? CUPTI_SUCCESS : cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2);
     if (r != CUPTI_SUCCESS) {
         cupti_msg(err, errlen, "cuptiActivityEnable(MEMORY2)", r);
         teardown();
         pthread_mutex_unlock(&ctl_mu);
         return -1;
     }
-    uint64_t free_after = free_device_bytes(&dp);
+    uint64_t free_after = injected ? 0 : free_device_bytes(&dp);
     g.reserve = free_before > free_after ? free_before - free_after : 0;
     g.started = 1;
     pthread_mutex_unlock(&ctl_mu);

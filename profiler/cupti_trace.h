@@ -28,6 +28,15 @@
 #include "profiler/cupti_ledger.h" /* ms_trace_event, MS_TEV_*, ledgers, cross-check */
 
 int ms_trace_start(char *err, size_t errlen);
+/* For a CUPTI injection library (the PyTorch bridge): starts from inside
+ * InitializeInjection, where the driver is being initialised, so it does
+ * not probe the driver; subscribes the callbacks only (no MEMORY2), and
+ * hands every callback event to sink as it happens (outside the tracer's
+ * locks, on the calling thread) instead of keeping it, so a long program
+ * does not grow the tracer's memory. 0 or -1 with err. */
+typedef void (*ms_trace_sink)(const ms_trace_event *e, void *user);
+int ms_trace_start_streaming(ms_trace_sink sink, void *user, char *err, size_t errlen);
+
 /* Hands over all of CUPTI's buffered activity records (forced flush). */
 int ms_trace_flush(void);
 /* Flushes, then unsubscribes and disables the activity kind. Events stay. */

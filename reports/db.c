@@ -62,6 +62,10 @@ static int check_identity(ms_db *db, int version, int app_id, int n_objects)
     if (version == 0 && n_objects > 0)
         return dbi_fail(db, "not a memsplit database: it holds %d tables or indexes but no memsplit schema",
                         n_objects);
+    /* user_version is a signed 32-bit field: a negative one would index the
+     * migrations before their start */
+    if (version < 0)
+        return dbi_fail(db, "not a memsplit database: schema version %d", version);
     if (version > known)
         return dbi_fail(db, "database schema version %d is newer than this memsplit knows (%d); "
                         "open it with a newer memsplit", version, known);
@@ -141,6 +145,19 @@ static int migrate_locked(ms_db *db)
     return dbi_commit(db);
 }
 
+/* What every open does once SQLite has the file: recognise it, set the
+ * pragmas, upgrade the schema. Looks before touching: switching a foreign
+ * file to WAL would already change it. */
+static int make_ready(ms_db *db, int in_memory)
+{
+    sqlite3_busy_timeout(db->h, MS_DB_BUSY_MS);
+    int version, app_id, n_objects;
+    if (read_identity(db, &version, &app_id, &n_objects) != 0 ||
+        check_identity(db, version, app_id, n_objects) != 0 || set_pragmas(db, in_memory) != 0)
+        return -1;
+    return migrate(db);
+}
+
 /* The path checks both openers make; the new handle, or NULL with err. */
 static ms_db *new_handle(const char *path, int create, int in_memory, char *err, size_t errlen)
 {
@@ -176,15 +193,8 @@ ms_db *ms_db_open(const char *path, int create, char *err, size_t errlen)
     int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
     if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
         dbi_sqlfail(db, "cannot open the database");
-    } else {
-        sqlite3_busy_timeout(db->h, MS_DB_BUSY_MS);
-        /* Look before touching: switching a foreign file to WAL would
-         * already change it. */
-        int version, app_id, n_objects;
-        if (read_identity(db, &version, &app_id, &n_objects) == 0 &&
-            check_identity(db, version, app_id, n_objects) == 0 && set_pragmas(db, in_memory) == 0 &&
-            migrate(db) == 0)
-            return db;
+    } else if (make_ready(db, in_memory) == 0) {
+        return db;
     }
     if (err) snprintf(err, errlen, "%s: %s", path, db->err);
     ms_db_close(db);
@@ -258,6 +268,38 @@ ms_db *ms_db_open_readonly(const char *path, char *err, size_t errlen)
                  "plan --db) upgrades it", version, ms_db_n_migrations);
     }
     if (err) snprintf(err, errlen, "%s: %s", path, db->err);
+    ms_db_close(db);
+    return NULL;
+}
+
+ms_db *ms_db_open_image(const void *bytes, size_t n, char *err, size_t errlen)
+{
+    if (err && errlen) err[0] = '\0';
+    ms_db *db = calloc(1, sizeof *db);
+    /* SQLite owns (and may grow) the copy: a migration writes to it. */
+    unsigned char *copy = sqlite3_malloc64(n ? n : 1);
+    if (!db || !copy) {
+        free(db);
+        sqlite3_free(copy);
+        if (err) snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (n) memcpy(copy, bytes, n);
+    /* Header bytes 18 and 19 say WAL (2) in every file memsplit wrote; the
+     * in-memory VFS has no shared memory for a WAL, so read the image as a
+     * rollback-journal database (1), which is the same file otherwise. */
+    if (n >= 20 && copy[18] == 2 && copy[19] == 2) copy[18] = copy[19] = 1;
+    if (sqlite3_open_v2(":memory:", &db->h, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        sqlite3_free(copy);
+        dbi_sqlfail(db, "cannot open an in-memory database");
+    } else if (sqlite3_deserialize(db->h, "main", copy, (sqlite3_int64)n, (sqlite3_int64)n,
+                                   SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE) !=
+               SQLITE_OK) {
+        dbi_sqlfail(db, "cannot load the database image");   /* SQLite freed the copy */
+    } else if (make_ready(db, 1) == 0) {
+        return db;
+    }
+    if (err) snprintf(err, errlen, "database image: %s", db->err);
     ms_db_close(db);
     return NULL;
 }

@@ -42,6 +42,10 @@ ms_db *ms_db_open(const char *path, int create, char *err, size_t errlen);
 ms_db *ms_db_open_readonly(const char *path, char *err, size_t errlen);
 /* How long a write waits for another process's lock, in milliseconds (0: not at all). */
 void ms_db_set_busy_timeout(ms_db *db, int ms);
+/* A database image in memory (a whole database file's bytes), copied and
+ * then recognised and upgraded exactly as ms_db_open() does a file; any
+ * change stays in the copy. For tests and the fuzzer (tests/fuzz/fuzz_db.c). */
+ms_db *ms_db_open_image(const void *bytes, size_t n, char *err, size_t errlen);
 void ms_db_close(ms_db *db);
 const char *ms_db_errmsg(const ms_db *db);   /* last failure's message */
 int ms_db_schema_version(ms_db *db);         /* PRAGMA user_version, -1 on error */

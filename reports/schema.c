@@ -247,7 +247,8 @@ static const char v3_programs[] =
     "ALTER TABLE profiles ADD COLUMN layer_list TEXT;\n"
     "ALTER TABLE profiles ADD COLUMN framework TEXT;\n"
     "ALTER TABLE profiles ADD COLUMN accounting TEXT;\n"
-    "ALTER TABLE profiles ADD COLUMN reserved_peak INTEGER;\n";
+    "ALTER TABLE profiles ADD COLUMN reserved_peak INTEGER;\n"
+    "ALTER TABLE profiles ADD COLUMN grads_freed INTEGER NOT NULL DEFAULT 0;\n";
 
 const char *const ms_db_migrations[] = { v1_runs_and_profiles, v2_training, v3_programs };
 const int ms_db_n_migrations = (int)(sizeof ms_db_migrations / sizeof ms_db_migrations[0]);

@@ -79,11 +79,22 @@ static void print_bytes_cell(FILE *f, uint64_t v, int w)
     fprintf(f, " %*s", w, ms_term_bytes_short(v, b, sizeof b));
 }
 
+/* A name in w columns: whole when it fits; else a block keeps its tail (the
+ * index that tells blocks apart: "~ormers.15"), anything else its head. */
+static const char *fit_name(const char *name, const char *kind, int w, char *buf, size_t len)
+{
+    size_t n = strlen(name);
+    if ((int)n <= w) return name;
+    if (!strcmp(kind, "block")) snprintf(buf, len, "~%s", name + n - (size_t)(w - 1));
+    else snprintf(buf, len, "%.*s~", w - 1, name);
+    return buf;
+}
+
 static void print_row(FILE *f, const table_layout *t, const char *idx, const char *name, const char *src,
                       const ms_layer_row *r)
 {
-    char fw[16], bw[16];
-    fprintf(f, "%3s %-9.9s %s", idx, name, src);
+    char fw[16], bw[16], cut[16];
+    fprintf(f, "%3s %-9.9s %s", idx, fit_name(name, r->kind, 9, cut, sizeof cut), src);
     print_bytes_cell(f, r->param, t->bw);
     if (t->master) print_bytes_cell(f, r->master, t->bw);
     print_bytes_cell(f, r->grad, t->bw);
@@ -131,14 +142,15 @@ static void print_group(FILE *f, const ms_profile *p, int precision, int micro_b
     print_header(f, &t);
     ms_layer_row total;
     memset(&total, 0, sizeof total);
-    int n_isolated = 0;
+    int n_isolated = 0, n_other = 0;
+    static const char *const letter[MS_ROW_N] = { "F", "I", "C", "U" };
     for (int i = 0; i < n; i++) {
         const ms_layer_row *r = rows[i];
-        char idx[16], name[40];
+        char idx[16];
         snprintf(idx, sizeof idx, "%d", r->layer);
-        snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, r->name);
-        print_row(f, &t, idx, name, r->source == MS_ROW_ISOLATED ? "I" : "F", r);
+        print_row(f, &t, idx, r->name, r->source >= 0 && r->source < MS_ROW_N ? letter[r->source] : "?", r);
         n_isolated += r->source == MS_ROW_ISOLATED;
+        n_other += r->source == MS_ROW_COPIED || r->source == MS_ROW_UNCAPPED;
         total.param += r->param;
         total.master += r->master;
         total.grad += r->grad;
@@ -151,9 +163,13 @@ static void print_group(FILE *f, const ms_profile *p, int precision, int micro_b
     }
     print_row(f, &t, "", "total", " ", &total);
     rep_wrap(f, width, 0,
-            "s: F = measured in the full run, I = measured in isolation. tr.: transient peak "
-            "while the layer runs (the total row shows the largest). Act, transient and times are "
-            "per micro-batch.");
+             n_other ? "s: F = measured in the full run, C = copied from an identical block the run "
+                       "completed, U = measured in a second pass without the cap. tr.: transient peak while "
+                       "the layer runs (the total row shows the largest). Act, transient and times are per "
+                       "micro-batch."
+                     : "s: F = measured in the full run, I = measured in isolation. tr.: transient peak "
+                       "while the layer runs (the total row shows the largest). Act, transient and times are "
+                       "per micro-batch.");
     if (n_isolated) {
         char msg[256];
         snprintf(msg, sizeof msg,
@@ -169,10 +185,14 @@ void ms_term_report_profile(FILE *f, const ms_profile *p, int width)
 {
     if (width <= 0) width = 80;
     char line[512], b1[32], b2[32], b3[32];
-    snprintf(line, sizeof line,
-             "Profile of %.*s: %d layers (seq %d, d_model %d, %d heads, vocab %d), global batch %d, on %.*s.",
-             (int)sizeof p->model, p->model, p->n_layers, p->seq_len, p->d_model, p->n_head, p->vocab,
-             p->global_batch, (int)sizeof p->device, p->device);
+    if (p->seq_len > 0)
+        snprintf(line, sizeof line,
+                 "Profile of %.*s: %d layers (seq %d, d_model %d, %d heads, vocab %d), global batch %d, on %.*s.",
+                 (int)sizeof p->model, p->model, p->n_layers, p->seq_len, p->d_model, p->n_head, p->vocab,
+                 p->global_batch, (int)sizeof p->device, p->device);
+    else   /* a program: its own modules, no GPT shape */
+        snprintf(line, sizeof line, "Profile of %.120s: %d layers (its own modules), global batch %d, on %.*s.",
+                 p->model, p->n_layers, p->global_batch, (int)sizeof p->device, p->device);
     rep_wrap(f, width, 0, line);
 
     /* One table per (precision, micro-batch), in order of first appearance. */

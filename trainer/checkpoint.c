@@ -571,3 +571,27 @@ int ms_ckpt_latest_before(const char *dir, int64_t before, char *path_out, size_
     int n = snprintf(path_out, len, "%s/%s", dir, best_name);
     return (n < 0 || (size_t)n >= len) ? -1 : 1;
 }
+
+/* ---- small files, written the same way (the parts' manifest) ---- */
+int ms_ckpt_write_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen) {
+    char tmp[4096 + 8];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        snprintf(err, errlen, "path too long: %s", path);
+        return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
+        return -1;
+    }
+    int bad = write_all(fd, data, n) || fsync(fd);
+    if (close(fd)) bad = 1;
+    if (bad || rename(tmp, path) || fsync_parent_dir(path)) {
+        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int ms_ckpt_sync_parent(const char *path) { return fsync_parent_dir(path); }

@@ -74,6 +74,12 @@ int ms_ckpt_latest(const char *dir, char *path_out, size_t len);
 /* The same among the files with N < before. */
 int ms_ckpt_latest_before(const char *dir, int64_t before, char *path_out, size_t len);
 
+/* n bytes to path the way checkpoints are written (path.tmp, fsync, rename,
+ * fsync of the folder); 0 or -1 with err. ms_ckpt_sync_parent() fsyncs the
+ * folder holding path (after renaming something into it); 0 or -1. */
+int ms_ckpt_write_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen);
+int ms_ckpt_sync_parent(const char *path);
+
 /* Hash (FNV-1a 64, never 0) of the keys that fix parameter shapes and
  * numerics: model.n_layer, d_model, n_head, seq_len, vocab, mlp_ratio, norm,
  * tied and train.precision. */

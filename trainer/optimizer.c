@@ -22,6 +22,31 @@ int ms_opt_ensure_state(ms_model *m, ms_layer *L)
 
 typedef struct { float sumsq; int nonfinite; } grad_stats_t;
 
+float ms_opt_clip_factor(const ms_config *c, double grad_norm)
+{
+    if (c->grad_clip > 0 && grad_norm > c->grad_clip) return (float)(c->grad_clip / grad_norm);
+    return 1.0f;
+}
+
+void ms_opt_end_step(ms_model *m, int first, int last, ms_opt_state *st, int finite)
+{
+    const ms_config *c = &m->cfg;
+    if (!finite) st->skipped++;
+    for (int i = first; i <= last; i++) {
+        ms_layer *L = &m->layers[i];
+        if (L->g) ms_dev_memset0(L->dev, L->g, L->n_params * 4);
+    }
+    /* dynamic loss scaling (fp16 only): halve on overflow, double after a window of good steps */
+    if (c->precision != MS_PREC_FP16) return;
+    if (!finite) {
+        st->loss_scale = st->loss_scale > 1.0f ? st->loss_scale * 0.5f : 1.0f;
+        st->good_steps = 0;
+    } else if (++st->good_steps >= c->loss_scale_window) {
+        st->loss_scale *= 2.0f;
+        st->good_steps = 0;
+    }
+}
+
 int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_state *st, ms_opt_result *res)
 {
     const ms_config *c = &m->cfg;
@@ -66,8 +91,7 @@ int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_s
     res->grad_norm = sqrt(sumsq) / scale;
     int finite = nonfinite == 0 && isfinite(res->grad_norm);
     if (finite) {
-        float clip = 1.0f;
-        if (c->grad_clip > 0 && res->grad_norm > c->grad_clip) clip = (float)(c->grad_clip / res->grad_norm);
+        float clip = ms_opt_clip_factor(c, res->grad_norm);
         st->t++;
         for (int i = first; i <= last; i++) {
             ms_layer *L = &m->layers[i];
@@ -82,23 +106,8 @@ int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_s
                           mixed ? L->n_copy : 0);
         }
         res->applied = 1;
-    } else {
-        st->skipped++;
     }
-    /* dynamic loss scaling (fp16 only): halve on overflow, double after a window of good steps */
-    if (c->precision == MS_PREC_FP16) {
-        if (!finite) {
-            st->loss_scale = st->loss_scale > 1.0f ? st->loss_scale * 0.5f : 1.0f;
-            st->good_steps = 0;
-        } else if (++st->good_steps >= c->loss_scale_window) {
-            st->loss_scale *= 2.0f;
-            st->good_steps = 0;
-        }
-    }
-    for (int i = first; i <= last; i++) {
-        ms_layer *L = &m->layers[i];
-        if (L->g) ms_dev_memset0(L->dev, L->g, L->n_params * 4);
-    }
+    ms_opt_end_step(m, first, last, st, finite);
     for (int i = first; i <= last; i++)
         if (i == first || m->layers[i].dev != m->layers[i - 1].dev)
             if (ms_dev_sync(m->layers[i].dev)) return MS_EFAIL;

@@ -25,6 +25,13 @@ void ms_opt_init(ms_opt_state *st, const ms_config *cfg);
 /* Layers [first,last] of m; scratch[i] is the scratch of the device that holds
  * layer i (the same pointer for layers on one device). */
 int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_state *st, ms_opt_result *res);
+/* The clipping factor for an (unscaled) global gradient norm: 1 unless it
+ * exceeds cfg.grad_clip. */
+float ms_opt_clip_factor(const ms_config *c, double grad_norm);
+/* The end of every step, applied or not: count a skipped one, zero layers
+ * [first, last]'s gradients, and adjust the fp16 loss scale (halve on
+ * overflow, double after a window of good steps). */
+void ms_opt_end_step(ms_model *m, int first, int last, ms_opt_state *st, int finite);
 /* Make sure m/v exist for layer L (used by resume). */
 int ms_opt_ensure_state(ms_model *m, ms_layer *L);
 

@@ -1,6 +1,7 @@
 /* pipeline.c — stages, their threads, the schedules, and one training step
  * over several devices (see pipeline.h). */
 #include "trainer/pipeline.h"
+#include "trainer/pipe_rank.h"
 #include "profiler/nvtx_ranges.h"
 #include "trainer/train_state.h"
 #include "trainer/exec_internal.h"
@@ -39,6 +40,10 @@ static int in_flight(ms_pipe_schedule sch, int s, int p, int m)
 
 static size_t act_bytes(const ms_pipeline *p) { return (size_t)p->model.B * p->model.T * p->model.C * ms_dtype_size(p->model.dt); }
 
+/* Whether stage s runs in this process (always, unless ranks split the stages). */
+static int here(const ms_pipeline *p, int s) { return !p->spec.dist || p->spec.dist->stage == s; }
+static int n_replicas(const ms_pipeline *p) { return p->spec.dist ? p->spec.dist->replicas : 1; }
+
 static int stage_fail(ms_pipeline *p, ms_stage *st, int rc, const char *msg)
 {
     st->rc = rc;
@@ -65,7 +70,8 @@ static void *stage_main(void *arg)
     ms_model *m = &p->model;
     int s = st->index, np = p->n_stages, nm = p->spec.n_micro;
     size_t N = (size_t)m->B * m->T, bytes = act_bytes(p);
-    float dscale = p->opt.loss_scale / (float)(N * nm);
+    /* the loss is the mean over every replica's micro-batches, as on one device */
+    float dscale = p->opt.loss_scale / (float)(N * nm * (size_t)n_replicas(p));
     if (st->dev->backend == MS_BACKEND_CUDA) cudaSetDevice(st->dev->cuda_ordinal);
     int ops[2 * 4096];
     int n_ops = ms_pipe_schedule_ops(p->spec.schedule, s, np, nm, ops);
@@ -163,6 +169,7 @@ static int warm_kernels(ms_pipeline *p)
     int rc = MS_OK;
     for (int s = 0; s < p->n_stages && !rc; s++) {
         ms_stage *st = &p->st[s];
+        if (!here(p, s)) continue;
         const void *x0 = s > 0 ? st->recv_act[0] : NULL; /* the stage's input: zeros */
         float **bn_save = calloc((size_t)(st->last - st->first + 1), sizeof *bn_save); /* [layer - first] */
         if (!bn_save) { rc = MS_EFAIL; break; }
@@ -215,15 +222,20 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
         snprintf(p->err, sizeof p->err, "a pipeline needs 1..%d stages and devices", MS_MAX_STAGES);
         return MS_EFAIL;
     }
+    if (spec->dist && (spec->dist->stages != np || spec->dist->stage < 0 || spec->dist->stage >= np)) {
+        snprintf(p->err, sizeof p->err, "rank of stage %d of %d, but the spec has %d stages", spec->dist->stage,
+                 spec->dist->stages, np);
+        return MS_EFAIL;
+    }
     for (int s = 0, next = 0; s < np; s++) {
-        if (spec->first[s] != next || spec->last[s] < spec->first[s] || spec->last[s] >= m->n_layers ||
-            spec->stage_device[s] < 0 || spec->stage_device[s] >= spec->n_devices) {
+        int dev_ok = !here(p, s) || (spec->stage_device[s] >= 0 && spec->stage_device[s] < spec->n_devices);
+        if (spec->first[s] != next || spec->last[s] < spec->first[s] || spec->last[s] >= m->n_layers || !dev_ok) {
             snprintf(p->err, sizeof p->err, "stage %d (layers %d-%d on device %d) does not continue a split of layers 0-%d",
                      s, spec->first[s], spec->last[s], spec->stage_device[s], m->n_layers - 1);
             return MS_EFAIL;
         }
-        for (int t = 0; t < s; t++)
-            if (spec->stage_device[t] == spec->stage_device[s]) {
+        for (int t = 0; t < s && here(p, s); t++)
+            if (here(p, t) && spec->stage_device[t] == spec->stage_device[s]) {
                 snprintf(p->err, sizeof p->err, "stages %d and %d are on the same device", t, s);
                 return MS_EFAIL;
             }
@@ -233,7 +245,7 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
             return MS_EFAIL;
         }
     }
-    if (m->cfg.tied && np > 1 && spec->stage_device[0] != spec->stage_device[np - 1]) {
+    if (m->cfg.tied && np > 1 && (spec->dist || spec->stage_device[0] != spec->stage_device[np - 1])) {
         snprintf(p->err, sizeof p->err, "a tied embedding/head cannot be split across devices (set model.tied=0)");
         return MS_EFAIL;
     }
@@ -249,8 +261,9 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
         return MS_EFAIL;
     }
     size_t N = (size_t)m->B * m->T;
-    p->inputs = malloc(N * spec->n_micro * 4);
-    p->targets = malloc(N * spec->n_micro * 4);
+    /* one more micro-batch: where a rank reads the other replicas' share */
+    p->inputs = malloc(N * (spec->n_micro + 1) * 4);
+    p->targets = malloc(N * (spec->n_micro + 1) * 4);
     p->devs = calloc((size_t)spec->n_devices, sizeof *p->devs);
     p->st = calloc((size_t)np, sizeof *p->st);
     p->scr_of = calloc((size_t)m->n_layers, sizeof *p->scr_of);
@@ -274,6 +287,7 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
         st->dev = &p->devs[spec->stage_device[s]];
         st->scr.dev = st->dev;
         st->k = in_flight(spec->schedule, s, np, spec->n_micro);
+        if (!here(p, s)) continue; /* another rank's */
         for (int i = st->first; i <= st->last; i++) {
             ms_layer *L = &m->layers[i];
             L->dev = st->dev;
@@ -301,7 +315,7 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
         ms_dev_where(st->dev, -1, MS_PH_INIT);
     }
     /* distinct GPUs: NCCL between them (one communicator per GPU, rank = device index) */
-    int distinct = np > 1 && !spec->virtual_share;
+    int distinct = np > 1 && !spec->virtual_share && !spec->dist; /* ranks: the communicators are dist's */
     for (int a = 0; distinct && a < p->n_dev; a++) {
         if (p->devs[a].backend != MS_BACKEND_CUDA) distinct = 0;
         for (int b = 0; distinct && b < a; b++)
@@ -319,6 +333,7 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
     if (p->n_nccl || spec->preallocate) {
         for (int s = 0; s < np; s++) {
             ms_stage *st = &p->st[s];
+            if (!here(p, s)) continue;
             size_t need = 0;
             for (int i = st->first; i <= st->last; i++) {
                 ms_layer *L = &m->layers[i];
@@ -335,7 +350,7 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
                 }
             for (int i = st->first; i <= st->last; i++) {
                 ms_layer_select(&m->layers[i], 0);
-                int rc = ms_opt_ensure_state(m, &m->layers[i]);
+                int rc = spec->dist ? ms_pipe_rank_ensure_state(p, &m->layers[i]) : ms_opt_ensure_state(m, &m->layers[i]);
                 if (rc) return open_fail(p, rc, s);
             }
             if (ms_dev_sync(st->dev)) return MS_EFAIL;
@@ -343,7 +358,9 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
         }
     }
     p->tx.n = np - 1;
-    if (np > 1) {
+    if (np > 1 && spec->dist) {
+        if (ms_pipe_rank_transport(p)) return MS_EFAIL;
+    } else if (np > 1) {
         p->tx.fwd = calloc((size_t)(np - 1), sizeof *p->tx.fwd);
         p->tx.bwd = calloc((size_t)(np - 1), sizeof *p->tx.bwd);
         if (!p->tx.fwd || !p->tx.bwd) return MS_EFAIL;
@@ -371,11 +388,17 @@ int ms_pipe_step(ms_pipeline *p)
     ms_model *m = &p->model;
     int nm = p->spec.n_micro, np = p->n_stages;
     size_t N = (size_t)m->B * m->T;
-    for (int i = 0; i < nm; i++)
-        if (ms_data_next(p->data, p->inputs + i * N, p->targets + i * N, m->B, m->T)) {
+    /* every replica reads the whole global batch, keeping its own share
+     * (micro-batches replica * nm .. + nm - 1; the rest lands in slot nm), so
+     * the data position after a step is the same in every layout */
+    int skip = p->spec.dist ? p->spec.dist->replica * nm : 0;
+    for (int i = 0; i < nm * n_replicas(p); i++) {
+        int k = i - skip >= 0 && i - skip < nm ? i - skip : nm;
+        if (ms_data_next(p->data, p->inputs + k * N, p->targets + k * N, m->B, m->T)) {
             snprintf(p->err, sizeof p->err, "data read failed");
             return MS_EFAIL;
         }
+    }
     stage_job jobs[MS_MAX_STAGES];
     pthread_t th[MS_MAX_STAGES];
     for (int s = 0; s < np; s++) {
@@ -384,7 +407,9 @@ int ms_pipe_step(ms_pipeline *p)
         jobs[s] = (stage_job){ p, &p->st[s] };
     }
     int started = 0;
-    for (int s = 0; s < np; s++, started++)
+    if (p->spec.dist) /* one stage here: run it on this thread (MPI is called from one thread only) */
+        stage_main(&jobs[p->spec.dist->stage]);
+    for (int s = 0; s < np && !p->spec.dist; s++, started++)
         if (pthread_create(&th[s], NULL, stage_main, &jobs[s]) != 0) {
             stage_fail(p, &p->st[s], MS_EFAIL, "cannot start a stage thread");
             break;
@@ -404,6 +429,7 @@ int ms_pipe_step(ms_pipeline *p)
         ms_pipe_oom_message(p, p->err, sizeof p->err);
         return rc;
     }
+    if (p->spec.dist) return ms_pipe_rank_finish(p);
     ms_range_push("optimizer");
     rc = ms_opt_step(m, 0, m->n_layers - 1, p->scr_of, &p->opt, &p->last_opt);
     ms_range_pop();
@@ -457,18 +483,23 @@ void ms_pipe_close(ms_pipeline *p)
 
 static ms_train_state state_of(ms_pipeline *p)
 {
-    ms_train_state t = { &p->cfg, &p->model, &p->opt, &p->step, p->data };
+    ms_train_state t = { &p->cfg, &p->model, &p->opt, &p->step, p->data, n_replicas(p) };
     return t;
 }
 
 int ms_pipe_save(ms_pipeline *p, const char *path)
 {
+    if (p->spec.dist) { /* one rank holds one stage: only all of them together make a checkpoint */
+        snprintf(p->err, sizeof p->err, "a rank saves its part with ms_pipe_checkpoint");
+        return MS_EFAIL;
+    }
     ms_train_state t = state_of(p);
     return ms_train_state_save(&t, path, p->err, sizeof p->err);
 }
 
 int ms_pipe_load(ms_pipeline *p, const char *path)
 {
+    if (p->spec.dist) return ms_pipe_rank_load(p, path);
     ms_train_state t = state_of(p);
     int rc = ms_train_state_load(&t, path, p->err, sizeof p->err);
     p->step_base = p->step; /* the channels have carried nothing yet */
@@ -487,6 +518,7 @@ int ms_pipe_resume(ms_pipeline *p, const char *dir, char *path_out, size_t len, 
 
 int ms_pipe_checkpoint(ms_pipeline *p, const char *dir, char *path_out, size_t len)
 {
+    if (p->spec.dist) return ms_pipe_rank_checkpoint(p, dir, path_out, len);
     ms_train_state t = state_of(p);
     return ms_train_state_checkpoint(&t, dir, path_out, len, p->err, sizeof p->err);
 }

@@ -12,6 +12,13 @@
  * device's reserve. With the same seed, data and global batch, the losses
  * and weights equal the single-device run's up to float summation order.
  *
+ * Ranks (spec.dist set, dist.h): this process holds one stage of one
+ * replica; the other stages are other processes, reached through the
+ * channels' other ends; each step reads the replica's share (its n_micro
+ * micro-batches of the replicas * n_micro in the global batch) and ends
+ * with the data-parallel part (pipe_rank.h). The losses and weights equal
+ * one device's with replicas * n_micro micro-batches, to summation order.
+ *
  * Every call returns MS_OK, MS_EOOM (pipe->oom_stage says which stage, its
  * device's oom says where) or MS_EFAIL (pipe->err says why). */
 #ifndef MS_PIPELINE_H
@@ -38,6 +45,8 @@ typedef struct ms_pipe_spec {
     int micro_batch, n_micro;              /* override cfg.batch and cfg.accum */
     int preallocate;                       /* allocate every buffer at open and load every kernel
                                             * with a warm-up pass (always with NCCL) */
+    const struct ms_dist *dist;            /* NULL: every stage here; else only stage dist->stage,
+                                            * on device 0 of this spec */
 } ms_pipe_spec;
 
 typedef struct ms_stage {
@@ -82,7 +91,9 @@ void ms_pipe_close(ms_pipeline *p);
 /* Human message for an OOM of stage p->oom_stage. */
 const char *ms_pipe_oom_message(const ms_pipeline *p, char *buf, size_t len);
 /* Checkpoints in the same format as ms_session's (a single-device run can
- * resume a pipeline's checkpoint and back). */
+ * resume a pipeline's checkpoint and back). A rank (spec.dist) writes its
+ * part of a checkpoint of parts with ms_pipe_checkpoint, collectively, and
+ * loads from a checkpoint of any layout (ckpt_parts.h). */
 int ms_pipe_save(ms_pipeline *p, const char *path);
 int ms_pipe_load(ms_pipeline *p, const char *path);
 /* The newest sound checkpoint of this job in dir (train_state.h). */

@@ -191,7 +191,7 @@ void ms_session_close(ms_session *s)
 
 static ms_train_state state_of(ms_session *s)
 {
-    ms_train_state t = { &s->cfg, &s->model, &s->opt, &s->step, s->data };
+    ms_train_state t = { &s->cfg, &s->model, &s->opt, &s->step, s->data, 1 };
     return t;
 }
 

@@ -4,6 +4,7 @@
  * written by a single-device run can be loaded by a pipeline and back. */
 #include "trainer/train_state.h"
 #include "trainer/checkpoint.h"
+#include "trainer/ckpt_parts.h"
 #include "trainer/job.h"
 
 #include <errno.h>
@@ -54,6 +55,23 @@ static void ckpt_free(ckpt_buf *b)
     free(b->names);
 }
 
+void ms_train_state_meta(const ms_train_state *s, ms_ckpt_meta *meta)
+{
+    memset(meta, 0, sizeof *meta);
+    /* the job's config: a replica's accum is its share of the micro-batches,
+     * so the global batch is that times the replicas, as one process has it */
+    ms_config job = *s->cfg;
+    if (s->replicas > 1) job.accum *= s->replicas;
+    meta->model_hash = ms_config_model_hash(&job);
+    meta->job = ms_job_fingerprint(&job, ms_data_hash(s->data));
+    meta->step = *s->step;
+    meta->data_cursor = ms_data_cursor(s->data);
+    meta->loss_scale = s->opt->loss_scale;
+    meta->good_steps = s->opt->good_steps;
+    char *ini = ms_config_to_ini(&job);
+    if (ini) { snprintf(meta->config_ini, sizeof meta->config_ini, "%s", ini); free(ini); }
+}
+
 int ms_train_state_save(const ms_train_state *s, const char *path, char *err, size_t errlen)
 {
     ms_model *m = s->model;
@@ -72,15 +90,7 @@ int ms_train_state_save(const ms_train_state *s, const char *path, char *err, si
         if (L->bn_run) k++;
     }
     ms_ckpt_meta meta;
-    memset(&meta, 0, sizeof meta);
-    meta.model_hash = ms_config_model_hash(s->cfg);
-    meta.job = ms_job_fingerprint(s->cfg, ms_data_hash(s->data));
-    meta.step = *s->step;
-    meta.data_cursor = ms_data_cursor(s->data);
-    meta.loss_scale = s->opt->loss_scale;
-    meta.good_steps = s->opt->good_steps;
-    char *ini = ms_config_to_ini(s->cfg);
-    if (ini) { snprintf(meta.config_ini, sizeof meta.config_ini, "%s", ini); free(ini); }
+    ms_train_state_meta(s, &meta);
     if (ms_ckpt_save(path, &meta, b.sec, b.n, err, errlen)) goto out;
     rc = MS_OK;
 out:
@@ -96,13 +106,11 @@ static int load(const ms_train_state *s, const char *path, int *foreign, char *e
     ckpt_buf b = { 0 };
     int rc = MS_EFAIL;
     *foreign = 0;
+    /* a checkpoint written by ranks, as parts: any layout reads any other */
+    if (ms_ckpt_is_parts(path)) return ms_ckpt_parts_load(s, NULL, path, foreign, err, errlen);
     if (ckpt_sections(s, &b)) { snprintf(err, errlen, "out of host memory"); goto out; }
     ms_ckpt_meta meta;
-    memset(&meta, 0, sizeof meta);
-    meta.model_hash = ms_config_model_hash(s->cfg);
-    meta.job = ms_job_fingerprint(s->cfg, ms_data_hash(s->data));
-    char *ini = ms_config_to_ini(s->cfg);
-    if (ini) { snprintf(meta.config_ini, sizeof meta.config_ini, "%s", ini); free(ini); }
+    ms_train_state_meta(s, &meta); /* what the file must match: the model and the job */
     int lrc = ms_ckpt_load(path, &meta, b.sec, b.n, err, errlen);
     if (lrc) {
         *foreign = lrc == MS_CKPT_FOREIGN;

@@ -1,5 +1,6 @@
 /* transport.c — push-model channels between pipeline stages (see transport.h). */
 #include "trainer/transport.h"
+#include "trainer/dist.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -62,15 +63,36 @@ void ms_channel_use_nccl(ms_channel *c, void *comm_src, int rank_src, void *comm
     c->bytes = bytes;
 }
 
+void ms_channel_use_dist(ms_channel *c, const ms_dist *dist, int peer, int tag, size_t bytes)
+{
+    c->dist = dist;
+    c->peer = peer;
+    c->tag = tag;
+    c->bytes = bytes;
+}
+
 void ms_channel_group_begin(const ms_channel *c)
 {
-    if (c && c->nccl_src) ncclGroupStart();
+    if (c && c->dist) c->dist->group_begin(c->dist->ctx);
+    else if (c && c->nccl_src) ncclGroupStart();
 }
 
 int ms_channel_group_end(const ms_channel *c)
 {
+    if (c && c->dist) return c->dist->group_end(c->dist->ctx) ? MS_EFAIL : MS_OK;
     if (c && c->nccl_src) return ncclGroupEnd() == ncclSuccess ? MS_OK : MS_EFAIL;
     return MS_OK;
+}
+
+/* A failed send or receive to another process: the message goes to the
+ * local device, whose error the stage reports. */
+static int dist_fail(ms_device *d, const ms_dist *dist)
+{
+    if (!d->k.status) {
+        d->k.status = MS_EFAIL;
+        snprintf(d->k.error, sizeof d->k.error, "%.150s", dist->err[0] ? dist->err : "transfer to another rank failed");
+    }
+    return MS_EFAIL;
 }
 
 static int nccl_fail(ms_device *d, ncclResult_t r, const char *what)
@@ -144,6 +166,11 @@ int ms_transport_nccl_connect(ms_transport *tx, char *err, size_t errlen)
 
 int ms_channel_send(ms_channel *c, long msg, const void *src_buf, size_t bytes)
 {
+    if (c->dist) {
+        if (c->dist->send(c->dist->ctx, c->peer, c->tag, src_buf, bytes)) return dist_fail(c->src, c->dist);
+        c->sent = msg + 1;
+        return MS_OK;
+    }
     if (c->nccl_src) {
         /* the receiver's slot is free by its own stream order (it posts the
          * receive only when it forwards this micro-batch) */
@@ -191,6 +218,14 @@ int ms_channel_send(ms_channel *c, long msg, const void *src_buf, size_t bytes)
 
 void *ms_channel_recv(ms_channel *c, long msg)
 {
+    if (c->dist) {
+        void *buf = c->slot[msg % c->n_slots];
+        if (c->dist->recv(c->dist->ctx, c->peer, c->tag, buf, c->bytes)) {
+            dist_fail(c->dst, c->dist);
+            return NULL;
+        }
+        return buf;
+    }
     if (c->nccl_dst) {
         ms_device *d = c->dst;
         int k = (int)(msg % c->n_slots);
@@ -219,7 +254,7 @@ void *ms_channel_recv(ms_channel *c, long msg)
 
 int ms_channel_release(ms_channel *c, long msg)
 {
-    if (c->nccl_dst) return MS_OK; /* stream order protects the buffer */
+    if (c->nccl_dst || c->dist) return MS_OK; /* stream (or program) order protects the buffer */
     int k = (int)(msg % c->n_slots);
     if (is_cuda(c)) {
         ms_device *d = c->dst;

@@ -23,7 +23,12 @@
  * first receive on a boundary comes while its neighbour's thread waits on
  * the GPU (GPipe: stage 0 posts its first gradient receive while the last
  * stage reads its loss) would hang there. ms_transport_nccl_connect makes
- * every connection at open, from one thread. */
+ * every connection at open, from one thread.
+ *
+ * Between processes (MPI ranks, dist.h) only one end of a channel is here:
+ * on the CPU backend it sends and receives through ms_dist (blocking, or
+ * fused in a group like NCCL's); on GPUs it is an NCCL channel over the
+ * replica's pipeline communicator. */
 #ifndef MS_TRANSPORT_H
 #define MS_TRANSPORT_H
 
@@ -47,6 +52,9 @@ typedef struct ms_channel {
     void *nccl_src, *nccl_dst;  /* ncclComm_t of the sender's / receiver's GPU, NULL: copies */
     int rank_src, rank_dst;
     size_t bytes;               /* message size (NCCL needs it at the receive) */
+    /* another process: the local end talks to stage `peer` through dist */
+    const struct ms_dist *dist;
+    int peer, tag;
 } ms_channel;
 
 typedef struct ms_transport {
@@ -71,6 +79,9 @@ void ms_channel_abort(ms_channel *c);
 
 /* Use NCCL for this channel: the communicators of both ends and their ranks. */
 void ms_channel_use_nccl(ms_channel *c, void *comm_src, int rank_src, void *comm_dst, int rank_dst, size_t bytes);
+/* The other end is stage `peer` of this replica in another process (dist.h),
+ * messages of `bytes`, told apart from the other direction by tag. */
+void ms_channel_use_dist(ms_channel *c, const struct ms_dist *dist, int peer, int tag, size_t bytes);
 /* Fuse the following sends and receives (NCCL group); no-ops for copies. */
 void ms_channel_group_begin(const ms_channel *c);
 int ms_channel_group_end(const ms_channel *c);

@@ -41,7 +41,8 @@ typedef struct ms_layer_row {
     uint64_t act;           /* saved in forward for backward */
     uint64_t act_input;     /* bytes of the layer's input kept when the layer is recomputed */
     uint64_t transient_fwd; /* peak transient bytes live while the layer runs forward */
-    uint64_t transient_bwd; /* ... backward */
+    uint64_t transient_bwd; /* ... backward (a program's: above everything live at the start of
+                               the layer's backward, its own new gradients included) */
     uint64_t transient_opt; /* peak transient bytes of the optimizer step over this layer's
                                parameters (foreach AdamW's temporaries); 0 when none */
     uint64_t out_bytes;     /* the layer's output activation (crosses a stage boundary) */
@@ -83,6 +84,8 @@ typedef struct ms_profile {
     char framework[64];     /* "torch 2.11.0+cu130" */
     char accounting[32];    /* "allocator" (built-in), "cuda-caching-allocator", "cpu-dispatcher" */
     uint64_t reserved_peak; /* the caching allocator's reserved peak (fragmentation), 0 unknown */
+    int grads_freed;        /* 1: the gradients are freed before each step's forward (a program's
+                               zero_grad(set_to_none=True)); 0: they stay (the built-in trainer) */
     ms_oom_info oom;
     int n_rows;
     ms_layer_row *rows;     /* owned */

@@ -1,5 +1,6 @@
 /* planner_util.c — synthetic profiles and a brute-force planner for tests. */
 #include "tests/common/planner_util.h"
+#include "planner/replica_model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -112,8 +113,8 @@ typedef struct {
     int n_devs;
     const ms_plan_opts *o;
     const ms_layer_cost *L;
-    int sched, m, p;
-    int first[64], last[64], dev[64];
+    int sched, m, p, d, zero;
+    int first[64], last[64], slot[64];  /* slot[s * d + r]: device of stage s, replica r */
     unsigned char used[64];
     double best;
 } bf;
@@ -129,9 +130,12 @@ static void bf_eval(bf *b)
                 ok = 0;
                 break;
             }
-            ms_stage_predict(b->L, b->prof->n_layers, b->first[s], b->last[s], s, b->p, b->sched, b->m, rc,
-                             b->prof->reserve, b->o->link_gbps, &st[s]);
-            if (st[s].peak > ms_usable_bytes(b->devs[b->dev[s]].capacity, b->o->headroom)) ok = 0;
+            ms_stage_predict_replicas(b->L, b->prof->n_layers, b->first[s], b->last[s], s, b->p, b->sched, b->m, rc,
+                                      b->prof->reserve, b->o->link_gbps, b->d, b->zero, b->o->bus_gbps,
+                                      b->o->comm_reserve, &st[s]);
+            /* a stage must fit the smallest of its d devices */
+            for (int r = 0; r < b->d && ok; r++)
+                if (st[s].peak > ms_usable_bytes(b->devs[b->slot[s * b->d + r]].capacity, b->o->headroom)) ok = 0;
         }
         if (!ok) continue;
         double t = ms_step_ms(st, b->p, b->m);
@@ -139,18 +143,36 @@ static void bf_eval(bf *b)
     }
 }
 
-static void bf_devices(bf *b, int s)
+/* every assignment of the p * d (stage, replica) slots to distinct devices */
+static void bf_devices(bf *b, int k)
 {
-    if (s == b->p) {
+    if (k == b->p * b->d) {
         bf_eval(b);
         return;
     }
     for (int d = 0; d < b->n_devs; d++) {
         if (b->used[d]) continue;
         b->used[d] = 1;
-        b->dev[s] = d;
-        bf_devices(b, s + 1);
+        b->slot[k] = d;
+        bf_devices(b, k + 1);
         b->used[d] = 0;
+    }
+}
+
+static void bf_splits(bf *b, int n)
+{
+    /* cuts: a subset of the n-1 gaps with p-1 members */
+    for (unsigned cuts = 0; cuts < (1u << (n - 1)); cuts++) {
+        if (__builtin_popcount(cuts) != b->p - 1) continue;
+        int s = 0;
+        b->first[0] = 0;
+        for (int g = 0; g < n - 1; g++)
+            if ((cuts >> g) & 1) {
+                b->last[s] = g;
+                b->first[++s] = g + 1;
+            }
+        b->last[s] = n - 1;
+        bf_devices(b, 0);
     }
 }
 
@@ -160,31 +182,23 @@ double pu_brute_force(const ms_profile *prof, const ms_plan_device *devs, int n_
     ms_layer_cost *L = malloc((size_t)n * sizeof *L);
     bf b = {.prof = prof, .devs = devs, .n_devs = n_devs, .o = o, .L = L, .best = INFINITY};
     unsigned have = ms_profile_precisions(prof);
-    int maxp = n_devs < n ? n_devs : n;
-    if (o->max_stages && o->max_stages < maxp) maxp = o->max_stages;
     for (int prec = 0; prec < 3; prec++) {
         if (!(have & (1u << prec)) || (o->precision >= 0 && o->precision != prec)) continue;
         for (int u = 1; u <= G; u++) {
             if (G % u || (o->micro_batch && o->micro_batch != u)) continue;
             if (ms_layer_costs(prof, prec, u, L, NULL, 0)) continue;
-            b.m = G / u;
-            for (int sc = 0; sc < MS_SCHED_N; sc++) {
-                if (o->schedule >= 0 && o->schedule != sc) continue;
-                b.sched = sc;
-                for (int p = 1; p <= maxp; p++) {
-                    b.p = p;
-                    /* cuts: a subset of the n-1 gaps with p-1 members */
-                    for (unsigned cuts = 0; cuts < (1u << (n - 1)); cuts++) {
-                        if (__builtin_popcount(cuts) != p - 1) continue;
-                        int s = 0;
-                        b.first[0] = 0;
-                        for (int g = 0; g < n - 1; g++)
-                            if ((cuts >> g) & 1) {
-                                b.last[s] = g;
-                                b.first[++s] = g + 1;
-                            }
-                        b.last[s] = n - 1;
-                        bf_devices(&b, 0);
+            for (int d = 1; d <= n_devs; d++) {
+                if ((G / u) % d || (o->replicas && o->replicas != d)) continue;
+                for (int z = 0; z <= (d > 1); z++) {
+                    if (o->zero >= 0 && o->zero != z) continue;
+                    b.d = d;
+                    b.zero = z;
+                    b.m = G / u / d;
+                    for (int sc = 0; sc < MS_SCHED_PIPELINES; sc++) { /* what an open search tries */
+                        if (o->schedule >= 0 && o->schedule != sc) continue;
+                        b.sched = sc;
+                        for (b.p = 1; b.p <= n && b.p * d <= n_devs; b.p++)
+                            if (!o->max_stages || b.p <= o->max_stages) bf_splits(&b, n);
                     }
                 }
             }

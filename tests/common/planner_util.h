@@ -9,9 +9,11 @@
  *    mixed precision with master weights, an optional OOM record. Never all
  *    zeros. Caller frees with ms_profile_free() and free().
  *  - pu_brute_force(): the best step time over every split, stage count,
- *    ordered choice of devices, recompute choice, precision, schedule and
- *    micro-batch size allowed by opts, evaluated with the reference stage
- *    model only. Returns INFINITY when nothing fits. Small instances only. */
+ *    ordered choice of devices, recompute choice, precision, schedule,
+ *    micro-batch size, replica count and ZeRO-1 setting allowed by opts (each
+ *    of a stage's replicas on its own device, the stage fitting the smallest),
+ *    evaluated with the reference stage model only (replica_model.h).
+ *    Returns INFINITY when nothing fits. Small instances only. */
 #ifndef PLANNER_UTIL_H
 #define PLANNER_UTIL_H
 

@@ -255,6 +255,20 @@ static void test_newer_schema_refused(void **state)
     assert_string_equal(raw_query(path, "PRAGMA user_version"), sql);
 }
 
+/* user_version is signed: a negative one once indexed the migrations out
+ * of bounds (found by tests/fuzz/fuzz_db.c; `report` died of SIGBUS). */
+static void test_negative_schema_refused(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    ms_db *db = open_new(path, sizeof path);
+    ms_db_close(db);
+    raw_exec(path, "PRAGMA user_version=-217");
+    assert_null(ms_db_open(path, 0, err, sizeof err));
+    assert_non_null(strstr(err, "not a memsplit database: schema version -217"));
+    assert_string_equal(raw_query(path, "PRAGMA user_version"), "-217");   /* untouched */
+}
+
 static void test_foreign_files_refused(void **state)
 {
     (void)state;
@@ -275,6 +289,64 @@ static void test_foreign_files_refused(void **state)
     assert_null(ms_db_open(path, 1, err, sizeof err));
     assert_true(strlen(err) > 0);
     assert_null(ms_db_open(tmpdir, 1, err, sizeof err));   /* a directory */
+}
+
+/* A file's bytes (malloc'd) and their count. */
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    rewind(f);
+    unsigned char *b = malloc(len > 0 ? (size_t)len : 1);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+/* The fuzzer's door (tests/fuzz/fuzz_db.c): a WAL-mode file's bytes open
+ * in memory with its runs, the file is never touched, an empty image
+ * becomes a new database, and what ms_db_open refuses is refused too. */
+static void test_open_image(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    ms_db *db = open_new(path, sizeof path);
+    int64_t run = ms_db_run_begin(db, "train", "memsplit train", NULL, NULL, "tiny", 0);
+    assert_true(run > 0);
+    ms_db_close(db);
+    size_t n;
+    unsigned char *img = slurp(path, &n);
+    assert_int_equal(img[18], 2);   /* WAL, as memsplit leaves every database */
+    db = ms_db_open_image(img, n, err, sizeof err);
+    if (!db) fail_msg("open_image: %s", err);
+    ms_run_info r;
+    assert_int_equal(ms_db_get_run(db, run, &r), 0);
+    assert_string_equal(r.model, "tiny");
+    assert_true(ms_db_run_begin(db, "plan", NULL, NULL, NULL, "tiny", 0) > 0);   /* writes stay in memory */
+    ms_db_close(db);
+    size_t n2;
+    unsigned char *again = slurp(path, &n2);
+    assert_int_equal(n2, n);
+    assert_memory_equal(again, img, n);
+    free(again);
+
+    db = ms_db_open_image(NULL, 0, err, sizeof err);
+    assert_non_null(db);
+    assert_int_equal(ms_db_schema_version(db), ms_db_n_migrations);
+    assert_int_equal(ms_db_latest_top_run(db), 0);
+    ms_db_close(db);
+
+    memset(img + 60, 0x7f, 4);   /* user_version: far newer than this build */
+    assert_null(ms_db_open_image(img, n, err, sizeof err));
+    assert_non_null(strstr(err, "newer"));
+    memset(img, 'x', 16);        /* not an SQLite file at all */
+    assert_null(ms_db_open_image(img, n, err, sizeof err));
+    assert_true(strlen(err) > 0);
+    free(img);
 }
 
 /* ---- profiles -------------------------------------------------------- */
@@ -933,7 +1005,9 @@ int main(void)
         cmocka_unit_test(test_migrates_from_version_1),
         cmocka_unit_test(test_migrates_from_version_2_keeping_records),
         cmocka_unit_test(test_newer_schema_refused),
+        cmocka_unit_test(test_negative_schema_refused),
         cmocka_unit_test(test_foreign_files_refused),
+        cmocka_unit_test(test_open_image),
         cmocka_unit_test(test_profile_round_trip_with_oom),
         cmocka_unit_test(test_several_profiles_share_a_database),
         cmocka_unit_test(test_mem_events_batches),

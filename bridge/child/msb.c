@@ -1,0 +1,305 @@
+/* msb.c — the bridge's C library inside the program: connection, writer,
+ * ledger calls (msb.h). */
+#include "bridge/child/msb.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bridge/layers.h"
+#include "bridge/ledger.h"
+
+static struct {
+    pthread_mutex_t mu;
+    int opened;          /* msb_open ran */
+    int fd;              /* -1: inert */
+    pid_t pid;           /* the process that connected */
+    double t0;
+    int layer, phase;
+    msl_ledger ledger;
+} S = { .mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .layer = -1 };
+
+static double mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* A forked child (a DataLoader worker) must never write: the stream is the
+ * parent process's. Closing here only drops the child's copy of the fd. */
+static void after_fork_child(void)
+{
+    if (S.fd >= 0) close(S.fd);
+    S.fd = -1;
+    pthread_mutex_init(&S.mu, NULL);
+}
+
+int msb_open(void)
+{
+    pthread_mutex_lock(&S.mu);
+    if (!S.opened) {
+        S.opened = 1;
+        S.t0 = mono_us();
+        msl_init(&S.ledger);
+        const char *path = getenv("MEMSPLIT_BRIDGE_SOCK");
+        if (path && *path && strlen(path) < sizeof(((struct sockaddr_un *)0)->sun_path)) {
+            int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            struct sockaddr_un a = { .sun_family = AF_UNIX };
+            snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+            if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+                S.fd = fd;
+                S.pid = getpid();
+                pthread_atfork(NULL, NULL, after_fork_child);
+            } else if (fd >= 0) {
+                close(fd);
+            }
+        }
+    }
+    int rc = S.fd >= 0 ? 0 : -1;
+    pthread_mutex_unlock(&S.mu);
+    return rc;
+}
+
+int msb_active(void) { return S.fd >= 0 && S.pid == getpid(); }
+
+double msb_now_us(void) { return mono_us() - S.t0; }
+
+/* Writes one line; the caller holds the mutex. */
+static int write_line(const char *buf, size_t n)
+{
+    if (S.fd < 0 || S.pid != getpid()) return -1;
+    while (n > 0) {
+        ssize_t w = send(S.fd, buf, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            close(S.fd);        /* the parent is gone: run on, inert */
+            S.fd = -1;
+            return -1;
+        }
+        buf += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int msb_send(const char *obj)
+{
+    if (!obj || !msb_active()) return msb_active() ? -1 : 0;
+    size_t n = strlen(obj);
+    char small[4096];
+    char *buf = n + 2 <= sizeof small ? small : malloc(n + 2);
+    if (!buf) return -1;
+    memcpy(buf, obj, n);
+    buf[n] = '\n';
+    pthread_mutex_lock(&S.mu);
+    int rc = write_line(buf, n + 1);
+    pthread_mutex_unlock(&S.mu);
+    if (buf != small) free(buf);
+    return rc;
+}
+
+/* Appends s to out as the body of a JSON string (no quotes), cut to fit. */
+static void json_escape(char *out, size_t cap, const char *s)
+{
+    size_t n = 0;
+    for (; s && *s && n + 7 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') { out[n++] = '\\'; out[n++] = (char)ch; }
+        else if (ch < 0x20) n += (size_t)snprintf(out + n, cap - n, "\\u%04x", ch);
+        else out[n++] = (char)ch;
+    }
+    out[n] = '\0';
+}
+
+int msb_warn(const char *what, const char *text)
+{
+    char w[64], t[1024], line[1200];
+    json_escape(w, sizeof w, what);
+    json_escape(t, sizeof t, text);
+    snprintf(line, sizeof line, "{\"ev\":\"warn\",\"what\":\"%s\",\"text\":\"%s\"}", w, t);
+    return msb_send(line);
+}
+
+/* printf-style line under the mutex (the caller holds it). */
+__attribute__((format(printf, 1, 2))) static void emitf(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof buf - 1) return;   /* only numbers and fixed names: never long */
+    buf[n++] = '\n';
+    write_line(buf, (size_t)n);
+}
+
+void msb_where(int layer, int phase)
+{
+    pthread_mutex_lock(&S.mu);
+    S.layer = layer;
+    S.phase = phase;
+    pthread_mutex_unlock(&S.mu);
+}
+
+int msb_current_layer(void) { return S.layer; }
+int msb_current_phase(void) { return S.phase; }
+
+int msb_set_capacity(int dev, uint64_t bytes)
+{
+    pthread_mutex_lock(&S.mu);
+    int rc = msl_set_capacity(&S.ledger, dev, bytes);
+    pthread_mutex_unlock(&S.mu);
+    return rc;
+}
+
+int msb_alloc(int dev, uint64_t key, uint64_t bytes, int cat, int layer)
+{
+    if (!msb_active()) return 0;
+    pthread_mutex_lock(&S.mu);
+    msl_refusal why;
+    int rc = msl_alloc(&S.ledger, dev, key, bytes, cat, layer, &why);
+    double t = msb_now_us();
+    if (rc == MSL_OK && bytes)
+        emitf("{\"ev\":\"a\",\"t\":%.1f,\"d\":%d,\"k\":%" PRIu64 ",\"b\":%" PRIu64 ",\"c\":%d,\"l\":%d,\"p\":%d}", t,
+              dev, key, bytes, cat, layer, S.phase);
+    else if (rc == MSL_REFUSED)
+        emitf("{\"ev\":\"x\",\"t\":%.1f,\"d\":%d,\"b\":%" PRIu64 ",\"c\":%d,\"l\":%d,\"p\":%d,\"live\":%" PRIu64
+              ",\"cap\":%" PRIu64 "}",
+              t, dev, bytes, cat, layer, S.phase, why.live, why.capacity);
+    pthread_mutex_unlock(&S.mu);
+    return rc;
+}
+
+void msb_free(uint64_t key)
+{
+    if (!msb_active()) return;
+    pthread_mutex_lock(&S.mu);
+    int dev = 0;
+    uint64_t b = msl_free(&S.ledger, key, &dev);
+    if (b) emitf("{\"ev\":\"f\",\"t\":%.1f,\"d\":%d,\"k\":%" PRIu64 "}", msb_now_us(), dev, key);
+    pthread_mutex_unlock(&S.mu);
+}
+
+int msb_relabel(uint64_t key, int cat, int layer)
+{
+    if (!msb_active()) return 0;
+    pthread_mutex_lock(&S.mu);
+    const msl_rec *r = msl_find(&S.ledger, key);
+    int rc = 0;
+    if (r && (r->cat != cat || r->layer != layer)) {
+        rc = msl_relabel(&S.ledger, key, cat, layer);
+        if (rc == 0) emitf("{\"ev\":\"r\",\"k\":%" PRIu64 ",\"c\":%d,\"l\":%d}", key, cat, layer);
+    }
+    pthread_mutex_unlock(&S.mu);
+    return rc;
+}
+
+uint64_t msb_live(int dev, int cat)
+{
+    if (dev < 0 || dev >= MSL_MAX_DEVICES || cat < -1 || cat >= MS_CAT_N) return 0;
+    pthread_mutex_lock(&S.mu);
+    uint64_t v = cat < 0 ? S.ledger.dev[dev].live : S.ledger.dev[dev].live_cat[cat];
+    pthread_mutex_unlock(&S.mu);
+    return v;
+}
+
+uint64_t msb_peak(int dev)
+{
+    if (dev < 0 || dev >= MSL_MAX_DEVICES) return 0;
+    pthread_mutex_lock(&S.mu);
+    uint64_t v = S.ledger.dev[dev].peak;
+    pthread_mutex_unlock(&S.mu);
+    return v;
+}
+
+void msb_reset_peak(int dev)
+{
+    if (dev < 0 || dev >= MSL_MAX_DEVICES) return;
+    pthread_mutex_lock(&S.mu);
+    msl_device *D = &S.ledger.dev[dev];
+    D->peak = D->live;
+    memcpy(D->peak_cat, D->live_cat, sizeof D->peak_cat);
+    pthread_mutex_unlock(&S.mu);
+}
+
+int msb_is(uint64_t key, int cat, int *layer)
+{
+    pthread_mutex_lock(&S.mu);
+    const msl_rec *r = msl_find(&S.ledger, key);
+    int yes = r && r->cat == cat;
+    if (yes && layer) *layer = r->layer;
+    pthread_mutex_unlock(&S.mu);
+    return yes;
+}
+
+int msb_device_of(uint64_t key)
+{
+    pthread_mutex_lock(&S.mu);
+    const msl_rec *r = msl_find(&S.ledger, key);
+    int d = r ? r->dev : -1;
+    pthread_mutex_unlock(&S.mu);
+    return d;
+}
+
+int msb_move(uint64_t key, int dev)
+{
+    if (!msb_active()) return 0;
+    pthread_mutex_lock(&S.mu);
+    const msl_rec *r = msl_find(&S.ledger, key);
+    int rc = -1;
+    if (r && r->dev == dev) {
+        rc = 0;
+    } else if (r) {
+        msl_rec old = *r;
+        msl_refusal why;
+        msl_free(&S.ledger, key, NULL);
+        rc = msl_alloc(&S.ledger, dev, key, old.bytes, old.cat, old.layer, &why);
+        if (rc == MSL_OK)
+            emitf("{\"ev\":\"a\",\"t\":%.1f,\"d\":%d,\"k\":%" PRIu64 ",\"b\":%" PRIu64 ",\"c\":%d,\"l\":%d,\"p\":%d}",
+                  msb_now_us(), dev, key, old.bytes, old.cat, old.layer, S.phase);
+        else
+            msl_alloc(&S.ledger, old.dev, key, old.bytes, old.cat, old.layer, NULL);   /* it stays */
+    }
+    pthread_mutex_unlock(&S.mu);
+    return rc;
+}
+
+int msb_pick(const char *tree_tsv, const char *override, char *why, size_t whylen)
+{
+    return msb_pick_layers(tree_tsv, override, why, whylen);
+}
+
+int msb_fingerprint_of(const char *tree_tsv, char *out, size_t outlen)
+{
+    return msb_fingerprint(tree_tsv, out, outlen);
+}
+
+void msb_segment(const char *api, uint64_t bytes, uint64_t address, int result, int is_free)
+{
+    if (!msb_active() || msb_in_ballast()) return;
+    pthread_mutex_lock(&S.mu);
+    emitf("{\"ev\":\"seg\",\"t\":%.1f,\"api\":\"%.40s\",\"b\":%" PRIu64 ",\"addr\":%" PRIu64
+          ",\"rc\":%d,\"free\":%d,\"l\":%d,\"p\":%d}",
+          msb_now_us(), api ? api : "?", bytes, address, result, is_free, S.layer, S.phase);
+    pthread_mutex_unlock(&S.mu);
+}
+
+/* For the ballast (ballast.c), which writes its own event. */
+void msb_emit_ballast(int ordinal, uint64_t taken, uint64_t total, uint64_t free_before, uint64_t capacity);
+void msb_emit_ballast(int ordinal, uint64_t taken, uint64_t total, uint64_t free_before, uint64_t capacity)
+{
+    pthread_mutex_lock(&S.mu);
+    emitf("{\"ev\":\"ballast\",\"t\":%.1f,\"device\":%d,\"b\":%" PRIu64 ",\"total\":%" PRIu64 ",\"free\":%" PRIu64
+          ",\"capacity\":%" PRIu64 "}",
+          msb_now_us(), ordinal, taken, total, free_before, capacity);
+    pthread_mutex_unlock(&S.mu);
+}

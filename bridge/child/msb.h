@@ -1,0 +1,75 @@
+/* msb.h — libmemsplit_bridge.so, the C half of the bridge inside a user's
+ * program: the one writer of the event stream to the memsplit parent, the
+ * ledger with its caps, the layer-list pick and the GPU ballast. The Python
+ * package (bridge/python/memsplit_bridge) calls these through ctypes; the
+ * CUPTI injection library (bridge/inject) links against them.
+ *
+ * Contract:
+ *  - msb_open() connects to $MEMSPLIT_BRIDGE_SOCK (once; later calls return
+ *    the same state). 0 when connected; -1 when there is no parent (then
+ *    every call below is a cheap no-op that reports success, so the program
+ *    runs as if memsplit were not there).
+ *  - Every event is written as one JSON line with one send() under one
+ *    mutex, at once: nothing waits in a buffer, so a program that dies loses
+ *    nothing it reported. A write that fails (the parent is gone) makes the
+ *    bridge inert; msb_active() then returns 0.
+ *  - After fork() the child process is inert (its copy of the connection is
+ *    closed): DataLoader workers never write.
+ *  - Layers and phases are the vocabulary's (vocab.h); msb_where sets where
+ *    the program is, for the events C writes itself (CUPTI segments).
+ *  - msb_alloc returns 0 (recorded, event `a`), 1 (refused by the device's
+ *    cap: event `x`; the caller raises the OOM), or -1 (bad argument).
+ * See docs/bridge.md for the wire format. */
+#ifndef MS_BRIDGE_MSB_H
+#define MS_BRIDGE_MSB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MSB_PROTOCOL 1
+
+int msb_open(void);
+int msb_active(void);
+double msb_now_us(void);                       /* since msb_open */
+int msb_send(const char *json_object);         /* a whole object, no newline */
+/* A `warn` event {what, text} (text escaped as a JSON string here). */
+int msb_warn(const char *what, const char *text);
+
+void msb_where(int layer, int phase);
+int msb_current_layer(void);
+int msb_current_phase(void);
+
+int msb_set_capacity(int dev, uint64_t bytes);
+int msb_alloc(int dev, uint64_t key, uint64_t bytes, int cat, int layer);
+void msb_free(uint64_t key);
+int msb_relabel(uint64_t key, int cat, int layer);
+uint64_t msb_live(int dev, int cat);           /* cat -1: every category */
+uint64_t msb_peak(int dev);
+/* The peak starts again from what is live now (a plan was just applied). */
+void msb_reset_peak(int dev);
+/* 1 when key is a live storage labelled cat (e.g. a parameter), else 0;
+ * *layer gets its layer (may be NULL). */
+int msb_is(uint64_t key, int cat, int *layer);
+/* The device (ledger index) of a live storage, -1 when not live. */
+int msb_device_of(uint64_t key);
+/* A live storage now counts on device dev (a plan placed it there; on
+ * virtual devices of one GPU no copy is made): event `a` with the same key,
+ * which replaces it. 0, 1 when dev's cap refuses it (it stays), -1 unknown. */
+int msb_move(uint64_t key, int dev);
+
+/* The layer list (layers.h), callable from Python. */
+int msb_pick(const char *tree_tsv, const char *override, char *why, size_t whylen);
+int msb_fingerprint_of(const char *tree_tsv, char *out, size_t outlen);
+
+/* Takes the ballast on CUDA device `ordinal` so that the whole device,
+ * context included, has `capacity` bytes (event `ballast`). Returns the
+ * bytes taken (0 when the device is not larger than capacity), or -1 with
+ * err. Uses the driver API through dlopen: no CUDA link dependency. */
+int64_t msb_ballast(int ordinal, uint64_t capacity, char *err, size_t errlen);
+/* 1 on the thread that is taking the ballast (CUPTI must not count it). */
+int msb_in_ballast(void);
+
+/* A device allocation or free seen by CUPTI (bridge/inject). */
+void msb_segment(const char *api, uint64_t bytes, uint64_t address, int result, int is_free);
+
+#endif

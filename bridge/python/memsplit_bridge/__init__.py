@@ -1,0 +1,87 @@
+"""memsplit's PyTorch bridge, the Python half (docs/bridge.md).
+
+Loaded by memsplit's sitecustomize into a program memsplit runs. It only
+observes: hooks return None, nothing in the program changes. It waits for
+the program to import torch, then installs global module hooks, the
+backward and optimizer wrappers and (unless switched off) the tensor
+tracker, and reports through libmemsplit_bridge.so, which writes every
+event to the memsplit parent at once.
+"""
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+
+from . import _lib
+
+__all__ = ["arm"]
+
+_armed = False
+
+
+class _TorchWatch(importlib.abc.MetaPathFinder):
+    """Runs the bridge's setup right after the program's own `import torch`."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        real = spec.loader
+
+        class _Loader(importlib.abc.Loader):
+            def create_module(self, s):
+                return real.create_module(s)
+
+            def exec_module(self, module):
+                real.exec_module(module)
+                _on_torch(module)
+
+        spec.loader = _Loader()
+        return spec
+
+
+def _config():
+    try:
+        return json.loads(os.environ.get("MEMSPLIT_BRIDGE_CONFIG", "{}"))
+    except ValueError:
+        return {}
+
+
+def arm():
+    """Connect and say hello; set up the rest once torch is imported."""
+    global _armed
+    if _armed:
+        return
+    _armed = True
+    lib = _lib.load()
+    if lib is None or not lib.connected:
+        return
+    cfg = _config()
+    lib.send("hello", pid=os.getpid(), ppid=os.getppid(), argv=sys.argv, python=sys.version.split()[0],
+             bridge=1, **{"pass": cfg.get("pass", "trial")})
+    global _pending
+    _pending = (lib, cfg)
+    if "torch" in sys.modules:
+        _on_torch(sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _TorchWatch())
+
+
+_pending = None
+
+
+def _on_torch(torch):
+    global _pending
+    if _pending is None:
+        return
+    lib, cfg = _pending
+    _pending = None
+    try:
+        from . import _session
+        _session.start(torch, lib, cfg)
+    except Exception as exc:  # the bridge must never break the program
+        lib.warn("bridge", "setup failed: %r" % (exc,))

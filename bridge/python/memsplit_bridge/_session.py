@@ -1,0 +1,795 @@
+"""Where the program is: the module tree and its block list, the layer and
+phase at every moment, steps, parameters and their gradients and optimizer
+state, the OOM, and the trial's end (docs/bridge.md, "The layer list")."""
+import atexit
+import functools
+import hashlib
+import os
+import sys
+import time
+import weakref
+
+from . import _lib
+from ._lib import CAT, PH_BACKWARD, PH_FORWARD, PH_INIT, PH_OPTIMIZER, PH_VALIDATION
+
+SUPPORTED = ((1, 13), (3, 0))   # torch versions: from 1.13 up to (not including) 3.0
+
+
+def _version(torch):
+    parts = []
+    for p in torch.__version__.split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+class Session:
+    def __init__(self, torch, lib, cfg):
+        self.torch, self.lib, self.cfg = torch, lib, cfg
+        self.on = True
+        self.pid = os.getpid()
+        self.steps_wanted = int(cfg.get("steps", 2))
+        self.root = None
+        self.n_blocks = 0
+        self.block_of = {}          # id(module) -> block index, for every module in the list's subtree
+        self.path_of = {}           # id(module) -> path in the root's tree
+        self.list_ancestors = set() # id of every module that contains the list
+        self.layer, self.phase = -1, PH_INIT
+        self.stack = []             # modules whose forward is running
+        self.block_depth = 0        # how many of them are inside the list
+        self.in_root = False
+        self.list_entered = False
+        self.forwards = 0           # training forwards since the last step
+        self.steps = 0
+        self.first_forward_done = False
+        self.members = {0: [], 1: []}   # pre / post module paths seen in the first training forward
+        self.param_layer = {}       # id(param) -> layer
+        self.confirmed = set()      # params whose layer a call has confirmed
+        self.autocast = None
+        self.device = None
+        self.cuda = False
+        self.times = []             # (layer, phase, t) at transitions, this step
+        self.done_sent = False
+        self.tracker = None
+        self.in_step = 0
+        self.in_backward = 0
+        self.static_keys = {}       # without the tracker: (owner id, cat) -> storage key registered
+        self.micro_batch = None
+        self.scaled_loss = False
+        self.outside = False        # the loss was computed outside the model in this forward
+        # the device whose tensors count: the GPU where torch has one
+        self.track_type = "cuda" if torch.cuda.is_available() else "cpu"
+        self.applier = None         # a plan's placement (memsplit train --plan)
+        self.optimizers = []        # every optimizer the program made
+        self.losses = []            # what the program passed to backward() (or to GradScaler.scale) this step
+        self.real = {}              # torch.cuda's peak functions, before _keep_peaks wrapped them
+        self.peaks = [0, 0]         # the program's own view: allocated and reserved peaks
+
+    # ---- reporting -------------------------------------------------------
+    def send(self, ev, **f):
+        if self.on and os.getpid() == self.pid:
+            self.lib.send(ev, **f)
+
+    def stats(self):
+        """The caching allocator's counters at this moment (GPU), or -1s.
+        The peaks are reset at every transition, so each interval's is
+        exact; the program still sees its own peaks (_keep_peaks)."""
+        if not self.cuda:
+            return -1, -1, -1, -1
+        m = self.torch.cuda.memory
+        d = self.device
+        out = (m.memory_allocated(d), self.real["max_memory_allocated"](d), m.memory_reserved(d),
+               self.real["max_memory_reserved"](d))
+        self.peaks[0] = max(self.peaks[0], out[1])
+        self.peaks[1] = max(self.peaks[1], out[3])
+        self.real["reset_peak_memory_stats"](d)
+        return out
+
+    def transition(self, layer, phase, xin=-1):
+        """The program moved to (layer, phase): close the previous interval.
+        xin: bytes of the tensors entering the layer (the previous layer's
+        output, what crosses a stage boundary), -1 when not a layer entry."""
+        if self.tracker is not None:
+            self.tracker.sweep_all()
+        alloc, peak, reserved, rpeak = self.stats()
+        self.send("w", l=layer, p=phase, alloc=alloc, peak=peak, reserved=reserved, rpeak=rpeak, xin=xin)
+        self.layer, self.phase = layer, phase
+        self.lib.where(layer, phase)
+        self.times.append((layer, phase, self.clock()))
+
+    def clock(self):
+        if self.cuda:
+            ev = self.torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    # ---- the model -------------------------------------------------------
+    def register(self, root):
+        torch = self.torch
+        self.root = root
+        mods = list(root.named_modules())
+        index = {}
+        sigs = {}
+
+        def sig(m):
+            if id(m) in sigs:
+                return sigs[id(m)]
+            h = hashlib.blake2b(digest_size=8)
+            h.update(type(m).__qualname__.encode())
+            for n, p in list(m._parameters.items()) + list(m._buffers.items()):
+                if p is not None:
+                    h.update(("%s:%s:%s;" % (n, tuple(p.shape), p.dtype)).encode())
+            for _, c in m.named_children():
+                h.update(sig(c).encode())
+            sigs[id(m)] = h.hexdigest()
+            return sigs[id(m)]
+
+        lines = []
+        for i, (path, m) in enumerate(mods):
+            index[path] = i
+            self.path_of[id(m)] = path
+            parent = -1 if i == 0 else index.get(path.rsplit(".", 1)[0] if "." in path else "", 0)
+            is_list = isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential))
+            nbytes = sum(p.numel() * p.element_size() for p in m.parameters())
+            lines.append("%d\t%d\t%s\t%s\t%d\t%d\t%s" % (i, parent, path, type(m).__name__, int(is_list), nbytes, sig(m)))
+        tree = "\n".join(lines) + "\n"
+        pick, why = self.lib.pick(tree, self.cfg.get("layers", ""))
+        if pick < 0:
+            self.send("refuse", what="layers", text=why)
+            self.on = False
+            return False
+        list_path, lst = mods[pick]
+        blocks = list(lst.named_children())
+        self.n_blocks = len(blocks)
+        for b, (name, child) in enumerate(blocks):
+            for m in child.modules():
+                self.block_of[id(m)] = b
+        for path, m in mods:
+            if lst in list(m.modules()):
+                self.list_ancestors.add(id(m))
+        names = [(list_path + "." if list_path else "") + name for name, _ in blocks]
+        self.precision = self.detect_precision(root)
+        self.device = next((p.device for p in root.parameters()), torch.device("cpu"))
+        self.cuda = self.device.type == "cuda"
+        fingerprint = self.lib.fingerprint(tree)
+        self.send("model", root=type(root).__name__, list=list_path, why=why, blocks=names,
+                  fingerprint=fingerprint, precision=self.precision,
+                  device=str(self.device), torch=torch.__version__)
+        plan = self.cfg.get("plan")
+        if plan is not None:
+            if plan.get("fingerprint") != fingerprint or len(plan.get("layer_names", [])) != self.n_blocks + 2:
+                self.refuse("plan", "the plan was made for another program or module list (its fingerprint "
+                            "%s, this program's %s): profile this program and plan again"
+                            % (plan.get("fingerprint"), fingerprint))
+            from ._apply import Applier
+            self.applier = Applier(torch, self, plan)
+            self.applier.place(root)
+            self.device = self.applier.root_device
+        self.label_params(root)
+        return True
+
+    def refuse(self, what, text):
+        self.send("refuse", what=what, text=text)
+        self.finish("refused")
+        self.on = False
+        raise SystemExit(2)
+
+    def members_all(self, side):
+        """Module paths of the layer before (0) or after (1) the blocks, by
+        the plan (a plan carries the names its profile saw)."""
+        names = self.cfg.get("plan", {}).get("layer_names", [])
+        if not names:
+            return []
+        text = names[0] if side == 0 else names[-1]
+        return [n for n in text.split(",") if n and not n.startswith("(")]
+
+    def where_text(self):
+        m = self.stack[-1] if self.stack else None
+        path = self.path_of.get(id(m), "") if m is not None else ""
+        return "layer %d%s" % (self.layer, (" (module %s)" % path) if path else "")
+
+    def detect_precision(self, root):
+        torch = self.torch
+        dt = None
+        try:
+            if self.device_is_cuda(root) and torch.is_autocast_enabled():
+                dt = torch.get_autocast_gpu_dtype()
+            elif torch.is_autocast_cpu_enabled():
+                dt = torch.get_autocast_cpu_dtype()
+        except Exception:
+            dt = None
+        self.autocast = dt
+        if dt is None:
+            dt = next((p.dtype for p in root.parameters()), torch.float32)
+        return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dt, "fp32")
+
+    def device_is_cuda(self, root):
+        p = next(root.parameters(), None)
+        return p is not None and p.device.type == "cuda"
+
+    def storage_key(self, t):
+        try:
+            s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+            return s.data_ptr(), s.nbytes()
+        except Exception:
+            return 0, 0
+
+    def label_params(self, root):
+        """Parameters (or, under autocast, master weights) by their owner's
+        layer; modules outside the list are layer 0 until a call says post."""
+        cat = CAT["master"] if self.autocast is not None else CAT["param"]
+        done = set()
+        for path, m in root.named_modules():
+            b = self.block_of.get(id(m))
+            for p in m._parameters.values():
+                if p is None or id(p) in done:
+                    continue
+                done.add(id(p))
+                layer = self.param_layer.get(id(p))      # a plan's placement said already
+                if layer is None:
+                    layer = b + 1 if b is not None else 0
+                    self.param_layer[id(p)] = layer
+                if b is not None or self.applier is not None:
+                    self.confirmed.add(id(p))
+                self.relabel(p, cat, layer)
+
+    def relabel(self, t, cat, layer, owner=None):
+        """t's storage is of category cat in layer. Without the tensor
+        tracker (GPU, diagnosis only) the storage is registered here, and the
+        one it replaces for the same owner is let go."""
+        key, nbytes = self.storage_key(t)
+        if not key or not nbytes or t.device.type != self.track_type:
+            return
+        if self.tracker is not None:
+            self.tracker.ensure(t, key, nbytes, cat, layer)
+            self.lib.relabel(key, cat, layer)
+            if self.applier is not None:      # a static tensor counts on its layer's stage
+                self.lib.c.msb_move(key, self.applier.stage_of_layer.get(layer, 0))
+            return
+        ident = owner if isinstance(owner, tuple) else id(owner if owner is not None else t)
+        slot = (ident, cat)
+        old = self.static_keys.get(slot)
+        if old == key:
+            self.lib.relabel(key, cat, layer)
+            return
+        if old:
+            self.lib.free(old)
+        self.static_keys[slot] = key
+        dev = self.applier.stage_of_layer.get(layer, 0) if self.applier is not None else 0
+        self.lib.alloc(dev, key, _block_bytes(nbytes, self.cuda), cat, layer)
+
+    def member(self, module, layer):
+        """A module outside the list runs in the first training forward."""
+        if self.first_forward_done or id(module) in self.list_ancestors:
+            return
+        path = self.path_of.get(id(module))
+        if path is None:
+            return
+        side = 0 if layer == 0 else 1
+        if any(path == p or path.startswith(p + ".") for p in self.members[side]):
+            return
+        self.members[side].append(path)
+        self.send("member", l=layer, module=path)
+        if layer != 0:
+            cat = CAT["master"] if self.autocast is not None else CAT["param"]
+            for p in module.parameters():
+                if id(p) not in self.confirmed:
+                    self.param_layer[id(p)] = layer
+                    self.relabel(p, cat, layer)
+        for p in module.parameters():
+            self.confirmed.add(id(p))
+
+    # ---- module hooks ----------------------------------------------------
+    def pre_hook(self, module, inputs):
+        if not self.on:
+            return None
+        torch = self.torch
+        if module is self.root and self.stack:
+            self.stack, self.block_depth = [], 0    # an exception skipped the post hooks
+        self.stack.append(module)
+        inside = self.block_of.get(id(module))
+        if inside is not None:
+            self.block_depth += 1
+        if self.root is None:
+            if len(self.stack) == 1 and module.training and torch.is_grad_enabled():
+                if not self.register(module):
+                    return None
+                inside = self.block_of.get(id(module))
+            else:
+                return None
+        if self.in_backward:
+            return None     # a recomputed forward (activation checkpointing) stays in backward
+        if module is self.root and len(self.stack) == 1:
+            training = module.training and torch.is_grad_enabled()
+            self.in_root = True
+            self.list_entered = False
+            self.outside = False
+            if training:
+                self.forwards += 1
+            self.transition(0, PH_FORWARD if training else PH_VALIDATION)
+            if training and self.micro_batch is None:
+                self.micro_batch = _batch_of(torch, inputs)
+            return None
+        if self.micro_batch is None and self.phase == PH_FORWARD:
+            self.micro_batch = _batch_of(torch, inputs)   # the root took keyword arguments
+        if inside is not None:
+            if inside + 1 != self.layer and self.block_depth == 1:
+                self.list_entered = True
+                xin = self.boundary(inputs, inside)       # the output of layer `inside` enters here
+                self.transition(inside + 1, self.phase, xin)
+        elif self.block_depth == 0:
+            # a module the program calls outside the model (its loss) works
+            # on the model's outputs, on the root device: the "outside" layer
+            layer = (self.n_blocks + 1 if self.list_entered else 0) if self.in_root else self.n_blocks + 2
+            if layer != self.layer and (self.in_root or self.first_forward_started()):
+                xin = self.boundary(inputs, self.n_blocks) if layer == self.n_blocks + 1 else -1
+                self.transition(layer, self.phase, xin)
+            if self.phase == PH_FORWARD:
+                self.member(module, layer)
+        return None
+
+    def first_forward_started(self):
+        return self.forwards > 0
+
+    def post_hook(self, module, inputs, output):
+        if not self.on:
+            return None
+        if self.stack and self.stack[-1] is module:
+            self.stack.pop()
+        elif module in self.stack:
+            while self.stack and self.stack.pop() is not module:
+                pass
+        if self.block_of.get(id(module)) is not None and self.block_depth > 0:
+            self.block_depth -= 1
+        if module is self.root and not self.stack:
+            self.in_root = False
+            if self.phase in (PH_FORWARD, PH_VALIDATION) and not self.in_backward:
+                if self.phase == PH_FORWARD:
+                    self.first_forward_done = True
+                    # the loss and whatever the program computes from the
+                    # model's outputs: a layer of its own ("outside"), whose
+                    # backward ends where the model's outputs' gradients are done
+                    for t in _tensors(self.torch, output):
+                        if t.requires_grad and self.torch.is_grad_enabled():
+                            t.register_hook(_BackwardMark(self, self.n_blocks + 1))
+                    self.outside = True
+                # xin: the model's outputs, which a plan brings back to the root device
+                xin = sum(t.numel() * t.element_size() for t in _tensors(self.torch, output))
+                self.transition(self.n_blocks + 2, self.phase, xin)
+        return None
+
+    def boundary(self, inputs, layer):
+        """Gradient hooks on the tensors entering the next layer: when their
+        gradient is complete, `layer`'s backward begins."""
+        nbytes = 0
+        for t in _tensors(self.torch, inputs):
+            if t.is_floating_point():
+                nbytes += t.numel() * t.element_size()
+            if self.phase == PH_FORWARD and t.requires_grad and self.torch.is_grad_enabled():
+                t.register_hook(_BackwardMark(self, layer))
+        return nbytes
+
+    # ---- backward, optimizer, steps ---------------------------------------
+    def backward_begins(self, args=()):
+        if self.in_backward == 0 and args and isinstance(args[0], self.torch.Tensor) and args[0].numel() == 1 \
+                and not self.scaled_loss:
+            self.losses.append(args[0].detach())
+        self.scaled_loss = False
+        self.in_backward += 1
+        if self.in_backward == 1 and self.root is not None and self.on:
+            self.transition(self.n_blocks + 2 if self.outside else self.n_blocks + 1, PH_BACKWARD)
+
+    def backward_ends(self):
+        self.in_backward -= 1
+        if self.in_backward > 0 or self.root is None or not self.on:
+            return
+        # what follows backward until the step ends (gradient clipping, the
+        # update) is the optimizer phase
+        self.transition(-1, PH_OPTIMIZER)
+        for p in self.root.parameters():
+            if p.grad is not None and id(p) in self.param_layer:
+                self.relabel(p.grad, CAT["grad"], self.param_layer[id(p)], owner=p)
+
+    def step_begins(self):
+        self.in_step += 1
+        if self.in_step == 1 and self.root is not None and self.on and self.phase != PH_OPTIMIZER:
+            self.transition(-1, PH_OPTIMIZER)
+
+    def step_ends(self, optimizers):
+        self.in_step -= 1
+        if self.in_step > 0 or self.root is None or not self.on:
+            return
+        for opt in optimizers:
+            for p, st in opt.state.items():
+                layer = self.param_layer.get(id(p), 0)
+                for name, v in st.items():
+                    if isinstance(v, self.torch.Tensor):
+                        self.relabel(v, CAT["optim"], layer, owner=(id(p), name))
+        self.transition(-1, PH_INIT)
+        self.steps += 1
+        loss = None
+        if self.losses:
+            loss = float(sum(float(x) for x in self.losses))
+            self.losses = []
+        peaks = None
+        if self.applier is not None:
+            peaks = [int(self.lib.c.msb_peak(i)) for i in range(len(self.applier.stages))]
+        mem = None
+        if self.cuda:
+            free, total = self.torch.cuda.mem_get_info(self.device)
+            mem = [free, total, self.torch.cuda.memory_reserved(self.device)]
+        dev_peaks = None
+        if self.cuda and self.applier is not None:
+            dev_peaks = {d: max(self.peaks[0], self.real["max_memory_allocated"](d)) if len(self.applier.by_device) == 1
+                         else self.torch.cuda.max_memory_allocated(d) for d in self.applier.by_device}
+        self.send("step", n=self.steps, accum=self.forwards, micro_batch=self.micro_batch,
+                  intervals=self.intervals(), mem=mem, loss=loss, stage_peaks=peaks, device_peaks=dev_peaks)
+        self.forwards = 0
+        if self.steps_wanted and self.steps >= self.steps_wanted:
+            self.finish("steps")
+            raise SystemExit(0)
+
+    def intervals(self):
+        """[layer, phase, ms] for each interval of this step, in order."""
+        out = []
+        if self.cuda and self.times:
+            self.times[-1][2].synchronize()
+        for (l0, p0, t0), (_, _, t1) in zip(self.times, self.times[1:]):
+            ms = t0.elapsed_time(t1) if self.cuda else (t1 - t0) * 1e3
+            out.append([l0, p0, round(ms, 4)])
+        self.times = self.times[-1:]
+        return out
+
+    def oom(self, requested, source, message, device_free=-1):
+        m = self.stack[-1] if self.stack else None
+        path = self.path_of.get(id(m), type(m).__name__ if m is not None else "")
+        self.send("oom", l=self.layer, p=self.phase, module=path, type=type(m).__name__ if m is not None else "",
+                  requested=int(requested), source=source, message=message[:400], free=int(device_free))
+
+    def finish(self, reason, exc=None):
+        if self.done_sent:
+            return
+        self.done_sent = True
+        self.send("done", reason=reason, steps=self.steps, exc=exc or "")
+
+
+class _BackwardMark:
+    """A gradient hook: the layer's backward begins (returns None)."""
+
+    def __init__(self, s, layer):
+        self.s, self.layer = weakref.ref(s), layer
+
+    def __call__(self, grad):
+        s = self.s()
+        if s is not None and s.on and s.phase == PH_BACKWARD and self.layer < s.layer:
+            s.transition(self.layer, PH_BACKWARD)
+        return None
+
+
+def _tensors(torch, obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for x in obj:
+            yield from _tensors(torch, x)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _tensors(torch, x)
+
+
+def _block_bytes(nbytes, cuda):
+    """Bytes as the caching allocator counts a request: 512-byte blocks."""
+    return (nbytes + 511) // 512 * 512 if cuda else nbytes
+
+
+def _batch_of(torch, inputs):
+    for t in _tensors(torch, inputs):
+        if t.dim() >= 1:
+            return int(t.shape[0])
+    return None
+
+
+# ---- installing ------------------------------------------------------------
+
+def _wrap(owner, name, before, after):
+    fn = getattr(owner, name)
+    if getattr(fn, "_memsplit", False):
+        return
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        before(args)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            after(args)
+
+    wrapped._memsplit = True
+    setattr(owner, name, wrapped)
+
+
+def start(torch, lib, cfg):
+    v = _version(torch)
+    cuda = torch.cuda.is_available()
+    lightning = sys.modules.get("lightning") or sys.modules.get("pytorch_lightning")
+    lib.send("torch", version=torch.__version__, cuda=cuda, lightning=getattr(lightning, "__version__", None))
+    if not (SUPPORTED[0] <= v < SUPPORTED[1]):
+        lib.send("refuse", what="torch", text="torch %s is not supported: memsplit's bridge supports torch 1.13 "
+                 "to 2.x" % torch.__version__)
+        return
+    s = Session(torch, lib, cfg)
+    capacity = int(cfg.get("capacity", 0) or 0)
+    if capacity and cuda:
+        _ballast_at_cuda_init(torch, lib, capacity)
+    if cfg.get("observe", True) is False:
+        _watch_unobserved(torch, s)      # the ballast alone: where the program dies by itself
+        return
+    elif capacity:
+        lib.c.msb_set_capacity(0, capacity)
+    if cuda:
+        _keep_peaks(torch, s)
+    _refuse_compile(torch, s)
+    mods = torch.nn.modules.module
+    mods.register_module_forward_pre_hook(s.pre_hook)
+    mods.register_module_forward_hook(s.post_hook)
+    _wrap(torch.Tensor, "backward", lambda a: s.backward_begins(a), lambda a: s.backward_ends())
+    _wrap(torch.autograd, "backward", lambda a: s.backward_begins(a), lambda a: s.backward_ends())
+    if cfg.get("plan") is not None:
+        _install_plan(torch, lib, s, cfg["plan"], cuda)
+    _install_step_wrappers(torch, s)
+    _watch_checkpoints(torch, s)
+    if cfg.get("trace", "tensors") == "tensors" or not cuda:
+        from . import _track
+        s.tracker = _track.start(torch, s)
+    _install_oom_observer(torch, s)
+    _watch_exit(s)
+    os.register_at_fork(after_in_child=lambda: setattr(s, "on", False))
+
+
+def _keep_peaks(torch, s):
+    """The bridge resets the caching allocator's peaks at every transition;
+    the program's own max_memory_allocated/reserved and memory_stats peaks
+    must not notice, so they report the peak since the program's last reset."""
+    m = torch.cuda.memory
+    for name in ("max_memory_allocated", "max_memory_reserved", "reset_peak_memory_stats", "memory_stats"):
+        s.real[name] = getattr(m, name)
+
+    def max_alloc(device=None):
+        return max(s.peaks[0], s.real["max_memory_allocated"](device))
+
+    def max_reserved(device=None):
+        return max(s.peaks[1], s.real["max_memory_reserved"](device))
+
+    def reset(device=None):
+        s.real["reset_peak_memory_stats"](device)
+        s.peaks = [m.memory_allocated(device), m.memory_reserved(device)]
+
+    def stats(device=None):
+        out = s.real["memory_stats"](device)
+        for key, i in (("allocated_bytes.all.peak", 0), ("reserved_bytes.all.peak", 1)):
+            if key in out:
+                out[key] = max(out[key], s.peaks[i])
+        return out
+
+    for name, fn in (("max_memory_allocated", max_alloc), ("max_memory_reserved", max_reserved),
+                     ("reset_peak_memory_stats", reset), ("memory_stats", stats)):
+        fn.__doc__ = s.real[name].__doc__
+        setattr(m, name, fn)
+        if getattr(torch.cuda, name, None) is s.real[name]:
+            setattr(torch.cuda, name, fn)
+
+
+def _watch_checkpoints(torch, s):
+    """torch.save and torch.load with a path: the program's checkpoints, so
+    that doctor can say whether a restart resumes (Lightning saves through
+    torch.save too)."""
+    for name in ("save", "load"):
+        real = getattr(torch, name)
+
+        def wrapped(*a, _real=real, _name=name, **k):
+            target = a[1] if _name == "save" and len(a) > 1 else (a[0] if _name == "load" and a else None)
+            target = k.get("f", target)
+            if isinstance(target, (str, bytes, os.PathLike)):
+                s.send(_name, path=os.fsdecode(target), step=s.steps)
+            return _real(*a, **k)
+
+        wrapped.__wrapped__ = real
+        setattr(torch, name, wrapped)
+
+
+def _refuse_compile(torch, s):
+    """torch.compile traces module calls, and the bridge's global hooks and
+    dispatch mode sit on them: the profile would be of neither program.
+    Refused at the call, with the way around it."""
+    real = getattr(torch, "compile", None)
+    if real is None:
+        return
+
+    def compile(*a, **k):
+        s.send("refuse", what="torch.compile", text="the program calls torch.compile, which memsplit's profile does "
+               "not support yet; profile the eager program: skip torch.compile when the environment has "
+               "MEMSPLIT_PHASE=trial (memsplit sets it)")
+        s.finish("refused")
+        raise SystemExit(2)
+
+    compile.__wrapped__ = real
+    torch.compile = compile
+
+
+def _ballast_at_cuda_init(torch, lib, capacity):
+    def take():
+        try:
+            ordinal = torch.cuda.current_device()
+        except Exception:
+            ordinal = 0
+        taken, err = lib.ballast(ordinal, capacity)
+        if taken < 0:
+            lib.warn("ballast", err)
+    torch.cuda._lazy_call(take)
+
+
+def _install_step_wrappers(torch, s):
+    seen = []
+
+    def track_opt(opt):
+        if all(o is not opt for o in seen):
+            seen.append(opt)
+
+    def before(args):
+        if args and isinstance(args[0], torch.optim.Optimizer):
+            track_opt(args[0])
+        s.step_begins()
+
+    def after(args):
+        s.step_ends(seen)
+
+    # every optimizer class's step, wrapped once at its first instance
+    init = torch.optim.Optimizer.__init__
+
+    def init_wrapped(self, *a, **k):
+        init(self, *a, **k)
+        track_opt(self)
+        s.optimizers.append(self)
+        _wrap(type(self), "step", before, after)
+
+    torch.optim.Optimizer.__init__ = init_wrapped
+    for cls_path in ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler"):
+        mod_name, cls_name = cls_path.rsplit(".", 1)
+        cls = getattr(sys.modules.get(mod_name), cls_name, None)
+        if cls is not None and "step" in cls.__dict__:
+            _wrap(cls, "step", lambda a: (track_opt(a[1]) if len(a) > 1 else None, s.step_begins()),
+                  after)
+            _wrap_scale(torch, cls, s)
+
+
+def _wrap_scale(torch, cls, s):
+    """GradScaler.scale(loss): the loss before scaling is the step's loss."""
+    real = cls.__dict__.get("scale")
+    if real is None or getattr(real, "_memsplit", False):
+        return
+
+    @functools.wraps(real)
+    def scale(self, outputs):
+        if isinstance(outputs, torch.Tensor) and outputs.numel() == 1:
+            s.losses.append(outputs.detach())
+            s.scaled_loss = True
+        return real(self, outputs)
+
+    scale._memsplit = True
+    cls.scale = scale
+
+
+def _refuse_ddp(torch, s):
+    """DistributedDataParallel (and FSDP) wrap one device's model: over a
+    model whose stages are spread on several devices DDP's buckets assert
+    (grad.device() == bucket_view.device()). Refused with the fix."""
+    targets = [(torch.nn.parallel, "DistributedDataParallel")]
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    if fsdp is not None and hasattr(fsdp, "FullyShardedDataParallel"):
+        targets.append((fsdp, "FullyShardedDataParallel"))
+    for owner, name in targets:
+        cls = getattr(owner, name, None)
+        if cls is None:
+            continue
+        real = cls.__init__
+
+        def init(self, module, *a, _real=real, _name=name, **k):
+            if len({st["device"] for st in s.cfg["plan"]["stages"]}) > 1 or len(s.cfg["plan"]["stages"]) > 1:
+                s.refuse("ddp", "the program wraps the model in %s, which cannot hold a model split over devices "
+                         "(DDP asserts grad.device() == bucket_view.device()): train it on one device with the plan "
+                         "(Lightning: Trainer(devices=1), or strategy='auto' with one device; on a host with several "
+                         "GPUs devices='auto' starts DDP)" % _name)
+            _real(self, module, *a, **k)
+
+        cls.__init__ = init
+
+
+def _install_plan(torch, lib, s, plan, cuda):
+    """Caps per stage, the ballast per physical GPU, and re-placement after
+    the framework moves the model (Module._apply)."""
+    _refuse_ddp(torch, s)
+    stages = plan["stages"]
+    by_device = {}
+    for i, st in enumerate(stages):
+        by_device.setdefault(st["device"], []).append(i)
+    for dev, idx in by_device.items():
+        shared = len(idx) > 1 or dev.startswith("cpu")   # the ledger holds these to their size (_apply.place)
+        if cuda and not shared and stages[idx[0]].get("capacity"):
+            ordinal = torch.device(dev).index or 0
+            cap = int(stages[idx[0]]["capacity"])
+            torch.cuda._lazy_call(lambda o=ordinal, c=cap: _take(lib, o, c))
+    real_apply = torch.nn.Module._apply
+
+    def _apply(self, fn, *a, **k):
+        out = real_apply(self, fn, *a, **k)
+        ap = s.applier
+        if ap is not None and ap.placed and not ap.moving and s.root is not None and \
+                any(m is s.root for m in self.modules()):
+            devs = {p.device for p in s.root.parameters()}
+            if devs == {ap.root_device}:        # the framework put everything on the root device again
+                ap.place(s.root)
+        return out
+
+    torch.nn.Module._apply = _apply
+
+
+def _take(lib, ordinal, capacity):
+    taken, err = lib.ballast(ordinal, capacity)
+    if taken < 0:
+        lib.warn("ballast", err)
+
+
+def _install_oom_observer(torch, s):
+    attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
+    if attach is None or not torch.cuda.is_available():
+        return
+
+    def observer(device, alloc, device_allocated, device_free):
+        s.oom(alloc, "cuda", "CUDA out of memory: tried to allocate %d bytes (%d allocated, %d free)"
+              % (alloc, device_allocated, device_free), device_free)
+
+    try:
+        attach(observer)
+    except Exception:
+        pass
+
+
+def _watch_unobserved(torch, s):
+    """No hooks: at an OOM that ends the program, name the innermost module
+    whose forward was running from the traceback's frames alone."""
+    hook = sys.excepthook
+
+    def excepthook(tp, value, tb):
+        if isinstance(value, torch.cuda.OutOfMemoryError):
+            # modules whose forward was running: frames of their call or forward
+            # (a LightningModule's training_step is not one: its model is the root)
+            mods = []
+            while tb is not None:
+                me = tb.tb_frame.f_locals.get("self")
+                call = tb.tb_frame.f_code.co_name in ("forward", "_call_impl", "_wrapped_call_impl")
+                if call and isinstance(me, torch.nn.Module) and (not mods or mods[-1] is not me):
+                    mods.append(me)
+                tb = tb.tb_next
+            path, kind = "", ""
+            if mods:
+                paths = {id(m): p for p, m in mods[0].named_modules()}
+                path, kind = paths.get(id(mods[-1]), "?"), type(mods[-1]).__name__
+            s.send("oom", l=-1, p=PH_FORWARD if mods else PH_BACKWARD, module=path, type=kind, requested=0,
+                   source="unobserved", message=str(value)[:400])
+        s.finish("exception", "%s: %s" % (tp.__name__, str(value)[:300]))
+        hook(tp, value, tb)
+
+    sys.excepthook = excepthook
+    atexit.register(lambda: s.finish("exit"))
+
+
+def _watch_exit(s):
+    hook = sys.excepthook
+
+    def excepthook(tp, value, tb):
+        s.finish("exception", "%s: %s" % (tp.__name__, str(value)[:300]))
+        hook(tp, value, tb)
+
+    sys.excepthook = excepthook
+    atexit.register(lambda: s.finish("exit"))

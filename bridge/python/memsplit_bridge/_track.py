@@ -1,0 +1,182 @@
+"""Tensor tracking through the dispatcher (docs/bridge.md, "Tensor tracking").
+
+A TorchDispatchMode sees every operator's outputs; a storage not seen
+before is an allocation, reported to the C ledger with the layer the
+program is in. Frees are found through C++ weak references to the storages,
+checked before each allocation (all of them on the CPU, so the order of
+frees and allocations, and every peak, is exact; the newest on a GPU, where
+the caching allocator's own counters give the exact totals, and all of them
+at every layer transition). A refusal by the ledger's cap becomes
+torch.cuda.OutOfMemoryError raised from the operator that crossed it.
+"""
+import os
+
+from ._lib import CAT
+
+_GPU_RECENT = 64     # storages checked at each allocation on a GPU
+
+
+class Tracker:
+    def __init__(self, torch, session):
+        self.torch, self.s = torch, session
+        self.lib = session.lib
+        self.live = {}           # key -> weak handle, in allocation order
+        self.untyped = torch.UntypedStorage if hasattr(torch, "UntypedStorage") else torch._UntypedStorage
+        self.cast_ops = set()
+        for name in ("_to_copy", "to"):
+            op = getattr(torch.ops.aten, name, None)
+            if op is not None:
+                self.cast_ops.add(op.default if hasattr(op, "default") else op)
+        self.half = (torch.float16, torch.bfloat16)
+        self.pid = os.getpid()
+
+    def storage_of(self, t):
+        try:
+            st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+            return st, st.data_ptr(), st.nbytes()
+        except Exception:        # sparse, meta or wrapper tensors have no plain storage
+            return None, 0, 0
+
+    def expire(self, key, handle):
+        self.untyped._free_weak_ref(handle)
+        del self.live[key]
+        self.lib.free(key)
+
+    def sweep_all(self):
+        for key, h in [kv for kv in self.live.items() if self.untyped._expired(kv[1])]:
+            self.expire(key, h)
+
+    def sweep_recent(self):
+        if not self.s.cuda:
+            self.sweep_all()
+            return
+        items = list(self.live.items())[-_GPU_RECENT:]
+        for key, h in items:
+            if self.untyped._expired(h):
+                self.expire(key, h)
+
+    def ensure(self, t, key, nbytes, cat, layer):
+        """A storage the dispatcher never made (loaded, from numpy): count it now."""
+        if key in self.live or t.device.type != self.s.track_type:
+            return      # CPU tensors of a GPU program (AdamW's step counters) are not the device's
+        st, key2, _ = self.storage_of(t)
+        if st is None or key2 != key:
+            return
+        self.record(st, key, nbytes, cat, layer, t.device.type == "cuda", t)
+
+    def record(self, st, key, nbytes, cat, layer, cuda, t=None, dev=None):
+        b = (nbytes + 511) // 512 * 512 if cuda else nbytes
+        ap = self.s.applier
+        if dev is None:
+            dev = ap.ledger_device(t) if ap is not None and t is not None else 0
+        rc = self.lib.alloc(dev, key, b, cat, layer)
+        if rc == 0:
+            self.live[key] = st._weak_ref()
+        return rc, b
+
+    def seen(self, func, args, out):
+        s = self.s
+        if not s.on or os.getpid() != self.pid:
+            return
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        swept = False
+        owners = self.optimizer_owners(args, len(outs))
+        for i, t in enumerate(outs):
+            if not isinstance(t, self.torch.Tensor) or t.device.type != s.track_type:
+                continue
+            st, key, nbytes = self.storage_of(t)
+            if not key or not nbytes:
+                continue
+            old = self.live.get(key)
+            if old is not None:
+                if not self.untyped._expired(old):
+                    continue          # a view, or an op writing in place: the same storage
+                self.expire(key, old)  # freed unseen and its address given out again
+
+            if not swept:
+                self.sweep_recent()
+                swept = True
+            # forward outputs are mostly what backward keeps; the rows use
+            # only their sum, the OOM's breakdown shows the split
+            cat = CAT["act"] if s.phase in (1, 4) else CAT["transient"]
+            layer = s.layer
+            if func in self.cast_ops and t.dtype in self.half and args:
+                owner = self.param_owner(args[0])
+                if owner is not None:
+                    cat, layer = CAT["param"], owner      # autocast's 16-bit copy of a weight
+            if s.applier is not None:
+                s.applier.check_output(t)
+            dev = owners[i] if owners is not None else None
+            rc, b = self.record(st, key, nbytes, cat, layer, t.device.type == "cuda", t, dev)
+            if rc == 1:
+                s.oom(b, "cap", "")
+                cap = int(s.cfg.get("capacity", 0))
+                where = ""
+                if s.applier is not None:
+                    d = dev if dev is not None else s.applier.ledger_device(t)
+                    cap = int(s.applier.stages[d].get("capacity") or 0)
+                    where = " of stage %d (%s)" % (d, s.applier.devices[d])
+                raise self.torch.cuda.OutOfMemoryError(
+                    "CUDA out of memory (memsplit: the emulated capacity%s of %d bytes is reached). Tried to "
+                    "allocate %d bytes in %s." % (where, cap, b, _func_name(func)))
+
+    def optimizer_owners(self, args, n_out):
+        """Virtual devices share one physical device, so in the optimizer step
+        a new tensor counts where the parameter it is made for does: the
+        input at the same position of a list argument (foreach ops), else
+        the first input that has a device (zeros_like(param))."""
+        s = self.s
+        ap = s.applier
+        if ap is None or not ap.virtual or s.phase != 3:
+            return None
+        lists = [a for a in args if isinstance(a, (list, tuple)) and len(a) == n_out]
+        src = list(lists[0]) if lists else [a for a in args if isinstance(a, self.torch.Tensor)][:1] * n_out
+        out = []
+        for x in src:
+            d = None
+            if isinstance(x, self.torch.Tensor):
+                _, key, _ = self.storage_of(x)
+                d = self.lib.owner_device(key) if key else None
+            out.append(d)
+        return out if len(out) == n_out else None
+
+    def param_owner(self, src):
+        if not isinstance(src, self.torch.Tensor):
+            return None
+        _, key, _ = self.storage_of(src)
+        for cat in (CAT["master"], CAT["param"]):
+            layer = self.lib.owner(key, cat) if key else None
+            if layer is not None:
+                return layer
+        return None
+
+
+def _func_name(func):
+    return getattr(func, "__name__", None) or str(func)
+
+
+def start(torch, session):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    tracker = Tracker(torch, session)
+
+    detach = torch.ops.aten.detach.default
+
+    class _Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is detach and args and not isinstance(args[0], torch.Tensor):
+                # torch 1.13: a Python-number operand saved for backward (x * 0.5)
+                # reaches the mode as a float when non-reentrant checkpointing
+                # packs it; the op it stands for returns a 0-dim tensor
+                return torch.tensor(args[0])
+            ap = session.applier
+            if ap is not None:
+                ap.check_inputs(func, args)
+            out = func(*args, **(kwargs or {}))
+            tracker.seen(func, args, out)
+            return out
+
+    mode = _Mode()
+    mode.__enter__()          # for the whole program: never left
+    tracker.mode = mode
+    return tracker

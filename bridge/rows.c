@@ -1,0 +1,469 @@
+/* rows.c — profile rows from a program's trace (rows.h). */
+#include "bridge/rows.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bridge/ledger.h"
+#include "vocab/errf.h"
+
+/* What one pass over a trace measured, per layer. */
+typedef struct layer_meas {
+    int fwd, bwd;                 /* intervals seen in the step used */
+    uint64_t act, tf, tb;         /* act, transient forward / backward (max over micro-batches) */
+    int64_t xin;                  /* bytes entering the layer (-1 unknown) */
+    uint64_t cat[4];              /* highest live param, master, grad, optim bytes over the run */
+} layer_meas;
+
+typedef struct pass_meas {
+    int n;                        /* layers, and one more: "outside" (the program's loss), folded into layer 0 */
+    layer_meas *L;
+    uint64_t opt_transient;       /* the optimizer phase's peak above its start */
+    uint64_t peak_alloc;          /* highest allocated bytes (counters, else the ledger) */
+    uint64_t peak_reserved;       /* highest reserved (GPU), 0 unknown */
+    int steps_complete;
+    int grads_freed;              /* gradients existed, and none was live when any forward began */
+    int grads_at_forward;
+    uint64_t grad_seen;
+    /* at the OOM marker */
+    uint64_t oom_cat[MS_CAT_N];
+    uint64_t oom_untracked;       /* GPU: the allocator's count beyond the tensors the ledger saw */
+    uint64_t *oom_layer;          /* n entries */
+} pass_meas;
+
+static int is_static(int cat) { return cat <= MS_CAT_OPTIM; }
+
+/* Final (category, layer) of every allocation event: later relabels of the
+ * storage apply from its allocation on. fin[i] for ev[i] (ALLOC only). */
+static int final_labels(const msb_trace *t, int (*fin)[2])
+{
+    ms_addr_map live = { 0 };
+    for (int i = 0; i < t->n_ev; i++) {
+        const msb_ev *e = &t->ev[i];
+        if (e->conn != t->model_conn) continue;
+        uint64_t idx;
+        if (e->kind == MSB_EV_ALLOC) {
+            fin[i][0] = e->cat;
+            fin[i][1] = e->layer;
+            if (e->key && ms_addr_map_put(&live, e->key, (uint64_t)i + 1) != 0) {
+                ms_addr_map_clear(&live);
+                return -1;
+            }
+        } else if (e->kind == MSB_EV_RELABEL && ms_addr_map_get(&live, e->key, &idx)) {
+            fin[idx - 1][0] = e->cat;
+            fin[idx - 1][1] = e->layer;
+        } else if (e->kind == MSB_EV_FREE) {
+            ms_addr_map_take(&live, e->key, &idx);
+        }
+    }
+    ms_addr_map_clear(&live);
+    return 0;
+}
+
+typedef struct interval {
+    int open, layer, phase;
+    int64_t dyn_start, dyn_peak;  /* the ledger's dynamic bytes */
+    int64_t tot_start, tot_peak;  /* everything live, gradients made in the interval included */
+    int64_t xin;
+} interval;
+
+typedef struct replay {
+    msl_ledger led;
+    uint64_t grad_seen;           /* any gradient bytes at all so far */
+    uint64_t stat;                /* live static bytes (param, master, grad, optim) */
+    uint64_t *lc;                 /* live bytes per (layer + 1, static category): (n + 1) x 4 */
+    int n;
+} replay;
+
+static int64_t dyn_now(const replay *r) { return (int64_t)r->led.dev[0].live - (int64_t)r->stat; }
+
+static void close_interval(const interval *iv, const msb_ev *w, const replay *r, layer_meas *step_L, int n,
+                           uint64_t *opt_tr)
+{
+    if (!iv->open) return;
+    int64_t end = dyn_now(r), peak = iv->dyn_peak;
+    if (w && w->alloc >= 0) {               /* the caching allocator's exact counters */
+        end = w->alloc - (int64_t)r->stat;
+        if (w->peak >= 0) peak = w->peak - (int64_t)r->stat;
+    }
+    if (peak < end) peak = end;
+    int64_t start = iv->dyn_start;
+    if (iv->phase == MS_PH_OPTIMIZER && iv->layer < 0) {
+        uint64_t above = peak > start ? (uint64_t)(peak - start) : 0;
+        if (above > *opt_tr) *opt_tr = above;
+        return;
+    }
+    if (iv->layer < 0 || iv->layer >= n) return;
+    layer_meas *m = &step_L[iv->layer];
+    if (iv->phase == MS_PH_FORWARD) {
+        uint64_t act = end > start ? (uint64_t)(end - start) : 0, tf = (uint64_t)(peak - end);
+        m->fwd = 1;
+        if (act > m->act) m->act = act;
+        if (tf > m->tf) m->tf = tf;
+        if (iv->xin >= 0) m->xin = iv->xin;
+    } else if (iv->phase == MS_PH_BACKWARD) {
+        /* above everything live at the start, the layer's own new gradients
+         * included: they come while its activations go */
+        int64_t tpeak = iv->tot_peak, tstart = iv->tot_start;
+        if (w && w->peak >= 0 && w->alloc >= 0) tpeak = w->peak;
+        uint64_t tb = tpeak > tstart ? (uint64_t)(tpeak - tstart) : 0;
+        (void)start;
+        m->bwd = 1;
+        if (tb > m->tb) m->tb = tb;
+    }
+}
+
+/* A static storage comes or goes: the sums, and the layer's highest. */
+static void apply(replay *r, layer_meas *cur, int cat, int layer, uint64_t bytes, int sign)
+{
+    if (!is_static(cat)) return;
+    if (sign > 0) r->stat += bytes; else r->stat -= bytes;
+    if (cat == MS_CAT_GRAD && sign > 0) r->grad_seen += bytes;
+    int l = layer + 1;
+    if (l < 0 || l > r->n) return;
+    uint64_t *slot = &r->lc[(size_t)l * 4 + (size_t)cat];
+    if (sign > 0) *slot += bytes; else *slot -= bytes;
+    if (layer >= 0 && layer < r->n && *slot > cur[layer].cat[cat]) cur[layer].cat[cat] = *slot;
+}
+
+static int measure(const msb_trace *t, pass_meas *pm)
+{
+    int n = t->n_blocks + 3;      /* + the outside layer */
+    memset(pm, 0, sizeof *pm);
+    pm->n = n;
+    pm->L = calloc((size_t)n, sizeof *pm->L);
+    layer_meas *cur = calloc((size_t)n, sizeof *cur);
+    int (*fin)[2] = calloc((size_t)t->n_ev + 1, sizeof *fin);
+    replay r = { .n = n };
+    r.lc = calloc((size_t)(n + 1) * 4, sizeof *r.lc);
+    pm->oom_layer = calloc((size_t)n, sizeof *pm->oom_layer);
+    int rc = (!pm->L || !cur || !fin || !r.lc || !pm->oom_layer) ? -1 : final_labels(t, fin);
+    msl_init(&r.led);
+    for (int i = 0; i < n; i++) pm->L[i].xin = cur[i].xin = -1;
+    interval iv = { 0 };
+    uint64_t opt_cur = 0;
+    int64_t untracked = 0;        /* at the last transition: allocator count - ledger */
+    for (int i = 0; rc == 0 && i < t->n_ev; i++) {
+        const msb_ev *e = &t->ev[i];
+        if (e->conn != t->model_conn) continue;
+        switch (e->kind) {
+        case MSB_EV_ALLOC: {
+            int cat = fin[i][0], layer = fin[i][1];
+            if (msl_alloc(&r.led, 0, e->key, e->bytes, cat, layer, NULL) == MSL_OK)
+                apply(&r, cur, cat, layer, e->bytes, +1);
+            break;
+        }
+        case MSB_EV_FREE: {
+            const msl_rec *rec = msl_find(&r.led, e->key);
+            if (rec) {
+                int cat = rec->cat, layer = rec->layer;
+                uint64_t b = msl_free(&r.led, e->key, NULL);
+                apply(&r, cur, cat, layer, b, -1);
+            }
+            break;
+        }
+        case MSB_EV_WHERE:
+            if (e->alloc >= 0) untracked = e->alloc - (int64_t)r.led.dev[0].live;
+            if (e->layer == 0 && e->phase == MS_PH_FORWARD && r.grad_seen) {   /* a forward begins */
+                uint64_t g = 0;
+                for (int l = 0; l <= r.n; l++) g += r.lc[(size_t)l * 4 + MS_CAT_GRAD];
+                if (g) pm->grads_at_forward = 1;   /* kept across steps or micro-batches */
+            }
+            close_interval(&iv, e, &r, cur, n, &opt_cur);
+            iv = (interval){ .open = 1, .layer = e->layer, .phase = e->phase, .xin = e->xin };
+            iv.dyn_start = e->alloc >= 0 ? e->alloc - (int64_t)r.stat : dyn_now(&r);
+            iv.dyn_peak = iv.dyn_start;
+            iv.tot_start = iv.tot_peak = e->alloc >= 0 ? e->alloc : (int64_t)r.led.dev[0].live;
+            if (e->peak > 0 && (uint64_t)e->peak > pm->peak_alloc) pm->peak_alloc = (uint64_t)e->peak;
+            if (e->alloc > 0 && (uint64_t)e->alloc > pm->peak_alloc) pm->peak_alloc = (uint64_t)e->alloc;
+            if (e->rpeak > 0 && (uint64_t)e->rpeak > pm->peak_reserved) pm->peak_reserved = (uint64_t)e->rpeak;
+            break;
+        case MSB_EV_STEP:
+            /* the step's last interval (layer -1, init) closed at its 'w' */
+            memcpy(pm->L, cur, (size_t)n * sizeof *cur);
+            pm->opt_transient = opt_cur;
+            pm->steps_complete++;
+            for (int l = 0; l < n; l++) {
+                cur[l] = (layer_meas){ .xin = cur[l].xin };
+                memcpy(cur[l].cat, pm->L[l].cat, sizeof cur[l].cat);
+            }
+            opt_cur = 0;
+            break;
+        case MSB_EV_OOM:
+            memcpy(pm->oom_cat, r.led.dev[0].live_cat, sizeof pm->oom_cat);
+            pm->oom_untracked = untracked > 0 ? (uint64_t)untracked : 0;
+            for (int l = 0; l < n; l++) pm->oom_layer[l] = msl_live_layer(&r.led, 0, l);
+            break;
+        default:
+            break;
+        }
+        if (iv.open && dyn_now(&r) > iv.dyn_peak) iv.dyn_peak = dyn_now(&r);
+        if (iv.open && (int64_t)r.led.dev[0].live > iv.tot_peak) iv.tot_peak = (int64_t)r.led.dev[0].live;
+    }
+    if (!t->cuda) pm->peak_alloc = r.led.dev[0].peak;   /* the CPU: the ledger is the accounting */
+    pm->grad_seen = r.grad_seen;
+    pm->grads_freed = r.grad_seen && !pm->grads_at_forward;
+    if (rc == 0 && pm->steps_complete == 0) {   /* no complete step: what the first one got to */
+        close_interval(&iv, NULL, &r, cur, n, &opt_cur);
+        memcpy(pm->L, cur, (size_t)n * sizeof *cur);
+        pm->opt_transient = opt_cur;
+    } else if (rc == 0) {
+        for (int l = 0; l < n; l++)   /* the static maxima of the whole run */
+            for (int c = 0; c < 4; c++)
+                if (cur[l].cat[c] > pm->L[l].cat[c]) pm->L[l].cat[c] = cur[l].cat[c];
+    }
+    msl_free_all(&r.led);
+    free(r.lc);
+    free(fin);
+    free(cur);
+    return rc;
+}
+
+/* What the program computes outside the model (its loss) is on the root
+ * device, where layer 0 is: its numbers join layer 0's. */
+static void fold_outside(pass_meas *pm, int n)
+{
+    layer_meas *o = &pm->L[n], *z = &pm->L[0], *last = &pm->L[n - 1];
+    /* the model's outputs (kept by the program, as its loss's input) are
+     * the last layer's in one device's run; under a plan they come back to
+     * the root device: they count with layer 0 */
+    if (o->xin > 0) {
+        uint64_t x = (uint64_t)o->xin < last->act ? (uint64_t)o->xin : last->act;
+        last->act -= x;
+        z->act += x;
+    }
+    z->act += o->act;
+    if (o->tf > z->tf) z->tf = o->tf;
+    if (o->tb > z->tb) z->tb = o->tb;
+    for (int c = 0; c < 4; c++) z->cat[c] += o->cat[c];
+    if (pm->oom_layer) pm->oom_layer[0] += pm->oom_layer[n];
+}
+
+static void free_meas(pass_meas *pm)
+{
+    free(pm->L);
+    free(pm->oom_layer);
+    memset(pm, 0, sizeof *pm);
+}
+
+/* Times per micro-batch of the step used: the last complete step, else the
+ * first; fwd/bwd summed over the step's micro-batches and divided by them. */
+static void step_times(const msb_trace *t, ms_layer_row *rows, int n, double *opt_ms)   /* n rows; layer n: outside */
+{
+    *opt_ms = 0;
+    if (t->n_steps == 0) return;
+    const msb_step *s = &t->steps[t->n_steps - 1];
+    int accum = s->accum > 0 ? s->accum : 1;
+    for (int i = 0; i < s->n_iv; i++) {
+        const msb_interval_ms *v = &s->iv[i];
+        if (v->layer < 0) {
+            if (v->phase == MS_PH_OPTIMIZER) *opt_ms += v->ms;
+            continue;
+        }
+        if (v->layer > n) continue;
+        int l = v->layer == n ? 0 : v->layer;   /* the loss outside the model: the root device's layer 0 */
+        if (v->phase == MS_PH_FORWARD) rows[l].fwd_ms += v->ms / accum;
+        else if (v->phase == MS_PH_BACKWARD) rows[l].bwd_ms += v->ms / accum;
+    }
+}
+
+/* Pre and post members come from the first training forward; the trial may
+ * have died before the post layer, the uncapped pass u did not. */
+static void name_row(const msb_trace *t, const msb_trace *u, int l, ms_layer_row *r)
+{
+    int n = t->n_blocks + 2;
+    const char *pre = t->pre[0] || !u ? t->pre : u->pre, *post = t->post[0] || !u ? t->post : u->post;
+    if (l == 0) {
+        snprintf(r->name, sizeof r->name, "%s", pre[0] ? pre : "(before the blocks)");
+        snprintf(r->kind, sizeof r->kind, "pre");
+    } else if (l == n - 1) {
+        snprintf(r->name, sizeof r->name, "%s", post[0] ? post : "(after the blocks)");
+        snprintf(r->kind, sizeof r->kind, "post");
+    } else {
+        snprintf(r->name, sizeof r->name, "%s", t->blocks[l - 1]);
+        snprintf(r->kind, sizeof r->kind, "block");
+    }
+}
+
+static int precision_of(const char *s)
+{
+    ms_precision p;
+    return ms_precision_parse(s, &p) == 0 ? (int)p : MS_PREC_FP32;
+}
+
+static void fill_row(ms_layer_row *r, const layer_meas *m, int source)
+{
+    r->source = source;
+    r->param = m->cat[MS_CAT_PARAM];
+    r->master = m->cat[MS_CAT_MASTER];
+    r->grad = m->cat[MS_CAT_GRAD];
+    r->optim = m->cat[MS_CAT_OPTIM];
+    r->act = m->act;
+    r->transient_fwd = m->tf;
+    r->transient_bwd = m->tb;
+}
+
+/* The device's own bytes beyond the tensors: its context and libraries,
+ * from the last step's free memory (GPU), less the ballast. */
+static uint64_t reserve_of(const msb_trace *t)
+{
+    if (t->n_steps == 0) {
+        if (t->ballast.taken && t->ballast.total > t->ballast.free) return t->ballast.total - t->ballast.free;
+        return 0;
+    }
+    const msb_step *s = &t->steps[t->n_steps - 1];
+    if (s->mem_total < 0) return 0;
+    int64_t used = s->mem_total - s->mem_free - s->mem_reserved - (int64_t)t->ballast.bytes;
+    return used > 0 ? (uint64_t)used : 0;
+}
+
+int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opts *o, ms_profile *p,
+                      int *incomplete, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    if (incomplete) *incomplete = 0;
+    if (t->model_conn < 0 || t->n_blocks < 1)
+        return ms_errf(err, errlen, "the program never ran a training forward pass of a model");
+    if (u && (u->model_conn < 0 || u->n_blocks != t->n_blocks)) u = NULL;   /* a different model: unusable */
+    int n = t->n_blocks + 2;
+    pass_meas mt, mu = { 0 };
+    if (measure(t, &mt) != 0 || (u && measure(u, &mu) != 0)) {
+        free_meas(&mt);
+        free_meas(&mu);
+        return ms_errf(err, errlen, "out of memory");
+    }
+    fold_outside(&mt, n);
+    if (u) fold_outside(&mu, n);
+    p->rows = calloc((size_t)n, sizeof *p->rows);
+    if (!p->rows) {
+        free_meas(&mt);
+        free_meas(&mu);
+        return ms_errf(err, errlen, "out of memory");
+    }
+    p->n_rows = p->n_layers = n;
+    int prec = precision_of(t->precision);
+    int mb = t->n_steps ? t->steps[t->n_steps - 1].micro_batch : 0;
+    if (mb <= 0 && u && u->n_steps) mb = u->steps[u->n_steps - 1].micro_batch;
+    if (mb <= 0) mb = 1;
+    int accum = t->n_steps ? t->steps[t->n_steps - 1].accum : (u && u->n_steps ? u->steps[u->n_steps - 1].accum : 1);
+    double opt_t = 0, opt_u = 0;
+    ms_layer_row *tu = calloc((size_t)n, sizeof *tu);
+    if (!tu) {
+        free_meas(&mt);
+        free_meas(&mu);
+        ms_profile_free(p);
+        return ms_errf(err, errlen, "out of memory");
+    }
+    step_times(t, p->rows, n, &opt_t);
+    if (u) step_times(u, tu, n, &opt_u);
+    int last_full = -1;
+    for (int l = 0; l < n; l++) {
+        ms_layer_row *r = &p->rows[l];
+        r->layer = l;
+        r->precision = prec;
+        r->micro_batch = mb;
+        name_row(t, u, l, r);
+        const layer_meas *m = &mt.L[l];
+        /* a trial that ran out before its steady state (say in its second
+         * step, with the optimizer's state new) measured a first step: the
+         * uncapped pass's later steps are the better rows */
+        int prefer_u = u && mu.steps_complete > mt.steps_complete && mu.L[l].fwd && mu.L[l].bwd;
+        if (m->fwd && m->bwd && !prefer_u) {
+            fill_row(r, m, MS_ROW_FULL);
+            if (l > 0 && l < n - 1) last_full = l;
+        } else if (prefer_u || (u && mu.L[l].fwd && mu.L[l].bwd)) {
+            fill_row(r, &mu.L[l], MS_ROW_UNCAPPED);
+            r->fwd_ms = tu[l].fwd_ms;
+            r->bwd_ms = tu[l].bwd_ms;
+        } else {
+            r->source = -1;      /* filled below from an identical block */
+        }
+        int64_t xin = l + 1 < n ? (mt.L[l + 1].xin >= 0 ? mt.L[l + 1].xin : (u ? mu.L[l + 1].xin : -1)) : -1;
+        r->out_bytes = xin > 0 ? (uint64_t)xin : 0;
+        int64_t in = m->xin >= 0 ? m->xin : (u ? mu.L[l].xin : -1);
+        r->act_input = in > 0 ? (uint64_t)in : 0;
+    }
+    /* unreached blocks: the identical block that completed last; otherwise
+     * the first forward we have, marked so the caller can say it is partial */
+    for (int l = 0; l < n; l++) {
+        ms_layer_row *r = &p->rows[l];
+        if (r->source >= 0) continue;
+        const ms_layer_row *src = (l > 0 && l < n - 1 && last_full > 0) ? &p->rows[last_full] : NULL;
+        if (src) {
+            char name[MS_NAME_MAX], kind[16];
+            memcpy(name, r->name, sizeof name);
+            memcpy(kind, r->kind, sizeof kind);
+            uint64_t out = r->out_bytes, in = r->act_input;
+            *r = *src;
+            memcpy(r->name, name, sizeof name);
+            memcpy(r->kind, kind, sizeof kind);
+            r->layer = l;
+            r->out_bytes = out ? out : src->out_bytes;
+            r->act_input = in ? in : src->act_input;
+        } else {
+            fill_row(r, &mt.L[l], MS_ROW_COPIED);
+            if (incomplete) *incomplete = 1;
+        }
+        r->source = MS_ROW_COPIED;
+    }
+    /* the optimizer: its time and transient shared out by parameter bytes */
+    int use_u = u && mu.steps_complete > mt.steps_complete;
+    const pass_meas *om = use_u ? &mu : &mt;
+    double opt_ms = use_u ? opt_u : opt_t;
+    uint64_t total_params = 0;
+    for (int l = 0; l < n; l++) total_params += p->rows[l].param + p->rows[l].master;
+    for (int l = 0; l < n && total_params; l++) {
+        double share = (double)(p->rows[l].param + p->rows[l].master) / (double)total_params;
+        p->rows[l].transient_opt = (uint64_t)((double)om->opt_transient * share);
+        p->rows[l].opt_ms = opt_ms * share;
+    }
+
+    snprintf(p->model, sizeof p->model, "%s", o && o->model_name ? o->model_name : t->root);
+    p->global_batch = mb * (accum > 0 ? accum : 1);
+    snprintf(p->device, sizeof p->device, "%s", t->device[0] ? t->device : "cpu");
+    p->capacity = o ? o->capacity : 0;
+    p->reserve = reserve_of(t);
+    p->peak = mt.peak_alloc + p->reserve;
+    p->reserved_peak = mt.peak_reserved;
+    p->grads_freed = use_u ? mu.grads_freed : mt.grads_freed;
+    p->fits = !t->oom.happened;
+    snprintf(p->fingerprint, sizeof p->fingerprint, "%s", t->fingerprint);
+    snprintf(p->layer_list, sizeof p->layer_list, "%.*s", (int)sizeof p->layer_list - 1, t->why);
+    snprintf(p->framework, sizeof p->framework, "torch %.48s (%s)", t->torch_version, t->cuda ? "cuda" : "cpu");
+    snprintf(p->accounting, sizeof p->accounting, "%s", t->cuda ? "cuda-caching-allocator" : "cpu-dispatcher");
+    if (t->oom.happened) {
+        ms_oom_info *x = &p->oom;
+        x->happened = 1;
+        x->layer = t->oom.layer >= 0 && t->oom.layer < n ? t->oom.layer : -1;   /* n: outside the model */
+        if (x->layer >= 0) snprintf(x->layer_name, sizeof x->layer_name, "%s", p->rows[x->layer].name);
+        x->phase = t->oom.phase >= 0 && t->oom.phase < MS_PH_N ? t->oom.phase : MS_PH_FORWARD;
+        x->category = MS_CAT_TRANSIENT;
+        for (int i = t->oom.ev_index - 1; i >= 0 && i >= t->oom.ev_index - 4; i--)
+            if (t->ev[i].kind == MSB_EV_REFUSED) x->category = t->ev[i].cat;   /* the refused request's */
+        x->requested = t->oom.requested;
+        x->capacity = p->capacity;
+        memcpy(x->live_by_cat, mt.oom_cat, sizeof x->live_by_cat);
+        x->live_by_cat[MS_CAT_TRANSIENT] += mt.oom_untracked;   /* allocated, but by no operator's output */
+        x->live_by_cat[MS_CAT_RESERVE] += p->reserve;
+        if (t->oom.device_free >= 0 && p->capacity > (uint64_t)t->oom.device_free) {
+            /* a real CUDA OOM: the device says what is in use; beyond the
+             * tensors that is the context, libraries and the allocator's cache */
+            uint64_t used = p->capacity - (uint64_t)t->oom.device_free, tensors = 0;
+            for (int c = 0; c < MS_CAT_N; c++)
+                if (c != MS_CAT_RESERVE) tensors += x->live_by_cat[c];
+            x->live_by_cat[MS_CAT_RESERVE] = used > tensors ? used - tensors : 0;
+        }
+        x->n_live_layers = n;
+        x->live_by_layer = mt.oom_layer;
+        mt.oom_layer = NULL;
+        if (t->oom.module[0])
+            snprintf(x->what, sizeof x->what, "%.180s (%.60s)", t->oom.module, t->oom.type[0] ? t->oom.type : "?");
+        else if (t->oom.layer == n)
+            snprintf(x->what, sizeof x->what, "the program's own code after the model's forward (its loss)");
+    }
+    free(tu);
+    free_meas(&mt);
+    free_meas(&mu);
+    return 0;
+}

@@ -1,0 +1,35 @@
+/* rows.h — a program's profile from what the bridge collected.
+ *
+ * Contract: msb_build_profile() replays the trace of the trial (t) through
+ * the same ledger the program ran (ledger.h), with each storage's final
+ * category (a gradient is a gradient from its allocation on), and makes one
+ * row per layer — layer 0 the modules before the block list, 1..n the
+ * blocks, n+1 the modules after — at the program's precision and
+ * micro-batch, from its last complete step (its steady state; the first
+ * step when none completed). docs/bridge.md "Categories" says what each
+ * category counts. A layer the trial did not complete takes its row from
+ * the uncapped pass u when given (source uncapped), else from the last
+ * identical block that completed (source copied; *incomplete is set when
+ * some backward was never measured). When the trial ran out of memory the
+ * OOM is filled: layer, phase, requested bytes, what was live by category
+ * and by layer, the capacity, and the innermost module. Returns 0, or -1
+ * with err (the program never reached a training forward, or nothing to
+ * make rows from); *prof is then empty (safe to free). */
+#ifndef MS_BRIDGE_ROWS_H
+#define MS_BRIDGE_ROWS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bridge/trace.h"
+#include "vocab/profile.h"
+
+typedef struct msb_rows_opts {
+    uint64_t capacity;         /* the emulated capacity, 0: none */
+    const char *model_name;    /* the program's script, e.g. "train.py" */
+} msb_rows_opts;
+
+int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opts *o, ms_profile *prof,
+                      int *incomplete, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,97 @@
+/* trace.h — what memsplit collects from a program through the bridge: the
+ * event stream of docs/bridge.md, parsed, in arrival order.
+ *
+ * Contract:
+ *  - msb_trace_feed() takes one line as the program wrote it (a JSON
+ *    object, no newline) from connection `conn` (one per process) and
+ *    appends it: ledger and transition events to ev[], the rest into the
+ *    summary fields. Unknown event names are ignored (newer bridges);
+ *    a line that is not a JSON object with a string "ev" is counted in
+ *    bad_lines and otherwise ignored. Returns 0, or -1 when out of memory.
+ *  - The process that trains is the one that sent `model` (model_conn);
+ *    rows.h uses only its events. Strings are cut to their fields' sizes.
+ *  - msb_trace_free() releases everything; a zeroed trace is valid. */
+#ifndef MS_BRIDGE_TRACE_H
+#define MS_BRIDGE_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vocab/profile.h"
+
+typedef enum {
+    MSB_EV_ALLOC = 'a', MSB_EV_FREE = 'f', MSB_EV_RELABEL = 'r', MSB_EV_REFUSED = 'x',
+    MSB_EV_WHERE = 'w', MSB_EV_SEGMENT = 's', MSB_EV_STEP = 'S', MSB_EV_OOM = 'O'
+} msb_ev_kind;
+
+typedef struct msb_ev {
+    char kind;            /* msb_ev_kind */
+    int conn;
+    double t_us;
+    int dev, cat, layer, phase;
+    uint64_t key, bytes;
+    /* WHERE: the caching allocator's counters (-1: none, the CPU); xin: bytes
+     * entering the layer (-1: not a layer entry). REFUSED: live, cap in
+     * alloc, peak. SEGMENT: rc in xin, is_free in dev. STEP: step number in
+     * dev. */
+    int64_t alloc, peak, reserved, rpeak, xin;
+} msb_ev;
+
+typedef struct msb_interval_ms {
+    int layer, phase;
+    double ms;
+} msb_interval_ms;
+
+typedef struct msb_step {
+    int n, accum, micro_batch;
+    int n_iv;
+    msb_interval_ms *iv;       /* the step's intervals in order (owned) */
+    int64_t mem_free, mem_total, mem_reserved;   /* -1: not a GPU */
+    int has_loss;
+    double loss;               /* what the program passed to backward() (unscaled), summed over the step */
+    int n_stage_peaks;         /* a plan's run: the ledger's peak of each stage so far */
+    uint64_t stage_peaks[64];
+    int n_device_peaks;        /* a plan's run on GPUs: max_memory_allocated of each device so far */
+    char device_names[8][32];
+    uint64_t device_peaks[8];
+} msb_step;
+
+typedef struct msb_trace {
+    msb_ev *ev;
+    int n_ev, cap_ev;
+    int n_hello;               /* processes that said hello */
+    int torch_seen;
+    char torch_version[64];
+    int cuda;
+    char lightning[32];
+    int model_conn;            /* -1 until a process sends `model` */
+    char root[128], list[MS_NAME_MAX], why[512], fingerprint[MS_FINGERPRINT_MAX];
+    char precision[8], device[32];
+    int n_blocks;
+    char **blocks;             /* n_blocks names (owned) */
+    char pre[MS_NAME_MAX], post[MS_NAME_MAX];   /* members, comma-joined */
+    int n_steps;
+    msb_step *steps;           /* owned */
+    struct {
+        int happened, layer, phase;
+        char module[MS_NAME_MAX], type[64], source[8], message[512];
+        uint64_t requested;
+        int64_t device_free;   /* the device's free bytes at a CUDA OOM, -1 unknown */
+        int ev_index;          /* position in ev[] (an OOM marker) */
+    } oom;
+    int done;
+    char done_reason[16], done_exc[512];
+    int refused;
+    char refuse_what[16], refuse_text[1024];
+    struct { int taken; int device; uint64_t bytes, total, free, capacity; } ballast;
+    char warnings[1024];       /* "what: text; ..." */
+    int n_saves, n_loads;      /* torch.save / torch.load with a path (checkpoints) */
+    char last_save[512], first_load[512];
+    int bad_lines;
+} msb_trace;
+
+void msb_trace_init(msb_trace *t);
+void msb_trace_free(msb_trace *t);
+int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn);
+
+#endif

@@ -1,0 +1,111 @@
+/* program.h — the subcommands' side of the PyTorch bridge: finding the
+ * bridge beside the memsplit binary, running one pass of a user's program,
+ * and saying plainly why a pass gave no model. `memsplit profile -- ...` is
+ * ms_cmd_profile_program (cli/profile_program.c). */
+#ifndef MS_CLI_PROGRAM_H
+#define MS_CLI_PROGRAM_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include <stdio.h>
+
+#include "bridge/host/launch.h"
+#include "planner/planner.h"
+#include "reports/db.h"
+#include "bridge/trace.h"
+
+/* $MEMSPLIT_BRIDGE_DIR, else <memsplit's folder>/bridge; checks that the
+ * Python package and the library are there. 0 or -1 with err. */
+int ms_program_bridge_dir(char *out, size_t len, char *err, size_t errlen);
+/* Runs prog once with config (docs/bridge.md), collecting into t (which the
+ * caller initialised); progress lines "profile: LABEL: step k/N done";
+ * with json the program's stdout goes to stderr. */
+int ms_program_pass(char *const *prog, const char *bridge_dir, json_t *config, const char *phase, int inject,
+                    const char *label, int quiet, int json, msb_trace *t, msb_exit *ex, char *err, size_t errlen);
+/* Why the pass gave no model (no handshake, no torch, a refusal, it ended
+ * before training), or NULL when it gave one. */
+const char *ms_program_failure(const msb_trace *t, const msb_exit *ex, char *buf, size_t len);
+/* The program's name: the first argument ending in .py, else argv[0]. */
+void ms_program_name(char *const *prog, char *out, size_t len);
+
+int ms_cmd_profile_program(int argc, char **argv);
+
+/* memsplit plan on a program's profile: the program's precision and batch
+ * fixed, the schedule sequential, no recompute; -1 with err when an option
+ * asks to change what is the program's own. No-op for the built-in model. */
+int ms_program_plan_opts(const ms_profile *p, ms_plan_opts *o, char *err, size_t errlen);
+/* "placement: segment1, transformers.0-12 → cuda:0; transformers.13-23, segment2 → cuda:1" */
+void ms_program_placement(FILE *f, const ms_plan *pl);
+/* Python that places the modules by hand, on the plan's devices. */
+void ms_program_snippet(FILE *f, const ms_plan *pl);
+
+/* The trial of a program: a pass under the capacity, an uncapped pass after
+ * an OOM, the rows, the table (or with brief only the diagnosis) and the
+ * recording under a "profile" run (child of parent). Returns memsplit's
+ * exit code for it (0 fits, 3 out of memory, 1 refused, 2 failed). */
+typedef struct ms_program_trial_args {
+    char *const *prog;
+    size_t capacity;
+    long steps;
+    const char *layers;
+    int diag, second, json, quiet, brief;
+    ms_db *db;
+    int64_t parent;
+    const char *cmdline;
+    const char *who;           /* "profile", "doctor": the messages' prefix */
+} ms_program_trial_args;
+
+typedef struct ms_program_trial {
+    ms_profile prof;
+    int have_prof, have_u, recorded, code;
+    const char *status;
+    int64_t run;
+    msb_trace t;
+    msb_exit ex;
+    char fail[1200];
+    char name[128];
+} ms_program_trial;
+
+int ms_program_run_trial(const ms_program_trial_args *a, ms_program_trial *r);
+json_t *ms_program_trial_json(const ms_program_trial *r);
+void ms_program_trial_free(ms_program_trial *r);
+
+/* ---- a plan's rerun of a program (cli/train_program.c) ---------------- */
+
+#define MS_PROGRAM_MAX_LOSSES 100000
+
+typedef struct ms_program_device {
+    char name[32];
+    uint64_t capacity, predicted, measured;   /* measured 0: the run never got a step done */
+    double gap;                               /* (measured - predicted) / predicted */
+} ms_program_device;
+
+typedef struct ms_program_run {
+    int64_t run_id;            /* its run in the database, 0 without one */
+    msb_trace trace;           /* everything the program sent (the caller frees it) */
+    msb_exit ex;
+    char failure[1200];        /* why it gave no model (a refusal, no handshake); "" when it ran */
+    int refused;
+    int steps, n_losses;
+    double losses[MS_PROGRAM_MAX_LOSSES];
+    int n_dev;
+    ms_program_device dev[64];
+    int oom, oom_stage;        /* a device ran out: which stage, where */
+    char oom_what[300];
+} ms_program_run;
+
+/* The plan is a program's, sequential, and the machine has its GPUs. */
+int ms_program_check_plan(const ms_plan *pl, char *err, size_t errlen);
+/* Runs prog under the plan (steps 0: to its end), recording under a
+ * "train" run (child of parent) when db is given. 0 when it ran (out says
+ * how), -1 with err when it could not be started or recorded. */
+int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json, int quiet, ms_db *db,
+                     int64_t parent, ms_program_run *out, char *err, size_t errlen);
+void ms_program_print_devices(FILE *f, const ms_program_run *r);
+json_t *ms_program_run_json(const ms_program_run *r);
+int ms_cmd_train_program(int argc, char **argv);
+int ms_cmd_doctor_program(int argc, char **argv);
+
+#endif

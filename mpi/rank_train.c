@@ -1,0 +1,457 @@
+/* rank_train.c — one rank of `memsplit train --plan` (rank_train.h). */
+#include "mpi/rank_train.h"
+#include "cli/common.h"
+#include "cli/rerun.h"
+#include "mpi/launch_check.h"
+#include "mpi/mpi_dist.h"
+#include "planner/plan_json.h"
+#include "planner/plan_replicas.h"
+#include "reports/db.h"
+#include "trainer/checkpoint.h"
+#include "trainer/ckpt_parts.h"
+#include "trainer/pipeline.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char usage[] =
+    "usage: mpirun -np N memsplit train --plan FILE (--preset NAME | --config FILE) [options]\n"
+    "\n"
+    "One rank per device: rank r runs stage r %% p of replica r / p of the plan's\n"
+    "p stages x d replicas, so N must be p * d. Rank 0 prints progress, writes the\n"
+    "database and the JSON summary.\n"
+    "\n"
+    "%s"
+    "Rank options:\n"
+    "  --plan FILE          the plan (memsplit plan -o FILE); required\n"
+    "  --device DEV         cpu: every rank on the CPU backend (a device of the\n"
+    "                       plan's capacity each); cuda:K: every rank on GPU K\n"
+    "                       (refused: two ranks may not share a GPU); default:\n"
+    "                       GPU <rank on its node> where there are GPUs, else cpu\n"
+    "  --db FILE            rank 0 records the run, its steps and every rank's peak\n"
+    "  --db-run ID          record into this existing run (memsplit doctor's)\n"
+    "  --checkpoint-dir DIR checkpoints there, as one part per stage and a manifest\n"
+    "                       (step-NNNNNNNN.ckpt/); the newest two are kept\n"
+    "  --checkpoint-every K a checkpoint every K steps (default: only at the end)\n"
+    "  --resume             continue from the newest checkpoint in DIR, written by\n"
+    "                       any layout (one process, a pipeline, other ranks)\n"
+    "  --json               rank 0 prints one JSON summary object on stdout\n"
+    "  --quiet              no progress lines\n"
+    "  --inject-kill S:R    testing aid: in step S, rank R kills itself (SIGKILL) at\n"
+    "                       its first transfer to another rank\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "Exit status: 0 trained; 1 usage error or a launch that does not match the\n"
+    "plan; 2 runtime error; 3 out of memory.\n";
+
+typedef struct rank_opts {
+    const char *plan, *db, *ckdir;
+    long db_run, ckevery;
+    int json, quiet, resume, kill_step, kill_rank;
+} rank_opts;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Options: the same on every rank, so every rank decides alike; only rank 0 speaks. */
+static int parse(int argc, char **argv, int rank, ms_cli_model_args *ma, rank_opts *o)
+{
+    enum { O_MODEL = 1000, O_PLAN, O_DB, O_DBRUN, O_JSON, O_QUIET, O_KILL, O_CKDIR, O_CKEVERY, O_RESUME };
+    static const struct option opts[] = {
+        { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
+        { "set", required_argument, 0, O_MODEL }, { "device", required_argument, 0, O_MODEL },
+        { "precision", required_argument, 0, O_MODEL }, { "steps", required_argument, 0, O_MODEL },
+        { "data", required_argument, 0, O_MODEL }, { "plan", required_argument, 0, O_PLAN },
+        { "db", required_argument, 0, O_DB }, { "db-run", required_argument, 0, O_DBRUN },
+        { "json", no_argument, 0, O_JSON }, { "quiet", no_argument, 0, O_QUIET },
+        { "inject-kill", required_argument, 0, O_KILL }, { "help", no_argument, 0, 'h' },
+        { "checkpoint-dir", required_argument, 0, O_CKDIR }, { "checkpoint-every", required_argument, 0, O_CKEVERY },
+        { "resume", no_argument, 0, O_RESUME }, { 0, 0, 0, 0 },
+    };
+    memset(o, 0, sizeof *o);
+    o->kill_step = -1;
+    char err[512];
+    int idx = 0, c;
+    optind = 1;
+    opterr = rank == 0;
+    while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
+        switch (c) {
+        case O_MODEL:
+            if (ms_cli_model_opt(ma, opts[idx].name, optarg, err, sizeof err) < 0) {
+                if (rank == 0) fprintf(stderr, "memsplit train: %s\n", err);
+                return MS_EXIT_USAGE;
+            }
+            break;
+        case O_PLAN: o->plan = optarg; break;
+        case O_DB: o->db = optarg; break;
+        case O_DBRUN: {
+            char *end;
+            o->db_run = strtol(optarg, &end, 10);
+            if (!*optarg || *end || o->db_run < 1) {
+                if (rank == 0) fprintf(stderr, "memsplit train: --db-run needs a run id\n");
+                return MS_EXIT_USAGE;
+            }
+            break;
+        }
+        case O_CKDIR: o->ckdir = optarg; break;
+        case O_CKEVERY: {
+            char *end;
+            o->ckevery = strtol(optarg, &end, 10);
+            if (!*optarg || *end || o->ckevery < 0 || o->ckevery > 1000000000) {
+                if (rank == 0) fprintf(stderr, "memsplit train: --checkpoint-every needs N >= 0\n");
+                return MS_EXIT_USAGE;
+            }
+            break;
+        }
+        case O_RESUME: o->resume = 1; break;
+        case O_JSON: o->json = 1; break;
+        case O_QUIET: o->quiet = 1; break;
+        case O_KILL:
+            if (sscanf(optarg, "%d:%d", &o->kill_step, &o->kill_rank) != 2 || o->kill_step < 1 || o->kill_rank < 0) {
+                if (rank == 0) fprintf(stderr, "memsplit train: --inject-kill takes STEP:RANK\n");
+                return MS_EXIT_USAGE;
+            }
+            break;
+        case 'h':
+            if (rank == 0) printf(usage, ms_cli_model_help);
+            return -1;
+        default:
+            if (rank == 0) fprintf(stderr, "memsplit train: see --help\n");
+            return MS_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        if (rank == 0) fprintf(stderr, "memsplit train: unexpected argument '%s'\n", argv[optind]);
+        return MS_EXIT_USAGE;
+    }
+    if (o->resume && !o->ckdir) {
+        if (rank == 0) fprintf(stderr, "memsplit train: --resume needs --checkpoint-dir\n");
+        return MS_EXIT_USAGE;
+    }
+    if (!o->plan) {
+        if (rank == 0) fprintf(stderr, "memsplit train: under mpirun, train needs --plan FILE (one rank per device)\n");
+        return MS_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* What every rank sends rank 0 each step. */
+typedef struct rank_rec {
+    uint64_t peak_total, peak[MS_CAT_N], capacity;
+} rank_rec;
+
+typedef struct rank_run {
+    int rank, size, stage, replica, device;
+    const char *ckdir;
+    char name[40];          /* this rank's device */
+    char (*names)[40];      /* every rank's (rank 0) */
+    rank_rec *recs;         /* every rank's, the last step */
+    ms_db *db;
+    int64_t run;
+    json_t *losses;
+} rank_run;
+
+static void die(const rank_run *r, int code, const char *what, const char *msg)
+{
+    fprintf(stderr, "memsplit train: rank %d (stage %d, replica %d, %s): %s: %s\n", r->rank, r->stage, r->replica,
+            r->name, what, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+static void gather_recs(rank_run *r, const ms_pipeline *p)
+{
+    rank_rec mine;
+    memset(&mine, 0, sizeof mine);
+    const ms_device *d = &p->devs[0];
+    mine.peak_total = d->peak_total;
+    mine.capacity = d->capacity;
+    for (int c = 0; c < MS_CAT_N; c++) mine.peak[c] = d->peak[c];
+    MPI_Allgather(&mine, sizeof mine, MPI_BYTE, r->recs, sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+}
+
+/* {"cpu/v0": bytes, ...} over every rank, malloc'd */
+static char *peaks_json(const rank_run *r)
+{
+    json_t *o = json_object();
+    for (int k = 0; k < r->size; k++) json_object_set_new(o, r->names[k], json_integer((json_int_t)r->recs[k].peak_total));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return s;
+}
+
+/* The spec of this rank's part: its stage of the plan, alone on its device. */
+static int rank_spec(const ms_plan *plan, const rank_run *r, const ms_dist *D, ms_pipe_spec *sp, char *err,
+                     size_t errlen)
+{
+    memset(sp, 0, sizeof *sp);
+    if (plan->n_stages > MS_MAX_STAGES) {
+        snprintf(err, errlen, "the plan has %d stages; memsplit runs 1..%d", plan->n_stages, MS_MAX_STAGES);
+        return -1;
+    }
+    sp->n_devices = 1;
+    snprintf(sp->device[0], sizeof sp->device[0], "%s", r->name);
+    sp->capacity[0] = plan->devices[r->device].capacity;
+    int cuda = !strncmp(r->name, "cuda", 4);
+    sp->virtual_share = !cuda; /* CPU: "cpu/vN", capacity by accounting; a GPU: a ballast */
+    sp->n_stages = plan->n_stages;
+    for (int s = 0; s < plan->n_stages; s++) {
+        sp->first[s] = plan->stages[s].first;
+        sp->last[s] = plan->stages[s].last;
+        sp->recompute[s] = plan->stages[s].recompute;
+    }
+    sp->stage_device[r->stage] = 0;
+    sp->schedule = plan->schedule == MS_SCHED_GPIPE ? MS_PIPE_GPIPE : MS_PIPE_1F1B;
+    sp->micro_batch = plan->micro_batch;
+    sp->n_micro = plan->n_micro / plan->replicas;
+    sp->preallocate = cuda; /* NCCL: nothing may be allocated mid-step (pipeline.c) */
+    sp->dist = D;
+    return 0;
+}
+
+static void record_step(rank_run *r, const ms_pipeline *p, const ms_plan *plan, double dt, const rank_opts *o,
+                        int steps)
+{
+    if (r->rank != 0) return;
+    size_t tokens = (size_t)plan->global_batch * p->model.T;
+    json_array_append_new(r->losses, json_real(p->last_loss));
+    char *peaks = peaks_json(r);
+    if (r->db) {
+        ms_step_rec sr = { p->step, p->last_loss, dt * 1e3, tokens / dt, p->cfg.lr,
+                           p->cfg.precision == MS_PREC_FP16 ? p->opt.loss_scale : 0, !p->last_opt.applied, peaks };
+        if (ms_db_add_step(r->db, r->run, &sr))
+            fprintf(stderr, "memsplit train: step %d not recorded: %s\n", p->step, ms_db_errmsg(r->db));
+    }
+    if (!o->quiet)
+        fprintf(stderr, "train: step %d/%d | loss %.4f | %8.0f tok/s | %7.1f ms | %d ranks | peaks %s\n", p->step, steps,
+                p->last_loss, tokens / dt, dt * 1e3, r->size, peaks);
+    free(peaks);
+}
+
+/* Rank 0: each rank's device, measured against its stage's prediction. */
+static json_t *devices_json(const rank_run *r, const ms_plan *plan, double *worst)
+{
+    json_t *a = json_array();
+    *worst = 0;
+    for (int k = 0; k < r->size; k++) {
+        int s, rep, dev = ms_plan_rank_device(plan, k, &s, &rep);
+        const ms_plan_stage *st = &plan->stages[s];
+        const rank_rec *x = &r->recs[k];
+        double gap = st->peak ? fabs((double)x->peak_total - (double)st->peak) / (double)st->peak : 0;
+        if (gap > *worst) *worst = gap;
+        size_t meas[MS_CAT_N], pred[MS_CAT_N];
+        for (int c = 0; c < MS_CAT_N; c++) {
+            meas[c] = (size_t)x->peak[c];
+            pred[c] = (size_t)st->bytes[c];
+        }
+        json_t *o = json_object();
+        json_object_set_new(o, "rank", json_integer(k));
+        json_object_set_new(o, "stage", json_integer(s));
+        json_object_set_new(o, "replica", json_integer(rep));
+        json_object_set_new(o, "plan_device", json_integer(dev));
+        json_object_set_new(o, "name", json_string(r->names[k]));
+        json_object_set_new(o, "capacity_bytes", x->capacity == SIZE_MAX ? json_null() : json_integer((json_int_t)x->capacity));
+        json_object_set_new(o, "predicted_peak_bytes", json_integer((json_int_t)st->peak));
+        json_object_set_new(o, "measured_peak_bytes", json_integer((json_int_t)x->peak_total));
+        json_object_set_new(o, "gap", json_real(gap));
+        json_object_set_new(o, "measured_by_category", ms_cli_cat_json(meas));
+        json_object_set_new(o, "predicted_by_category", ms_cli_cat_json(pred));
+        json_array_append_new(a, o);
+        if (r->db) {
+            ms_device_peak dp;
+            memset(&dp, 0, sizeof dp);
+            dp.device = k;
+            snprintf(dp.name, sizeof dp.name, "%.31s", r->names[k]);
+            dp.capacity = x->capacity == SIZE_MAX ? 0 : x->capacity;
+            dp.measured_peak = x->peak_total;
+            dp.predicted_peak = st->peak;
+            for (int c = 0; c < MS_CAT_N; c++) {
+                dp.measured_by_cat[c] = x->peak[c];
+                dp.predicted_by_cat[c] = st->bytes[c];
+            }
+            ms_db_add_device_peak(r->db, r->run, &dp);
+        }
+    }
+    return a;
+}
+
+/* Rank 0: the summary, as memsplit train --plan --json prints it, plus the layout. */
+static void print_summary(const rank_run *r, const ms_plan *plan, const ms_pipeline *p, double tps, int json)
+{
+    double worst;
+    json_t *devs = devices_json(r, plan, &worst);
+    size_t n = json_array_size(r->losses);
+    if (!json) {
+        fprintf(stderr, "measured against predicted peak, per rank:\n");
+        size_t i;
+        json_t *d;
+        json_array_foreach(devs, i, d) {
+            char a[32], b[32];
+            fprintf(stderr, "  rank %2d stage %2d replica %2d %-10s predicted %10s  measured %10s  gap %.2f%%\n", (int)i,
+                    (int)json_integer_value(json_object_get(d, "stage")),
+                    (int)json_integer_value(json_object_get(d, "replica")), r->names[i],
+                    ms_fmt_bytes((size_t)json_integer_value(json_object_get(d, "predicted_peak_bytes")), a, sizeof a),
+                    ms_fmt_bytes((size_t)json_integer_value(json_object_get(d, "measured_peak_bytes")), b, sizeof b),
+                    100 * json_real_value(json_object_get(d, "gap")));
+        }
+        json_decref(devs);
+        return;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "ranks", json_integer(r->size));
+    json_object_set_new(o, "stages", json_integer(plan->n_stages));
+    json_object_set_new(o, "replicas", json_integer(plan->replicas));
+    json_object_set_new(o, "zero", json_boolean(plan->zero));
+    json_object_set_new(o, "steps", json_integer(p->step));
+    json_object_set_new(o, "loss_first", n ? json_real(json_real_value(json_array_get(r->losses, 0))) : json_null());
+    json_object_set_new(o, "loss_last", n ? json_real(p->last_loss) : json_null());
+    json_object_set_new(o, "tokens_per_s", json_real(tps));
+    json_object_set_new(o, "losses", json_incref(r->losses));
+    json_object_set_new(o, "devices", devs);
+    json_object_set_new(o, "worst_gap", json_real(worst));
+    ms_cli_print_json(o);
+    json_decref(o);
+}
+
+/* Rank 0 opens the database and the run the steps go to. */
+static int open_db(rank_run *r, const rank_opts *o, const ms_config *cfg, char *err, size_t errlen)
+{
+    if (r->rank != 0 || !o->db) return 0;
+    r->db = ms_db_open(o->db, 1, err, errlen);
+    if (!r->db) return -1;
+    if (o->db_run) {
+        r->run = o->db_run;
+        return 0;
+    }
+    char *ini = ms_config_to_ini(cfg), cmd[64];
+    snprintf(cmd, sizeof cmd, "memsplit train --plan (%d ranks)", r->size);
+    r->run = ms_db_run_begin(r->db, "train", cmd, ini, NULL, cfg->preset, 0);
+    free(ini);
+    if (r->run < 0) {
+        snprintf(err, errlen, "%s", ms_db_errmsg(r->db));
+        return -1;
+    }
+    return 0;
+}
+
+/* Every rank resumes from the checkpoint rank 0 found (any layout wrote it). */
+static void resume(rank_run *r, ms_pipeline *p)
+{
+    char path[1024] = "";
+    if (r->rank == 0 && ms_ckpt_latest(r->ckdir, path, sizeof path) < 0) path[0] = 0;
+    MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (!path[0]) return; /* nothing to resume: start at step 0, as a one-process run does not */
+    if (ms_pipe_load(p, path)) die(r, MS_EXIT_RUNTIME, "resume", p->err);
+    if (r->rank == 0) fprintf(stderr, "train: resumed from %s at step %d (%d ranks)\n", path, p->step, r->size);
+}
+
+static void checkpoint(rank_run *r, ms_pipeline *p, const rank_opts *o)
+{
+    char path[1024];
+    if (ms_pipe_checkpoint(p, o->ckdir, path, sizeof path)) die(r, MS_EXIT_RUNTIME, "checkpoint", p->err);
+    if (r->rank != 0) return;
+    ms_ckpt_prune(o->ckdir, 2); /* a recovery needs the newest, and one before it in case that is cut short */
+    if (!o->quiet) fprintf(stderr, "train: checkpoint %s\n", path);
+}
+
+static int train(rank_run *r, const rank_opts *o, const ms_config *cfg, const ms_plan *plan)
+{
+    char err[512];
+    int cuda = !strncmp(r->name, "cuda", 4), ord = -1;
+    if (cuda) sscanf(r->name, "cuda:%d", &ord);
+    ms_dist D;
+    if (ms_mpi_dist_open(&D, plan->n_stages, plan->replicas, plan->zero, ord, err, sizeof err))
+        die(r, MS_EXIT_RUNTIME, "communicators", err);
+    ms_pipe_spec sp;
+    if (rank_spec(plan, r, &D, &sp, err, sizeof err)) die(r, MS_EXIT_USAGE, "plan", err);
+    ms_config c = *cfg;
+    c.precision = (ms_precision)plan->precision;
+    ms_pipeline p;
+    int rc = ms_pipe_open(&p, &c, &sp);
+    if (rc) die(r, rc == MS_EOOM ? MS_EXIT_OOM : MS_EXIT_RUNTIME, "open", p.err);
+    /* the CPU backend's devices are the plan's virtual ones: name them so */
+    const char *pn = plan->devices[r->device].name;
+    if (!cuda && !strncmp(pn, "cpu", 3)) snprintf(p.devs[0].name, sizeof p.devs[0].name, "%.39s", pn);
+    else if (!cuda) snprintf(p.devs[0].name, sizeof p.devs[0].name, "cpu/v%d", r->device);
+    snprintf(r->name, sizeof r->name, "%s", p.devs[0].name);
+    MPI_Allgather(r->name, sizeof r->name, MPI_CHAR, r->names, sizeof r->name, MPI_CHAR, MPI_COMM_WORLD);
+    if (open_db(r, o, &c, err, sizeof err)) die(r, MS_EXIT_RUNTIME, "database", err);
+    if (o->resume) resume(r, &p);
+    double t_steady = 0, tok_steady = 0;
+    int first = 1;
+    while (p.step < c.steps) {
+        if (p.step + 1 == o->kill_step && r->rank == o->kill_rank) ms_mpi_dist_arm_kill(&D);
+        double t0 = now_s();
+        rc = ms_pipe_step(&p);
+        if (rc) die(r, rc == MS_EOOM ? MS_EXIT_OOM : MS_EXIT_RUNTIME, rc == MS_EOOM ? "out of memory" : "step", p.err);
+        double dt = now_s() - t0;
+        if (!first) {
+            t_steady += dt;
+            tok_steady += (double)plan->global_batch * c.seq_len;
+        }
+        first = 0;
+        gather_recs(r, &p);
+        record_step(r, &p, plan, dt, o, c.steps);
+        if (o->ckdir && ((o->ckevery && p.step % o->ckevery == 0) || p.step == c.steps)) checkpoint(r, &p, o);
+    }
+    gather_recs(r, &p);
+    if (r->rank == 0) print_summary(r, plan, &p, t_steady > 0 ? tok_steady / t_steady : 0, o->json);
+    ms_pipe_close(&p);
+    ms_mpi_dist_close(&D);
+    return MS_EXIT_OK;
+}
+
+int ms_rank_train(int argc, char **argv)
+{
+    rank_run r;
+    memset(&r, 0, sizeof r);
+    MPI_Comm_rank(MPI_COMM_WORLD, &r.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &r.size);
+    ms_cli_model_args ma;
+    ms_cli_model_args_init(&ma);
+    rank_opts o;
+    int code = parse(argc, argv, r.rank, &ma, &o);
+    if (code) return code < 0 ? MS_EXIT_OK : code;
+    ms_config cfg;
+    char err[1024];
+    ms_plan plan;
+    memset(&plan, 0, sizeof plan);
+    if (ms_cli_build_config(&ma, &cfg, err, sizeof err)) code = MS_EXIT_USAGE;
+    else if (ms_plan_load_json(o.plan, &plan, err, sizeof err)) code = MS_EXIT_USAGE;
+    else if (ms_rerun_check(&cfg, &plan, NULL, err, sizeof err)) code = MS_EXIT_USAGE; /* another model: both values */
+    else if (ms_launch_check_size(&plan, err, sizeof err)) code = MS_EXIT_USAGE;
+    if (!code) {
+        ms_launch_device(ma.device, r.name, sizeof r.name);
+        if (ms_launch_check_claims(r.name, err, sizeof err)) code = MS_EXIT_USAGE;
+    }
+    if (code) {
+        if (r.rank == 0) fprintf(stderr, "memsplit train: %s\n", err);
+        ms_plan_free(&plan);
+        return code;
+    }
+    r.device = ms_plan_rank_device(&plan, r.rank, &r.stage, &r.replica);
+    r.ckdir = o.ckdir;
+    r.names = calloc((size_t)r.size, sizeof *r.names);
+    r.recs = calloc((size_t)r.size, sizeof *r.recs);
+    r.losses = json_array();
+    if (!r.names || !r.recs) die(&r, MS_EXIT_RUNTIME, "start", "out of host memory");
+    code = train(&r, &o, &cfg, &plan);
+    if (r.db) {
+        if (!o.db_run) ms_db_run_finish(r.db, r.run, code == MS_EXIT_OK ? "ok" : "failed");
+        ms_db_close(r.db);
+    }
+    json_decref(r.losses);
+    free(r.names);
+    free(r.recs);
+    ms_plan_free(&plan);
+    return code;
+}

@@ -1,0 +1,249 @@
+/* sequential.c — the exact search for the sequential schedule (sequential.h). */
+#include "planner/sequential.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/memory_model.h"
+#include "planner/search_dp.h"
+#include "vocab/errf.h"
+
+#define MAX_CELLS (1L << 22)
+
+/* A stage's memory through one step, one micro-batch in flight: the
+ * forward keeps each layer's activations with its transient on top; the
+ * backward frees them from the last layer back while the gradients appear
+ * (unless they stay across steps: then they are there from the start); the
+ * optimizer step has the gradients and its temporaries. The peak and the
+ * categories at that moment go to bytes[]; the boundary tensors (the input
+ * kept as a copy, the gradient coming back) and the reserve are always there. */
+static uint64_t seq_peak(const ms_layer_cost *L, int a, int b, uint64_t in, uint64_t out, int grads_freed,
+                         int program, uint64_t reserve, uint64_t bytes[MS_CAT_N])
+{
+    uint64_t param = 0, master = 0, optim = 0, grad = 0, topt = 0;
+    for (int l = a; l <= b; l++) {
+        param += L[l].param;
+        master += L[l].master;
+        optim += L[l].optim;
+        grad += L[l].grad;
+        topt += L[l].transient_opt;
+    }
+    const uint64_t fixed = ms_sat_add(ms_sat_add(ms_sat_add(param, master), optim), ms_sat_add(ms_sat_add(in, out), reserve));
+    uint64_t g = grads_freed ? 0 : grad, act = 0, best = 0, b_act = 0, b_grad = g, b_tr = 0;
+#define CONSIDER(A, G, T)                                                             \
+    do {                                                                              \
+        uint64_t v_ = ms_sat_add(ms_sat_add(fixed, (A)), ms_sat_add((G), (T)));       \
+        if (v_ > best) { best = v_; b_act = (A); b_grad = (G); b_tr = (T); }          \
+    } while (0)
+    CONSIDER(0, g, 0);
+    for (int l = a; l <= b; l++) {
+        CONSIDER(ms_sat_add(act, L[l].act), g, L[l].transient_fwd);
+        act = ms_sat_add(act, L[l].act);
+    }
+    /* a program computes its loss from the model's outputs on the root
+     * device, after every stage's forward and first in backward: layer 0's
+     * row carries that work (bridge/rows.c), so its transients may come with
+     * all of this stage's activations live */
+    if (program && a == 0) {
+        /* while later stages run, the program's own code on the root device
+         * holds the residual stream between their modules (their outputs
+         * come back to it): a boundary tensor, counted as activations */
+        uint64_t held = out;
+        CONSIDER(ms_sat_add(act, held), g, L[0].transient_fwd);
+        CONSIDER(ms_sat_add(act, held), g, L[0].transient_bwd);
+    }
+    for (int l = b; l >= a; l--) {
+        /* transient_bwd counts the layer's own new gradients (the profile
+         * measures it above everything live): they come as its activations go */
+        uint64_t gl = grads_freed ? L[l].grad : 0;
+        CONSIDER(act, g, L[l].transient_bwd);
+        act -= L[l].act;
+        g = ms_sat_add(g, gl);
+    }
+    CONSIDER(0, g, topt);
+#undef CONSIDER
+    bytes[MS_CAT_PARAM] = param;
+    bytes[MS_CAT_MASTER] = master;
+    bytes[MS_CAT_GRAD] = b_grad;
+    bytes[MS_CAT_OPTIM] = optim;
+    bytes[MS_CAT_ACT] = b_act;
+    bytes[MS_CAT_TRANSIENT] = b_tr;
+    bytes[MS_CAT_COMM] = ms_sat_add(in, out);
+    bytes[MS_CAT_RESERVE] = reserve;
+    return best;
+}
+
+typedef struct cell {
+    int ok;
+    double comm;          /* sum of the boundaries' transfer time so far, ms per micro-batch */
+    double frac;          /* largest share of a device a stage takes so far */
+    int from_j, from_st, cls;
+} cell;
+
+static int better(double comm, double frac, const cell *c)
+{
+    if (!c->ok) return 1;
+    if (comm != c->comm) return comm < c->comm;
+    return frac < c->frac;
+}
+
+/* One configuration (precision, micro-batch): fills best_* when it beats
+ * *best_ms. Returns 0, or -1 when out of memory. */
+static int search_one(const ms_layer_cost *L, int n, const ms_dev_space *ds, int R, uint64_t reserve, int m,
+                      double link_gbps, int grads_freed, int program, double *best_ms, double *best_frac,
+                      ms_stage_pick *picks, int *n_picks)
+{
+    const int S = ds->n_states, K = ds->n_cls;
+    cell *T = calloc((size_t)(n + 1) * (size_t)S, sizeof *T);
+    if (!T) return -1;
+    T[0] = (cell){ .ok = 1 };
+    double fixed = 0, opt = 0;    /* compute and optimizer time: the same for every split */
+    for (int l = 0; l < n; l++) {
+        fixed += L[l].fwd_ms + L[l].bwd_ms;
+        opt += L[l].opt_ms;
+    }
+    for (int j = 0; j < n; j++)
+        for (int st = 0; st < S; st++) {
+            const cell *c = &T[(size_t)j * S + st];
+            if (!c->ok || ds->size[st] >= R) continue;
+            for (int e = j + 1; e <= n; e++) {        /* the stage holds layers j..e-1 */
+                const ms_layer_cost *lc = &L[e - 1];
+                uint64_t in = j > 0 ? L[j - 1].out_bytes : 0, out = e < n ? lc->out_bytes : 0;
+                uint64_t by[MS_CAT_N];
+                uint64_t peak = seq_peak(L, j, e - 1, in, out, grads_freed, program, reserve, by);
+                /* without its output buffer the peak only grows with e: once
+                 * the largest device is too small, longer stages are too */
+                if (seq_peak(L, j, e - 1, in, 0, grads_freed, program, reserve, by) > ds->avail[0]) break;
+                double comm = c->comm + (e < n ? 2 * ms_transfer_ms(lc->out_bytes, link_gbps) : 0);
+                for (int k = 0; k < K; k++) {
+                    int nst = ds->add[st * K + k];
+                    if (nst < 0 || peak > ds->avail[k]) continue;
+                    double frac = (double)peak / (double)ds->avail[k];
+                    if (frac < c->frac) frac = c->frac;
+                    cell *d = &T[(size_t)e * S + nst];
+                    if (better(comm, frac, d)) *d = (cell){ 1, comm, frac, j, st, k };
+                }
+            }
+        }
+    int found = 0;
+    for (int st = 0; st < S; st++) {
+        const cell *c = &T[(size_t)n * S + st];
+        if (!c->ok || ds->size[st] < 1) continue;
+        double ms = (double)m * (fixed + c->comm) + opt;
+        if (ms < *best_ms || (ms == *best_ms && c->frac < *best_frac)) {
+            *best_ms = ms;
+            *best_frac = c->frac;
+            /* walk back */
+            int k = ds->size[st], j = n, s2 = st;
+            *n_picks = k;
+            while (j > 0) {
+                const cell *x = &T[(size_t)j * S + s2];
+                picks[--k] = (ms_stage_pick){ x->from_j, j - 1, x->cls, 0 };
+                j = x->from_j;
+                s2 = x->from_st;
+            }
+            found = 1;
+        }
+    }
+    free(T);
+    return found;
+}
+
+int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs, int n_devs,
+                              const ms_plan_opts *o, ms_plan *out, char *err, size_t errlen)
+{
+    const int n = prof->n_layers;
+    const int G = o->global_batch ? o->global_batch : prof->global_batch;
+    int R = n_devs < n ? n_devs : n;
+    if (o->max_stages && o->max_stages < R) R = o->max_stages;
+    if (o->recompute == MS_RECOMPUTE_ALWAYS)
+        return ms_errf(err, errlen, "the sequential schedule runs a program's own recompute choice; --recompute always "
+                                    "is not an option for it");
+    ms_dev_space ds;
+    if (ms_dev_space_build(&ds, devs, n_devs, R, o->headroom, err, errlen)) {
+        ms_dev_space_free(&ds);
+        return MS_PLAN_ERROR;
+    }
+    if ((long)(n + 1) * ds.n_states > MAX_CELLS) {
+        ms_dev_space_free(&ds);
+        return ms_errf(err, errlen, "search space too large (%d layers x %d device states)", n, ds.n_states);
+    }
+    ms_layer_cost *L = malloc((size_t)n * sizeof *L);
+    ms_stage_pick *picks = malloc((size_t)R * sizeof *picks), *cur = malloc((size_t)R * sizeof *cur);
+    int rc = MS_PLAN_INFEASIBLE, win_prec = -1, win_mb = 0, n_best = 0;
+    double best = 1e300, best_frac = 2;
+    if (!L || !picks || !cur) rc = ms_errf(err, errlen, "out of memory");
+    unsigned have = ms_profile_precisions(prof);
+    for (int prec = 0; rc == MS_PLAN_INFEASIBLE && prec < 3; prec++) {
+        if (!(have & (1u << prec)) || (o->precision >= 0 && o->precision != prec)) continue;
+        for (int u = 1; u <= G; u++) {
+            if (G % u || (o->micro_batch && o->micro_batch != u)) continue;
+            if (ms_layer_costs(prof, prec, u, L, err, errlen)) {
+                rc = MS_PLAN_ERROR;
+                break;
+            }
+            int np = 0;
+            int got = search_one(L, n, &ds, R, prof->reserve, G / u, o->link_gbps, prof->grads_freed,
+                                 prof->fingerprint[0] != 0, &best, &best_frac, cur, &np);
+            if (got < 0) {
+                rc = ms_errf(err, errlen, "out of memory");
+                break;
+            }
+            if (got) {
+                win_prec = prec;
+                win_mb = u;
+                n_best = np;
+                memcpy(picks, cur, (size_t)np * sizeof *cur);
+            }
+        }
+    }
+    if (rc == MS_PLAN_INFEASIBLE && win_prec >= 0) {
+        out->devices = calloc((size_t)n_devs, sizeof *out->devices);
+        out->stages = calloc((size_t)n_best, sizeof *out->stages);
+        if (!out->devices || !out->stages || ms_layer_costs(prof, win_prec, win_mb, L, err, errlen)) {
+            rc = out->devices && out->stages ? MS_PLAN_ERROR : ms_errf(err, errlen, "out of memory");
+        } else {
+            out->version = MS_PLAN_VERSION;
+            snprintf(out->model, sizeof out->model, "%s", prof->model);
+            out->n_layers = n;
+            out->seq_len = prof->seq_len;
+            out->d_model = prof->d_model;
+            out->n_head = prof->n_head;
+            out->vocab = prof->vocab;
+            out->n_devices = n_devs;
+            memcpy(out->devices, devs, (size_t)n_devs * sizeof *devs);
+            out->headroom = o->headroom;
+            out->link_gbps = o->link_gbps;
+            out->precision = win_prec;
+            out->schedule = MS_SCHED_SEQUENTIAL;
+            out->micro_batch = win_mb;
+            out->n_micro = G / win_mb;
+            out->global_batch = G;
+            out->n_stages = n_best;
+            int used[MS_MAX_CLASSES] = { 0 };
+            double cyc = 0, opt = 0;
+            for (int s = 0; s < n_best; s++) {
+                ms_plan_stage *st = &out->stages[s];
+                ms_stage_predict(L, n, picks[s].first, picks[s].last, s, n_best, MS_SCHED_SEQUENTIAL, out->n_micro, 0,
+                                 prof->reserve, o->link_gbps, st);
+                /* the memory by the sequential model, not the pipeline's sums */
+                uint64_t in = picks[s].first > 0 ? L[picks[s].first - 1].out_bytes : 0;
+                uint64_t outb = picks[s].last < n - 1 ? L[picks[s].last].out_bytes : 0;
+                st->peak = seq_peak(L, picks[s].first, picks[s].last, in, outb, prof->grads_freed,
+                                    prof->fingerprint[0] != 0, prof->reserve, st->bytes);
+                st->device = ds.devs[ds.dev_off[picks[s].cls] + used[picks[s].cls]++];
+                cyc += st->fwd_ms + st->bwd_ms + st->comm_ms;
+                opt += st->opt_ms;
+            }
+            out->step_ms = (double)out->n_micro * cyc + opt;
+            rc = MS_PLAN_OK;
+        }
+    }
+    if (rc != MS_PLAN_OK) ms_plan_free(out);
+    ms_dev_space_free(&ds);
+    free(L);
+    free(picks);
+    free(cur);
+    return rc;
+}

@@ -1,0 +1,27 @@
+/* sequential.h — the exact search for the sequential schedule (internal to
+ * planner/; planner.h is the public contract).
+ *
+ * Sequential model parallelism runs one micro-batch at a time through every
+ * stage, forward then backward, one stage busy at a time: what a single
+ * process (a user's PyTorch program) can run honestly. A stage's memory is
+ * followed through the step layer by layer (sequential.c: seq_peak), with
+ * the gradients there from the start or, for a program that frees them
+ * each step (the profile's grads_freed), appearing in backward; the step
+ * takes m * sum over stages of (fwd + bwd + comm) + sum of the optimizer
+ * steps, so splits differ only in what crosses their boundaries: the search
+ * minimises the predicted step time, then the largest share of a device any
+ * stage takes (balance), over every stage count, choice of devices and
+ * contiguous split — a dynamic program over (layers placed, devices used),
+ * exact because both criteria combine monotonically. Same returns as
+ * ms_plan_search. */
+#ifndef MS_PLANNER_SEQUENTIAL_H
+#define MS_PLANNER_SEQUENTIAL_H
+
+#include <stddef.h>
+
+#include "planner/planner.h"
+
+int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs, int n_devs,
+                              const ms_plan_opts *o, ms_plan *out, char *err, size_t errlen);
+
+#endif

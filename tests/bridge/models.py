@@ -1,0 +1,214 @@
+"""Small programs for the bridge's end-to-end tests, one per model shape the
+issue names; each trains a few steps on random data in plain PyTorch.
+
+  --model ref        the reference model's shape (tests/bridge/ref_model.py)
+  --model seq        an nn.Sequential of identical blocks
+  --model hf         a HF-style GPT: transformer.wte/wpe/drop, transformer.h
+                     (blocks called with keyword arguments), transformer.ln_f,
+                     lm_head tied to wte
+  --model flat       no repeated block list at all
+  --model bn         blocks with BatchNorm (its running statistics stay fp32)
+  --model leak       block 1 keeps a tensor that the last block uses directly
+                     (a module moving tensors across stages by itself)
+Options: --accum N (gradient accumulation), --ckpt (activation
+checkpointing of every block), --two-opt (two optimizers), --workers N
+(a DataLoader with worker processes), --amp (bf16 autocast), --sleep S
+(sleep before training, for the interruption test), --move-each-step (the
+program moves the model to its device again after every step, as Lightning
+does at fit start and for test), --save/--load PATH (state_dict and
+optimizer state through torch.save, loaded with map_location).
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.utils.checkpoint as ckpt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ref_model import Model as RefModel  # noqa: E402
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x, scale=1.0):
+        return x + scale * self.fc2(torch.relu(self.fc1(self.norm(x))))
+
+
+class SeqModel(nn.Module):
+    def __init__(self, vocab, d, n):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.body = nn.Sequential(*[Block(d) for _ in range(n)])
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        return self.head(self.body(self.embed(idx)))
+
+
+class HFStyle(nn.Module):
+    def __init__(self, vocab, d, n, seq, use_ckpt=False):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(wte=nn.Embedding(vocab, d), wpe=nn.Embedding(seq, d),
+                                              drop=nn.Dropout(0.0), h=nn.ModuleList([Block(d) for _ in range(n)]),
+                                              ln_f=nn.LayerNorm(d)))
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight      # tied, as GPT-2 does
+        self.use_ckpt = use_ckpt
+
+    def forward(self, input_ids=None):
+        t = self.transformer
+        pos = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = t.drop(t.wte(input_ids) + t.wpe(pos))
+        for block in t.h:
+            if self.use_ckpt:
+                x = ckpt.checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x, scale=1.0)
+        return self.lm_head(t.ln_f(x))
+
+
+class BNBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.bn = nn.BatchNorm1d(d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        return x + torch.relu(self.bn(self.fc(x).reshape(b * t, d)).reshape(b, t, d))
+
+
+class BNModel(SeqModel):
+    def __init__(self, vocab, d, n):
+        super().__init__(vocab, d, n)
+        self.body = nn.Sequential(*[BNBlock(d) for _ in range(n)])
+
+
+class LeakBlock(Block):
+    """Keeps its output in a shared list: the last block adds it, never passed
+    as an input, so a split that puts them apart must notice."""
+    def __init__(self, d, shared, first, last):
+        super().__init__(d)
+        self.shared, self.first, self.last = shared, first, last
+
+    def forward(self, x):
+        y = super().forward(x)
+        if self.first:
+            self.shared[:] = [y]
+        if self.last and self.shared:
+            y = y + self.shared[0]
+        return y
+
+
+class LeakModel(SeqModel):
+    def __init__(self, vocab, d, n):
+        super().__init__(vocab, d, n)
+        shared = []
+        self.body = nn.Sequential(*[LeakBlock(d, shared, i == 0, i == n - 1) for i in range(n)])
+
+
+class Flat(nn.Module):
+    def __init__(self, vocab, d):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.a = nn.Linear(d, 2 * d)
+        self.b = nn.Linear(2 * d, d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        return self.head(self.b(torch.relu(self.a(self.embed(idx)))))
+
+
+def build(a):
+    if a.model == "ref":
+        return RefModel(a.vocab, a.dim, 4, a.blocks)
+    if a.model == "seq":
+        return SeqModel(a.vocab, a.dim, a.blocks)
+    if a.model == "hf":
+        return HFStyle(a.vocab, a.dim, a.blocks, a.seq, a.ckpt)
+    if a.model == "bn":
+        return BNModel(a.vocab, a.dim, a.blocks)
+    if a.model == "leak":
+        return LeakModel(a.vocab, a.dim, a.blocks)
+    return Flat(a.vocab, a.dim)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="ref", choices=["ref", "seq", "hf", "flat", "bn", "leak"])
+    ap.add_argument("--blocks", type=int, default=4)
+    ap.add_argument("--dim", type=int, default=32)
+    ap.add_argument("--seq", type=int, default=16)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--vocab", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--accum", type=int, default=1)
+    ap.add_argument("--ckpt", action="store_true")
+    ap.add_argument("--two-opt", action="store_true")
+    ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--amp", action="store_true")
+    ap.add_argument("--sleep", type=float, default=0)
+    ap.add_argument("--move-each-step", action="store_true")
+    ap.add_argument("--save", default="")
+    ap.add_argument("--load", default="")
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    model = build(a).to(dev)
+    params = list(model.parameters())
+    if a.two_opt:
+        half = len(params) // 2
+        opts = [torch.optim.AdamW(params[:half], lr=1e-3), torch.optim.SGD(params[half:], lr=1e-2, momentum=0.9)]
+    else:
+        opts = [torch.optim.AdamW(params, lr=1e-3)]
+    if a.load:
+        ck = torch.load(a.load, map_location=dev)
+        model.load_state_dict(ck["model"])
+        for o, st in zip(opts, ck["opts"]):
+            o.load_state_dict(st)
+        del ck, st      # the loaded copy is not kept (it would count on the first device)
+    data = torch.randint(0, a.vocab, (64, a.seq + 1), generator=torch.Generator().manual_seed(1))
+    loader = torch.utils.data.DataLoader(data, batch_size=a.batch, num_workers=a.workers, shuffle=False)
+    if a.sleep:
+        print("ready", flush=True)
+        time.sleep(a.sleep)
+    step, it = 0, iter(loader)
+    while step < a.steps:
+        for o in opts:
+            o.zero_grad(set_to_none=True)
+        for _ in range(a.accum):
+            try:
+                idx = next(it)
+            except StopIteration:
+                it = iter(loader)
+                idx = next(it)
+            idx = idx.to(dev)
+            with torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=a.amp):
+                if a.model == "hf":
+                    logits = model(input_ids=idx[:, :-1])
+                else:
+                    logits = model(idx[:, :-1])
+                loss = nn.functional.cross_entropy(logits.float().reshape(-1, a.vocab), idx[:, 1:].reshape(-1))
+            (loss / a.accum).backward()
+        for o in opts:
+            o.step()
+        print("step %d loss %.4f" % (step, loss.item()), flush=True)
+        step += 1
+        if a.move_each_step:
+            model.to(dev)
+        if a.save:
+            torch.save({"model": model.state_dict(), "opts": [o.state_dict() for o in opts]}, a.save)
+    if a.model == "bn":
+        print("bn dtypes", sorted({str(b.dtype) for m in model.modules() for b in m.buffers() if b.is_floating_point()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# run.sh — the PyTorch bridge end to end on the CPU, with Debian's torch
+# (/usr/bin/python3): `memsplit profile -- /usr/bin/python3 script.py` on the
+# test models (tests/bridge/models.py), the rows against the tensors' own
+# bytes, the OOM at the right module, the program's features, and every kind
+# of bad input with its message and exit code. Needs $MEMSPLIT.
+set -u
+M=${MEMSPLIT:?set MEMSPLIT to the memsplit binary}
+PY=${BRIDGE_PYTHON:-/usr/bin/python3}
+HERE=$(cd "$(dirname "$0")" && pwd)
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok()  { echo "ok   $1"; pass=$((pass+1)); }
+bad() { echo "FAIL $1"; shift; for l in "$@"; do echo "  | $l"; done; fail=$((fail+1)); }
+
+if ! "$PY" -c 'import torch' 2>/dev/null; then
+    echo "bridge: $PY has no torch (install python3-torch: scripts/deps.sh does)"; exit 1
+fi
+
+# check NAME WANT_EXIT STDERR_PATTERN -- command...   (stdout in $T/out, stderr in $T/err)
+check() {
+    local name=$1 want=$2 pat=$3; shift 4
+    "$@" >"$T/out" 2>"$T/err"; local got=$?
+    if [ "$got" != "$want" ]; then bad "$name: exit $got, wanted $want" "$(tail -5 "$T/err")"; return 1; fi
+    if [ -n "$pat" ] && ! grep -qiE "$pat" "$T/err"; then bad "$name: stderr lacks /$pat/" "$(tail -5 "$T/err")"; return 1; fi
+    ok "$name"
+}
+# py EXPR: evaluate a Python expression over d = the JSON in $T/out
+py() { "$PY" -c "import json,sys; d=json.load(open('$T/out')); print($1)" 2>&1; }
+expect_params() {  # NAME MODEL_ARGS... : rows' param bytes equal the model's own
+    local name=$1; shift
+    local want got
+    want=$("$PY" "$HERE/expect.py" "$@")
+    got=$(py "json.dumps({'param': [r['param'] + r['master'] for r in d['layers']]})")
+    if [ "$want" = "$got" ]; then ok "$name"; else bad "$name" "want $want" "got  $got"; fi
+}
+MODELS="$HERE/models.py"
+"$M" profile --preset tiny --json --quiet > "$T/tiny.json" 2>/dev/null
+"$M" plan --profile "$T/tiny.json" --gpus 2 --gpu-mem 1GiB -o "$T/builtin.json" > /dev/null 2>&1
+
+# ---- the rows equal the tensors' bytes --------------------------------
+for m in ref seq hf; do
+    check "profile $m fits" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model $m && \
+        expect_params "$m: param bytes per layer equal the model's tensors" --model $m
+done
+check "hf profile" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model hf
+if [ "$(py "[r['name'] for r in d['layers']] == ['transformer.wte,transformer.wpe,transformer.drop', 'transformer.h.0', 'transformer.h.1', 'transformer.h.2', 'transformer.h.3', 'transformer.ln_f,lm_head'] and d['program']['layer_list'].startswith('transformer.h: ModuleList of 4 identical Block')")" = True ]; then
+    ok "hf: module paths name the layers; the tied lm_head is counted once, in layer 0"
+else bad "hf layer names" "$(py "[r['name'] for r in d['layers']]")"; fi
+# every block of a model is the same: identical rows (act, grad, optimizer state)
+if [ "$(py "len(set((r['grad'], r['optim'], r['act'], r['out_bytes']) for r in d['layers'][1:-1])) == 1 and d['layers'][1]['optim'] == 2 * d['layers'][1]['param'] + 4 * 6 and d['layers'][1]['out_bytes'] == 4 * 16 * 32 * 4")" = True ]; then
+    ok "hf: identical blocks have identical rows; AdamW state is 2 x params (+ its step counters); out = B*T*C*4"
+else bad "hf block rows" "$(py "[(r['grad'], r['optim'], r['act'], r['out_bytes']) for r in d['layers']]")"; fi
+cp "$T/out" "$T/hf.json"
+
+# ---- the OOM at the right module ----------------------------------------
+# From the uncapped rows: a cap that holds the parameters, the input and the
+# activations of the layers before block 3 and half of block 3's: the
+# program must die in block 3's forward (layer 3 = transformers.2).
+check "ref uncapped" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model ref --blocks 6
+cap=$(py "sum(r['param'] for r in d['layers']) + sum(r['act'] for r in d['layers'][:3]) + d['layers'][3]['act'] // 2")
+check "ref under a cap: exit 3, OOM named" 3 "out of memory in the forward pass of transformers.2" -- \
+    "$M" profile --json --gpu-mem "$cap" -- "$PY" "$MODELS" --model ref --blocks 6
+if [ "$(py "d['oom']['layer'] == 3 and d['oom']['phase'] == 'forward' and d['oom']['what'].startswith('transformers.2.') and d['fits'] == False and d['program']['second_pass'] == True and all(r['source'] == 'uncapped' for r in d['layers'])")" = True ]; then
+    ok "ref OOM: layer 3 forward, innermost module named, rows from the uncapped pass"
+else bad "ref OOM json" "$(py "d['oom'], [r['source'] for r in d['layers']]")"; fi
+grep -q "what would fit" "$T/err" && ok "the diagnosis says what would have fit" || bad "no fit advice" "$(tail -3 "$T/err")"
+check "ref under a cap, no second pass" 3 "" -- \
+    "$M" profile --json --no-second-pass --gpu-mem "$cap" -- "$PY" "$MODELS" --model ref --blocks 6
+if [ "$(py "d['program']['second_pass'] == False and d['layers'][6]['source'] == 'copied'")" = True ]; then
+    ok "no second pass: unreached rows are copied and say so"; else bad "copied rows" "$(py "[r['source'] for r in d['layers']]")"; fi
+
+# ---- the program's own features ------------------------------------------
+check "gradient accumulation" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model seq --accum 3
+[ "$(py "d['model']['global_batch'] == 12 and d['layers'][1]['micro_batch'] == 4")" = True ] && \
+    ok "accumulation: rows per micro-batch of 4, global batch 12" || bad "accum" "$(py "d['model']")"
+check "activation checkpointing" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model hf --ckpt
+[ "$(py "d['layers'][1]['act'] < json.load(open('$T/hf.json'))['layers'][1]['act']")" = True ] && \
+    ok "checkpointing: a block keeps less than without it" || bad "ckpt act" "$(py "d['layers'][1]['act']")"
+check "two optimizers" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model seq --two-opt
+[ "$(py "all(r['optim'] > 0 for r in d['layers'])")" = True ] && ok "two optimizers: both states counted" || \
+    bad "two optimizers" "$(py "[r['optim'] for r in d['layers']]")"
+check "DataLoader workers" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model seq --workers 2
+[ "$(py "d['layers'][1]['param'] == 33664")" = True ] && ok "workers: the bridge stays inert in them" || bad "workers" ""
+check "bf16 autocast" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model ref --amp
+[ "$(py "d['layers'][1]['master'] == 50816 and 0 < d['layers'][1]['param'] < 50816 and d['layers'][1]['precision'] == 'bf16'")" = True ] && \
+    ok "autocast: fp32 weights are master, the 16-bit copies param" || bad "autocast" "$(py "d['layers'][1]")"
+check "started through bash" 0 "" -- "$M" profile --quiet -- bash -c "exec '$PY' '$MODELS' --model seq --steps 3"
+
+# a sitecustomize of the program's own still runs
+mkdir -p "$T/site"
+printf 'import os\nopen(os.environ["MARK"], "w").write("ran")\n' > "$T/site/sitecustomize.py"
+check "own sitecustomize chain-loaded" 0 "" -- env PYTHONPATH="$T/site" MARK="$T/mark" "$M" profile --quiet -- \
+    "$PY" "$MODELS" --model seq
+[ -s "$T/mark" ] && ok "the program's sitecustomize ran too" || bad "own sitecustomize did not run" ""
+
+# ---- bad input -----------------------------------------------------------
+check "no program" 1 "no program after --" -- "$M" profile --
+check "missing program" 2 "cannot run" -- "$M" profile -- /nonexistent/python
+check "not Python" 2 "never started Python" -- "$M" profile -- /bin/true
+check "exits before torch" 2 "never imported torch.*exit status 4" -- "$M" profile -- "$PY" -c 'import sys; sys.exit(4)'
+check "exits before training" 2 "ended \(exit status 5\) before a training forward" -- \
+    "$M" profile -- "$PY" -c 'import torch, sys; sys.exit(5)'
+check "killed by a signal" 2 "killed by signal 9" -- \
+    "$M" profile -- "$PY" -c 'import torch, os; os.kill(os.getpid(), 9)'
+check "no block list" 1 "no nn.ModuleList or nn.Sequential of identical blocks.*--layers" -- \
+    "$M" profile -- "$PY" "$MODELS" --model flat
+check "--layers names the list" 0 "" -- "$M" profile --quiet --json --layers . -- "$PY" "$MODELS" --model flat
+[ "$(py "len(d['layers']) == 6 and d['layers'][1]['name'] == 'embed'")" = True ] && ok "--layers: the root's children as layers" || \
+    bad "--layers root" "$(py "[r['name'] for r in d['layers']]")"
+check "--layers missing path" 1 "no module at that path" -- "$M" profile --layers nope -- "$PY" "$MODELS" --model seq
+check "bad --steps" 1 "steps" -- "$M" profile --steps 0 -- "$PY" "$MODELS"
+check "bad --gpu-mem" 1 "gpu-mem" -- "$M" profile --gpu-mem 12XB -- "$PY" "$MODELS"
+
+# ---- recorded, nothing lost ------------------------------------------------
+check "recorded in a database" 3 "" -- "$M" profile --db "$T/runs.db" --gpu-mem "$cap" -- "$PY" "$MODELS" --model ref --blocks 6
+check "report shows the program's modules" 0 "" -- "$M" report --db "$T/runs.db"
+grep -q "transformers.2" "$T/out" && ok "report: the OOM's module by its path" || bad "report lacks the module" "$(head -20 "$T/out")"
+check "html report" 0 "" -- "$M" report --db "$T/runs.db" --html "$T/r.html"
+grep -q "segment1" "$T/r.html" && ok "html report: module names" || bad "html lacks names" ""
+# a program killed after its first step keeps every event it sent
+cat > "$T/killme.py" <<EOF
+import os, sys
+sys.argv = ["models.py", "--model", "seq", "--steps", "3"]
+sys.path.insert(0, "$HERE")
+import torch
+step = torch.optim.Optimizer.step
+import models
+orig = torch.optim.AdamW.step
+n = [0]
+def killer(self, *a, **k):
+    r = orig(self, *a, **k)
+    n[0] += 1
+    if n[0] == 1:
+        os.kill(os.getpid(), 9)
+    return r
+torch.optim.AdamW.step = killer
+models.main()
+EOF
+check "killed mid-run" 2 "killed by signal 9" -- "$M" profile --steps 3 --db "$T/kill.db" -- "$PY" "$T/killme.py"
+n=$(sqlite3 "$T/kill.db" "select count(*) from mem_events" 2>/dev/null || echo 0)
+st=$(sqlite3 "$T/kill.db" "select status from runs" 2>/dev/null)
+if [ "${n:-0}" -gt 100 ] && [ "$st" = failed ]; then ok "killed: $n events kept, run recorded as failed"; else bad "killed run" "events $n status $st"; fi
+
+# ---- Ctrl-C reaches the program; the run is recorded interrupted -----------
+"$M" profile --db "$T/int.db" -- "$PY" "$MODELS" --model seq --sleep 30 >"$T/int.out" 2>"$T/int.err" &
+mp=$!
+for _ in $(seq 100); do grep -q ready "$T/int.out" 2>/dev/null && break; sleep 0.1; done
+kill -INT $mp
+wait $mp; rc=$?
+st=$(sqlite3 "$T/int.db" "select status from runs" 2>/dev/null)
+if [ $rc = 2 ] && [ "$st" = interrupted ] && grep -q "interrupted" "$T/int.err"; then ok "SIGINT: forwarded, run interrupted, exit 2"
+else bad "interrupt" "exit $rc status $st" "$(tail -3 "$T/int.err")"; fi
+
+# ---- plans and reruns: the program split over two devices -------------------
+# losses_of FILE: the "step N loss X" lines a program printed, comma-joined
+losses_of() { grep -o '^step [0-9]* loss [0-9.]*' "$1" | awk '{print $4}' | paste -sd, -; }
+# a cap at 70% of the uncapped peak: one device is too small, two fit
+P6=("$PY" "$MODELS" --model ref --blocks 6 --steps 6)
+check "ref uncapped, for the cap" 0 "" -- "$M" profile --quiet --json -- "${P6[@]}"
+cap=$(py "int(d['peak_bytes'] * 0.7)")
+"${P6[@]}" > "$T/plain.out" 2>&1
+check "doctor splits the program" 0 "" -- "$M" doctor --gpus 2 --gpu-mem "$cap" --db "$T/doc.db" --json -- "${P6[@]}"
+if [ "$(py "d['trial']['oom']['layer'] >= 1 and len(d['plan']['stages']) == 2 and d['plan']['schedule'] == 'sequential' and d['train']['steps'] == 6 and all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")" = True ]; then
+    ok "doctor: the trial runs out, 2 stages on cpu,cpu, every measured peak within 2% ($(py "[round(100*x['gap'],2) for x in d['train']['devices']]")%)"
+else bad "doctor json" "$(py "d.get('train', d)")"; fi
+want=$(losses_of "$T/plain.out"); got=$(py "','.join('%.4f' % x for x in d['train']['losses'])")
+[ -n "$want" ] && [ "$want" = "$got" ] && ok "doctor: the split run's losses equal the unsplit run's ($got)" || bad "losses" "unsplit $want" "split   $got"
+check "report of the doctor run" 0 "" -- "$M" report --db "$T/doc.db"
+grep -q "transformers" "$T/out" && ok "report: the program's module names" || bad "report names" "$(head -5 "$T/out")"
+
+check "profile for a plan" 3 "" -- "$M" profile --quiet --db "$T/plan.db" --gpu-mem "$cap" -- "${P6[@]}"
+check "plan a program" 0 "" -- "$M" plan --db "$T/plan.db" --gpus 2 --gpu-mem "$cap" --devices cpu,cpu -o "$T/plan.json"
+grep -q "placement: segment1, transformers.0-.* → cpu; transformers\..*segment2 → cpu" "$T/out" && \
+    ok "plan: the placement in the program's module paths" || bad "placement line" "$(grep placement "$T/out")"
+# the snippet runs and places every listed module on its device
+sed -n '/^import torch/,/^    return model/p' "$T/out" > "$T/snippet.py"
+check "plan refuses the program's own options" 1 "precision is its own" -- \
+    "$M" plan --db "$T/plan.db" --gpus 2 --gpu-mem "$cap" --precision bf16
+"$PY" "$HERE/run_snippet.py" "$T/snippet.py" > "$T/snip.out" 2>&1
+grep -q "snippet True 8" "$T/snip.out" && ok "the printed snippet runs and places all 8 layers" || bad "snippet" "$(tail -3 "$T/snip.out")"
+check "train --plan" 0 "" -- "$M" train --plan "$T/plan.json" --json --db "$T/plan.db" -- "${P6[@]}"
+[ "$(py "','.join('%.4f' % x for x in d['losses'])")" = "$want" ] && ok "train --plan: losses equal the unsplit run's" || bad "train losses" "$(py "d['losses']")"
+check "framework moves the model again" 0 "" -- "$M" train --plan "$T/plan.json" --json -- "${P6[@]}" --move-each-step
+[ "$(py "all(abs(x['gap']) <= 0.02 for x in d['devices'])")" = True ] && ok "re-placed after every move: peaks still within 2%" || bad "re-placement" "$(py "d['devices']")"
+check "state_dict save" 0 "" -- "$M" train --plan "$T/plan.json" --quiet -- "${P6[@]}" --save "$T/ck.pt"
+check "state_dict load with map_location" 0 "" -- "$M" train --plan "$T/plan.json" --quiet -- "${P6[@]}" --load "$T/ck.pt"
+# BatchNorm and autocast: the split computes the same; running statistics stay fp32
+for amp in "" --amp; do
+    PB=("$PY" "$MODELS" --model bn --blocks 4 --steps 4 $amp)
+    "${PB[@]}" > "$T/bn.out" 2>&1
+    check "bn$amp profile" 0 "" -- "$M" profile --quiet --json -- "${PB[@]}"
+    capb=$(py "int(d['peak_bytes'] * 0.75)")
+    check "bn$amp doctor" 0 "" -- "$M" doctor --gpus 2 --gpu-mem "$capb" --db "$T/bn.db" --json -- "${PB[@]}"
+    got=$(py "','.join('%.4f' % x for x in d['train']['losses'])")
+    if [ "$got" = "$(losses_of "$T/bn.out")" ] && grep -q "bn dtypes \['torch.float32'\]" "$T/err"; then
+        ok "bn$amp: split losses equal the unsplit run's, BatchNorm statistics fp32"
+    else bad "bn$amp" "split $got" "plain $(losses_of "$T/bn.out")"; fi
+done
+# refusals, each with its fix
+check "plan for another program" 1 "another program" -- "$M" train --plan "$T/plan.json" -- "$PY" "$MODELS" --model seq --blocks 6
+check "built-in model's plan" 1 "built-in model" -- "$M" train --plan "$T/builtin.json" -- "${P6[@]}"
+"$PY" -c "import json; d=json.load(open('$T/plan.json')); d['devices'][0]['device']='cuda:0'; d['devices'][1]['device']='cuda:1'; json.dump(d, open('$T/gpus.json','w'))"
+if [ -z "$(ls /dev/nvidia0 2>/dev/null)" ]; then
+    check "more stages than GPUs" 1 "this machine has 0" -- "$M" train --plan "$T/gpus.json" -- "${P6[@]}"
+fi
+check "DDP over a split model" 1 "DistributedDataParallel.*devices=1" -- "$M" train --plan "$T/plan.json" -- \
+    "$PY" "$HERE/ddp_wrap.py"
+PL=("$PY" "$MODELS" --model leak --blocks 4 --steps 3)
+check "leak profile" 0 "" -- "$M" profile --quiet --json --db "$T/leak.db" -- "${PL[@]}"
+capl=$(py "int(d['peak_bytes'] * 0.75)")
+check "leak plan" 0 "" -- "$M" plan --db "$T/leak.db" --gpus 2 --gpu-mem "$capl" --devices cpu,cpu -o "$T/leak.json"
+check "a module moving tensors across stages" 2 "without the boundary copy" -- \
+    "$M" train --plan "$T/leak.json" -- "${PL[@]}"
+# the ledger must catch a left-out boundary copy: the split tests above mean
+# something only because this fails
+check "boundary copy left out (test knob)" 2 "without the boundary copy" -- \
+    env MEMSPLIT_BRIDGE_TEST_SKIP_COPY=1 "$M" train --plan "$T/plan.json" -- "${P6[@]}"
+
+echo "bridge: $pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# bridge.sh — the PyTorch bridge on a GPU (torch 2.x, Lightning, transformers):
+#  - a small plain PyTorch run: rows against what torch itself counted
+#    (parameters, gradients, optimizer state exact; the profile's allocated
+#    peak within 1% of max_memory_allocated); a recorded event stream ($OUT)
+#  - the reference model in Lightning, 16-mixed and bf16-mixed, under an
+#    emulated 40 GiB: the module memsplit names equals the one the program
+#    dies in under the ballast alone; the uncapped pass's peak within 1% of
+#    torch's own
+#  - HF GPT2LMHeadModel in Lightning: a run that fits, and one under a cap
+#  - torch.compile refused with its message; expandable_segments
+#  - overhead: step time plain, --diagnose-only and with the tensor trace
+# Needs $MEMSPLIT; PY (default python3) is the interpreter with torch.
+# SECTIONS (default "small ref hf misc overhead") picks parts.
+set -u
+M=${MEMSPLIT:?}
+PY=${PY:-python3}
+OUTD=${OUT:-/tmp}
+HERE=$(cd "$(dirname "$0")" && pwd)
+B=$HERE/../bridge
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+SECTIONS=${SECTIONS:-small ref hf misc overhead}
+pass=0; fail=0
+ok()  { echo "ok   $1"; pass=$((pass+1)); }
+bad() { echo "FAIL $1"; shift; for l in "$@"; do echo "  | $l"; done; fail=$((fail+1)); }
+want() { case " $SECTIONS " in *" $1 "*) return 0;; esac; return 1; }
+js() { "$PY" -c "import json,sys; d=json.load(open('$1')); print($2)" 2>&1; }
+within() { "$PY" -c "import sys; a,b,tol=float('$1'),float('$2'),float('$3'); sys.exit(0 if abs(a-b) <= tol*abs(b) else 1)"; }
+
+if want small; then
+    # plain PyTorch, small, fits: exact tensor bytes, the peak within 1%
+    "$M" profile --json --record-events "$OUTD/fixture_ref_gpu.tsv" -- "$PY" "$B/ref_model.py" --blocks 4 --dim 512 \
+        --heads 8 --seq 256 --batch 8 --vocab 4096 --steps 4 --amp --report "$T/rep.json" > "$T/p.json" 2> "$T/p.err"
+    rc=$?
+    if [ $rc = 0 ]; then ok "small ref fits (exit 0)"; else bad "small ref: exit $rc" "$(tail -5 "$T/p.err")"; fi
+    echo "  profile: $(js "$T/p.json" "[(r['name'], r['source'], r['param'], r['master'], r['grad'], r['optim'], r['act']) for r in d['layers']]")"
+    echo "  torch:   $(cat "$T/rep.json" 2>/dev/null)"
+    st=$(js "$T/p.json" "sum(r['master'] + r['param'] * 0 for r in d['layers']), sum(r['grad'] for r in d['layers']), sum(r['optim'] for r in d['layers'])")
+    tr=$(js "$T/rep.json" "d['param'], d['grad'], d['optim']")
+    echo "  static (master, grad, optim): profile $st torch $tr"
+    [ "$st" = "$tr" ] && ok "small: masters, gradients and optimizer state equal torch's tensors" || bad "static bytes" "$st" "$tr"
+    # what torch counted goes with the recorded stream: tests/unit/test_bridge_fixture.c checks against it
+    printf '#\ttorch %s\n' "$(cat "$T/rep.json")" >> "$OUTD/fixture_ref_gpu.tsv"
+    pk=$(js "$T/p.json" "d['peak_bytes'] - d['reserve_bytes']"); tk=$(js "$T/rep.json" "d['max_allocated']")
+    echo "  allocated peak: profile $pk torch $tk (reserved peak $(js "$T/p.json" "d['reserved_peak_bytes']"))"
+    within "$pk" "$tk" 0.01 && ok "small: allocated peak within 1% of max_memory_allocated" || bad "peak" "$pk vs $tk"
+    # the same without the tensor trace: the rows' act agree
+    "$M" profile --json --diagnose-only -- "$PY" "$B/ref_model.py" --blocks 4 --dim 512 --heads 8 --seq 256 --batch 8 \
+        --vocab 4096 --steps 4 --amp > "$T/d.json" 2> "$T/d.err"
+    a1=$(js "$T/p.json" "sum(r['act'] for r in d['layers'])"); a2=$(js "$T/d.json" "sum(r['act'] for r in d['layers'])")
+    echo "  act total: trace $a1, diagnose-only $a2"
+    within "$a1" "$a2" 0.05 && ok "diagnose-only: activations within 5% of the traced run's" || bad "diag act" "$a1 vs $a2" "$(tail -3 "$T/d.err")"
+fi
+
+ref_case() {  # PRECISION
+    local prec=$1
+    local args=(--precision "$prec" --steps 3 --report "$T/ref_$prec.json")
+    "$M" profile --json --gpu-mem 40GiB --db "$OUTD/bridge_gpu.db" -- "$PY" "$HERE/bridge/ref_lightning.py" "${args[@]}" \
+        > "$T/r.json" 2> "$T/r.err"
+    local rc=$?
+    grep -E "OUT OF MEMORY|what would fit|micro-batch|checkpointing|bf16|split" "$T/r.err" "$T/r.json" | head -8 | sed 's/^/  /'
+    [ $rc = 3 ] && ok "ref $prec under 40 GiB: out of memory (exit 3)" || bad "ref $prec: exit $rc" "$(tail -8 "$T/r.err")"
+    local where; where=$(js "$T/r.json" "d['oom']['layer_name'], d['oom']['phase'], d['oom']['what']")
+    echo "  memsplit: $where"
+    "$M" profile --json --ballast-only --gpu-mem 40GiB -- "$PY" "$HERE/bridge/ref_lightning.py" --precision "$prec" \
+        --steps 3 > "$T/b.json" 2> "$T/b.err"
+    local alone; alone=$(js "$T/b.json" "d['module'], d['type']")
+    echo "  ballast alone: $alone"
+    local m1 m2; m1=$(js "$T/r.json" "d['oom']['what'].split(' ')[0]"); m2=$(js "$T/b.json" "d['module']")
+    [ -n "$m2" ] && [ "$m1" = "$m2" ] && ok "ref $prec: the module named is where the program dies alone ($m2)" || \
+        bad "ref $prec: memsplit says $m1, the program alone died in $m2" "$(tail -4 "$T/b.err")"
+    local pk tk; pk=$(js "$T/r.json" "max(0, d['peak_bytes'] - d['reserve_bytes'])")
+    echo "  rows: $(js "$T/r.json" "[(r['name'], r['source'], round((r['param']+r['master'])/2**20), round(r['act']/2**20)) for r in d['layers'][:3] + d['layers'][-2:]]")"
+    echo "  per block act MiB $(js "$T/r.json" "round(d['layers'][1]['act']/2**20, 1)"); torch report: $(cat "$T/ref_$prec.json" 2>/dev/null | head -c 300)"
+}
+
+if want ref; then
+    ref_case 16-mixed
+    ref_case bf16-mixed
+fi
+
+if want hf; then
+    "$M" profile --json -- "$PY" "$HERE/bridge/hf_gpt2_lightning.py" --steps 3 --report "$T/hf.json" > "$T/h.json" 2> "$T/h.err"
+    rc=$?
+    [ $rc = 0 ] && ok "HF GPT2 in Lightning fits uncapped (exit 0)" || bad "hf: exit $rc" "$(tail -6 "$T/h.err")"
+    echo "  $(js "$T/h.json" "d['program']['layer_list'], [r['name'] for r in d['layers']][:3], d['layers'][-1]['name']")"
+    pk=$(js "$T/h.json" "d['peak_bytes'] - d['reserve_bytes']"); tk=$(js "$T/hf.json" "d['max_allocated']")
+    echo "  allocated peak: profile $pk, torch (uncapped, program's own view) $tk"
+    within "$pk" "$tk" 0.01 && ok "hf: allocated peak within 1% of max_memory_allocated" || bad "hf peak" "$pk vs $tk"
+    "$M" profile --json --gpu-mem 12GiB -- "$PY" "$HERE/bridge/hf_gpt2_lightning.py" --steps 3 > "$T/h2.json" 2> "$T/h2.err"
+    rc=$?
+    echo "  under 12 GiB: $(js "$T/h2.json" "d['oom']")" | head -c 400; echo
+    [ $rc = 3 ] && ok "hf under 12 GiB: out of memory, named" || bad "hf capped: exit $rc" "$(tail -6 "$T/h2.err")"
+    "$M" profile --json --ballast-only --gpu-mem 12GiB -- "$PY" "$HERE/bridge/hf_gpt2_lightning.py" --steps 3 \
+        > "$T/hb.json" 2> "$T/hb.err"
+    m1=$(js "$T/h2.json" "d['oom']['what'].split(' ')[0]"); m2=$(js "$T/hb.json" "d['module']")
+    [ -n "$m2" ] && [ "$m1" = "$m2" ] && ok "hf: the module named is where it dies alone ($m2)" || bad "hf: memsplit $m1, alone $m2"
+fi
+
+if want misc; then
+    printf 'import torch\nm = torch.nn.Linear(4, 4).cuda()\nm = torch.compile(m)\nprint(m(torch.randn(2, 4, device="cuda")))\n' > "$T/comp.py"
+    "$M" profile -- "$PY" "$T/comp.py" > "$T/c.out" 2> "$T/c.err"; rc=$?
+    grep -q "torch.compile" "$T/c.err" && [ $rc != 0 ] && ok "torch.compile refused with its message (exit $rc)" || \
+        bad "torch.compile: exit $rc" "$(tail -3 "$T/c.err")"
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$M" profile --json -- "$PY" "$B/ref_model.py" --blocks 4 --dim 512 \
+        --heads 8 --seq 256 --batch 8 --vocab 4096 --steps 3 --amp > "$T/e.json" 2> "$T/e.err"; rc=$?
+    [ $rc = 0 ] && ok "expandable_segments: profiled" || bad "expandable: exit $rc" "$(tail -4 "$T/e.err")"
+    if command -v compute-sanitizer >/dev/null; then
+        timeout 240 compute-sanitizer --tool memcheck --target-processes all "$M" profile --diagnose-only -- "$PY" \
+            "$B/ref_model.py" --blocks 2 --dim 128 --heads 4 --seq 64 --batch 2 --vocab 512 --steps 2 \
+            > "$T/s.out" 2> "$T/s.err"; rc=$?
+        tail -n 3 "$T/s.out" "$T/s.err" | sed 's/^/  /'
+        grep -q "ERROR SUMMARY: 0 errors" "$T/s.out" "$T/s.err" && ok "compute-sanitizer memcheck: 0 errors" || \
+            bad "compute-sanitizer (exit $rc)"
+    fi
+fi
+
+if want overhead; then
+    # the program's own step times, steps 4..20 (warm), plain and under
+    # memsplit, the three alternated twice so that drift hits them alike
+    args=(--blocks 8 --dim 2048 --heads 16 --seq 2048 --batch 8 --vocab 32000 --steps 21 --amp)
+    for r in 1 2; do
+        "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o0.$r" 2>&1
+        "$M" profile --steps 21 --diagnose-only -- "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o1.$r" 2>&1
+        "$M" profile --steps 21 -- "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o2.$r" 2>&1
+    done
+    med() { cat "$@" | grep -o '^step [0-9]* loss [0-9.]* ms [0-9.]*' | awk '$2 >= 3 {print $6}' | sort -n |
+            awk '{v[NR]=$1} END {if (NR) printf "%.2f", (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2); else print "nan"}'; }
+    m0=$(med "$T"/o0.*); m1=$(med "$T"/o1.*); m2=$(med "$T"/o2.*)
+    echo "  step ms (median of steps 4..20, two runs each): plain $m0, diagnose-only $m1, tensor trace $m2"
+    "$PY" -c "a,b,c=$m0,$m1,$m2; print('  overhead: diagnose-only %+.1f%%, trace %+.1f%%' % (100*(b/a-1), 100*(c/a-1)))"
+fi
+echo "bridge-gpu: $pass passed, $fail failed"
+[ $fail -eq 0 ]

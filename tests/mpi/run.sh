@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# run.sh — the multi-process tests on the CPU backend: the pipeline as MPI
+# ranks (build/tests/mpi_ranks under mpirun with 2, 4 and 6 ranks), then the
+# command line under mpirun. Needs $MEMSPLIT (build/memsplit; memsplit-rank
+# and tests/mpi_ranks are found beside it). Ranks oversubscribe the cores
+# (CI has 2); as root, mpirun needs --allow-run-as-root.
+set -u
+M=${MEMSPLIT:?set MEMSPLIT to the memsplit binary}
+B=$(dirname "$M")
+MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+# Under make sanitize: OpenMPI's own allocations (MPI_Init, its plugins) are
+# reported as leaks at exit, none of them memsplit's; leak detection is off
+# for these runs only (ASan's and UBSan's other checks stay on, and the unit
+# and cli tests check memsplit's code for leaks).
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+if ! command -v mpirun >/dev/null; then echo "mpi: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 1; fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok() { echo "ok   $1"; pass=$((pass+1)); }
+bad() { echo "FAIL $1"; fail=$((fail+1)); }
+for n in 2 4 6; do
+    if timeout 300 $MPIRUN -np $n "$B/tests/mpi_ranks" >"$T/ranks$n" 2>&1; then ok "pipeline as $n ranks"; else bad "pipeline as $n ranks"; fi
+    grep -E "^(ok|rank|ranks)" "$T/ranks$n" | sed 's/^/  | /' | head -20
+done
+
+# the command line: mpirun memsplit train --plan, against one device
+if ldd "$M" | grep -q libmpi; then bad "memsplit needs libmpi to start"; else ok "memsplit starts without libmpi (MPI is memsplit-rank's)"; fi
+TINY="--model tiny --layers 4 --seq 32 --d-model 32 --heads 4 --vocab 256"
+plan() { python3 "$(dirname "$0")/make_plan.py" "$T/$1.json" $TINY "${@:2}"; }
+plan p2x1 --stages 2 --replicas 1 --micro-batch 2 --n-micro 4 --schedule gpipe
+plan p1x2 --stages 1 --replicas 2 --micro-batch 2 --n-micro 4 --zero
+plan p2x2 --stages 2 --replicas 2 --micro-batch 2 --n-micro 4 --zero
+plan p3x2 --stages 3 --replicas 2 --micro-batch 2 --n-micro 4 --recompute
+"$M" train --preset tiny --batch 2 --set train.accum=4 --steps 4 --json >"$T/one.json" 2>/dev/null
+same_losses() { # name file: its losses equal one device's (1e-5 relative)
+    if python3 - "$T/one.json" "$2" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))["losses"]; b = json.load(open(sys.argv[2]))["losses"]
+sys.exit(0 if len(a) == len(b) == 4 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)) else 1)
+PY
+    then ok "$1: losses equal one device's"; else bad "$1: losses"; head -c 300 "$2"; fi
+}
+for lay in 2x1:2 1x2:2 2x2:4 3x2:6; do
+    n=${lay#*:}; l=${lay%:*}
+    if $MPIRUN -np $n "$M" train --preset tiny --plan "$T/p$l.json" --device cpu --steps 4 --json --db "$T/r$l.db" \
+        >"$T/r$l.json" 2>"$T/r$l.err"; then same_losses "mpirun -np $n memsplit train --plan ($l)" "$T/r$l.json"
+    else bad "mpirun -np $n train ($l)"; tail -5 "$T/r$l.err"; fi
+done
+# rank 0 wrote every step once and every rank's peak
+if [ "$(sqlite3 "$T/r2x2.db" 'select count(*), count(distinct step) from steps; select count(*) from device_peaks')" = "$(printf '4|4\n4')" ]
+then ok "rank 0 recorded 4 steps and the 4 ranks' peaks"; else bad "database of a 4-rank run"; fi
+# a plan of replicas made by memsplit plan itself: every rank's measured peak against the
+# prediction (the optimizer state a ZeRO-1 chunk, exactly)
+"$M" profile --preset seed17-cpu --precision fp32 --db "$T/s17.db" --quiet >/dev/null 2>&1
+"$M" plan --db "$T/s17.db" --gpus 4 --gpu-mem 21MiB --replicas 2 --zero on -o "$T/s17.json" >/dev/null 2>&1
+if $MPIRUN -np 4 "$M" train --preset seed17-cpu --precision fp32 --plan "$T/s17.json" --device cpu --steps 2 --json \
+    >"$T/s17r.json" 2>"$T/s17r.err" && python3 - "$T/s17r.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = d["stages"] == 2 and d["replicas"] == 2 and d["zero"] and len(d["devices"]) == 4
+for x in d["devices"]:
+    print("  | rank %d: predicted %d, measured %d (gap %.2f%%), optim %d = %d" % (x["rank"], x["predicted_peak_bytes"],
+          x["measured_peak_bytes"], 100 * x["gap"], x["predicted_by_category"]["optim"], x["measured_by_category"]["optim"]))
+    ok = ok and x["gap"] <= 0.02 and x["predicted_by_category"]["optim"] == x["measured_by_category"]["optim"]
+sys.exit(0 if ok else 1)
+PY
+then ok "a 2x2 ZeRO-1 plan from memsplit plan: measured within 2% of predicted"; else bad "2x2 ZeRO-1 plan from memsplit plan"; tail -3 "$T/s17r.err"; fi
+# checkpoints across layouts from the command line: 2x2 ranks -> one process -> 3x2 ranks
+if $MPIRUN -np 4 "$M" train --preset tiny --plan "$T/p2x2.json" --device cpu --steps 2 --checkpoint-dir "$T/ck" --quiet 2>"$T/ck.err" &&
+   [ -f "$T/ck/step-00000002.ckpt/manifest.json" ] &&
+   "$M" train --preset tiny --batch 2 --set train.accum=4 --steps 3 --checkpoint-dir "$T/ck" --resume --json >"$T/ck1.json" 2>/dev/null &&
+   $MPIRUN -np 6 "$M" train --preset tiny --plan "$T/p3x2.json" --device cpu --steps 4 --checkpoint-dir "$T/ck" --resume \
+       --json >"$T/ck2.json" 2>"$T/ck.err" && python3 - "$T/one.json" "$T/ck1.json" "$T/ck2.json" <<'PY'
+import json, sys
+one, a, b = (json.load(open(f))["losses"] for f in sys.argv[1:])
+ok = len(a) == 1 and len(b) == 1 and abs(a[0] - one[2]) <= 1e-5 * one[2] and abs(b[0] - one[3]) <= 1e-5 * one[3]
+print("  | steps 3 (one process) and 4 (3x2 ranks):", a, b, "one device:", one[2:])
+sys.exit(0 if ok else 1)
+PY
+then ok "a 2x2 checkpoint resumed by one process, whose checkpoint 3x2 ranks resume: the losses of one device"
+else bad "checkpoints across layouts (command line)"; tail -3 "$T/ck.err"; fi
+# a rank killed mid-step (SIGKILL): doctor, mpirun's parent, re-plans without its device and resumes
+if "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 4 --gpu-mem 21MiB --steps 6 --checkpoint-every 2 \
+    --replicas any --launch "$MPIRUN" --inject-kill 4:1 --db "$T/kill.db" --json >"$T/kill.json" 2>"$T/kill.err"; then
+    mb=$(python3 -c "import json; d=json.load(open('$T/kill.json'))['plan']; print(d['micro_batch'], d['n_micro'])")
+    "$M" train --preset seed17-cpu --precision fp32 --gpu-mem 0 --batch ${mb% *} --set train.accum=${mb#* } --steps 6 \
+        --json >"$T/kill_ref.json" 2>/dev/null
+    if python3 - "$T/kill.json" "$T/kill_ref.json" "$T/kill.db" <<'PY'
+import json, sqlite3, sys
+t = json.load(open(sys.argv[1]))["train"]; ref = json.load(open(sys.argv[2]))["losses"]
+db = sqlite3.connect(sys.argv[3])
+rows = db.execute("select count(*), count(distinct step), min(step), max(step) from steps").fetchone()
+rec = db.execute("select step, resumed_step, reason from recovery_events").fetchall()
+print("  | recovered:", [round(x, 6) for x in t["losses"]]); print("  | reference:", [round(x, 6) for x in ref])
+print("  | step rows (count, distinct, first, last):", rows, "recoveries:", rec)
+ok = (t["recoveries"] == 1 and t["steps"] == 6 and len(t["losses"]) == 6 and rows == (6, 6, 1, 6)
+      and len(rec) == 1 and rec[0][0] == 4 and rec[0][1] == 2 and "rank 1" in rec[0][2]
+      and all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(t["losses"], ref)))
+sys.exit(0 if ok else 1)
+PY
+    then ok "rank 1 killed in step 4: re-planned without its device, resumed from step 2, losses of one device, no step row doubled"
+    else bad "recovery from a killed rank"; fi
+else bad "doctor --launch with a killed rank"; grep -E "doctor|died|error" "$T/kill.err" | tail -5; fi
+refused() { # name pattern command...: exit 1 with the pattern on stderr
+    local name=$1 pat=$2; shift 2
+    "$@" >/dev/null 2>"$T/refused"; local rc=$?
+    if [ $rc = 1 ] && grep -q "$pat" "$T/refused"; then ok "$name"; else bad "$name (exit $rc)"; head -3 "$T/refused"; fi
+}
+refused "a 2x2 plan launched on 3 ranks" "the plan wants 4 ranks (2 stages x 2 replicas), but the launch started 3" \
+    $MPIRUN -np 3 "$M" train --preset tiny --plan "$T/p2x2.json" --steps 1
+refused "two ranks claim one GPU" "ranks 0 and 1 both claim GPU cuda:0" \
+    $MPIRUN -np 2 "$M" train --preset tiny --plan "$T/p2x1.json" --device cuda:0 --steps 1
+refused "one process and a plan of replicas" "run it as mpirun -np 4" "$M" train --preset tiny --plan "$T/p2x2.json" --steps 1
+echo "mpi: $pass passed, $fail failed"
+[ $fail -eq 0 ]
