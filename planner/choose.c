@@ -83,8 +83,10 @@ int ms_plan_choose(const ms_profile *prof, const ms_plan_device *devs, int n, co
         c.precision = best_prec;
     }
     /* 2. fewer stages: the fastest plan with at most k stages is no slower
-     * for a larger k, so the smallest k within the limit is a bisection */
-    if (rc == MS_PLAN_OK && best_stages > 1) {
+     * for a larger k, so the smallest k within the limit is a bisection;
+     * the later rules keep at most that many (a lower peak never buys a
+     * longer pipeline) */
+    if (rc == MS_PLAN_OK) {
         int lo = 1, hi = best_stages; /* hi fits within the limit */
         if (c.precision != best_prec) {
             ms_plan_opts q = c;

@@ -238,6 +238,38 @@ static void test_order_on_random_instances(void **state)
     assert_true(fewer > 0); /* some instances tie a longer pipeline with a shorter one */
 }
 
+/* A fixed schedule stays fixed: a program's plan (cli/program_plan.c) asks
+ * for the sequential schedule, which an open search never picks, and every
+ * search the choice makes keeps it. */
+static void test_fixed_schedule_is_kept(void **state)
+{
+    (void)state;
+    pu_rng r;
+    pu_seed(&r, 17);
+    static const int sizes[] = { 1, 2 };
+    for (int it = 0; it < 20; it++) {
+        ms_profile *p = pu_random_profile(&r, 3 + pu_int(&r, 6), 0x3, sizes, 2, 4);
+        ms_plan_device d[3];
+        for (int k = 0; k < 3; k++) d[k] = one_device((uint64_t)((double)pu_one_device_bytes(p) * (0.4 + pu_uniform(&r))));
+        ms_plan_opts o;
+        ms_plan_opts_default(&o);
+        ms_plan open, fast, pick;
+        if (search(p, d, 3, &o, &open) == MS_PLAN_OK) assert_int_not_equal(open.schedule, MS_SCHED_SEQUENTIAL);
+        ms_plan_free(&open);
+        o.schedule = MS_SCHED_SEQUENTIAL;
+        int rc = search(p, d, 3, &o, &fast);
+        assert_int_equal(choose(p, d, 3, &o, &pick), rc);
+        if (rc == MS_PLAN_OK) {
+            assert_int_equal(pick.schedule, MS_SCHED_SEQUENTIAL);
+            assert_true(pick.step_ms <= fast.step_ms * (1 + MS_PLAN_TIE) * (1 + 1e-12));
+            if (pick.precision == fast.precision) assert_true(pick.n_stages <= fast.n_stages);
+            ms_plan_free(&pick);
+        }
+        ms_plan_free(&fast);
+        free_profile(p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_leaves_trial_precision_when_it_cannot_fit),
         cmocka_unit_test(test_noise_does_not_flip_the_choice),
         cmocka_unit_test(test_order_on_random_instances),
+        cmocka_unit_test(test_fixed_schedule_is_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
