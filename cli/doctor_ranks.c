@@ -172,27 +172,11 @@ static int replan(const ms_doctor_ranks_opts *o, ms_plan *plan, int lost, char *
     if (!devs) return MS_EFAIL;
     for (int d = 0; d < plan->n_devices; d++)
         if (d != lost) devs[n++] = plan->devices[d];
-    ms_plan_opts po = o->popts;
-    po.global_batch = plan->global_batch;
-    po.precision = plan->precision; /* the checkpoint's weights are of this policy */
-    ms_plan np;
-    memset(&np, 0, sizeof np);
-    int rc = n ? ms_plan_search(o->prof, devs, n, &po, &np, err, errlen) : MS_PLAN_INFEASIBLE;
-    if (rc == MS_PLAN_INFEASIBLE) {
-        ms_infeasible inf;
-        if (!n) snprintf(err, errlen, "no device is left");
-        else if (ms_plan_explain_infeasible(o->prof, devs, n, &po, &inf, err, errlen) == 0)
-            snprintf(err, errlen, "no plan fits the %d devices that remain: %.900s", n, inf.text);
-        free(devs);
-        return MS_EOOM;
-    }
+    char what[64];
+    snprintf(what, sizeof what, "the %d devices that remain", n);
+    int rc = ms_rerun_replan(o->prof, &o->popts, devs, n, what, plan, err, errlen);
     free(devs);
-    if (rc != MS_PLAN_OK) return MS_EFAIL;
-    np.profile_run = plan->profile_run;
-    ms_plan_explain(o->prof, &np);
-    ms_plan_free(plan);
-    *plan = np;
-    return MS_OK;
+    return rc;
 }
 
 static int last_step(const ms_step_rec *s, void *ctx)

@@ -158,6 +158,30 @@ static int64_t record_oom(run_ctx *x, const ms_pipeline *p)
     return id > 0 ? id : 0;
 }
 
+int ms_rerun_replan(const ms_profile *prof, const ms_plan_opts *popts, const ms_plan_device *devs, int n,
+                    const char *what, ms_plan *plan, char *err, size_t errlen)
+{
+    ms_plan np;
+    memset(&np, 0, sizeof np);
+    ms_plan_opts po = *popts;
+    po.global_batch = plan->global_batch;
+    po.precision = plan->precision;   /* the checkpoint's job has this policy (trainer/job.h) */
+    int rc = n ? ms_plan_choose(prof, devs, n, &po, &np, err, errlen) : MS_PLAN_INFEASIBLE;
+    if (rc == MS_PLAN_INFEASIBLE) {
+        ms_infeasible inf;
+        if (!n) ms_errf(err, errlen, "no device is left");
+        else if (ms_plan_explain_infeasible(prof, devs, n, &po, &inf, err, errlen) == 0)
+            snprintf(err, errlen, "no plan fits %s: %.900s", what, inf.text);
+        return MS_EOOM;
+    }
+    if (rc != MS_PLAN_OK) return MS_EFAIL;
+    np.profile_run = plan->profile_run;
+    ms_plan_explain(prof, &np);
+    ms_plan_free(plan);
+    *plan = np;
+    return MS_OK;
+}
+
 /* Re-plan for the capacities that remain (the OOM device at what it has). */
 static int replan(const ms_rerun_opts *o, const ms_pipeline *p, const int *plan_dev, ms_plan *plan, char *err,
                   size_t errlen)
@@ -170,26 +194,9 @@ static int replan(const ms_rerun_opts *o, const ms_pipeline *p, const int *plan_
     }
     memcpy(devs, plan->devices, (size_t)n * sizeof *devs);
     for (int k = 0; k < p->n_dev; k++) devs[plan_dev[k]].capacity = p->devs[k].capacity;
-    ms_plan np;
-    memset(&np, 0, sizeof np);
-    ms_plan_opts po = o->popts;
-    po.global_batch = plan->global_batch;
-    po.precision = plan->precision;   /* the checkpoint's job has this policy (trainer/job.h) */
-    int rc = ms_plan_choose(o->prof, devs, n, &po, &np, err, errlen);
-    if (rc == MS_PLAN_INFEASIBLE) {
-        ms_infeasible inf;
-        if (ms_plan_explain_infeasible(o->prof, devs, n, &po, &inf, err, errlen) == 0)
-            snprintf(err, errlen, "no plan fits the capacity that remains: %.900s", inf.text);
-        free(devs);
-        return MS_EOOM;
-    }
+    int rc = ms_rerun_replan(o->prof, &o->popts, devs, n, "the capacity that remains", plan, err, errlen);
     free(devs);
-    if (rc != MS_PLAN_OK) return MS_EFAIL;
-    np.profile_run = plan->profile_run;
-    ms_plan_explain(o->prof, &np);
-    ms_plan_free(plan);
-    *plan = np;
-    return MS_OK;
+    return rc;
 }
 
 /* A checkpoint this run wrote (or resumed from): keep it and the one before,

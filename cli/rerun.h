@@ -80,6 +80,13 @@ int ms_rerun_spec(const ms_plan *plan, const char *device, ms_pipe_spec *spec, i
  * measured-against-predicted lines (gap = (measured - predicted) / predicted,
  * signed, as memsplit report shows it). */
 json_t *ms_rerun_result_json(const ms_rerun_result *r);
+/* The recovery's plan: the model re-planned over devs (n of them; 0: none
+ * left) with popts, in *plan's precision and global batch (so its
+ * checkpoint stays this job's: trainer/job.h), chosen as ms_plan_choose
+ * chooses. Replaces *plan on MS_OK; MS_EOOM when nothing fits (err says
+ * what would, of `what`, e.g. "the capacity that remains"), else MS_EFAIL. */
+int ms_rerun_replan(const ms_profile *prof, const ms_plan_opts *popts, const ms_plan_device *devs, int n,
+                    const char *what, ms_plan *plan, char *err, size_t errlen);
 void ms_rerun_print_devices(FILE *f, const ms_rerun_result *r);
 
 #endif
