@@ -103,6 +103,14 @@ check "a bad device name" 1 'devices\[1\].device: "tpu:7" is not a device' \
     -- "$M" train --preset seed17-cpu --plan "$T/edited.json" --device cpu --steps 1
 check "plan --devices with a bad name" 1 "--devices: 'gpu0' is not a device" \
     -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB --devices cuda:0,gpu0
+# the names the name check must keep accepting: a device repeated for virtual
+# devices on it (cuda:0,cuda:0), and cpu (a program's stages on the CPU)
+for devs in cuda:0,cuda:0 cpu,cpu; do
+    check "plan --devices $devs" 0 "" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB --devices "$devs" \
+        -o "$T/named.json"
+    check "train --plan of devices $devs" 0 "" \
+        -- "$M" train --preset seed17-cpu --plan "$T/named.json" --device cpu --steps 1 --quiet
+done
 
 # ---- 7. a GPU model on a machine with no GPU: a clear error, at once
 if [ -z "$(ls /dev/nvidia0 2>/dev/null)" ]; then

@@ -133,7 +133,7 @@ void fz_ckpt_exercise(const uint8_t *data, size_t n)
     if (!m) return;
     int ns = -1;
     int peeked = ms_ckpt_peek(path, m, &ns, err, sizeof err) == 0;
-    uint64_t file_hash = m->model_hash;
+    uint64_t file_hash = m->model_hash, file_job = m->job;
 
     ck_table *t = calloc(1, sizeof *t);
     if (!t) { free(m); return; }
@@ -155,6 +155,14 @@ void fz_ckpt_exercise(const uint8_t *data, size_t n)
         snprintf(m->config_ini, sizeof m->config_ini, "%s", run_ini);
         if (ms_ckpt_load(path, m, t->s, t->n, err, sizeof err) == 0)
             fz_fail("a checkpoint of another model hash loaded", NULL);
+        /* the same model, another job: the job's keys in the file's config text are compared */
+        memset(m, 0, sizeof *m);
+        m->model_hash = file_hash;
+        uint64_t other_job = file_job ^ 1;
+        m->job = other_job ? other_job : 2;
+        snprintf(m->config_ini, sizeof m->config_ini, "%s", run_ini);
+        if (ms_ckpt_load(path, m, t->s, t->n, err, sizeof err) == 0)
+            fz_fail("a checkpoint of another job loaded", NULL);
     }
     if (n % 3 == 2) t->n++;
     ck_free(t);

@@ -390,6 +390,17 @@ static void check_resume(const layout *a, const layout *b)
             }
         }
         ms_session_close(&s);
+        /* another job (another seed): the checkpoint is refused, by load and
+         * by resume, which stops at it rather than looking for an older one */
+        ms_config other = c;
+        other.seed++;
+        char found[1024], note[256];
+        if (ms_session_open(&s, &other, NULL)) abort();
+        CHECK(ms_session_load(&s, path) != 0 && strstr(s.err, "another job"),
+              "%s: a run of another seed loaded it (%s)", name, s.err);
+        CHECK(ms_session_resume(&s, dir, found, sizeof found, note, sizeof note) != 0 && strstr(s.err, "another job"),
+              "%s: a run of another seed resumed it (%s)", name, s.err);
+        ms_session_close(&s);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (g_rank == 0) {
