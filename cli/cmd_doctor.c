@@ -25,6 +25,9 @@
 static const char usage[] =
     "usage: memsplit doctor (--preset NAME | --config FILE) --gpu-mem SIZE[,...]\n"
     "                       [--gpus N] [options]\n"
+    "       memsplit doctor --gpus N --gpu-mem SIZE [options] -- PROGRAM [ARGS...]\n"
+    "                       (your own program; memsplit doctor --help -- PROGRAM\n"
+    "                       lists its options)\n"
     "\n"
     "The whole loop: a training trial on one device (memsplit profile); if the\n"
     "model fits, training on that device; if not, the diagnosis, a plan over N\n"

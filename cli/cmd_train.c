@@ -16,6 +16,8 @@
 
 static const char usage[] =
     "usage: memsplit train (--preset NAME | --config FILE) [options]\n"
+    "       memsplit train --plan FILE [options] -- PROGRAM [ARGS...]   (your own\n"
+    "                    program; memsplit train --help -- PROGRAM lists its options)\n"
     "\n"
     "Train the model on one device and print progress (step, loss, tokens/s,\n"
     "peak memory) on stderr.\n"
