@@ -17,6 +17,7 @@
 #include "planner/plan_json.h"
 #include "reports/db.h"
 #include "trainer/device.h"
+#include "vocab/device_name.h"
 #include "vocab/errf.h"
 #include "vocab/profile_json.h"
 #include "vocab/size.h"
@@ -84,7 +85,7 @@ static int build_devices(const doctor_args *a, ms_plan_device *devs, char *err, 
                 return ms_errf(err, errlen, "--devices %s: expected %d device names separated by commas", a->devices,
                                a->gpus);
             snprintf(devs[n].name, sizeof devs[n].name, "%.*s", (int)k, p);
-            if (strcmp(devs[n].name, "cpu") && strncmp(devs[n].name, "cuda:", 5))
+            if (!ms_device_name_valid(devs[n].name))
                 return ms_errf(err, errlen, "--devices: '%s' is not cpu or cuda:N", devs[n].name);
             devs[n++].capacity = a->cap;
             p += k + (p[k] == ',');
@@ -157,7 +158,7 @@ int ms_cmd_doctor_program(int argc, char **argv)
     while ((c = getopt_long(dd, argv, "h", opts, &idx)) != -1) {
         switch (c) {
         case O_GPUS:
-            if (parse_long_arg("gpus", optarg, 1, 64, &v)) return MS_EXIT_USAGE;
+            if (parse_long_arg("gpus", optarg, 1, MS_MAX_STAGES, &v)) return MS_EXIT_USAGE;
             a.gpus = (int)v;
             break;
         case O_MEM:
@@ -200,7 +201,7 @@ int ms_cmd_doctor_program(int argc, char **argv)
         return MS_EXIT_USAGE;
     }
     char *const *prog = argv + dd + 1;
-    ms_plan_device devs[64];
+    ms_plan_device devs[MS_MAX_STAGES];
     if (build_devices(&a, devs, err, sizeof err)) {
         fprintf(stderr, "memsplit doctor: %s\n", err);
         return MS_EXIT_USAGE;

@@ -91,7 +91,7 @@ typedef struct ms_program_run {
     int steps, n_losses;
     double losses[MS_PROGRAM_MAX_LOSSES];
     int n_dev;
-    ms_program_device dev[64];
+    ms_program_device dev[MS_MAX_STAGES];   /* one per stage */
     int oom, oom_stage;        /* a device ran out: which stage, where */
     char oom_what[300];
 } ms_program_run;

@@ -58,13 +58,13 @@ static json_t *plan_config(const ms_plan *pl)
 /* Physical GPUs the plan names (cuda:N, each counted once). */
 static int plan_gpus(const ms_plan *pl, int *max_ordinal)
 {
-    int seen[256] = { 0 }, n = 0;
+    int seen[MS_MAX_DEVICES] = { 0 }, n = 0;
     *max_ordinal = -1;
     for (int s = 0; s < pl->n_stages; s++) {
         const char *d = pl->devices[pl->stages[s].device].name;
         if (strncmp(d, "cuda:", 5)) continue;
         int o = atoi(d + 5);
-        if (o >= 0 && o < 256 && !seen[o]) {
+        if (o >= 0 && o < MS_MAX_DEVICES && !seen[o]) {
             seen[o] = 1;
             n++;
             if (o > *max_ordinal) *max_ordinal = o;
