@@ -19,7 +19,7 @@ OUTD=${OUT:-/tmp}
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=$HERE/../bridge
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-SECTIONS=${SECTIONS:-small ref hf misc overhead}
+SECTIONS=${SECTIONS:-small ref hf misc doctor overhead}
 pass=0; fail=0
 ok()  { echo "ok   $1"; pass=$((pass+1)); }
 bad() { echo "FAIL $1"; shift; for l in "$@"; do echo "  | $l"; done; fail=$((fail+1)); }
@@ -113,6 +113,30 @@ if want misc; then
         grep -q "ERROR SUMMARY: 0 errors" "$T/s.out" "$T/s.err" && ok "compute-sanitizer memcheck: 0 errors" || \
             bad "compute-sanitizer (exit $rc)"
     fi
+fi
+
+doctor_case() {  # NAME SCRIPT ARGS...: the whole loop, both stages on cuda:0 as two 40 GiB devices
+    local name=$1; shift
+    "$PY" "$@" --report "$T/plain_$name.json" > "$T/plain_$name.out" 2>&1
+    "$M" doctor --gpus 2 --gpu-mem 40GiB --devices cuda:0,cuda:0 --db "$OUTD/bridge_gpu.db" --json -- \
+        "$PY" "$@" > "$T/doc_$name.json" 2> "$T/doc_$name.err"
+    local rc=$?
+    grep -E "^placement|OUT OF MEMORY in|doctor: plan|re-planned" "$T/doc_$name.err" | head -5 | sed 's/^/  /'
+    js "$T/doc_$name.json" "'  trial OOM: %s %s; stages %s' % (d['trial']['oom']['layer_name'], d['trial']['oom']['phase'], [(s['layers'], s['predicted_peak_bytes']) for s in d['plan']['stages']])"
+    js "$T/doc_$name.json" "'  devices: ' + '; '.join('%s predicted %.2f GiB measured %.2f GiB gap %+.2f%%' % (x['device'], x['predicted_bytes']/2**30, x['measured_bytes']/2**30, 100*x['gap']) for x in d['train']['devices'])"
+    [ $rc = 0 ] && ok "doctor $name: trial, plan, rerun (exit 0)" || bad "doctor $name: exit $rc" "$(tail -6 "$T/doc_$name.err")"
+    local gaps; gaps=$(js "$T/doc_$name.json" "all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")
+    [ "$gaps" = True ] && ok "doctor $name: every measured peak within 2% of the plan" || bad "doctor $name: peaks" "$gaps"
+    local a b; a=$(js "$T/doc_$name.json" "'[' + ', '.join('%.4f' % x for x in d['train']['losses']) + ']'")
+    b=$(grep -o '^step [0-9]* loss [0-9.]*' "$T/plain_$name.out" | awk '{printf "%s%.4f", (NR>1?", ":"["), $4} END {print "]"}')
+    echo "  losses split $a, one device uncapped $b"
+    [ "$a" = "$b" ] && ok "doctor $name: losses equal the uncapped single-device run's" || bad "doctor $name: losses differ"
+}
+
+if want doctor; then
+    doctor_case ref16 "$HERE/bridge/ref_lightning.py" --precision 16-mixed --steps 4
+    doctor_case refbf16 "$HERE/bridge/ref_lightning.py" --precision bf16-mixed --steps 4
+    doctor_case hf "$HERE/bridge/hf_gpt2_lightning.py" --steps 4 --batch 32
 fi
 
 if want overhead; then
