@@ -120,7 +120,8 @@ fi
 doctor_case() {  # NAME SCRIPT ARGS...: the whole loop, both stages on cuda:0 as two 40 GiB devices
     local name=$1; shift
     "$PY" "$@" --report "$T/plain_$name.json" > "$T/plain_$name.out" 2>&1
-    "$M" doctor --gpus 2 --gpu-mem 40GiB --devices cuda:0,cuda:0 --db "$OUTD/bridge_gpu.db" --json -- \
+    local n=${DOCTOR_GPUS:-2} devs; devs=$(printf 'cuda:0%.0s,' $(seq "$n")); devs=${devs%,}
+    "$M" doctor --gpus "$n" --gpu-mem 40GiB --devices "$devs" --db "$OUTD/bridge_gpu.db" --json -- \
         "$PY" "$@" > "$T/doc_$name.json" 2> "$T/doc_$name.err"
     local rc=$?
     grep -E "^placement|OUT OF MEMORY in|doctor: plan|re-planned" "$T/doc_$name.err" | head -5 | sed 's/^/  /'
@@ -136,16 +137,17 @@ doctor_case() {  # NAME SCRIPT ARGS...: the whole loop, both stages on cuda:0 as
 }
 
 if want doctor; then
-    doctor_case ref16 "$HERE/bridge/ref_lightning.py" --precision 16-mixed --steps 4
-    doctor_case refbf16 "$HERE/bridge/ref_lightning.py" --precision bf16-mixed --steps 4
-    doctor_case hf "$HERE/bridge/hf_gpt2_lightning.py" --steps 4 --batch 32
+    cases=${DOCTOR_CASES:-ref16 refbf16 hf}
+    case " $cases " in *" ref16 "*) doctor_case ref16 "$HERE/bridge/ref_lightning.py" --precision 16-mixed --steps 4;; esac
+    case " $cases " in *" refbf16 "*) doctor_case refbf16 "$HERE/bridge/ref_lightning.py" --precision bf16-mixed --steps 4;; esac
+    case " $cases " in *" hf "*) doctor_case hf "$HERE/bridge/hf_gpt2_lightning.py" --steps 4 --batch 32;; esac
 fi
 
 if want overhead; then
     # the program's own step times, steps 4..20 (warm), plain and under
     # memsplit, the three alternated twice so that drift hits them alike
     args=(--blocks 8 --dim 2048 --heads 16 --seq 2048 --batch 8 --vocab 32000 --steps 21 --amp)
-    for r in 1 2; do
+    for r in $(seq "${OVERHEAD_ROUNDS:-2}"); do
         "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o0.$r" 2>&1
         "$M" profile --steps 21 --diagnose-only -- "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o1.$r" 2>&1
         "$M" profile --steps 21 -- "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o2.$r" 2>&1
