@@ -11,6 +11,9 @@
 /* What one pass over a trace measured, per layer. */
 typedef struct layer_meas {
     int fwd, bwd;                 /* intervals seen in the step used */
+    int pass;                     /* the forward pass act_pass adds up (per step: 1, 2, ...) */
+    uint64_t act_pass;            /* act of this layer's intervals in that pass (a tied module
+                                     brings a layer back in the middle of another's) */
     uint64_t act, tf, tb;         /* act, transient forward / backward (max over micro-batches) */
     int64_t xin;                  /* bytes entering the layer (-1 unknown) */
     uint64_t cat[4];              /* highest live param, master, grad, optim bytes over the run */
@@ -62,7 +65,7 @@ static int final_labels(const msb_trace *t, int (*fin)[2])
 }
 
 typedef struct interval {
-    int open, layer, phase;
+    int open, layer, phase, pass;
     int64_t dyn_start, dyn_peak;  /* the ledger's dynamic bytes */
     int64_t tot_start, tot_peak;  /* everything live, gradients made in the interval included */
     int64_t xin;
@@ -99,7 +102,13 @@ static void close_interval(const interval *iv, const msb_ev *w, const replay *r,
     if (iv->phase == MS_PH_FORWARD) {
         uint64_t act = end > start ? (uint64_t)(end - start) : 0, tf = (uint64_t)(peak - end);
         m->fwd = 1;
-        if (act > m->act) m->act = act;
+        /* the layer's visits in one forward pass add up; passes (micro-batches) take the largest */
+        if (m->pass != iv->pass) {
+            m->pass = iv->pass;
+            m->act_pass = 0;
+        }
+        m->act_pass += act;
+        if (m->act_pass > m->act) m->act = m->act_pass;
         if (tf > m->tf) m->tf = tf;
         if (iv->xin >= 0) m->xin = iv->xin;
     } else if (iv->phase == MS_PH_BACKWARD) {
@@ -171,7 +180,7 @@ static int measure(const msb_trace *t, pass_meas *pm)
                 if (g) pm->grads_at_forward = 1;   /* kept across steps or micro-batches */
             }
             close_interval(&iv, e, &r, cur, n, &opt_cur);
-            iv = (interval){ .open = 1, .layer = e->layer, .phase = e->phase, .xin = e->xin };
+            iv = (interval){ .open = 1, .layer = e->layer, .phase = e->phase, .xin = e->xin, .pass = e->dev };
             iv.dyn_start = e->alloc >= 0 ? e->alloc - (int64_t)r.stat : dyn_now(&r);
             iv.dyn_peak = iv.dyn_start;
             iv.tot_start = iv.tot_peak = e->alloc >= 0 ? e->alloc : (int64_t)r.led.dev[0].live;

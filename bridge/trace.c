@@ -180,6 +180,7 @@ static int on_ledger(msb_trace *t, const json_t *o, const char *ev, int conn)
         break;
     case 'w':
         e.kind = MSB_EV_WHERE;
+        e.dev = (int)num(o, "fp", 0);
         e.alloc = num(o, "alloc", -1);
         e.peak = num(o, "peak", -1);
         e.reserved = num(o, "reserved", -1);

@@ -18,8 +18,8 @@
  * optimizer step has the gradients and its temporaries. The peak and the
  * categories at that moment go to bytes[]; the boundary tensors (the input
  * kept as a copy, the gradient coming back) and the reserve are always there. */
-static uint64_t seq_peak(const ms_layer_cost *L, int a, int b, uint64_t in, uint64_t out, int grads_freed,
-                         int program, uint64_t reserve, uint64_t bytes[MS_CAT_N])
+uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int a, int b, uint64_t in, uint64_t out, int grads_freed,
+                           int program, uint64_t reserve, uint64_t bytes[MS_CAT_N])
 {
     uint64_t param = 0, master = 0, optim = 0, grad = 0, topt = 0;
     for (int l = a; l <= b; l++) {
@@ -111,10 +111,10 @@ static int search_one(const ms_layer_cost *L, int n, const ms_dev_space *ds, int
                 const ms_layer_cost *lc = &L[e - 1];
                 uint64_t in = j > 0 ? L[j - 1].out_bytes : 0, out = e < n ? lc->out_bytes : 0;
                 uint64_t by[MS_CAT_N];
-                uint64_t peak = seq_peak(L, j, e - 1, in, out, grads_freed, program, reserve, by);
+                uint64_t peak = ms_seq_stage_peak(L, j, e - 1, in, out, grads_freed, program, reserve, by);
                 /* without its output buffer the peak only grows with e: once
                  * the largest device is too small, longer stages are too */
-                if (seq_peak(L, j, e - 1, in, 0, grads_freed, program, reserve, by) > ds->avail[0]) break;
+                if (ms_seq_stage_peak(L, j, e - 1, in, 0, grads_freed, program, reserve, by) > ds->avail[0]) break;
                 double comm = c->comm + (e < n ? 2 * ms_transfer_ms(lc->out_bytes, link_gbps) : 0);
                 for (int k = 0; k < K; k++) {
                     int nst = ds->add[st * K + k];
@@ -230,7 +230,7 @@ int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs
                 /* the memory by the sequential model, not the pipeline's sums */
                 uint64_t in = picks[s].first > 0 ? L[picks[s].first - 1].out_bytes : 0;
                 uint64_t outb = picks[s].last < n - 1 ? L[picks[s].last].out_bytes : 0;
-                st->peak = seq_peak(L, picks[s].first, picks[s].last, in, outb, prof->grads_freed,
+                st->peak = ms_seq_stage_peak(L, picks[s].first, picks[s].last, in, outb, prof->grads_freed,
                                     prof->fingerprint[0] != 0, prof->reserve, st->bytes);
                 st->device = ds.devs[ds.dev_off[picks[s].cls] + used[picks[s].cls]++];
                 cyc += st->fwd_ms + st->bwd_ms + st->comm_ms;

@@ -22,6 +22,8 @@ static void to_parent(const ms_trace_event *e, void *user)
 __attribute__((visibility("default"))) int InitializeInjection(void);
 int InitializeInjection(void)
 {
+    static int done;                 /* the driver may call it more than once */
+    if (done++) return 1;
     if (msb_open() != 0) return 1;   /* no parent: nothing to stream to, stay out of the way */
     char err[256];
     if (ms_trace_start_streaming(to_parent, NULL, err, sizeof err) != 0) {

@@ -57,6 +57,8 @@ class Session:
         self.micro_batch = None
         self.scaled_loss = False
         self.outside = False        # the loss was computed outside the model in this forward
+        self.borrow = []            # (module, layer to return to) while a tied module runs
+        self.tied_params = None     # ids of parameters that more than one module holds
         # the device whose tensors count: the GPU where torch has one
         self.track_type = "cuda" if torch.cuda.is_available() else "cpu"
         self.applier = None         # a plan's placement (memsplit train --plan)
@@ -76,14 +78,23 @@ class Session:
         exact; the program still sees its own peaks (_keep_peaks)."""
         if not self.cuda:
             return -1, -1, -1, -1
-        m = self.torch.cuda.memory
         d = self.device
-        out = (m.memory_allocated(d), self.real["max_memory_allocated"](d), m.memory_reserved(d),
-               self.real["max_memory_reserved"](d))
+        # the allocator's own counters, not torch.cuda.max_memory_allocated:
+        # that reads memory_stats, which _keep_peaks wraps for the program
+        st = self.real["memory_stats"](d)
+        out = (st.get("allocated_bytes.all.current", 0), st.get("allocated_bytes.all.peak", 0),
+               st.get("reserved_bytes.all.current", 0), st.get("reserved_bytes.all.peak", 0))
         self.peaks[0] = max(self.peaks[0], out[1])
         self.peaks[1] = max(self.peaks[1], out[3])
         self.real["reset_peak_memory_stats"](d)
         return out
+
+    def device_peak(self, d):
+        """The caching allocator's peak on d since the program started: the
+        bridge resets the root device's at every transition (stats)."""
+        d = self.torch.device(d)
+        real = self.real["memory_stats"](d).get("allocated_bytes.all.peak", 0)
+        return max(real, self.peaks[0]) if d == self.torch.device(self.device) else real
 
     def transition(self, layer, phase, xin=-1):
         """The program moved to (layer, phase): close the previous interval.
@@ -92,7 +103,8 @@ class Session:
         if self.tracker is not None:
             self.tracker.sweep_all()
         alloc, peak, reserved, rpeak = self.stats()
-        self.send("w", l=layer, p=phase, alloc=alloc, peak=peak, reserved=reserved, rpeak=rpeak, xin=xin)
+        self.send("w", l=layer, p=phase, alloc=alloc, peak=peak, reserved=reserved, rpeak=rpeak, xin=xin,
+                  fp=self.forwards)
         self.layer, self.phase = layer, phase
         self.lib.where(layer, phase)
         self.times.append((layer, phase, self.clock()))
@@ -125,6 +137,12 @@ class Session:
             sigs[id(m)] = h.hexdigest()
             return sigs[id(m)]
 
+        holders = {}
+        for path, m in root.named_modules(remove_duplicate=False):
+            for p in m._parameters.values():
+                if p is not None:
+                    holders.setdefault(id(p), set()).add(id(m))
+        self.tied_params = {k for k, v in holders.items() if len(v) > 1}
         lines = []
         for i, (path, m) in enumerate(mods):
             index[path] = i
@@ -313,6 +331,8 @@ class Session:
             return None
         if self.micro_batch is None and self.phase == PH_FORWARD:
             self.micro_batch = _batch_of(torch, inputs)   # the root took keyword arguments
+        if self.borrowed(module):
+            return None
         if inside is not None:
             if inside + 1 != self.layer and self.block_depth == 1:
                 self.list_entered = True
@@ -329,6 +349,30 @@ class Session:
                 self.member(module, layer)
         return None
 
+    def borrowed(self, module):
+        """A module whose own weights another layer owns (a tied lm_head)
+        runs where those weights live: its work counts with that layer until
+        it returns. True when it switched the layer."""
+        if not self.first_forward_done and self.phase != PH_FORWARD:
+            return False
+        for p in module._parameters.values():
+            if p is None:
+                continue
+            owner = self.param_layer.get(id(p))
+            if owner is not None and owner != self.layer and id(p) in self.confirmed and \
+                    (self.block_of.get(id(module)) is None or owner != self.block_of[id(module)] + 1) and \
+                    self.is_tied(p):
+                if self.phase == PH_FORWARD and self.block_depth == 0:
+                    self.member(module, self.layer)      # it still runs here, by the program's order
+                self.borrow.append((module, self.layer))
+                self.transition(owner, self.phase)
+                return True
+            break
+        return False
+
+    def is_tied(self, p):
+        return self.tied_params is not None and id(p) in self.tied_params
+
     def first_forward_started(self):
         return self.forwards > 0
 
@@ -342,6 +386,9 @@ class Session:
                 pass
         if self.block_of.get(id(module)) is not None and self.block_depth > 0:
             self.block_depth -= 1
+        if self.borrow and self.borrow[-1][0] is module:
+            _, back = self.borrow.pop()
+            self.transition(back, self.phase)
         if module is self.root and not self.stack:
             self.in_root = False
             if self.phase in (PH_FORWARD, PH_VALIDATION) and not self.in_backward:
@@ -421,8 +468,7 @@ class Session:
             mem = [free, total, self.torch.cuda.memory_reserved(self.device)]
         dev_peaks = None
         if self.cuda and self.applier is not None:
-            dev_peaks = {d: max(self.peaks[0], self.real["max_memory_allocated"](d)) if len(self.applier.by_device) == 1
-                         else self.torch.cuda.max_memory_allocated(d) for d in self.applier.by_device}
+            dev_peaks = {d: self.device_peak(d) for d in self.applier.by_device}
         self.send("step", n=self.steps, accum=self.forwards, micro_batch=self.micro_batch,
                   intervals=self.intervals(), mem=mem, loss=loss, stage_peaks=peaks, device_peaks=dev_peaks)
         self.forwards = 0
@@ -556,10 +602,10 @@ def _keep_peaks(torch, s):
         s.real[name] = getattr(m, name)
 
     def max_alloc(device=None):
-        return max(s.peaks[0], s.real["max_memory_allocated"](device))
+        return max(s.peaks[0], s.real["memory_stats"](device).get("allocated_bytes.all.peak", 0))
 
     def max_reserved(device=None):
-        return max(s.peaks[1], s.real["max_memory_reserved"](device))
+        return max(s.peaks[1], s.real["memory_stats"](device).get("reserved_bytes.all.peak", 0))
 
     def reset(device=None):
         s.real["reset_peak_memory_stats"](device)

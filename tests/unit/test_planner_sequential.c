@@ -1,0 +1,126 @@
+/* test_planner_sequential.c — the sequential schedule's search (a program's
+ * plan) against brute force: on random small program profiles and random
+ * mixed devices, every stage count, every ordered choice of devices and
+ * every contiguous split is tried with the same stage model; the search must
+ * find the same best step time (and say infeasible exactly when nothing
+ * fits), and every stage it returns must fit its device. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "planner/memory_model.h"
+#include "planner/planner.h"
+#include "planner/sequential.h"
+#include "tests/common/planner_util.h"
+
+#define MAXL 7
+#define MAXD 3
+
+typedef struct bf {
+    const ms_layer_cost *L;
+    int n, grads_freed, m;
+    uint64_t reserve;
+    double link, best;
+    uint64_t avail[MAXD];
+    int n_dev;
+} bf;
+
+static double stage_ms(const ms_layer_cost *L, int a, int b, int last, double link)
+{
+    double t = 0;
+    for (int l = a; l <= b; l++) t += L[l].fwd_ms + L[l].bwd_ms;
+    if (!last) t += 2 * ms_transfer_ms(L[b].out_bytes, link);
+    return t;
+}
+
+/* stage s starts at layer a; used: devices taken; acc: time so far */
+static void search(bf *x, int a, unsigned used, double acc)
+{
+    if (a == x->n) {
+        double opt = 0;
+        for (int l = 0; l < x->n; l++) opt += x->L[l].opt_ms;
+        double ms = x->m * acc + opt;
+        if (ms < x->best) x->best = ms;
+        return;
+    }
+    for (int d = 0; d < x->n_dev; d++) {
+        if (used & (1u << d)) continue;
+        for (int b = a; b < x->n; b++) {
+            uint64_t by[MS_CAT_N];
+            uint64_t in = a > 0 ? x->L[a - 1].out_bytes : 0, out = b < x->n - 1 ? x->L[b].out_bytes : 0;
+            uint64_t pk = ms_seq_stage_peak(x->L, a, b, in, out, x->grads_freed, 1, x->reserve, by);
+            if (pk > x->avail[d]) continue;
+            search(x, b + 1, used | (1u << d), acc + stage_ms(x->L, a, b, b == x->n - 1, x->link));
+        }
+    }
+}
+
+static void test_against_brute_force(void **state)
+{
+    (void)state;
+    pu_rng r;
+    pu_seed(&r, 4242);
+    int feasible = 0, infeasible = 0;
+    for (int it = 0; it < 400; it++) {
+        int n = 2 + pu_int(&r, MAXL - 1);
+        int sizes[1] = {1 + pu_int(&r, 4)};
+        ms_profile *p = pu_random_profile(&r, n, 1u, sizes, 1, sizes[0]);
+        snprintf(p->fingerprint, sizeof p->fingerprint, "fnv64:%016x", it);   /* a program's profile */
+        p->grads_freed = pu_int(&r, 2);
+        for (int i = 0; i < p->n_rows; i++) p->rows[i].transient_opt = (pu_next(&r) % 8) << 20;
+        ms_layer_cost L[MAXL];
+        assert_int_equal(ms_layer_costs(p, 0, sizes[0], L, NULL, 0), 0);
+        int nd = 1 + pu_int(&r, MAXD);
+        ms_plan_device devs[MAXD];
+        uint64_t total = 0;
+        for (int l = 0; l < n; l++) total += L[l].param + L[l].grad + L[l].optim + L[l].act;
+        for (int d = 0; d < nd; d++) {
+            snprintf(devs[d].name, sizeof devs[d].name, "cuda:%d", d);
+            devs[d].capacity = p->reserve + total / (uint64_t)(1 + pu_int(&r, 3)) + (pu_next(&r) % (64ull << 20));
+        }
+        ms_plan_opts o;
+        ms_plan_opts_default(&o);
+        o.headroom = 0;
+        o.schedule = MS_SCHED_SEQUENTIAL;
+        o.recompute = MS_RECOMPUTE_NEVER;
+        o.micro_batch = sizes[0];          /* a program's batch is its own */
+        o.precision = 0;
+        bf x = { .L = L, .n = n, .grads_freed = p->grads_freed, .m = 1, .reserve = p->reserve, .link = o.link_gbps,
+                 .best = INFINITY, .n_dev = nd };
+        for (int d = 0; d < nd; d++) x.avail[d] = devs[d].capacity;
+        search(&x, 0, 0, 0);
+        ms_plan pl;
+        char err[256];
+        int rc = ms_plan_search(p, devs, nd, &o, &pl, err, sizeof err);
+        if (isinf(x.best)) {
+            if (rc != MS_PLAN_INFEASIBLE) fail_msg("instance %d: brute force finds nothing, search says %d", it, rc);
+            infeasible++;
+        } else {
+            if (rc != MS_PLAN_OK) fail_msg("instance %d: brute force %.6f ms, search %d (%s)", it, x.best, rc, err);
+            if (fabs(pl.step_ms - x.best) > 1e-9 * x.best)
+                fail_msg("instance %d: brute force %.9f ms, search %.9f ms", it, x.best, pl.step_ms);
+            for (int s = 0; s < pl.n_stages; s++) assert_true(pl.stages[s].peak <= devs[pl.stages[s].device].capacity);
+            assert_int_equal(pl.schedule, MS_SCHED_SEQUENTIAL);
+            feasible++;
+            ms_plan_free(&pl);
+        }
+        ms_profile_free(p);
+        free(p);
+    }
+    assert_true(feasible > 50 && infeasible > 10);   /* both kinds of instance were met */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_against_brute_force),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
