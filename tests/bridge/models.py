@@ -19,6 +19,7 @@ does at fit start and for test), --save/--load PATH (state_dict and
 optimizer state through torch.save, loaded with map_location).
 """
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -159,6 +160,7 @@ def main():
     ap.add_argument("--move-each-step", action="store_true")
     ap.add_argument("--save", default="")
     ap.add_argument("--load", default="")
+    ap.add_argument("--torch-profiler", action="store_true", help="train inside torch.profiler.profile()")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -180,6 +182,15 @@ def main():
     if a.sleep:
         print("ready", flush=True)
         time.sleep(a.sleep)
+    step, it = 0, iter(loader)
+    prof = torch.profiler.profile() if a.torch_profiler else contextlib.nullcontext()
+    with prof:
+        train(a, model, opts, loader, dev)
+    if a.model == "bn":
+        print("bn dtypes", sorted({str(b.dtype) for m in model.modules() for b in m.buffers() if b.is_floating_point()}))
+
+
+def train(a, model, opts, loader, dev):
     step, it = 0, iter(loader)
     while step < a.steps:
         for o in opts:
@@ -206,8 +217,6 @@ def main():
             model.to(dev)
         if a.save:
             torch.save({"model": model.state_dict(), "opts": [o.state_dict() for o in opts]}, a.save)
-    if a.model == "bn":
-        print("bn dtypes", sorted({str(b.dtype) for m in model.modules() for b in m.buffers() if b.is_floating_point()}))
 
 
 if __name__ == "__main__":

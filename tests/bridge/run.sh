@@ -86,6 +86,17 @@ check "DataLoader workers" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS
 check "bf16 autocast" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model ref --amp
 [ "$(py "d['layers'][1]['master'] == 50816 and 0 < d['layers'][1]['param'] < 50816 and d['layers'][1]['precision'] == 'bf16'")" = True ] && \
     ok "autocast: fp32 weights are master, the 16-bit copies param" || bad "autocast" "$(py "d['layers'][1]")"
+# torch.profiler records no CUDA activity while memsplit's CUPTI library
+# holds the one subscriber: said once, and the program runs on (on the CPU
+# no CUDA context starts, so naming the library is harmless)
+INJ=$(dirname "$M")/bridge/libmemsplit_inject.so
+check "torch.profiler under memsplit's CUPTI" 0 "" -- \
+    env CUDA_INJECTION64_PATH="$INJ" "$M" profile -- "$PY" "$MODELS" --model seq --steps 2 --torch-profiler
+grep -qE "^warnings:.*torch.profiler records no CUDA" "$T/out" && ok "torch.profiler: warned, once, and the program ran on" || \
+    bad "torch.profiler: no warning" "$(tail -3 "$T/out")"
+check "torch.profiler without it" 0 "" -- "$M" profile -- "$PY" "$MODELS" --model seq --steps 2 --torch-profiler
+grep -q "torch.profiler" "$T/out" "$T/err" && bad "torch.profiler warned without memsplit's CUPTI" "$(grep torch.profiler "$T/err")" || \
+    ok "torch.profiler: no warning when CUPTI is free"
 check "started through bash" 0 "" -- "$M" profile --quiet -- bash -c "exec '$PY' '$MODELS' --model seq --steps 3"
 
 # a sitecustomize of the program's own still runs

@@ -576,6 +576,7 @@ def start(torch, lib, cfg):
     if cuda:
         _keep_peaks(torch, s)
     _refuse_compile(torch, s)
+    _warn_profiler(torch, lib)
     mods = torch.nn.modules.module
     mods.register_module_forward_pre_hook(s.pre_hook)
     mods.register_module_forward_hook(s.post_hook)
@@ -661,6 +662,30 @@ def _refuse_compile(torch, s):
 
     compile.__wrapped__ = real
     torch.compile = compile
+
+
+def _warn_profiler(torch, lib):
+    """CUPTI 13 takes one subscriber: while memsplit's injection library
+    holds it, torch.profiler records no CUDA activity. Said once, at the
+    first profiler that starts; the program runs on."""
+    inject = os.path.basename(os.environ.get("CUDA_INJECTION64_PATH", ""))
+    if inject != "libmemsplit_inject.so":
+        return
+    said = []
+
+    def before(args):
+        if not said:
+            said.append(True)
+            lib.warn("torch.profiler", "torch.profiler records no CUDA kernels or memory while memsplit holds "
+                     "CUPTI (CUPTI allows one subscriber); run the profiler outside memsplit")
+
+    owners = [getattr(torch.profiler, "profile", None), getattr(torch.autograd.profiler, "profile", None)]
+    for owner in owners:
+        if owner is not None and "__enter__" in owner.__dict__:
+            _wrap(owner, "__enter__", before, lambda a: None)
+    prof = owners[0]
+    if prof is not None and "start" in prof.__dict__:
+        _wrap(prof, "start", before, lambda a: None)
 
 
 def _ballast_at_cuda_init(torch, lib, capacity):
