@@ -24,9 +24,13 @@
 #   4. the device D with the most room between lo = 1.005 X_min(D) and
 #      hi = 0.995 p(D) (lo < hi is required) shrinks to X = (lo + hi) / 2:
 #      step 4 needs p(D) > X, so it runs out; at X a plan fits, since
-#      X > X_min(D) (the 0.5% on each side is five times the measured-
-#      against-predicted gap, within 0.1% on the H200; on the H200 X_min is
-#      only about 3% below p, so 2% margins left no room at all).
+#      X > X_min(D) (on the H200 X_min is only about 3% below p, so 2%
+#      margins left no room at all).
+# Known failure (H200, 2026-12-01, 10 runs out of 10): on virtual devices of
+# one GPU every measured peak is 14.00 MiB below its prediction (-2.2% at
+# this size), so the shrink, between X_min and the prediction, lands above
+# the real peak and step 4 does not run out. The prediction's reserve has to
+# match what a virtual device really pays before this test can pass.
 # Usage: MEMSPLIT=gpu-pack/memsplit tests/gpu/recover_gpu.sh
 #   DEVICE=cpu checks the same on the CPU backend (virtual CPU devices).
 set -u
