@@ -15,6 +15,7 @@ typedef struct trial_ctx {
     int n_layers;
     size_t (*by_cat)[MS_CAT_N];   /* bytes allocated per layer and category */
     int tracing;                  /* CUPTI started */
+    uint64_t tracer_bytes;        /* device memory CUPTI took for itself at start */
     int first_traced_event;       /* index of the first allocator event while tracing */
 } trial_ctx;
 
@@ -62,6 +63,11 @@ static int on_device(void *u, ms_device *d)
         return 0;
     }
     c->tracing = 1;
+    /* CUPTI's own buffers really take that much of the trial's device: the
+     * trial's ledger counts them (its OOM comes where the GPU's would), the
+     * profile's reserve does not (a run without the tracer never pays them) */
+    c->tracer_bytes = ms_trace_reserve_bytes();
+    ms_dev_account_foreign(d, MS_CAT_RESERVE, (size_t)c->tracer_bytes);
     return 0;
 }
 
@@ -266,7 +272,7 @@ int ms_trial_run(const ms_config *cfg, const ms_trial_opts *o, ms_trial_result *
     }
     snprintf(p->device, sizeof p->device, "%.31s", s.dev.name);
     p->capacity = s.dev.capacity == SIZE_MAX ? 0 : s.dev.capacity;
-    p->peak = s.dev.peak_total;
+    p->peak = s.dev.peak_total - ctx.tracer_bytes;
     p->fits = !oom;
     /* how far the step got: forward of layers < fwd_done, backward of layers >= bwd_from */
     int fwd_done = nl, bwd_from = 0, opt_done = !oom;
@@ -293,7 +299,14 @@ int ms_trial_run(const ms_config *cfg, const ms_trial_opts *o, ms_trial_result *
         else if (x->phase == MS_PH_FORWARD) { fwd_done = x->layer; bwd_from = nl; }
         else if (x->phase == MS_PH_BACKWARD) { bwd_from = x->layer + 1; }
     }
-    p->reserve = s.dev.live[MS_CAT_RESERVE] + (ctx.tracing ? ms_trace_reserve_bytes() : 0);
+    p->reserve = s.dev.live[MS_CAT_RESERVE] - ctx.tracer_bytes;
+    if (ctx.tracer_bytes) {
+        size_t used = strlen(r->check.detail);
+        if (used < sizeof r->check.detail)
+            snprintf(r->check.detail + used, sizeof r->check.detail - used,
+                     "CUPTI's own buffers took %llu bytes: in the trial's reserve, not in the profile's; ",
+                     (unsigned long long)ctx.tracer_bytes);
+    }
     /* 2. rows of the trial's own precision and batch, from what it saw */
     ms_layer_row *rows = p->rows;
     size_t dres = s.scr.buf[MS_TR_DRES] ? ms_dev_size_of(&s.dev, s.scr.buf[MS_TR_DRES]) : 0;

@@ -101,6 +101,11 @@ static void account(ms_device *d, ms_cat cat, int layer, long long delta)
     }
 }
 
+void ms_dev_account_foreign(ms_device *d, ms_cat cat, size_t bytes)
+{
+    if (d && bytes) account(d, cat, -1, (long long)bytes);
+}
+
 static void emit(ms_device *d, ms_aev_kind kind, uintptr_t addr, size_t bytes, int layer, ms_phase ph,
                  ms_cat cat, const char *what)
 {

@@ -110,6 +110,11 @@ void ms_dev_free(ms_device *d, void *p);
 /* Bytes accounted for p (rounded), 0 if unknown. */
 size_t ms_dev_size_of(const ms_device *d, const void *p);
 
+/* Count bytes another library took on d's GPU after it opened (CUPTI's
+ * buffers in a trial) in category cat, so that the capacity check sees the
+ * memory the GPU really has left; not undone before close. */
+void ms_dev_account_foreign(ms_device *d, ms_cat cat, size_t bytes);
+
 /* Set what is running (layer index or -1, phase); used for tags and ranges. */
 void ms_dev_where(ms_device *d, int layer, ms_phase phase);
 
