@@ -462,7 +462,7 @@ int ms_cmd_doctor(int argc, char **argv)
     if (a.launch) {
         /* the ranks' checkpoints go to <folder>/run-<train run> (doctor_ranks.h) */
         ms_doctor_ranks_opts dr = { a.launch, &a.ma, a.device, a.db_path, ro.db, train_run, ckbase, a.ckpt_every,
-                                    a.kill, &tr.prof, po, a.quiet, pg };
+                                    a.kill, &tr.prof, po, a.quiet, pg, a.db_timeout_ms };
         rc = ms_doctor_ranks(&cfg, &plan, &dr, ro.plan_id, &rr);
     } else {
         rc = ms_rerun(&cfg, &plan, &ro, &rr);

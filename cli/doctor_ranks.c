@@ -151,6 +151,11 @@ static void build_argv(argv_buf *a, char *words, const char *rank_bin, const ms_
         add(a, o->db_path);
         add(a, "--db-run");
         addf(a, "%ld", (long)o->run);
+        add(a, "--db-timeout");
+        if (a->n < MAX_ARGS) { /* seconds, as the flag takes them */
+            snprintf(a->store[a->n], sizeof a->store[0], "%d.%03d", o->db_timeout_ms / 1000, o->db_timeout_ms % 1000);
+            add(a, a->store[a->n]);
+        }
     }
     add(a, "--checkpoint-dir");
     add(a, ckdir);

@@ -42,6 +42,7 @@ typedef struct ms_doctor_ranks_opts {
     ms_plan_opts popts;              /* the options the plan was made with */
     int quiet;
     FILE *progress;
+    int db_timeout_ms;               /* passed on to rank 0 as --db-timeout */
 } ms_doctor_ranks_opts;
 
 /* plan_id: the plan's id in the database (0: none), the first recovery's old plan. */

@@ -2,6 +2,7 @@
 #include "mpi/rank_train.h"
 #include "cli/common.h"
 #include "cli/rerun.h"
+#include "cli/steplog.h"
 #include "mpi/launch_check.h"
 #include "mpi/mpi_dist.h"
 #include "planner/plan_json.h"
@@ -35,6 +36,7 @@ static const char usage[] =
     "                       GPU <rank on its node> where there are GPUs, else cpu\n"
     "  --db FILE            rank 0 records the run, its steps and every rank's peak\n"
     "  --db-run ID          record into this existing run (memsplit doctor's)\n"
+    MS_CLI_DB_TIMEOUT_HELP
     "  --checkpoint-dir DIR checkpoints there, as one part per stage and a manifest\n"
     "                       (step-NNNNNNNN.ckpt/); the newest two are kept\n"
     "  --checkpoint-every K a checkpoint every K steps (default: only at the end)\n"
@@ -52,7 +54,7 @@ static const char usage[] =
 typedef struct rank_opts {
     const char *plan, *db, *ckdir;
     long db_run, ckevery;
-    int json, quiet, resume, kill_step, kill_rank;
+    int json, quiet, resume, kill_step, kill_rank, db_timeout_ms;
 } rank_opts;
 
 static double now_s(void)
@@ -65,7 +67,7 @@ static double now_s(void)
 /* Options: the same on every rank, so every rank decides alike; only rank 0 speaks. */
 static int parse(int argc, char **argv, int rank, ms_cli_model_args *ma, rank_opts *o)
 {
-    enum { O_MODEL = 1000, O_PLAN, O_DB, O_DBRUN, O_JSON, O_QUIET, O_KILL, O_CKDIR, O_CKEVERY, O_RESUME };
+    enum { O_MODEL = 1000, O_PLAN, O_DB, O_DBRUN, O_JSON, O_QUIET, O_KILL, O_CKDIR, O_CKEVERY, O_RESUME, O_DBTIME };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
         { "set", required_argument, 0, O_MODEL }, { "device", required_argument, 0, O_MODEL },
@@ -75,10 +77,11 @@ static int parse(int argc, char **argv, int rank, ms_cli_model_args *ma, rank_op
         { "json", no_argument, 0, O_JSON }, { "quiet", no_argument, 0, O_QUIET },
         { "inject-kill", required_argument, 0, O_KILL }, { "help", no_argument, 0, 'h' },
         { "checkpoint-dir", required_argument, 0, O_CKDIR }, { "checkpoint-every", required_argument, 0, O_CKEVERY },
-        { "resume", no_argument, 0, O_RESUME }, { 0, 0, 0, 0 },
+        { "resume", no_argument, 0, O_RESUME }, { "db-timeout", required_argument, 0, O_DBTIME }, { 0, 0, 0, 0 },
     };
     memset(o, 0, sizeof *o);
     o->kill_step = -1;
+    o->db_timeout_ms = MS_DB_BUSY_MS;
     char err[512];
     int idx = 0, c;
     optind = 1;
@@ -113,6 +116,12 @@ static int parse(int argc, char **argv, int rank, ms_cli_model_args *ma, rank_op
             break;
         }
         case O_RESUME: o->resume = 1; break;
+        case O_DBTIME:
+            if (ms_arg_seconds("--db-timeout", optarg, 3600, &o->db_timeout_ms, err, sizeof err)) {
+                if (rank == 0) fprintf(stderr, "memsplit train: %s\n", err);
+                return MS_EXIT_USAGE;
+            }
+            break;
         case O_JSON: o->json = 1; break;
         case O_QUIET: o->quiet = 1; break;
         case O_KILL:
@@ -157,6 +166,8 @@ typedef struct rank_run {
     rank_rec *recs;         /* every rank's, the last step */
     ms_db *db;
     int64_t run;
+    ms_steplog *steps;      /* rank 0's step rows on their way into db */
+    int db_failed;          /* records that could not be written: exit 2 */
     json_t *losses;
 } rank_run;
 
@@ -228,8 +239,7 @@ static void record_step(rank_run *r, const ms_pipeline *p, const ms_plan *plan, 
     if (r->db) {
         ms_step_rec sr = { p->step, p->last_loss, dt * 1e3, tokens / dt, p->cfg.lr,
                            p->cfg.precision == MS_PREC_FP16 ? p->opt.loss_scale : 0, !p->last_opt.applied, peaks };
-        if (ms_db_add_step(r->db, r->run, &sr))
-            fprintf(stderr, "memsplit train: step %d not recorded: %s\n", p->step, ms_db_errmsg(r->db));
+        ms_steplog_add(r->steps, &sr); /* kept and retried while the database is busy */
     }
     if (!o->quiet)
         fprintf(stderr, "train: step %d/%d | loss %.4f | %8.0f tok/s | %7.1f ms | %d ranks | peaks %s\n", p->step, steps,
@@ -238,7 +248,7 @@ static void record_step(rank_run *r, const ms_pipeline *p, const ms_plan *plan, 
 }
 
 /* Rank 0: each rank's device, measured against its stage's prediction. */
-static json_t *devices_json(const rank_run *r, const ms_plan *plan, double *worst)
+static json_t *devices_json(rank_run *r, const ms_plan *plan, double *worst)
 {
     json_t *a = json_array();
     *worst = 0;
@@ -278,14 +288,14 @@ static json_t *devices_json(const rank_run *r, const ms_plan *plan, double *wors
                 dp.measured_by_cat[c] = x->peak[c];
                 dp.predicted_by_cat[c] = st->bytes[c];
             }
-            ms_db_add_device_peak(r->db, r->run, &dp);
+            ms_cli_recorded(ms_db_add_device_peak(r->db, r->run, &dp), r->db, "train", "a rank's peak", &r->db_failed);
         }
     }
     return a;
 }
 
 /* Rank 0: the summary, as memsplit train --plan --json prints it, plus the layout. */
-static void print_summary(const rank_run *r, const ms_plan *plan, const ms_pipeline *p, double tps, int json)
+static void print_summary(rank_run *r, const ms_plan *plan, const ms_pipeline *p, double tps, int json)
 {
     double worst;
     json_t *devs = devices_json(r, plan, &worst);
@@ -328,16 +338,22 @@ static int open_db(rank_run *r, const rank_opts *o, const ms_config *cfg, char *
     if (r->rank != 0 || !o->db) return 0;
     r->db = ms_db_open(o->db, 1, err, errlen);
     if (!r->db) return -1;
+    ms_db_set_busy_timeout(r->db, o->db_timeout_ms);
     if (o->db_run) {
         r->run = o->db_run;
-        return 0;
+    } else {
+        char *ini = ms_config_to_ini(cfg), cmd[64];
+        snprintf(cmd, sizeof cmd, "memsplit train --plan (%d ranks)", r->size);
+        r->run = ms_db_run_begin(r->db, "train", cmd, ini, NULL, cfg->preset, 0);
+        free(ini);
+        if (r->run < 0) {
+            snprintf(err, errlen, "%s", ms_db_errmsg(r->db));
+            return -1;
+        }
     }
-    char *ini = ms_config_to_ini(cfg), cmd[64];
-    snprintf(cmd, sizeof cmd, "memsplit train --plan (%d ranks)", r->size);
-    r->run = ms_db_run_begin(r->db, "train", cmd, ini, NULL, cfg->preset, 0);
-    free(ini);
-    if (r->run < 0) {
-        snprintf(err, errlen, "%s", ms_db_errmsg(r->db));
+    r->steps = ms_steplog_new(r->db, r->run, o->db_timeout_ms, o->quiet ? NULL : stderr);
+    if (!r->steps) {
+        snprintf(err, errlen, "out of host memory");
         return -1;
     }
     return 0;
@@ -446,8 +462,16 @@ int ms_rank_train(int argc, char **argv)
     if (!r.names || !r.recs) die(&r, MS_EXIT_RUNTIME, "start", "out of host memory");
     code = train(&r, &o, &cfg, &plan);
     if (r.db) {
-        if (!o.db_run) ms_db_run_finish(r.db, r.run, code == MS_EXIT_OK ? "ok" : "failed");
+        if (ms_steplog_finish(r.steps, err, sizeof err)) {
+            fprintf(stderr, "memsplit train: %s\n", err);
+            r.db_failed++;
+        }
+        if (!o.db_run)
+            ms_cli_recorded(ms_db_run_finish(r.db, r.run, code == MS_EXIT_OK ? "ok" : "failed"), r.db, "train",
+                            "the run's end", &r.db_failed);
+        ms_steplog_free(r.steps);
         ms_db_close(r.db);
+        if (r.db_failed && code == MS_EXIT_OK) code = MS_EXIT_RUNTIME;
     }
     json_decref(r.losses);
     free(r.names);

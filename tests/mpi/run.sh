@@ -51,6 +51,31 @@ done
 # rank 0 wrote every step once and every rank's peak
 if [ "$(sqlite3 "$T/r2x2.db" 'select count(*), count(distinct step) from steps; select count(*) from device_peaks')" = "$(printf '4|4\n4')" ]
 then ok "rank 0 recorded 4 steps and the 4 ranks' peaks"; else bad "database of a 4-rank run"; fi
+# rank 0's rows wait for a busy database as memsplit train's do (cli/steplog): a
+# lock held past the run is an error the user sees (exit 2), never a lost row
+$MPIRUN -np 2 "$M" train --preset tiny --plan "$T/p2x1.json" --device cpu --steps 2 --db-timeout x >/dev/null 2>"$T/dbt.err"
+rc=$?; if [ $rc -eq 1 ] && grep -q "db-timeout: .x. is not a number of seconds" "$T/dbt.err"; then ok "--db-timeout x refused"; else bad "--db-timeout x (exit $rc)"; fi
+"$M" train --preset tiny --steps 1 --db "$T/busy.db" --quiet 2>/dev/null
+$MPIRUN -np 2 "$M" train --preset tiny --plan "$T/p2x1.json" --device cpu --steps 30 --db "$T/busy.db" --db-timeout 1 \
+    >/dev/null 2>"$T/busy.err" &
+pid=$!
+python3 - "$T/busy.db" $pid <<'PY'
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], timeout=60, isolation_level=None); pid = int(sys.argv[2])
+def running(pid):
+    try: return open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError: return False
+t0 = time.time()  # once the ranks' run has a step row, hold the write lock until mpirun ends
+while c.execute("SELECT count(*) FROM steps WHERE run_id = 2").fetchone()[0] < 1 and time.time() - t0 < 120:
+    time.sleep(0.005)
+c.execute("BEGIN IMMEDIATE")
+while running(pid): time.sleep(0.01)
+c.execute("COMMIT")
+PY
+wait $pid; rc=$?
+if [ $rc -eq 2 ] && grep -q "could not be written to the database" "$T/busy.err"; then
+    ok "a lock held past a 2-rank run: exit 2, the unwritten step rows said"
+else bad "a lock held past a 2-rank run (exit $rc)"; tail -3 "$T/busy.err"; fi
 # a plan of replicas made by memsplit plan itself: every rank's measured peak against the
 # prediction (the optimizer state a ZeRO-1 chunk, exactly)
 "$M" profile --preset seed17-cpu --precision fp32 --db "$T/s17.db" --quiet >/dev/null 2>&1
