@@ -172,6 +172,7 @@ static int measure(gemm_ctx *c, const gemm_type *t, int n, int algos, json_t *re
     int best = -1;
     double best_ms = 0, first_ms = 0;
     for (int i = 0; i < p.n_res; i++) { /* a brief look at each candidate */
+        if (p.res[i].state != CUBLAS_STATUS_SUCCESS) continue;
         const cublasLtMatmulAlgo_t *al = &p.res[i].algo;
         if (run_calls(c, &p, al, i == 0 ? WARMUP_CALLS : 1)) continue; /* a candidate may refuse */
         double ms = time_calls(c, &p, al, 3);
