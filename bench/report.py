@@ -130,8 +130,20 @@ def print_table(rows, groups):
                   f"{gib(r.get('alloc')):>9} {tx} {mx}  {loss:<18}  {dl}")
 
 
+def kernel_error(r):
+    """Why a run that was asked for kernel times has none, or None."""
+    k, raw = r.get("kernels") or {}, r.get("raw") or {}
+    if k.get("families"):
+        return None
+    return k.get("error") or raw.get("kernel_times_error") or (
+        "no kernel times file" if raw.get("kernel_times") else None)
+
+
 def print_kernels(rows, groups):
     for g in groups:
+        for r in rows:
+            if (r["model"], r["precision"]) == g and r["ok"] and kernel_error(r):
+                print(f"\nno step breakdown for {r['name']}: {kernel_error(r)}")
         grp = [r for r in rows if (r["model"], r["precision"]) == g and (r.get("kernels") or {}).get("families")]
         if not grp:
             continue
@@ -155,8 +167,6 @@ def print_kernels(rows, groups):
                 print(f"  longest kernels, {IMPL_LABEL.get(r['impl'], r['impl'])}:")
                 for t in top[:5]:
                     print(f"    {t['ms']:9.2f} ms {t['pct']:5.1f}%  {t['calls']:6.1f}x  {t['family']:<12} {t['name'][:70]}")
-            if r["kernels"].get("error"):
-                print(f"  {r['impl']}: {r['kernels']['error']}")
 
 
 def judge(rows):
