@@ -148,7 +148,8 @@ sanitize:
 demo: $(BUILD)/memsplit
 	scripts/demo.sh $(BUILD)/memsplit
 
-bench: $(BUILD)/memsplit $(BUILD)/plan_bench $(BUILD)/nccl_bw
+BENCH_TOOLS = $(BUILD)/plan_bench $(BUILD)/nccl_bw $(BUILD)/gemm_rate $(BUILD)/kernel_times
+bench: $(BUILD)/memsplit $(BENCH_TOOLS)
 	bench/run.sh $(BUILD)/memsplit
 
 $(BUILD)/plan_bench: bench/plan_bench.c $(LIB)
@@ -156,6 +157,12 @@ $(BUILD)/plan_bench: bench/plan_bench.c $(LIB)
 
 $(BUILD)/nccl_bw: bench/nccl_bw.c
 	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ $(LDLIBS)
+
+# the matrix rate MFU divides by, and the per-family sum of torch's kernels
+$(BUILD)/gemm_rate: bench/gemm_rate.c | $(DEPS_STAMP)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ $(LDLIBS)
+$(BUILD)/kernel_times: bench/kernel_times.c $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIB) -o $@ $(LDLIBS)
 
 # ---- fuzzing (tests/fuzz/README.md) ---------------------------------------
 # libFuzzer harnesses, built by clang with ASan + UBSan into their own folder
@@ -199,9 +206,10 @@ clean:
 # room for the whole build folder: pack stripped binaries to carry there,
 # then run them with `make test-gpu-run` (no build step).
 PACK ?= gpu-pack
-gpu-pack: all gpu-build $(BUILD)/plan_bench $(BUILD)/nccl_bw
+gpu-pack: all gpu-build $(BENCH_TOOLS)
 	rm -rf $(PACK) && mkdir -p $(PACK)/tests/lib
-	cp $(BUILD)/memsplit $(BUILD)/memsplit-rank $(BUILD)/plan_bench $(BUILD)/nccl_bw $(PACK)/ && strip $(PACK)/memsplit $(PACK)/memsplit-rank $(PACK)/plan_bench $(PACK)/nccl_bw
+	cp $(BUILD)/memsplit $(BUILD)/memsplit-rank $(BENCH_TOOLS) $(PACK)/
+	strip $(PACK)/memsplit $(PACK)/memsplit-rank $(BENCH_TOOLS:$(BUILD)/%=$(PACK)/%)
 	cp -r $(BRIDGE_DIR) $(PACK)/bridge
 	cp $(GPU_BIN) $(PACK)/tests/ && strip $(PACK)/tests/gpu_*
 	cp $(BUILD)/tests/lib/libcmocka.so.0 $(PACK)/tests/lib/

@@ -29,10 +29,12 @@ peak with its "reserve" category counts.
 Prints ONE JSON object on stdout; progress goes to stderr. Runs offline.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
 import sys
+import tempfile
 import time
 
 import torch
@@ -128,21 +130,66 @@ def splitmix_normals(seed, layer, tensor, n, std):
     u = ((z >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / 9007199254740992.0)
     u1, u2 = u[0::2], u[1::2]
     r = np.sqrt(-2.0 * np.log(u1))
+    std = float(np.float32(std))  # memsplit keeps init_std as a float
     out = np.empty(draws, dtype=np.float64)
     out[0::2] = r * np.cos(6.283185307179586 * u2) * std
     out[1::2] = r * np.sin(6.283185307179586 * u2) * std
     return torch.from_numpy(out[:n].astype(np.float32))
 
 
+def _s64(x):
+    """A 64-bit pattern as the int64 that torch stores for it."""
+    x &= (1 << 64) - 1
+    return x - (1 << 64) if x >> 63 else x
+
+
+def _lshr(z, k):
+    """Logical right shift of int64 bit patterns (torch's >> is arithmetic)."""
+    return (z >> k) & ((1 << (64 - k)) - 1)
+
+
+def splitmix_normals_torch(seed, layer, tensor, n, std, device, chunk=1 << 24):
+    """splitmix_normals computed with torch on `device` (the GPU: seed17's
+    1.4 G values take minutes in numpy and well under a second there).
+    int64 products wrap like uint64 ones, so the bit patterns are the same;
+    the double-precision log/sqrt/cos/sin of the device may differ from the
+    host's in the last bit of a double, which after rounding to float
+    changes about one value in 10^8 by one float ulp."""
+    s0 = _s64(((seed * 0x100000001B3) & ((1 << 64) - 1)) ^ (layer << 20) ^ tensor)
+    golden, m1, m2 = _s64(0x9E3779B97F4A7C15), _s64(0xBF58476D1CE4E5B9), _s64(0x94D049BB133111EB)
+    std = float(torch.tensor(std, dtype=torch.float32))
+    draws = 2 * ((n + 1) // 2)
+    out = torch.empty(draws, dtype=torch.float32, device=device)
+    for a in range(0, draws, chunk):  # chunk is even: Box-Muller pairs stay whole
+        b = min(draws, a + chunk)
+        z = torch.arange(a + 1, b + 1, dtype=torch.int64, device=device) * golden + s0
+        z = (z ^ _lshr(z, 30)) * m1
+        z = (z ^ _lshr(z, 27)) * m2
+        z = z ^ _lshr(z, 31)
+        u = (_lshr(z, 11).double() + 0.5) * (1.0 / 9007199254740992.0)
+        del z
+        u1, u2 = u[0::2], u[1::2]
+        r = torch.sqrt(-2.0 * torch.log(u1))
+        out[a:b:2] = (r * torch.cos(6.283185307179586 * u2) * std).float()
+        out[a + 1:b:2] = (r * torch.sin(6.283185307179586 * u2) * std).float()
+    return out[:n]
+
+
 @torch.no_grad()
-def init_like_memsplit(model, n_layer, seed):
+def init_like_memsplit(model, n_layer, seed, on_device=False):
     """The exact initial weights memsplit draws (layer 0 = embedding, block i =
     layer i, head = n_layer + 1; tensor indices in model.c's add_tensor order).
-    Biases are 0 and norm weights 1 there, as in GPT._init."""
+    Biases are 0 and norm weights 1 there, as in GPT._init. on_device: drawn
+    by torch where the parameters live (splitmix_normals_torch), else by
+    numpy on the host."""
     std, proj_std = 0.02, 0.02 / math.sqrt(2.0 * n_layer)
 
     def put(param, layer, tensor, s):
-        param.copy_(splitmix_normals(seed, layer, tensor, param.numel(), s).view_as(param))
+        if on_device:
+            v = splitmix_normals_torch(seed, layer, tensor, param.numel(), s, param.device)
+        else:
+            v = splitmix_normals(seed, layer, tensor, param.numel(), s)
+        param.copy_(v.view_as(param))
 
     put(model.wte.weight, 0, 0, std)
     put(model.wpe.weight, 0, 1, 0.01)
@@ -198,6 +245,54 @@ def token_batches(args, n_batches):
     return toks.view(n_batches, B, T + 1)
 
 
+# torch.profiler's trace categories of device work (kernels, copies, memsets)
+DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def trace_events(trace, categories):
+    """[(name, start_ns, end_ns)] of a Chrome trace's complete events in the
+    given categories (ts and dur are microseconds there)."""
+    with open(trace) as f:
+        doc = json.load(f)
+    evs = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+    out = []
+    for e in evs:
+        if e.get("ph") == "X" and e.get("cat") in categories and "dur" in e:
+            start = int(round(float(e["ts"]) * 1000))
+            out.append((e.get("name", ""), start, start + int(round(float(e["dur"]) * 1000))))
+    return out
+
+
+def profile_steps(step, sync, first, args, impl, cuda):
+    """args.kernel_steps more steps under torch.profiler; writes their device
+    intervals to args.kernel_times in the event format of memsplit's
+    profiler/kernel_times.h (bench/kernel_times sums it per family). On the
+    CPU (check runs) the CPU operators stand in for kernels."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+    sync()
+    with profile(activities=acts) as prof:
+        t0 = time.perf_counter()
+        for i in range(first, first + args.kernel_steps):
+            step(i)
+        sync()
+        wall = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(trace)
+        evs = trace_events(trace, DEVICE_CATEGORIES if cuda else ("cpu_op", None))  # None: a torch without kineto
+    if not evs:
+        raise RuntimeError("the profiler's trace has no device events")
+    index, rows = {}, []
+    for name, a, b in evs:
+        rows.append([index.setdefault(name, len(index)), a, b])
+    with open(args.kernel_times, "w") as f:
+        json.dump({"impl": impl, "precision": args.precision, "source": "torch.profiler",
+                   "steps": args.kernel_steps, "wall_ns": int(wall * 1e9),
+                   "names": list(index), "events": rows}, f)
+    log(f"kernel times: {len(rows)} intervals over {args.kernel_steps} profiled steps -> {args.kernel_times}")
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--mode", choices=["eager", "compile"], default="eager")
@@ -218,10 +313,16 @@ def parse_args(argv=None):
                    help="with --init memsplit: load the weights from PATH if it exists, else save them there "
                         "(the caller keys PATH by shape and seed)")
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--kernel-times", metavar="FILE",
+                   help="after the timed steps, profile --kernel-steps more and write their kernel intervals "
+                        "to FILE (the event format bench/kernel_times reads)")
+    p.add_argument("--kernel-steps", type=int, default=3, help="steps profiled for --kernel-times")
     p.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (cpu: small shapes, checks only)")
     a = p.parse_args(argv)
     if a.d_model % a.n_head:
         p.error("--d-model must be a multiple of --n-head")
+    if a.kernel_steps < 1:
+        p.error("--kernel-steps must be >= 1")
     if a.steps < 1 or a.warmup < 0:
         p.error("--steps must be >= 1 and --warmup >= 0")
     if a.mode == "compile" and a.warmup < 1:
@@ -257,10 +358,19 @@ def main(argv=None):
     if manual_attention:
         log("no F.scaled_dot_product_attention in this torch: plain attention (not comparable)")
 
-    model = GPT(args.n_layer, args.d_model, args.n_head, args.seq_len, args.vocab,
-                manual_attention=manual_attention)
+    t_build = time.perf_counter()
+    # On a GPU the model is built and drawn there (torch >= 2.0 can build in
+    # place): seed17's 1.4 G parameters take minutes to draw on the host.
+    build_on_device = cuda and hasattr(torch, "set_default_device")
+    with (torch.device(device) if build_on_device else contextlib.nullcontext()):
+        model = GPT(args.n_layer, args.d_model, args.n_head, args.seq_len, args.vocab,
+                    manual_attention=manual_attention)
     init = args.init
-    if init == "memsplit" and args.init_cache and os.path.exists(args.init_cache):
+    if init == "memsplit" and cuda:
+        model = model.to(device)
+        init_like_memsplit(model, args.n_layer, args.seed, on_device=True)
+        log(f"memsplit's initial weights drawn on the GPU in {time.perf_counter() - t_build:.1f} s")
+    elif init == "memsplit" and args.init_cache and os.path.exists(args.init_cache):
         model.load_state_dict(torch.load(args.init_cache))
         log(f"memsplit's initial weights from {args.init_cache}")
     elif init == "memsplit":
@@ -274,6 +384,13 @@ def main(argv=None):
             init = "torch"
             log("no numpy here: torch's own initialisation instead of memsplit's weights")
     model = model.to(device)
+    if cuda:
+        # drawing the weights used scratch memory that training never needs:
+        # give it back and start the peaks here (memsplit draws on the host)
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    build_s = time.perf_counter() - t_build
     n_params = sum(p.numel() for p in model.parameters())
     opt, fused = make_optimizer(model, args, device)
     step_model = model
@@ -282,7 +399,7 @@ def main(argv=None):
             raise SystemExit("torch_ref: this torch has no torch.compile")
         step_model = torch.compile(model)
     n_total = args.warmup + args.steps
-    batches = token_batches(args, n_total)
+    batches = token_batches(args, n_total + (args.kernel_steps if args.kernel_times else 0))
     if cuda:
         batches = batches.pin_memory()
     bf16 = args.precision == "bf16"
@@ -373,6 +490,17 @@ def main(argv=None):
         "device": torch.cuda.get_device_name(device) if cuda else "cpu",
         "torch": torch.__version__,
     })
+    out["build_s"] = build_s
+    if args.kernel_times:
+        # after every figure above is taken: the profiled steps are extra,
+        # and what the profiler holds is in no peak
+        out["kernel_times"] = args.kernel_times
+        out["kernel_times_error"] = None
+        try:
+            profile_steps(step, sync, n_total, args, impl, cuda)
+        except Exception as e:  # the speed and memory figures stand without it
+            out["kernel_times_error"] = f"{type(e).__name__}: {e}"
+            log(f"no kernel times: {out['kernel_times_error']}")
     if not all(math.isfinite(v) for v in loss_vals):
         log("warning: a non-finite loss")
     print(json.dumps(out), flush=True)

@@ -3,6 +3,7 @@
 #include "cli/args.h"
 #include "cli/common.h"
 #include "cli/steplog.h"
+#include "cli/train_ktimes.h"
 #include "cli/program.h"
 #include "trainer/checkpoint.h"
 #include "trainer/session.h"
@@ -43,6 +44,12 @@ static const char usage[] =
     "                       shrinks to SIZE (as if another process took memory),\n"
     "                       or with SIZE = P%%, keeps its reserve and P%% of what\n"
     "                       its tensors took at their peak\n"
+    "  --kernel-times FILE  trace the last --kernel-steps steps through CUPTI and\n"
+    "                       write where their time went to FILE (JSON: ms per step\n"
+    "                       and %% of the step per kernel family, busy time, the gap\n"
+    "                       of launch/host overhead, the longest kernels); a CUDA\n"
+    "                       device only. Traced steps are not in tokens/s\n"
+    "  --kernel-steps N     how many steps --kernel-times traces (default 3)\n"
     "  --json               print one JSON summary object on stdout\n"
     "  --quiet              no progress lines\n"
     "  -h, --help           this text\n"
@@ -70,11 +77,28 @@ static json_t *device_json(const ms_device *d)
     return o;
 }
 
+/* The model's shape, for FLOPs per token (bench/README.md) and for readers
+ * that compare runs of the same shape. */
+static json_t *shape_json(const ms_config *c)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "n_layer", json_integer(c->n_layer));
+    json_object_set_new(o, "d_model", json_integer(c->d_model));
+    json_object_set_new(o, "n_head", json_integer(c->n_head));
+    json_object_set_new(o, "seq_len", json_integer(c->seq_len));
+    json_object_set_new(o, "vocab", json_integer(c->vocab));
+    json_object_set_new(o, "batch", json_integer(c->batch));
+    json_object_set_new(o, "accum", json_integer(c->accum));
+    json_object_set_new(o, "mlp_ratio", json_integer(c->mlp_ratio));
+    json_object_set_new(o, "tied", json_boolean(c->tied));
+    return o;
+}
+
 int ms_cmd_train(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)      /* `-- PROGRAM ...`: the user's own program with a plan */
         if (!strcmp(argv[i], "--")) return ms_cmd_train_program(argc, argv);
-    enum { O_CKDIR = 1000, O_CKEVERY, O_RESUME, O_JSON, O_QUIET, O_MODEL, O_PLAN, O_DB, O_INJECT, O_DBTIME };
+    enum { O_CKDIR = 1000, O_CKEVERY, O_RESUME, O_JSON, O_QUIET, O_MODEL, O_PLAN, O_DB, O_INJECT, O_DBTIME, O_KTIMES, O_KSTEPS };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
         { "set", required_argument, 0, O_MODEL }, { "device", required_argument, 0, O_MODEL },
@@ -86,6 +110,7 @@ int ms_cmd_train(int argc, char **argv)
         { "quiet", no_argument, 0, O_QUIET }, { "help", no_argument, 0, 'h' },
         { "plan", required_argument, 0, O_PLAN }, { "db", required_argument, 0, O_DB },
         { "inject-oom", required_argument, 0, O_INJECT }, { "db-timeout", required_argument, 0, O_DBTIME },
+        { "kernel-times", required_argument, 0, O_KTIMES }, { "kernel-steps", required_argument, 0, O_KSTEPS },
         { 0, 0, 0, 0 },
     };
     ms_cli_model_args ma;
@@ -93,6 +118,8 @@ int ms_cmd_train(int argc, char **argv)
     const char *ckdir = NULL, *plan_path = NULL, *db_path = NULL, *inject = NULL;
     int ckevery = -1, resume = 0, json = 0, quiet = 0, idx = 0, c, db_timeout_ms = MS_DB_BUSY_MS;
     char err[512];
+    ms_train_kt kt;
+    ms_train_kt_init(&kt);
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
         switch (c) {
@@ -119,6 +146,13 @@ int ms_cmd_train(int argc, char **argv)
                 return MS_EXIT_USAGE;
             }
             break;
+        case O_KTIMES: kt.path = optarg; break;
+        case O_KSTEPS:
+            if (ms_arg_int("--kernel-steps", optarg, 1, 1000, &kt.steps, err, sizeof err)) {
+                fprintf(stderr, "memsplit train: %s\n", err);
+                return MS_EXIT_USAGE;
+            }
+            break;
         case O_JSON: json = 1; break;
         case O_QUIET: quiet = 1; break;
         case 'h': printf(usage, ms_cli_model_help); return MS_EXIT_OK;
@@ -136,6 +170,8 @@ int ms_cmd_train(int argc, char **argv)
     if (resume) cfg.resume = 1;
     if (cfg.resume && !cfg.checkpoint_dir[0]) { fprintf(stderr, "memsplit train: --resume needs --checkpoint-dir\n"); return MS_EXIT_USAGE; }
 
+    if (kt.path && plan_path) { fprintf(stderr, "memsplit train: --kernel-times is for one device, not --plan\n"); return MS_EXIT_USAGE; }
+    if (ms_train_kt_check(&kt, &cfg, 0, err, sizeof err)) { fprintf(stderr, "memsplit train: %s\n", err); return MS_EXIT_USAGE; }
     if (inject && !plan_path) { fprintf(stderr, "memsplit train: --inject-oom goes with --plan\n"); return MS_EXIT_USAGE; }
     if (plan_path) {
         ms_train_plan_args pa = { plan_path, ma.device, db_path, cfg.checkpoint_dir[0] ? cfg.checkpoint_dir : NULL,
@@ -169,20 +205,33 @@ int ms_cmd_train(int argc, char **argv)
         rc = ms_session_resume(&s, cfg.checkpoint_dir, path, sizeof path, note, sizeof note);
         if (note[0] && !quiet) fprintf(stderr, "train: %s\n", note);
         if (rc == MS_OK && !quiet) fprintf(stderr, "resumed from %s at step %d\n", path, s.step);
+        if (rc == MS_OK && ms_train_kt_check(&kt, &cfg, s.step, err, sizeof err)) {
+            fprintf(stderr, "memsplit train: %s\n", err);
+            ms_session_close(&s);
+            return MS_EXIT_USAGE;
+        }
     }
     int log_every = cfg.log_every > 0 ? cfg.log_every : (cfg.steps <= 20 ? 1 : cfg.steps / 20);
     double loss_first = NAN, loss_last = NAN, t_start = now_s(), t_steady = 0, tokens_steady = 0;
-    int first_step = s.step, steps_run = 0;
+    int first_step = s.step, steps_run = 0, timed_steps = 0;
     size_t tokens_per_step = (size_t)cfg.accum * cfg.batch * cfg.seq_len;
     json_t *losses = json_array();
     while (rc == MS_OK && s.step < cfg.steps) {
+        int traced = ms_train_kt_traced(&kt, s.step);
+        ms_train_kt_before_step(&kt, s.step);
         double t0 = now_s();
         rc = ms_session_step(&s);
         if (rc) break;
         double dt = now_s() - t0;
+        ms_train_kt_after_step(&kt, dt);
         steps_run++;
-        /* the first step allocates everything: leave it out of the speed */
-        if (steps_run > 1 || cfg.steps - first_step == 1) { t_steady += dt; tokens_steady += tokens_per_step; }
+        /* the first step allocates everything, and traced steps pay for
+         * the tracing: leave them out of the speed */
+        if ((steps_run > 1 || cfg.steps - first_step == 1) && !traced) {
+            t_steady += dt;
+            tokens_steady += tokens_per_step;
+            timed_steps++;
+        }
         if (steps_run == 1) loss_first = s.last_loss;
         loss_last = s.last_loss;
         json_array_append_new(losses, json_real(s.last_loss));
@@ -212,6 +261,10 @@ int ms_cmd_train(int argc, char **argv)
          * data or a checkpoint (2), or memory (3) */
         fprintf(stderr, "memsplit train: %s\n", s.err[0] ? s.err : "failed");
         exit_code = rc == MS_EOOM ? MS_EXIT_OOM : MS_EXIT_RUNTIME;
+    }
+    if (ms_train_kt_finish(&kt, &cfg, s.dev.ops ? s.dev.name : NULL, tokens_per_step, err, sizeof err)) {
+        fprintf(stderr, "memsplit train: %s\n", err);
+        if (exit_code == MS_EXIT_OK) exit_code = MS_EXIT_RUNTIME;
     }
     double tps = t_steady > 0 ? tokens_steady / t_steady : 0;
     if (!quiet && rc == MS_OK) {
@@ -251,6 +304,12 @@ int ms_cmd_train(int argc, char **argv)
         json_object_set_new(o, "losses", losses);
         losses = NULL;
         json_object_set_new(o, "tokens_per_s", json_real(tps));
+        json_object_set_new(o, "timed_steps", json_integer(timed_steps));
+        json_object_set_new(o, "step_ms", json_real(timed_steps ? t_steady / timed_steps * 1e3 : 0.0));
+        json_object_set_new(o, "tokens_per_step", json_integer((json_int_t)tokens_per_step));
+        json_object_set_new(o, "shape", shape_json(&cfg));
+        json_object_set_new(o, "kernel_times", kt.path ? json_string(kt.path) : json_null());
+        json_object_set_new(o, "kernel_times_error", kt.error[0] ? json_string(kt.error) : json_null());
         json_object_set_new(o, "skipped_steps", json_integer(s.opt.skipped));
         json_object_set_new(o, "loss_scale", json_real(s.opt.loss_scale));
         json_t *pk = json_object(), *devs = json_array();

@@ -20,6 +20,17 @@ fi
 check "train json" 0 "" -- "$M" train --preset tiny --steps 5 --json
 if [ -s "$T/out" ] && [ "$(json_get "d['steps'] == 5 and d['loss_first'] > d['loss_last'] - 1 and d['tokens_per_s'] > 0 and d['peak_bytes']['cpu'] > 0 and 'param' in d['peak_by_category']")" = True ]; then
     echo "ok   train json fields"; pass=$((pass+1)); else echo "FAIL train json fields"; cat "$T/out" | head -20; fail=$((fail+1)); fi
+if [ "$(json_get "d['timed_steps'] == 4 and d['step_ms'] > 0 and d['shape']['n_layer'] == 2 and d['tokens_per_step'] == 4 * 32 and d['kernel_times'] is None")" = True ]; then
+    echo "ok   train json: timed steps, step time, shape"; pass=$((pass+1)); else echo "FAIL train json: timed steps, step time, shape"; fail=$((fail+1)); fi
+# --kernel-times (CUPTI): its checks before any training; the GPU run is the benchmark's
+check "kernel times need cuda" 1 "kernel-times traces CUDA kernels" -- "$M" train --preset tiny --steps 5 --kernel-times "$T/kt.json"
+check "kernel steps vs steps" 1 "needs at least 5 steps" -- "$M" train --preset tiny --device cuda:0 --steps 4 --kernel-times "$T/kt.json" --kernel-steps 4
+check "kernel steps range" 1 "kernel-steps" -- "$M" train --preset tiny --device cuda:0 --kernel-times "$T/kt.json" --kernel-steps 0
+check "kernel times with a plan" 1 "one device" -- "$M" train --preset tiny --plan "$T/none.json" --kernel-times "$T/kt.json"
+if [ -z "$(ls /dev/nvidia0 2>/dev/null)" ]; then
+    check "kernel times without gpu" 2 "no CUDA GPU" -- "$M" train --preset tiny --device cuda:0 --steps 4 --kernel-times "$T/kt.json"
+    verdict "... the file says why there are no times" -- python3 -c "import json; d=json.load(open('$T/kt.json')); assert 'before a traced step' in d['error'] and d['traced_steps'] == 0, d"
+fi
 check "oom exit" 3 "out of memory.*block" -- "$M" train --preset tiny --steps 1 --gpu-mem 200KiB
 check "resume without dir" 1 "checkpoint-dir" -- "$M" train --preset tiny --resume
 mkdir -p "$T/ck"
