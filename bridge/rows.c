@@ -15,7 +15,12 @@ typedef struct layer_meas {
     uint64_t act_pass;            /* act of this layer's intervals in that pass (a tied module
                                      brings a layer back in the middle of another's) */
     uint64_t act, tf, tb;         /* act, transient forward / backward (max over micro-batches) */
+    uint64_t topt;                /* the optimizer's temporaries made for this layer's parameters,
+                                     live at the optimizer phase's peak */
     int64_t xin;                  /* bytes entering the layer (-1 unknown) */
+    int xl;                       /* the layer that made them (-1 unknown) */
+    int64_t net;                  /* the last forward visit's change in live bytes, the
+                                     program's carried bytes it freed added back */
     uint64_t cat[4];              /* highest live param, master, grad, optim bytes over the run */
 } layer_meas;
 
@@ -29,6 +34,10 @@ typedef struct pass_meas {
     int grads_freed;              /* gradients existed, and none was live when any forward began */
     int grads_at_forward;
     uint64_t grad_seen;
+    /* of the step used: the dynamic bytes live when its first forward began
+     * (what the program carries from the step before), and of those what
+     * was still live when the loss's backward began */
+    uint64_t carry, carry_loss;
     /* at the OOM marker */
     uint64_t oom_cat[MS_CAT_N];
     uint64_t oom_untracked;       /* GPU: the allocator's count beyond the tensors the ledger saw */
@@ -69,6 +78,8 @@ typedef struct interval {
     int64_t dyn_start, dyn_peak;  /* the ledger's dynamic bytes */
     int64_t tot_start, tot_peak;  /* everything live, gradients made in the interval included */
     int64_t xin;
+    int xl;
+    uint64_t base_freed;          /* carried bytes (live when the step began) freed in it */
 } interval;
 
 typedef struct replay {
@@ -76,6 +87,8 @@ typedef struct replay {
     uint64_t grad_seen;           /* any gradient bytes at all so far */
     uint64_t stat;                /* live static bytes (param, master, grad, optim) */
     uint64_t *lc;                 /* live bytes per (layer + 1, static category): (n + 1) x 4 */
+    int64_t *dl;                  /* live dynamic bytes per layer + 1: n + 1; then the optimizer
+                                     phase's start and its peak: 3 (n + 1) in all */
     int n;
 } replay;
 
@@ -91,7 +104,10 @@ static void close_interval(const interval *iv, const msb_ev *w, const replay *r,
         if (w->peak >= 0) peak = w->peak - (int64_t)r->stat;
     }
     if (peak < end) peak = end;
-    int64_t start = iv->dyn_start;
+    /* what the program carried into the step and frees here (its last
+     * step's outputs, when it assigns the new ones) is no work of this
+     * interval: the model holds the carried bytes apart (ms_loss_row) */
+    int64_t start = iv->dyn_start - (int64_t)iv->base_freed;
     if (iv->phase == MS_PH_OPTIMIZER && iv->layer < 0) {
         uint64_t above = peak > start ? (uint64_t)(peak - start) : 0;
         if (above > *opt_tr) *opt_tr = above;
@@ -110,7 +126,11 @@ static void close_interval(const interval *iv, const msb_ev *w, const replay *r,
         m->act_pass += act;
         if (m->act_pass > m->act) m->act = m->act_pass;
         if (tf > m->tf) m->tf = tf;
-        if (iv->xin >= 0) m->xin = iv->xin;
+        m->net = end - start;
+        if (iv->xin >= 0) {
+            m->xin = iv->xin;
+            m->xl = iv->xl;
+        }
     } else if (iv->phase == MS_PH_BACKWARD) {
         /* above everything live at the start, the layer's own new gradients
          * included: they come while its activations go */
@@ -136,6 +156,17 @@ static void apply(replay *r, layer_meas *cur, int cat, int layer, uint64_t bytes
     if (layer >= 0 && layer < r->n && *slot > cur[layer].cat[cat]) cur[layer].cat[cat] = *slot;
 }
 
+/* The optimizer phase ends: each layer's temporaries at its peak (foreach
+ * ops make them for every parameter at once; a loop over parameters, one
+ * parameter's at a time: then the largest layer's alone are live). */
+static void opt_by_layer(const replay *r, const int64_t *start, const int64_t *peak, layer_meas *cur)
+{
+    for (int l = 0; l < r->n; l++) {
+        int64_t d = peak[l + 1] - start[l + 1];
+        if (d > 0 && (uint64_t)d > cur[l].topt) cur[l].topt = (uint64_t)d;
+    }
+}
+
 static int measure(const msb_trace *t, pass_meas *pm)
 {
     int n = t->n_blocks + 3;      /* + the outside layer */
@@ -146,12 +177,18 @@ static int measure(const msb_trace *t, pass_meas *pm)
     int (*fin)[2] = calloc((size_t)t->n_ev + 1, sizeof *fin);
     replay r = { .n = n };
     r.lc = calloc((size_t)(n + 1) * 4, sizeof *r.lc);
+    r.dl = calloc((size_t)(n + 1) * 3, sizeof *r.dl);
+    int64_t *opt_start = r.dl ? r.dl + (n + 1) : NULL, *opt_peak = r.dl ? r.dl + 2 * (n + 1) : NULL;
     pm->oom_layer = calloc((size_t)n, sizeof *pm->oom_layer);
-    int rc = (!pm->L || !cur || !fin || !r.lc || !pm->oom_layer) ? -1 : final_labels(t, fin);
+    int rc = (!pm->L || !cur || !fin || !r.lc || !r.dl || !pm->oom_layer) ? -1 : final_labels(t, fin);
     msl_init(&r.led);
     for (int i = 0; i < n; i++) pm->L[i].xin = cur[i].xin = -1;
     interval iv = { 0 };
     uint64_t opt_cur = 0;
+    ms_addr_map born = { 0 };     /* key -> its allocation's event index + 1 */
+    int base_ev = -1;             /* the event that began the step's first forward */
+    uint64_t base_live = 0, carry = 0, carry_loss = 0;
+    int loss_seen = 0;
     int64_t untracked = 0;        /* at the last transition: allocator count - ledger */
     for (int i = 0; rc == 0 && i < t->n_ev; i++) {
         const msb_ev *e = &t->ev[i];
@@ -159,16 +196,25 @@ static int measure(const msb_trace *t, pass_meas *pm)
         switch (e->kind) {
         case MSB_EV_ALLOC: {
             int cat = fin[i][0], layer = fin[i][1];
-            if (msl_alloc(&r.led, 0, e->key, e->bytes, cat, layer, NULL) == MSL_OK)
+            if (msl_alloc(&r.led, 0, e->key, e->bytes, cat, layer, NULL) == MSL_OK) {
                 apply(&r, cur, cat, layer, e->bytes, +1);
+                if (!is_static(cat) && layer >= -1 && layer < n) r.dl[layer + 1] += (int64_t)e->bytes;
+                if (e->key && ms_addr_map_put(&born, e->key, (uint64_t)i + 1) != 0) rc = -1;
+            }
             break;
         }
         case MSB_EV_FREE: {
             const msl_rec *rec = msl_find(&r.led, e->key);
             if (rec) {
                 int cat = rec->cat, layer = rec->layer;
-                uint64_t b = msl_free(&r.led, e->key, NULL);
+                uint64_t b = msl_free(&r.led, e->key, NULL), at = 0;
                 apply(&r, cur, cat, layer, b, -1);
+                if (!is_static(cat) && layer >= -1 && layer < n) r.dl[layer + 1] -= (int64_t)b;
+                if (ms_addr_map_take(&born, e->key, &at) && !is_static(cat) && (int)at - 1 < base_ev &&
+                    base_live >= b) {
+                    base_live -= b;
+                    if (iv.open) iv.base_freed += b;
+                }
             }
             break;
         }
@@ -179,8 +225,26 @@ static int measure(const msb_trace *t, pass_meas *pm)
                 for (int l = 0; l <= r.n; l++) g += r.lc[(size_t)l * 4 + MS_CAT_GRAD];
                 if (g) pm->grads_at_forward = 1;   /* kept across steps or micro-batches */
             }
+            /* the step's first forward begins (not a tied module's return to layer 0) */
+            int first_fwd = e->layer == 0 && e->phase == MS_PH_FORWARD && e->dev <= 1 &&
+                            !(iv.open && iv.phase == MS_PH_FORWARD);
+            if (iv.open && iv.phase == MS_PH_OPTIMIZER && iv.layer < 0) opt_by_layer(&r, opt_start, opt_peak, cur);
             close_interval(&iv, e, &r, cur, n, &opt_cur);
-            iv = (interval){ .open = 1, .layer = e->layer, .phase = e->phase, .xin = e->xin, .pass = e->dev };
+            if (e->layer < 0 && e->phase == MS_PH_OPTIMIZER) {
+                memcpy(opt_start, r.dl, (size_t)(n + 1) * sizeof *r.dl);
+                memcpy(opt_peak, r.dl, (size_t)(n + 1) * sizeof *r.dl);
+            }
+            if (first_fwd) {
+                base_ev = i;
+                base_live = carry = dyn_now(&r) > 0 ? (uint64_t)dyn_now(&r) : 0;
+                loss_seen = 0;
+            }
+            if (e->layer == n - 1 && e->phase == MS_PH_BACKWARD && !loss_seen) {   /* the loss's backward */
+                carry_loss = base_live;
+                loss_seen = 1;
+            }
+            iv = (interval){ .open = 1, .layer = e->layer, .phase = e->phase, .xin = e->xin, .xl = e->xl,
+                             .pass = e->dev };
             iv.dyn_start = e->alloc >= 0 ? e->alloc - (int64_t)r.stat : dyn_now(&r);
             iv.dyn_peak = iv.dyn_start;
             iv.tot_start = iv.tot_peak = e->alloc >= 0 ? e->alloc : (int64_t)r.led.dev[0].live;
@@ -192,6 +256,8 @@ static int measure(const msb_trace *t, pass_meas *pm)
             /* the step's last interval (layer -1, init) closed at its 'w' */
             memcpy(pm->L, cur, (size_t)n * sizeof *cur);
             pm->opt_transient = opt_cur;
+            pm->carry = carry;
+            pm->carry_loss = loss_seen ? carry_loss : carry;
             pm->steps_complete++;
             for (int l = 0; l < n; l++) {
                 cur[l] = (layer_meas){ .xin = cur[l].xin };
@@ -207,45 +273,55 @@ static int measure(const msb_trace *t, pass_meas *pm)
         default:
             break;
         }
-        if (iv.open && dyn_now(&r) > iv.dyn_peak) iv.dyn_peak = dyn_now(&r);
+        if (iv.open && dyn_now(&r) > iv.dyn_peak) {
+            iv.dyn_peak = dyn_now(&r);
+            if (iv.phase == MS_PH_OPTIMIZER && iv.layer < 0) memcpy(opt_peak, r.dl, (size_t)(n + 1) * sizeof *r.dl);
+        }
         if (iv.open && (int64_t)r.led.dev[0].live > iv.tot_peak) iv.tot_peak = (int64_t)r.led.dev[0].live;
     }
     if (!t->cuda) pm->peak_alloc = r.led.dev[0].peak;   /* the CPU: the ledger is the accounting */
     pm->grad_seen = r.grad_seen;
     pm->grads_freed = r.grad_seen && !pm->grads_at_forward;
     if (rc == 0 && pm->steps_complete == 0) {   /* no complete step: what the first one got to */
+        if (iv.open && iv.phase == MS_PH_OPTIMIZER && iv.layer < 0) opt_by_layer(&r, opt_start, opt_peak, cur);
         close_interval(&iv, NULL, &r, cur, n, &opt_cur);
         memcpy(pm->L, cur, (size_t)n * sizeof *cur);
         pm->opt_transient = opt_cur;
+        pm->carry = carry;
+        pm->carry_loss = loss_seen ? carry_loss : carry;
     } else if (rc == 0) {
         for (int l = 0; l < n; l++)   /* the static maxima of the whole run */
             for (int c = 0; c < 4; c++)
                 if (cur[l].cat[c] > pm->L[l].cat[c]) pm->L[l].cat[c] = cur[l].cat[c];
     }
     msl_free_all(&r.led);
+    ms_addr_map_clear(&born);
     free(r.lc);
+    free(r.dl);
     free(fin);
     free(cur);
     return rc;
 }
 
-/* What the program computes outside the model (its loss) is on the root
- * device, where layer 0 is: its numbers join layer 0's. */
-static void fold_outside(pass_meas *pm, int n)
+/* What the program computes outside the model (its loss) is its own row
+ * (ms_loss_row): the model's outputs leave the layer that made them (the
+ * last layer's modules, or layer 0's when a tied lm_head runs there) for
+ * the root device, where the loss holds them with what it saves; the
+ * parameters of modules outside the model count with layer 0. */
+static void fold_outside(pass_meas *pm, int n, ms_loss_row *loss)
 {
-    layer_meas *o = &pm->L[n], *z = &pm->L[0], *last = &pm->L[n - 1];
-    /* the model's outputs (kept by the program, as its loss's input) are
-     * the last layer's in one device's run; under a plan they come back to
-     * the root device: they count with layer 0 */
-    if (o->xin > 0) {
-        uint64_t x = (uint64_t)o->xin < last->act ? (uint64_t)o->xin : last->act;
-        last->act -= x;
-        z->act += x;
-    }
-    z->act += o->act;
-    if (o->tf > z->tf) z->tf = o->tf;
-    if (o->tb > z->tb) z->tb = o->tb;
+    layer_meas *o = &pm->L[n], *z = &pm->L[0];
+    int mk = o->xl >= 0 && o->xl < n ? o->xl : n - 1;
+    layer_meas *m = &pm->L[mk];
+    uint64_t x = o->xin > 0 ? (uint64_t)o->xin : 0;
+    if (x > m->act) x = m->act;
+    m->act -= x;
+    int64_t held = (int64_t)x + o->net;
+    *loss = (ms_loss_row){ .present = 1, .made_in = mk, .outputs = x, .held = held > 0 ? (uint64_t)held : 0,
+                           .transient_fwd = o->tf, .transient_bwd = o->tb, .carry = pm->carry,
+                           .carry_loss = pm->carry_loss };
     for (int c = 0; c < 4; c++) z->cat[c] += o->cat[c];
+    z->topt += o->topt;
     if (pm->oom_layer) pm->oom_layer[0] += pm->oom_layer[n];
 }
 
@@ -342,8 +418,9 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         free_meas(&mu);
         return ms_errf(err, errlen, "out of memory");
     }
-    fold_outside(&mt, n);
-    if (u) fold_outside(&mu, n);
+    ms_loss_row lt, lu;
+    fold_outside(&mt, n, &lt);
+    if (u) fold_outside(&mu, n, &lu);
     p->rows = calloc((size_t)n, sizeof *p->rows);
     if (!p->rows) {
         free_meas(&mt);
@@ -416,15 +493,20 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         }
         r->source = MS_ROW_COPIED;
     }
-    /* the optimizer: its time and transient shared out by parameter bytes */
+    /* the optimizer: each layer's own temporaries at its peak; what no
+     * layer's parameters made, and the time, shared out by parameter bytes */
     int use_u = u && mu.steps_complete > mt.steps_complete;
     const pass_meas *om = use_u ? &mu : &mt;
     double opt_ms = use_u ? opt_u : opt_t;
-    uint64_t total_params = 0;
-    for (int l = 0; l < n; l++) total_params += p->rows[l].param + p->rows[l].master;
+    uint64_t total_params = 0, own = 0;
+    for (int l = 0; l < n; l++) {
+        total_params += p->rows[l].param + p->rows[l].master;
+        own += om->L[l].topt;
+    }
+    uint64_t rest = om->opt_transient > own ? om->opt_transient - own : 0;
     for (int l = 0; l < n && total_params; l++) {
         double share = (double)(p->rows[l].param + p->rows[l].master) / (double)total_params;
-        p->rows[l].transient_opt = (uint64_t)((double)om->opt_transient * share);
+        p->rows[l].transient_opt = om->L[l].topt + (uint64_t)((double)rest * share);
         p->rows[l].opt_ms = opt_ms * share;
     }
 
@@ -436,6 +518,9 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
     p->peak = mt.peak_alloc + p->reserve;
     p->reserved_peak = mt.peak_reserved;
     p->grads_freed = use_u ? mu.grads_freed : mt.grads_freed;
+    /* the loss as the rows: from the trial when it measured the loss's
+     * forward and backward, else from the uncapped pass */
+    p->loss = (mt.L[n].fwd && mt.L[n].bwd && !use_u) || !u ? lt : lu;
     p->fits = !t->oom.happened;
     snprintf(p->fingerprint, sizeof p->fingerprint, "%s", t->fingerprint);
     snprintf(p->layer_list, sizeof p->layer_list, "%.*s", (int)sizeof p->layer_list - 1, t->why);

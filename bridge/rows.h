@@ -6,8 +6,13 @@
  * row per layer — layer 0 the modules before the block list, 1..n the
  * blocks, n+1 the modules after — at the program's precision and
  * micro-batch, from its last complete step (its steady state; the first
- * step when none completed). docs/bridge.md "Categories" says what each
- * category counts. A layer the trial did not complete takes its row from
+ * step when none completed), and the program's loss row (prof->loss: the
+ * model's outputs and the layer that made them, what the loss holds and
+ * its transients, what the program carries between steps; docs/bridge.md
+ * "The memory model of a program's stage"). Bytes the program carried into
+ * the step and frees in an interval are not that interval's work. The
+ * optimizer's temporaries count with the layer of the parameter they are
+ * made for. docs/bridge.md "Categories" says what each category counts. A layer the trial did not complete takes its row from
  * the uncapped pass u when given (source uncapped), else from the last
  * identical block that completed (source copied; *incomplete is set when
  * some backward was never measured). When the trial ran out of memory the

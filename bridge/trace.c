@@ -186,6 +186,7 @@ static int on_ledger(msb_trace *t, const json_t *o, const char *ev, int conn)
         e.reserved = num(o, "reserved", -1);
         e.rpeak = num(o, "rpeak", -1);
         e.xin = num(o, "xin", -1);
+        e.xl = (int)num(o, "xl", -1);
         break;
     default:
         return 0;

@@ -33,8 +33,10 @@ typedef struct msb_ev {
     /* WHERE: the caching allocator's counters (-1: none, the CPU); xin: bytes
      * entering the layer (-1: not a layer entry). REFUSED: live, cap in
      * alloc, peak. SEGMENT: rc in xin, is_free in dev. STEP: step number in
-     * dev. WHERE: the forward pass (micro-batch) it belongs to in dev. */
+     * dev. WHERE: the forward pass (micro-batch) it belongs to in dev; xl:
+     * the layer whose interval made the tensors of xin (-1 unknown). */
     int64_t alloc, peak, reserved, rpeak, xin;
+    int xl;
 } msb_ev;
 
 typedef struct msb_interval_ms {

@@ -254,7 +254,9 @@ int ms_cmd_doctor_program(int argc, char **argv)
             break;
         }
         ms_plan_free(&plan);
-        int found = ms_plan_search(&tr->prof, devs, a.gpus, &o, &plan, err, sizeof err);
+        /* the plan `memsplit plan` makes from this profile: among plans about
+         * as fast, the same fixed order (ms_plan_choose) */
+        int found = ms_plan_choose(&tr->prof, devs, a.gpus, &o, &plan, err, sizeof err);
         if (found == MS_PLAN_ERROR) {
             fprintf(stderr, "memsplit doctor: %s\n", err);
             code = MS_EXIT_USAGE;

@@ -16,10 +16,17 @@
  * backward frees them from the last layer back while the gradients appear
  * (unless they stay across steps: then they are there from the start); the
  * optimizer step has the gradients and its temporaries. The peak and the
- * categories at that moment go to bytes[]; the boundary tensors (the input
- * kept as a copy, the gradient coming back) and the reserve are always there. */
-uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int a, int b, uint64_t in, uint64_t out, int grads_freed,
-                           int program, uint64_t reserve, uint64_t bytes[MS_CAT_N])
+ * categories at that moment go to bytes[]; the input kept as a copy and the
+ * reserve are always there. A program's stage also sees (loss present):
+ *  - its output leaving for the next stage after its forward, and that
+ *    output's gradient coming back for its backward;
+ *  - on the stage whose modules make the model's outputs, those outputs
+ *    before they go to the root device, and their gradient coming back;
+ *  - on the root stage, what the program carries from step to step, the
+ *    residual stream its own code holds while later stages run, the
+ *    outputs arriving, and the loss (ms_loss_row) with its transients. */
+uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int n, int a, int b, uint64_t in, uint64_t out, int grads_freed,
+                           int program, const ms_loss_row *loss, uint64_t reserve, uint64_t bytes[MS_CAT_N])
 {
     uint64_t param = 0, master = 0, optim = 0, grad = 0, topt = 0;
     for (int l = a; l <= b; l++) {
@@ -29,49 +36,97 @@ uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int a, int b, uint64_t in, ui
         grad += L[l].grad;
         topt += L[l].transient_opt;
     }
-    const uint64_t fixed = ms_sat_add(ms_sat_add(ms_sat_add(param, master), optim), ms_sat_add(ms_sat_add(in, out), reserve));
-    uint64_t g = grads_freed ? 0 : grad, act = 0, best = 0, b_act = 0, b_grad = g, b_tr = 0;
-#define CONSIDER(A, G, T)                                                             \
-    do {                                                                              \
-        uint64_t v_ = ms_sat_add(ms_sat_add(fixed, (A)), ms_sat_add((G), (T)));       \
-        if (v_ > best) { best = v_; b_act = (A); b_grad = (G); b_tr = (T); }          \
+    const int staged = program && loss && loss->present;
+    const int root = a == 0, last = b == n - 1;
+    const int maker = staged && !root && loss->made_in >= a && loss->made_in <= b;
+    /* a stage that is not the last hands its output on; before the
+     * program's loss row the output buffer was counted throughout */
+    const uint64_t keep_out = staged ? 0 : out;
+    /* under autocast the param bytes are its 16-bit copies of the weights,
+     * made as the forward reaches each layer and gone once that layer's
+     * backward has used them: they come and go with its activations */
+    uint64_t own = param;          /* param bytes held throughout: those of layers without copies */
+    for (int l = a; l <= b; l++)
+        if (L[l].master) own -= L[l].param;
+    const uint64_t fixed = ms_sat_add(ms_sat_add(own, master), ms_sat_add(optim, ms_sat_add(ms_sat_add(in, keep_out), reserve)));
+    const uint64_t carry = staged && root ? loss->carry : 0, outputs = staged ? loss->outputs : 0;
+    uint64_t g = grads_freed ? 0 : grad, act = 0, cp = 0, best = 0, b_act = 0, b_grad = g, b_tr = 0, b_comm = in;
+    uint64_t b_param = own;
+#define CONSIDER(A, G, T, C)                                                                                  \
+    do {                                                                                                      \
+        uint64_t v_ = ms_sat_add(ms_sat_add(ms_sat_add(fixed, cp), (A)), ms_sat_add(ms_sat_add((G), (T)), (C))); \
+        if (v_ > best) {                                                                                      \
+            best = v_; b_act = (A); b_grad = (G); b_tr = (T); b_comm = in + (C) + keep_out;                     \
+            b_param = own + cp;                                                                               \
+        }                                                                                                     \
     } while (0)
-    CONSIDER(0, g, 0);
+#define COPIES(l) (L[l].master ? L[l].param : 0)
+    CONSIDER(carry, g, 0, 0);
     for (int l = a; l <= b; l++) {
-        CONSIDER(ms_sat_add(act, L[l].act), g, L[l].transient_fwd);
+        cp = ms_sat_add(cp, COPIES(l));
+        CONSIDER(ms_sat_add(ms_sat_add(act, L[l].act), carry), g, L[l].transient_fwd, 0);
         act = ms_sat_add(act, L[l].act);
     }
-    /* a program computes its loss from the model's outputs on the root
-     * device, after every stage's forward and first in backward: layer 0's
-     * row carries that work (bridge/rows.c), so its transients may come with
-     * all of this stage's activations live */
-    if (program && a == 0) {
+    if (maker) CONSIDER(act, g, outputs, 0);   /* the outputs, before their copy to the root */
+    uint64_t leave = 0;
+    if (staged && !last) leave = out < L[b].act ? out : L[b].act;
+    act -= leave;
+    if (staged && root) {
         /* while later stages run, the program's own code on the root device
          * holds the residual stream between their modules (their outputs
-         * come back to it): a boundary tensor, counted as activations */
-        uint64_t held = out;
-        CONSIDER(ms_sat_add(act, held), g, L[0].transient_fwd);
-        CONSIDER(ms_sat_add(act, held), g, L[0].transient_bwd);
+         * come back to it): one tensor kept, one on its way */
+        if (!last) CONSIDER(ms_sat_add(act, carry), g, out, out);
+        CONSIDER(ms_sat_add(ms_sat_add(act, carry), outputs), g, 0, 0);
+        uint64_t at_loss = ms_sat_add(ms_sat_add(act, loss->carry_loss), loss->held);
+        CONSIDER(at_loss, g, loss->transient_fwd, 0);
+        CONSIDER(at_loss, g, loss->transient_bwd, 0);
+    } else if (program && !staged && root) {
+        /* a profile without its loss row: layer 0's row carries the loss's
+         * work, with the residual stream held while later stages run */
+        CONSIDER(ms_sat_add(act, out), g, L[0].transient_fwd, 0);
+        CONSIDER(ms_sat_add(act, out), g, L[0].transient_bwd, 0);
     }
     for (int l = b; l >= a; l--) {
         /* transient_bwd counts the layer's own new gradients (the profile
-         * measures it above everything live): they come as its activations go */
+         * measures it above everything live): they come as its activations
+         * go; the gradient of what left the stage comes back to it */
         uint64_t gl = grads_freed ? L[l].grad : 0;
-        CONSIDER(act, g, L[l].transient_bwd);
-        act -= L[l].act;
+        uint64_t back = staged && !last ? out : 0;
+        if (maker && l == loss->made_in) back = ms_sat_add(back, outputs);
+        CONSIDER(ms_sat_add(act, carry), g, L[l].transient_bwd, back);
+        act = act > L[l].act ? act - L[l].act : 0;
+        cp = cp > COPIES(l) ? cp - COPIES(l) : 0;
         g = ms_sat_add(g, gl);
     }
-    CONSIDER(0, g, topt);
+    CONSIDER(carry, g, topt, 0);
+#undef COPIES
 #undef CONSIDER
-    bytes[MS_CAT_PARAM] = param;
+    bytes[MS_CAT_PARAM] = b_param;
     bytes[MS_CAT_MASTER] = master;
     bytes[MS_CAT_GRAD] = b_grad;
     bytes[MS_CAT_OPTIM] = optim;
     bytes[MS_CAT_ACT] = b_act;
     bytes[MS_CAT_TRANSIENT] = b_tr;
-    bytes[MS_CAT_COMM] = ms_sat_add(in, out);
+    bytes[MS_CAT_COMM] = b_comm;
     bytes[MS_CAT_RESERVE] = reserve;
     return best;
+}
+
+/* A lower bound of ms_seq_stage_peak that grows with b: the static bytes,
+ * the input copy and the forward's peak, which nothing after it changes. */
+static uint64_t forward_floor(const ms_layer_cost *L, int a, int b, uint64_t in, uint64_t reserve)
+{
+    uint64_t stat = ms_sat_add(in, reserve), act = 0, top = 0;
+    for (int l = a; l <= b; l++) {
+        /* autocast's 16-bit copies (param beside master) come with the forward */
+        uint64_t cp = L[l].master ? L[l].param : 0;
+        stat = ms_sat_add(stat, ms_sat_add(ms_sat_add(L[l].param - cp, L[l].master), L[l].optim));
+        act = ms_sat_add(act, cp);
+        uint64_t v = ms_sat_add(ms_sat_add(act, L[l].act), L[l].transient_fwd);
+        if (v > top) top = v;
+        act = ms_sat_add(act, L[l].act);
+    }
+    return ms_sat_add(stat, top);
 }
 
 typedef struct cell {
@@ -91,7 +146,8 @@ static int better(double comm, double frac, const cell *c)
 /* One configuration (precision, micro-batch): fills best_* when it beats
  * *best_ms. Returns 0, or -1 when out of memory. */
 static int search_one(const ms_layer_cost *L, int n, const ms_dev_space *ds, int R, uint64_t reserve, int m,
-                      double link_gbps, int grads_freed, int program, double *best_ms, double *best_frac,
+                      double link_gbps, int grads_freed, int program, const ms_loss_row *loss, double *best_ms,
+                      double *best_frac,
                       ms_stage_pick *picks, int *n_picks)
 {
     const int S = ds->n_states, K = ds->n_cls;
@@ -111,10 +167,11 @@ static int search_one(const ms_layer_cost *L, int n, const ms_dev_space *ds, int
                 const ms_layer_cost *lc = &L[e - 1];
                 uint64_t in = j > 0 ? L[j - 1].out_bytes : 0, out = e < n ? lc->out_bytes : 0;
                 uint64_t by[MS_CAT_N];
-                uint64_t peak = ms_seq_stage_peak(L, j, e - 1, in, out, grads_freed, program, reserve, by);
-                /* without its output buffer the peak only grows with e: once
-                 * the largest device is too small, longer stages are too */
-                if (ms_seq_stage_peak(L, j, e - 1, in, 0, grads_freed, program, reserve, by) > ds->avail[0]) break;
+                uint64_t peak = ms_seq_stage_peak(L, n, j, e - 1, in, out, grads_freed, program, loss, reserve, by);
+                /* the forward's peak only grows with e and is no more than
+                 * the stage's: once the largest device is too small for it,
+                 * longer stages are too */
+                if (forward_floor(L, j, e - 1, in, reserve) > ds->avail[0]) break;
                 double comm = c->comm + (e < n ? 2 * ms_transfer_ms(lc->out_bytes, link_gbps) : 0);
                 for (int k = 0; k < K; k++) {
                     int nst = ds->add[st * K + k];
@@ -185,7 +242,7 @@ int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs
             }
             int np = 0;
             int got = search_one(L, n, &ds, R, prof->reserve, G / u, o->link_gbps, prof->grads_freed,
-                                 prof->fingerprint[0] != 0, &best, &best_frac, cur, &np);
+                                 prof->fingerprint[0] != 0, &prof->loss, &best, &best_frac, cur, &np);
             if (got < 0) {
                 rc = ms_errf(err, errlen, "out of memory");
                 break;
@@ -230,8 +287,8 @@ int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs
                 /* the memory by the sequential model, not the pipeline's sums */
                 uint64_t in = picks[s].first > 0 ? L[picks[s].first - 1].out_bytes : 0;
                 uint64_t outb = picks[s].last < n - 1 ? L[picks[s].last].out_bytes : 0;
-                st->peak = ms_seq_stage_peak(L, picks[s].first, picks[s].last, in, outb, prof->grads_freed,
-                                    prof->fingerprint[0] != 0, prof->reserve, st->bytes);
+                st->peak = ms_seq_stage_peak(L, n, picks[s].first, picks[s].last, in, outb, prof->grads_freed,
+                                             prof->fingerprint[0] != 0, &prof->loss, prof->reserve, st->bytes);
                 st->device = ds.devs[ds.dev_off[picks[s].cls] + used[picks[s].cls]++];
                 cyc += st->fwd_ms + st->bwd_ms + st->comm_ms;
                 opt += st->opt_ms;

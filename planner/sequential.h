@@ -22,11 +22,14 @@
 #include "planner/memory_model.h"
 #include "planner/planner.h"
 
-/* The model: stage layers [a, b] of L, in/out the boundary tensors (0 at
- * the ends), grads_freed as the profile says, program: a program's layer 0
- * carries its loss. Returns the peak; bytes[] the categories at that moment. */
-uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int a, int b, uint64_t in, uint64_t out, int grads_freed,
-                           int program, uint64_t reserve, uint64_t bytes[MS_CAT_N]);
+/* The model: stage layers [a, b] of the n in L, in/out the boundary
+ * tensors (0 at the ends), grads_freed as the profile says, program: a
+ * program's stage, whose loss row (loss->present) says what its root
+ * device and the stage making its outputs hold beyond the layers (without
+ * it, layer 0's row carries the loss). Returns the peak; bytes[] the
+ * categories at that moment. */
+uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int n, int a, int b, uint64_t in, uint64_t out, int grads_freed,
+                           int program, const ms_loss_row *loss, uint64_t reserve, uint64_t bytes[MS_CAT_N]);
 
 int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs, int n_devs,
                               const ms_plan_opts *o, ms_plan *out, char *err, size_t errlen);

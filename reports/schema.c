@@ -250,5 +250,16 @@ static const char v3_programs[] =
     "ALTER TABLE profiles ADD COLUMN reserved_peak INTEGER;\n"
     "ALTER TABLE profiles ADD COLUMN grads_freed INTEGER NOT NULL DEFAULT 0;\n";
 
-const char *const ms_db_migrations[] = { v1_runs_and_profiles, v2_training, v3_programs };
+/* v4: a program's loss interval (vocab/profile.h: ms_loss_row) */
+static const char v4_program_loss[] =
+    "ALTER TABLE profiles ADD COLUMN loss_present INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE profiles ADD COLUMN loss_made_in INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE profiles ADD COLUMN loss_outputs INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE profiles ADD COLUMN loss_held INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE profiles ADD COLUMN loss_transient_fwd INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE profiles ADD COLUMN loss_transient_bwd INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE profiles ADD COLUMN loss_carry INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE profiles ADD COLUMN loss_carry_loss INTEGER NOT NULL DEFAULT 0;\n";
+
+const char *const ms_db_migrations[] = { v1_runs_and_profiles, v2_training, v3_programs, v4_program_loss };
 const int ms_db_n_migrations = (int)(sizeof ms_db_migrations / sizeof ms_db_migrations[0]);

@@ -68,6 +68,23 @@ typedef struct ms_oom_info {
                                e.g. "transformers.15.0.qkv (Linear)" */
 } ms_oom_info;
 
+/* A program's loss: what its own code computes from the model's outputs
+ * after the forward, on the root device (bridge/rows.c measures it; the
+ * sequential model, planner/sequential.c, places it). Per micro-batch. */
+typedef struct ms_loss_row {
+    int present;            /* 1: measured (a program); 0: none (the built-in model) */
+    int made_in;            /* the layer whose modules made the model's outputs (the last
+                               layer; 0 when a tied lm_head runs where its weight is) */
+    uint64_t outputs;       /* the model's outputs: on the root device once the forward ends */
+    uint64_t held;          /* what the loss holds when backward begins: the outputs still
+                               referenced and what the loss saved for its backward */
+    uint64_t transient_fwd; /* the loss's peak above what it holds */
+    uint64_t transient_bwd; /* its backward's peak above everything live at its start */
+    uint64_t carry;         /* bytes the program holds from one step into the next (the last
+                               step's outputs and loss, its data), on the root device */
+    uint64_t carry_loss;    /* of those, what is still live in the loss interval */
+} ms_loss_row;
+
 typedef struct ms_profile {
     char model[128];        /* preset or config name; a program's script name */
     int n_layers;           /* layers in the list (embedding + blocks + head) */
@@ -86,6 +103,7 @@ typedef struct ms_profile {
     uint64_t reserved_peak; /* the caching allocator's reserved peak (fragmentation), 0 unknown */
     int grads_freed;        /* 1: the gradients are freed before each step's forward (a program's
                                zero_grad(set_to_none=True)); 0: they stay (the built-in trainer) */
+    ms_loss_row loss;
     ms_oom_info oom;
     int n_rows;
     ms_layer_row *rows;     /* owned */

@@ -182,6 +182,34 @@ static json_t *row_to_json(const ms_layer_row *r, int *bad)
     return j;
 }
 
+/* The loss row's byte fields, in the order JSON names them. */
+#define LOSS_BYTES(X) X(outputs) X(held) X(transient_fwd) X(transient_bwd) X(carry) X(carry_loss)
+
+static json_t *loss_to_json(const ms_loss_row *l, int *bad)
+{
+    json_t *j = json_object();
+    if (!j) return NULL;
+    put(j, "made_in", json_integer(l->made_in), bad);
+#define PUT_LOSS(f) put(j, #f, ms_json_u64(l->f), bad);
+    LOSS_BYTES(PUT_LOSS)
+#undef PUT_LOSS
+    return j;
+}
+
+static int loss_from_json(const json_t *j, ms_loss_row *l, int n_layers, char *err, size_t errlen)
+{
+    if (!json_is_object(j)) return ms_errf(err, errlen, "loss: expected an object");
+    const json_t *mi = json_object_get(j, "made_in");
+    if (!json_is_integer(mi) || json_integer_value(mi) < 0 || json_integer_value(mi) >= n_layers)
+        return ms_errf(err, errlen, "loss.made_in: expected a layer from 0 to %d", n_layers - 1);
+    l->made_in = (int)json_integer_value(mi);
+#define GET_LOSS(f) if (ms_json_get_u64(j, "loss", #f, MS_PROFILE_MAX_ROW_BYTES, &l->f, err, errlen)) return -1;
+    LOSS_BYTES(GET_LOSS)
+#undef GET_LOSS
+    l->present = 1;
+    return 0;
+}
+
 json_t *ms_profile_to_json(const ms_profile *p)
 {
     if (!p) return NULL;
@@ -207,6 +235,7 @@ json_t *ms_profile_to_json(const ms_profile *p)
         put(m, "global_batch", json_integer(p->global_batch), &bad);
     }
     put(root, "model", m, &bad);
+    if (p->loss.present) put(root, "loss", loss_to_json(&p->loss, &bad), &bad);
     if (p->fingerprint[0] || p->layer_list[0] || p->framework[0]) {
         json_t *pr = json_object();
         if (pr) {
@@ -364,6 +393,8 @@ static int from_json(const json_t *root, ms_profile *p, char *err, size_t errlen
     if (json_object_get(root, "accounting") &&
         ms_json_get_str(root, ctx, "accounting", p->accounting, sizeof p->accounting, err, errlen))
         return -1;
+    const json_t *lo = json_object_get(root, "loss");
+    if (lo && loss_from_json(lo, &p->loss, p->n_layers, err, errlen)) return -1;
     const json_t *pr = json_object_get(root, "program");
     if (pr && !json_is_null(pr)) {
         if (!json_is_object(pr)) return ms_errf(err, errlen, "program: expected an object");

@@ -13,7 +13,9 @@ issue names; each trains a few steps on random data in plain PyTorch.
 Options: --accum N (gradient accumulation), --ckpt (activation
 checkpointing of every block), --two-opt (two optimizers), --workers N
 (a DataLoader with worker processes), --amp (bf16 autocast), --sleep S
-(sleep before training, for the interruption test), --move-each-step (the
+(sleep before training, for the interruption test), --step-fn (the loss
+computed in a function, as Lightning's training_step: the logits are freed
+before backward), --move-each-step (the
 program moves the model to its device again after every step, as Lightning
 does at fit start and for test), --save/--load PATH (state_dict and
 optimizer state through torch.save, loaded with map_location).
@@ -161,6 +163,7 @@ def main():
     ap.add_argument("--save", default="")
     ap.add_argument("--load", default="")
     ap.add_argument("--torch-profiler", action="store_true", help="train inside torch.profiler.profile()")
+    ap.add_argument("--step-fn", action="store_true", help="the loss in a function, as Lightning's training_step")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -190,6 +193,14 @@ def main():
         print("bn dtypes", sorted({str(b.dtype) for m in model.modules() for b in m.buffers() if b.is_floating_point()}))
 
 
+def training_step(a, model, idx, dev):
+    """The loss as Lightning's training_step computes it: the logits are
+    local, so only what the loss saved outlives the call."""
+    with torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=a.amp):
+        logits = model(input_ids=idx[:, :-1]) if a.model == "hf" else model(idx[:, :-1])
+        return nn.functional.cross_entropy(logits.float().reshape(-1, a.vocab), idx[:, 1:].reshape(-1))
+
+
 def train(a, model, opts, loader, dev):
     step, it = 0, iter(loader)
     while step < a.steps:
@@ -202,12 +213,12 @@ def train(a, model, opts, loader, dev):
                 it = iter(loader)
                 idx = next(it)
             idx = idx.to(dev)
-            with torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=a.amp):
-                if a.model == "hf":
-                    logits = model(input_ids=idx[:, :-1])
-                else:
-                    logits = model(idx[:, :-1])
-                loss = nn.functional.cross_entropy(logits.float().reshape(-1, a.vocab), idx[:, 1:].reshape(-1))
+            if a.step_fn:
+                loss = training_step(a, model, idx, dev)     # the outputs are gone before backward
+            else:
+                with torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=a.amp):
+                    logits = model(input_ids=idx[:, :-1]) if a.model == "hf" else model(idx[:, :-1])
+                    loss = nn.functional.cross_entropy(logits.float().reshape(-1, a.vocab), idx[:, 1:].reshape(-1))
             (loss / a.accum).backward()
         for o in opts:
             o.step()

@@ -178,6 +178,15 @@ if [ "$(py "d['trial']['oom']['layer'] >= 1 and len(d['plan']['stages']) == 2 an
 else bad "doctor json" "$(py "d.get('train', d)")"; fi
 want=$(losses_of "$T/plain.out"); got=$(py "','.join('%.4f' % x for x in d['train']['losses'])")
 [ -n "$want" ] && [ "$want" = "$got" ] && ok "doctor: the split run's losses equal the unsplit run's ($got)" || bad "losses" "unsplit $want" "split   $got"
+# doctor plans as `memsplit plan` does from the trial's profile (the same chooser)
+cp "$T/out" "$T/doc.json"
+trial_run=$(sqlite3 "$T/doc.db" "select id from runs where kind = 'profile' order by id desc limit 1" 2>/dev/null)
+check "plan from the doctor's trial" 0 "" -- "$M" plan --db "$T/doc.db" --run "$trial_run" --gpus 2 --gpu-mem "$cap" \
+    --devices cpu,cpu --json
+if [ -n "$trial_run" ] && [ "$(py "[(s['layers'], s['predicted_peak_bytes']) for s in d['stages']]")" = \
+     "$("$PY" -c "import json; d=json.load(open('$T/doc.json')); print([(s['layers'], s['predicted_peak_bytes']) for s in d['plan']['stages']])")" ]; then
+    ok "doctor's plan is the one memsplit plan makes from its trial's profile"
+else bad "doctor and plan differ" "plan $(py "[s['layers'] for s in d.get('stages', [])]")" "doctor $("$PY" -c "import json; print([s['layers'] for s in json.load(open('$T/doc.json'))['plan']['stages']])")"; fi
 check "report of the doctor run" 0 "" -- "$M" report --db "$T/doc.db"
 grep -q "transformers" "$T/out" && ok "report: the program's module names" || bad "report names" "$(head -5 "$T/out")"
 
@@ -209,6 +218,29 @@ for amp in "" --amp; do
         ok "bn$amp: split losses equal the unsplit run's, BatchNorm statistics fp32"
     else bad "bn$amp" "split $got" "plain $(losses_of "$T/bn.out")"; fi
 done
+# The loss interval with a large vocabulary: the logits, what the loss saves
+# and its gradients on the root stage, the logits on the last stage before
+# they go there, a tied lm_head's backward where its weight is, what the
+# program keeps from one step to the next (its last logits): every stage's
+# measured peak within 2% of the plan's
+split_case() {  # NAME GPUS FRACTION -- MODEL_ARGS...: doctor at FRACTION of the uncapped peak
+    local name=$1 g=$2 frac=$3; shift 4
+    check "$name: uncapped profile" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" "$@" || return
+    local capx; capx=$(py "int(d['peak_bytes'] * $frac)")
+    check "$name: doctor over $g" 0 "" -- "$M" doctor --gpus "$g" --gpu-mem "$capx" --db "$T/split.db" --json -- \
+        "$PY" "$MODELS" "$@" || return
+    local gaps; gaps=$(py "[round(100*x['gap'],2) for x in d['train']['devices']]")
+    if [ "$(py "len(d['plan']['stages']) == $g and all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")" = True ]; then
+        ok "$name: $g stages, every measured peak within 2% of the plan ($gaps%)"
+    else bad "$name: measured against predicted" "gaps $gaps%" "$(py "[(s['layers'], s['predicted_peak_bytes']) for s in d['plan']['stages']]")"; fi
+}
+REF_V=(--model ref --blocks 12 --dim 32 --vocab 500 --seq 16 --batch 15 --steps 3)   # the reference's vocab/d
+split_case "ref, large vocab" 2 0.6 -- "${REF_V[@]}"
+split_case "ref, large vocab, loss in a step function, bf16" 3 0.45 -- "${REF_V[@]}" --step-fn --amp
+split_case "hf, tied large vocab" 2 0.75 -- --model hf --vocab 2048 --blocks 8 --steps 4
+split_case "hf, tied large vocab" 3 0.5 -- --model hf --vocab 2048 --dim 64 --blocks 12 --steps 4
+split_case "hf, tied large vocab, loss in a step function, bf16" 2 0.7 -- --model hf --vocab 2048 --dim 64 \
+    --blocks 12 --steps 4 --step-fn --amp
 # refusals, each with its fix
 check "plan for another program" 1 "another program" -- "$M" train --plan "$T/plan.json" -- "$PY" "$MODELS" --model seq --blocks 6
 check "built-in model's plan" 1 "built-in model" -- "$M" train --plan "$T/builtin.json" -- "${P6[@]}"

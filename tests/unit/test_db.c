@@ -227,9 +227,13 @@ static void test_migrates_from_version_2_keeping_records(void **state)
     snprintf(p.fingerprint, sizeof p.fingerprint, "fnv64:00ff00ff00ff00ff");
     p.oom.happened = 1;
     p.oom.phase = MS_PH_VALIDATION;
+    const ms_loss_row loss = { .present = 1, .made_in = 0, .outputs = 1, .held = 2, .transient_fwd = 3,
+                               .transient_bwd = 4, .carry = 5, .carry_loss = 6 };
+    p.loss = loss;
     assert_int_equal(ms_db_add_rows(db, run, &p), 0);
     ms_profile_free(&p);
     if (ms_db_load_profile(db, run, &p, err, sizeof err)) fail_msg("load v3: %s", err);
+    assert_memory_equal(&p.loss, &loss, sizeof loss);
     assert_int_equal(p.rows[0].source, MS_ROW_COPIED);
     assert_int_equal(p.rows[0].transient_opt, 77);
     assert_string_equal(p.fingerprint, "fnv64:00ff00ff00ff00ff");

@@ -26,6 +26,7 @@
 typedef struct bf {
     const ms_layer_cost *L;
     int n, grads_freed, m;
+    const ms_loss_row *loss;
     uint64_t reserve;
     double link, best;
     uint64_t avail[MAXD];
@@ -55,7 +56,7 @@ static void search(bf *x, int a, unsigned used, double acc)
         for (int b = a; b < x->n; b++) {
             uint64_t by[MS_CAT_N];
             uint64_t in = a > 0 ? x->L[a - 1].out_bytes : 0, out = b < x->n - 1 ? x->L[b].out_bytes : 0;
-            uint64_t pk = ms_seq_stage_peak(x->L, a, b, in, out, x->grads_freed, 1, x->reserve, by);
+            uint64_t pk = ms_seq_stage_peak(x->L, x->n, a, b, in, out, x->grads_freed, 1, x->loss, x->reserve, by);
             if (pk > x->avail[d]) continue;
             search(x, b + 1, used | (1u << d), acc + stage_ms(x->L, a, b, b == x->n - 1, x->link));
         }
@@ -75,6 +76,13 @@ static void test_against_brute_force(void **state)
         snprintf(p->fingerprint, sizeof p->fingerprint, "fnv64:%016x", it);   /* a program's profile */
         p->grads_freed = pu_int(&r, 2);
         for (int i = 0; i < p->n_rows; i++) p->rows[i].transient_opt = (pu_next(&r) % 8) << 20;
+        if (pu_int(&r, 4)) {   /* a loss row (most programs'): made by the last layer or a tied layer 0 */
+            p->loss = (ms_loss_row){ .present = 1, .made_in = pu_int(&r, 2) ? n - 1 : 0 };
+            uint64_t *f[6] = { &p->loss.outputs, &p->loss.held, &p->loss.transient_fwd, &p->loss.transient_bwd,
+                               &p->loss.carry, &p->loss.carry_loss };
+            for (int k = 0; k < 6; k++) *f[k] = (pu_next(&r) % 64) << 20;
+            if (p->loss.carry_loss > p->loss.carry) p->loss.carry_loss = p->loss.carry;
+        }
         ms_layer_cost L[MAXL];
         assert_int_equal(ms_layer_costs(p, 0, sizes[0], L, NULL, 0), 0);
         int nd = 1 + pu_int(&r, MAXD);
@@ -92,8 +100,8 @@ static void test_against_brute_force(void **state)
         o.recompute = MS_RECOMPUTE_NEVER;
         o.micro_batch = sizes[0];          /* a program's batch is its own */
         o.precision = 0;
-        bf x = { .L = L, .n = n, .grads_freed = p->grads_freed, .m = 1, .reserve = p->reserve, .link = o.link_gbps,
-                 .best = INFINITY, .n_dev = nd };
+        bf x = { .L = L, .n = n, .grads_freed = p->grads_freed, .m = 1, .loss = &p->loss, .reserve = p->reserve,
+                 .link = o.link_gbps, .best = INFINITY, .n_dev = nd };
         for (int d = 0; d < nd; d++) x.avail[d] = devs[d].capacity;
         search(&x, 0, 0, 0);
         ms_plan pl;

@@ -68,6 +68,7 @@ static void assert_same_profile(const ms_profile *a, const ms_profile *b)
     assert_string_equal(a->layer_list, b->layer_list);
     assert_string_equal(a->framework, b->framework);
     assert_int_equal(a->reserved_peak, b->reserved_peak);
+    assert_memory_equal(&a->loss, &b->loss, sizeof a->loss);
     assert_int_equal(a->oom.happened, b->oom.happened);
     if (a->oom.happened) {
         assert_int_equal(a->oom.layer, b->oom.layer);
@@ -157,6 +158,8 @@ static void test_program_profile(void **state)
     }
     snprintf(p->oom.what, sizeof p->oom.what, "model.transformers.15.0.qkv (Linear)");
     p->oom.phase = MS_PH_VALIDATION;
+    p->loss = (ms_loss_row){ .present = 1, .made_in = p->n_layers - 1, .outputs = 11, .held = 22,
+                             .transient_fwd = 33, .transient_bwd = 44, .carry = 55, .carry_loss = 5 };
     json_t *j = ms_profile_to_json(p);
     assert_non_null(j);
     ms_profile back;

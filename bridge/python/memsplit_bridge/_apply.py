@@ -45,6 +45,7 @@ class Applier:
         self.wrapped = set()
         self.placed = False
         self.moving = 0
+        self._cross = None                                 # the autograd Function of a crossing
         # tests only: leave out the boundary copy, to see the ledger catch it
         import os
         self.skip_copy = os.environ.get("MEMSPLIT_BRIDGE_TEST_SKIP_COPY") == "1"
@@ -223,16 +224,28 @@ class Applier:
                 key, _ = self.s.storage_key(t)
                 owner = lib.owner_device(key) if key else None
                 if owner is not None and owner != st:
-                    self.exec.append(st)
-                    self.moving += 1       # the copy itself reads the other stage's tensor
-                    try:
-                        return t.clone()
-                    finally:
-                        self.moving -= 1
-                        self.exec.pop()
+                    return self.cross(t, owner, st)
             return t
 
         return _map(torch, obj, move)
+
+    def cross(self, t, src, dst):
+        """The copy of t from stage src to stage dst on a shared physical
+        device, with the backward of a copy between two GPUs: the gradient
+        comes back as a copy on src (a plain clone would hand dst's gradient
+        tensor to src's operators, and the ledger would keep it on dst)."""
+        if self._cross is None:
+            self._cross = _crossing(self.torch)
+        return self._cross.apply(t, self, src, dst)
+
+    def copy_on(self, t, st):
+        self.exec.append(st)
+        self.moving += 1       # the copy itself reads the other stage's tensor
+        try:
+            return t.clone()
+        finally:
+            self.moving -= 1
+            self.exec.pop()
 
     # ---- checks on every operator (forward only) --------------------------------
     def check_inputs(self, func, args):
@@ -270,6 +283,20 @@ class Applier:
                 "memsplit: %s made a tensor on %s while it runs on stage %d (%s): the module moves its own "
                 "tensors to another stage's device (e.g. .to(x.device) on a tensor of another stage)"
                 % (self.s.where_text(), t.device, st, self.devices[st]))
+
+
+def _crossing(torch):
+    class Cross(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t, ap, src, dst):
+            ctx.ap, ctx.src = ap, src
+            return ap.copy_on(t, dst)
+
+        @staticmethod
+        def backward(ctx, g):
+            return ctx.ap.copy_on(g, ctx.src), None, None, None
+
+    return Cross
 
 
 def _map(torch, obj, fn):

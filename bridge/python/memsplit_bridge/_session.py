@@ -96,7 +96,7 @@ class Session:
         real = self.real["memory_stats"](d).get("allocated_bytes.all.peak", 0)
         return max(real, self.peaks[0]) if d == self.torch.device(self.device) else real
 
-    def transition(self, layer, phase, xin=-1):
+    def transition(self, layer, phase, xin=-1, xl=-1):
         """The program moved to (layer, phase): close the previous interval.
         xin: bytes of the tensors entering the layer (the previous layer's
         output, what crosses a stage boundary), -1 when not a layer entry."""
@@ -104,7 +104,7 @@ class Session:
             self.tracker.sweep_all()
         alloc, peak, reserved, rpeak = self.stats()
         self.send("w", l=layer, p=phase, alloc=alloc, peak=peak, reserved=reserved, rpeak=rpeak, xin=xin,
-                  fp=self.forwards)
+                  xl=xl, fp=self.forwards)
         self.layer, self.phase = layer, phase
         self.lib.where(layer, phase)
         self.times.append((layer, phase, self.clock()))
@@ -331,7 +331,7 @@ class Session:
             return None
         if self.micro_batch is None and self.phase == PH_FORWARD:
             self.micro_batch = _batch_of(torch, inputs)   # the root took keyword arguments
-        if self.borrowed(module):
+        if self.borrowed(module, inputs):
             return None
         if inside is not None:
             if inside + 1 != self.layer and self.block_depth == 1:
@@ -349,7 +349,7 @@ class Session:
                 self.member(module, layer)
         return None
 
-    def borrowed(self, module):
+    def borrowed(self, module, inputs=()):
         """A module whose own weights another layer owns (a tied lm_head)
         runs where those weights live: its work counts with that layer until
         it returns. True when it switched the layer."""
@@ -364,6 +364,12 @@ class Session:
                     self.is_tied(p):
                 if self.phase == PH_FORWARD and self.block_depth == 0:
                     self.member(module, self.layer)      # it still runs here, by the program's order
+                if self.phase == PH_FORWARD and self.torch.is_grad_enabled():
+                    # its backward runs where its weights are too: it ends
+                    # when the gradients of its inputs are done
+                    for t in _tensors(self.torch, inputs):
+                        if t.requires_grad:
+                            t.register_hook(_BorrowMark(self, self.layer))
                 self.borrow.append((module, self.layer))
                 self.transition(owner, self.phase)
                 return True
@@ -388,6 +394,11 @@ class Session:
             self.block_depth -= 1
         if self.borrow and self.borrow[-1][0] is module:
             _, back = self.borrow.pop()
+            if self.phase == PH_FORWARD and self.torch.is_grad_enabled():
+                # its backward begins when its outputs' gradients are there
+                for t in _tensors(self.torch, output):
+                    if t.requires_grad:
+                        t.register_hook(_BorrowMark(self, self.layer))
             self.transition(back, self.phase)
         if module is self.root and not self.stack:
             self.in_root = False
@@ -401,9 +412,12 @@ class Session:
                         if t.requires_grad and self.torch.is_grad_enabled():
                             t.register_hook(_BackwardMark(self, self.n_blocks + 1))
                     self.outside = True
-                # xin: the model's outputs, which a plan brings back to the root device
-                xin = sum(t.numel() * t.element_size() for t in _tensors(self.torch, output))
-                self.transition(self.n_blocks + 2, self.phase, xin)
+                # xin: the model's outputs, which a plan brings back to the root
+                # device; xl: the layer whose work made them (a tied lm_head: 0)
+                outs = list(_tensors(self.torch, output))
+                xin = sum(t.numel() * t.element_size() for t in outs)
+                xl = self.lib.owner(self.storage_key(outs[0])[0], CAT["act"]) if outs else None
+                self.transition(self.n_blocks + 2, self.phase, xin, -1 if xl is None else xl)
         return None
 
     def boundary(self, inputs, layer):
@@ -509,6 +523,20 @@ class _BackwardMark:
     def __call__(self, grad):
         s = self.s()
         if s is not None and s.on and s.phase == PH_BACKWARD and self.layer < s.layer:
+            s.transition(self.layer, PH_BACKWARD)
+        return None
+
+
+class _BorrowMark:
+    """A gradient hook around a module that borrows another layer's weights
+    (a tied lm_head): its backward is that layer's, as its forward was."""
+
+    def __init__(self, s, layer):
+        self.s, self.layer = weakref.ref(s), layer
+
+    def __call__(self, grad):
+        s = self.s()
+        if s is not None and s.on and s.phase == PH_BACKWARD and s.layer != self.layer:
             s.transition(self.layer, PH_BACKWARD)
         return None
 

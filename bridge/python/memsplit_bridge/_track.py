@@ -106,7 +106,9 @@ class Tracker:
                     cat, layer = CAT["param"], owner      # autocast's 16-bit copy of a weight
             if s.applier is not None:
                 s.applier.check_output(t)
-            dev = owners[i] if owners is not None else None
+            dev = owners[i][0] if owners is not None else None
+            if owners is not None and owners[i][1] is not None:
+                layer = owners[i][1]      # the optimizer's temporary counts with its parameter's layer
             rc, b = self.record(st, key, nbytes, cat, layer, t.device.type == "cuda", t, dev)
             if rc == 1:
                 s.oom(b, "cap", "")
@@ -121,24 +123,38 @@ class Tracker:
                     "allocate %d bytes in %s." % (where, cap, b, _func_name(func)))
 
     def optimizer_owners(self, args, n_out):
-        """Virtual devices share one physical device, so in the optimizer step
-        a new tensor counts where the parameter it is made for does: the
+        """In the optimizer step a new tensor is made for one parameter: the
         input at the same position of a list argument (foreach ops), else
-        the first input that has a device (zeros_like(param))."""
+        the first input that is a tensor (zeros_like(param)). [(device,
+        layer)] of that input per output: its layer, so that the rows know
+        each layer's temporaries; its device on virtual devices, which share
+        one physical device, so the tensor counts where the parameter does."""
         s = self.s
         ap = s.applier
-        if ap is None or not ap.virtual or s.phase != 3:
+        if s.phase != 3:
             return None
         lists = [a for a in args if isinstance(a, (list, tuple)) and len(a) == n_out]
         src = list(lists[0]) if lists else [a for a in args if isinstance(a, self.torch.Tensor)][:1] * n_out
         out = []
         for x in src:
-            d = None
+            d = layer = None
             if isinstance(x, self.torch.Tensor):
                 _, key, _ = self.storage_of(x)
-                d = self.lib.owner_device(key) if key else None
-            out.append(d)
+                if key:
+                    if ap is not None and ap.virtual:
+                        d = self.lib.owner_device(key)
+                    layer = self.source_layer(key)
+            out.append((d, layer))
         return out if len(out) == n_out else None
+
+    def source_layer(self, key):
+        """The layer of a parameter's tensors, or of a temporary the step
+        already made for one (sqrt(v) / c: the quotient is that layer's too)."""
+        for name in ("param", "master", "grad", "optim", "transient"):
+            layer = self.lib.owner(key, CAT[name])
+            if layer is not None:
+                return layer
+        return None
 
     def param_owner(self, src):
         if not isinstance(src, self.torch.Tensor):
