@@ -134,7 +134,10 @@ void h_chart_devices(FILE *f, int64_t run, const h_dev_bar *dv, int n, int measu
             fprintf(f, "<tr data-device=\"%d\" data-cat=\"%s\"><th class=\"rowh sub\"><i class=\"sw c-%s\"></i>%s</th>"
                        "<td></td>", i, h_cat_name(c), h_cat_name(c), h_cat_name(c));
             h_td_bytes(f, "predicted", d->pred_by[c]);
-            h_td_bytes(f, "measured", d->meas_by[c]);
+            /* a program's rerun measures each stage's total only: no
+             * category was measured, which is not a measured zero */
+            if (sum_cats(d->meas_by)) h_td_bytes(f, "measured", d->meas_by[c]);
+            else fputs("<td class=\"muted\">not measured</td>", f);
             fputs("<td></td></tr>\n", f);
         }
     }
