@@ -19,7 +19,10 @@ void msb_trace_free(msb_trace *t)
     free(t->ev);
     for (int i = 0; i < t->n_blocks; i++) free(t->blocks[i]);
     free(t->blocks);
-    for (int i = 0; i < t->n_steps; i++) free(t->steps[i].iv);
+    for (int i = 0; i < t->n_steps; i++) {
+        free(t->steps[i].iv);
+        free(t->steps[i].stage_peak_cats);
+    }
     free(t->steps);
     msb_trace_init(t);
 }
@@ -117,6 +120,24 @@ static int on_step(msb_trace *t, const json_t *o, int conn)
     const json_t *sp = json_object_get(o, "stage_peaks");
     for (size_t i = 0; json_is_array(sp) && i < json_array_size(sp) && i < 64; i++)
         s->stage_peaks[s->n_stage_peaks++] = (uint64_t)json_integer_value(json_array_get(sp, i));
+    /* [[bytes per category] per stage]: kept only when whole and one per stage */
+    const json_t *sc = json_object_get(o, "stage_peak_cats");
+    if (json_is_array(sc) && s->n_stage_peaks > 0 && json_array_size(sc) == (size_t)s->n_stage_peaks) {
+        s->stage_peak_cats = calloc((size_t)s->n_stage_peaks, sizeof *s->stage_peak_cats);
+        if (!s->stage_peak_cats) return -1;
+        for (int i = 0; i < s->n_stage_peaks; i++) {
+            const json_t *row = json_array_get(sc, (size_t)i);
+            if (!json_is_array(row) || json_array_size(row) != MS_CAT_N) {
+                free(s->stage_peak_cats);
+                s->stage_peak_cats = NULL;
+                break;
+            }
+            for (int c = 0; c < MS_CAT_N; c++) {
+                json_int_t v = json_integer_value(json_array_get(row, (size_t)c));
+                s->stage_peak_cats[i][c] = v > 0 ? (uint64_t)v : 0;
+            }
+        }
+    }
     const json_t *dp = json_object_get(o, "device_peaks");
     const char *dk;
     json_t *dv;

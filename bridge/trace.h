@@ -53,6 +53,7 @@ typedef struct msb_step {
     double loss;               /* what the program passed to backward() (unscaled), summed over the step */
     int n_stage_peaks;         /* a plan's run: the ledger's peak of each stage so far */
     uint64_t stage_peaks[64];
+    uint64_t (*stage_peak_cats)[MS_CAT_N]; /* n_stage_peaks breakdowns of stage_peaks (owned), NULL: not sent */
     int n_device_peaks;        /* a plan's run on GPUs: max_memory_allocated of each device so far */
     char device_names[8][32];
     uint64_t device_peaks[8];

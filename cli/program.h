@@ -80,6 +80,9 @@ typedef struct ms_program_device {
     char name[32];
     uint64_t capacity, predicted, measured;   /* measured 0: the run never got a step done */
     double gap;                               /* (measured - predicted) / predicted */
+    int has_cats;                             /* the program sent its stage's breakdown */
+    uint64_t measured_by_cat[MS_CAT_N];       /* the stage's tensors at its ledger peak, + the reserve */
+    uint64_t predicted_by_cat[MS_CAT_N];
 } ms_program_device;
 
 typedef struct ms_program_run {

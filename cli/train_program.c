@@ -177,6 +177,10 @@ int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json,
         for (int k = 0; alone && last && k < last->n_device_peaks; k++)
             if (!strcmp(last->device_names[k], d->name)) tensors = last->device_peaks[k];
         d->measured = tensors ? tensors + st->bytes[MS_CAT_RESERVE] : 0;
+        memcpy(d->predicted_by_cat, st->bytes, sizeof d->predicted_by_cat);
+        d->has_cats = last && last->stage_peak_cats && s < last->n_stage_peaks;
+        for (int c = 0; d->has_cats && c < MS_CAT_N; c++) d->measured_by_cat[c] = last->stage_peak_cats[s][c];
+        if (d->has_cats) d->measured_by_cat[MS_CAT_RESERVE] += st->bytes[MS_CAT_RESERVE];
         d->gap = d->predicted && d->measured ? ((double)d->measured - (double)d->predicted) / (double)d->predicted : 0;
     }
     out->steps = t->n_steps;
@@ -214,6 +218,7 @@ int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json,
                                   .measured_peak = out->dev[s].measured };
             snprintf(dp.name, sizeof dp.name, "%s", out->dev[s].name);
             memcpy(dp.predicted_by_cat, pl->stages[s].bytes, sizeof dp.predicted_by_cat);
+            if (out->dev[s].has_cats) memcpy(dp.measured_by_cat, out->dev[s].measured_by_cat, sizeof dp.measured_by_cat);
             if (ms_db_add_device_peak(db, run, &dp) != 0) ok = 0;
         }
         const char *status = out->oom ? "oom" : out->failure[0] ? (out->ex.interrupted ? "interrupted" : "failed")
@@ -241,11 +246,22 @@ void ms_program_print_devices(FILE *f, const ms_program_run *r)
 json_t *ms_program_run_json(const ms_program_run *r)
 {
     json_t *devs = json_array(), *losses = json_array();
-    for (int s = 0; s < r->n_dev; s++)
-        json_array_append_new(devs, json_pack("{s:i, s:s, s:I, s:I, s:I, s:f}", "stage", s, "device", r->dev[s].name,
-                                              "capacity_bytes", (json_int_t)r->dev[s].capacity, "predicted_bytes",
-                                              (json_int_t)r->dev[s].predicted, "measured_bytes",
-                                              (json_int_t)r->dev[s].measured, "gap", r->dev[s].gap));
+    for (int s = 0; s < r->n_dev; s++) {
+        json_t *d = json_pack("{s:i, s:s, s:I, s:I, s:I, s:f}", "stage", s, "device", r->dev[s].name, "capacity_bytes",
+                              (json_int_t)r->dev[s].capacity, "predicted_bytes", (json_int_t)r->dev[s].predicted,
+                              "measured_bytes", (json_int_t)r->dev[s].measured, "gap", r->dev[s].gap);
+        if (d) {
+            size_t pred[MS_CAT_N], meas[MS_CAT_N];
+            for (int c = 0; c < MS_CAT_N; c++) {
+                pred[c] = (size_t)r->dev[s].predicted_by_cat[c];
+                meas[c] = (size_t)r->dev[s].measured_by_cat[c];
+            }
+            json_object_set_new(d, "predicted_by_category", ms_cli_cat_json(pred));
+            /* the ledger's breakdown at the stage's own peak: null when the program did not send it */
+            json_object_set_new(d, "measured_by_category", r->dev[s].has_cats ? ms_cli_cat_json(meas) : json_null());
+        }
+        json_array_append_new(devs, d);
+    }
     for (int i = 0; i < r->n_losses; i++)
         json_array_append_new(losses, isnan(r->losses[i]) ? json_null() : json_real(r->losses[i]));
     char how[96];

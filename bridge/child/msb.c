@@ -221,6 +221,15 @@ uint64_t msb_peak(int dev)
     return v;
 }
 
+uint64_t msb_peak_cat(int dev, int cat)
+{
+    if (dev < 0 || dev >= MSL_MAX_DEVICES || cat < 0 || cat >= MS_CAT_N) return 0;
+    pthread_mutex_lock(&S.mu);
+    uint64_t v = S.ledger.dev[dev].peak_cat[cat];
+    pthread_mutex_unlock(&S.mu);
+    return v;
+}
+
 void msb_reset_peak(int dev)
 {
     if (dev < 0 || dev >= MSL_MAX_DEVICES) return;

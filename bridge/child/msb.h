@@ -45,6 +45,8 @@ void msb_free(uint64_t key);
 int msb_relabel(uint64_t key, int cat, int layer);
 uint64_t msb_live(int dev, int cat);           /* cat -1: every category */
 uint64_t msb_peak(int dev);
+/* Bytes of category cat live at dev's peak (the breakdown of msb_peak). */
+uint64_t msb_peak_cat(int dev, int cat);
 /* The peak starts again from what is live now (a plan was just applied). */
 void msb_reset_peak(int dev);
 /* 1 when key is a live storage labelled cat (e.g. a parameter), else 0;

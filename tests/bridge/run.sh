@@ -176,6 +176,11 @@ check "doctor splits the program" 0 "" -- "$M" doctor --gpus 2 --gpu-mem "$cap" 
 if [ "$(py "d['trial']['oom']['layer'] >= 1 and len(d['plan']['stages']) == 2 and d['plan']['schedule'] == 'sequential' and d['train']['steps'] == 6 and all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")" = True ]; then
     ok "doctor: the trial runs out, 2 stages on cpu,cpu, every measured peak within 2% ($(py "[round(100*x['gap'],2) for x in d['train']['devices']]")%)"
 else bad "doctor json" "$(py "d.get('train', d)")"; fi
+# each stage's peak comes with what it held, by category (the ledger's breakdown), in the JSON and the database
+if [ "$(py "all(isinstance(x['measured_by_category'], dict) and sum(x['measured_by_category'].values()) == x['measured_bytes'] and x['measured_by_category']['param'] > 0 and x['measured_by_category']['act'] > 0 for x in d['train']['devices'])")" = True ] &&
+   [ "$(sqlite3 "$T/doc.db" "select count(*) from device_peaks where measured_by_cat like '%\"act\":0,%' or measured_by_cat like '%\"param\":0,%'")" = 0 ]; then
+    ok "doctor: each stage's measured peak by category, summing to the peak, in the JSON and the database"
+else bad "measured by category" "$(py "[x.get('measured_by_category') for x in d['train']['devices']]")" "$(sqlite3 "$T/doc.db" "select measured_by_cat from device_peaks")"; fi
 want=$(losses_of "$T/plain.out"); got=$(py "','.join('%.4f' % x for x in d['train']['losses'])")
 [ -n "$want" ] && [ "$want" = "$got" ] && ok "doctor: the split run's losses equal the unsplit run's ($got)" || bad "losses" "unsplit $want" "split   $got"
 # doctor plans as `memsplit plan` does from the trial's profile (the same chooser)

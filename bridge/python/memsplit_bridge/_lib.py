@@ -24,6 +24,7 @@ class Lib:
             "msb_alloc": ([_int, _u64, _u64, _int, _int], _int),
             "msb_free": ([_u64], None), "msb_relabel": ([_u64, _int, _int], _int),
             "msb_live": ([_int, _int], _u64), "msb_peak": ([_int], _u64),
+            "msb_peak_cat": ([_int, _int], _u64),
             "msb_is": ([_u64, _int, ctypes.POINTER(_int)], _int), "msb_device_of": ([_u64], _int),
             "msb_move": ([_u64, _int], _int), "msb_reset_peak": ([_int], None),
             "msb_pick": ([_str, _str, ctypes.c_char_p, ctypes.c_size_t], _int),

@@ -473,9 +473,12 @@ class Session:
         if self.losses:
             loss = float(sum(float(x) for x in self.losses))
             self.losses = []
-        peaks = None
+        peaks = peak_cats = None
         if self.applier is not None:
-            peaks = [int(self.lib.c.msb_peak(i)) for i in range(len(self.applier.stages))]
+            stages = range(len(self.applier.stages))
+            peaks = [int(self.lib.c.msb_peak(i)) for i in stages]
+            # what each stage's peak held, by category (vocab.h's order)
+            peak_cats = [[int(self.lib.c.msb_peak_cat(i, c)) for c in range(len(CAT))] for i in stages]
         mem = None
         if self.cuda:
             free, total = self.torch.cuda.mem_get_info(self.device)
@@ -484,7 +487,8 @@ class Session:
         if self.cuda and self.applier is not None:
             dev_peaks = {d: self.device_peak(d) for d in self.applier.by_device}
         self.send("step", n=self.steps, accum=self.forwards, micro_batch=self.micro_batch,
-                  intervals=self.intervals(), mem=mem, loss=loss, stage_peaks=peaks, device_peaks=dev_peaks)
+                  intervals=self.intervals(), mem=mem, loss=loss, stage_peaks=peaks, stage_peak_cats=peak_cats,
+                  device_peaks=dev_peaks)
         self.forwards = 0
         if self.steps_wanted and self.steps >= self.steps_wanted:
             self.finish("steps")
