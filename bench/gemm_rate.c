@@ -201,6 +201,22 @@ static int measure(gemm_ctx *c, const gemm_type *t, int n, int algos, json_t *re
         json_array_append_new(trials, json_real(tf[r]));
     }
     qsort(tf, TRIALS, sizeof tf[0], cmp_double);
+    /* the heuristic's first choice in the same sustained trials: a brief
+     * look reads high (boost clock before the power limit; on the H200 788
+     * against a sustained 693 TFLOP/s at 4096^3 even over 30 ms) */
+    double first_tf = tf[TRIALS - 1];
+    if (best != 0 && first_ms > 0 && run_calls(c, &p, &p.res[0].algo, WARMUP_CALLS) == 0) {
+        int fcalls = (int)(TRIAL_S * 1e3 / first_ms);
+        fcalls = fcalls < 3 ? 3 : fcalls > 2000 ? 2000 : fcalls;
+        first_tf = 0;
+        for (int r = 0; r < TRIALS; r++) {
+            double ms = time_calls(c, &p, &p.res[0].algo, fcalls);
+            double v = ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0;
+            if (v > first_tf) first_tf = v;
+        }
+    } else if (best != 0) {
+        first_tf = 0; /* the first candidate did not run */
+    }
     json_t *o = json_object();
     json_object_set_new(o, "type", json_string(t->name));
     json_object_set_new(o, "m", json_integer(n));
@@ -213,7 +229,7 @@ static int measure(gemm_ctx *c, const gemm_type *t, int n, int algos, json_t *re
     json_object_set_new(o, "tflops", json_real(tf[TRIALS - 1]));
     json_object_set_new(o, "tflops_median", json_real(tf[TRIALS / 2]));
     json_object_set_new(o, "trials_tflops", trials);
-    json_object_set_new(o, "heuristic_first_tflops", json_real(first_ms > 0 ? flops / (first_ms * 1e-3) / 1e12 : 0));
+    json_object_set_new(o, "heuristic_first_tflops", json_real(first_tf));
     json_array_append_new(results, o);
     fprintf(stderr, "gemm_rate: %s %d^3: %.1f TFLOP/s (best of %d trials x %d calls; algorithm %d of %d)\n", t->name,
             n, tf[TRIALS - 1], TRIALS, calls, best, p.n_res);
