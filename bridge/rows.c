@@ -31,8 +31,10 @@ typedef struct pass_meas {
     uint64_t peak_alloc;          /* highest allocated bytes (counters, else the ledger) */
     uint64_t peak_reserved;       /* highest reserved (GPU), 0 unknown */
     int steps_complete;
-    int grads_freed;              /* gradients existed, and none was live when any forward began */
-    int grads_at_forward;
+    int grads_freed;              /* MS_GRADS_*: when the program frees its gradients */
+    int grads_at_forward;         /* some were live when a forward began */
+    int grads_at_loss;            /* some were live when the loss's backward began */
+    int loss_checked;             /* loss backwards begun after the first gradients */
     uint64_t grad_seen;
     /* of the step used: the dynamic bytes live when its first forward began
      * (what the program carries from the step before), and of those what
@@ -80,6 +82,7 @@ typedef struct interval {
     int64_t xin;
     int xl;
     uint64_t base_freed;          /* carried bytes (live when the step began) freed in it */
+    uint64_t stat_max;            /* the most static bytes live during it */
 } interval;
 
 typedef struct replay {
@@ -101,7 +104,10 @@ static void close_interval(const interval *iv, const msb_ev *w, const replay *r,
     int64_t end = dyn_now(r), peak = iv->dyn_peak;
     if (w && w->alloc >= 0) {               /* the caching allocator's exact counters */
         end = w->alloc - (int64_t)r->stat;
-        if (w->peak >= 0) peak = w->peak - (int64_t)r->stat;
+        /* its peak counts every byte: less the most static bytes there were
+         * (zero_grad in the interval frees the gradients after its peak;
+         * less only those left at the end would count them as its own) */
+        if (w->peak >= 0) peak = w->peak - (int64_t)iv->stat_max;
     }
     if (peak < end) peak = end;
     /* what the program carried into the step and frees here (its last
@@ -242,12 +248,19 @@ static int measure(const msb_trace *t, pass_meas *pm)
             if (e->layer == n - 1 && e->phase == MS_PH_BACKWARD && !loss_seen) {   /* the loss's backward */
                 carry_loss = base_live;
                 loss_seen = 1;
+                if (r.grad_seen) {
+                    uint64_t g = 0;
+                    for (int l = 0; l <= r.n; l++) g += r.lc[(size_t)l * 4 + MS_CAT_GRAD];
+                    if (g) pm->grads_at_loss = 1;
+                    pm->loss_checked++;
+                }
             }
             iv = (interval){ .open = 1, .layer = e->layer, .phase = e->phase, .xin = e->xin, .xl = e->xl,
                              .pass = e->dev };
             iv.dyn_start = e->alloc >= 0 ? e->alloc - (int64_t)r.stat : dyn_now(&r);
             iv.dyn_peak = iv.dyn_start;
             iv.tot_start = iv.tot_peak = e->alloc >= 0 ? e->alloc : (int64_t)r.led.dev[0].live;
+            iv.stat_max = r.stat;
             if (e->peak > 0 && (uint64_t)e->peak > pm->peak_alloc) pm->peak_alloc = (uint64_t)e->peak;
             if (e->alloc > 0 && (uint64_t)e->alloc > pm->peak_alloc) pm->peak_alloc = (uint64_t)e->alloc;
             if (e->rpeak > 0 && (uint64_t)e->rpeak > pm->peak_reserved) pm->peak_reserved = (uint64_t)e->rpeak;
@@ -278,10 +291,16 @@ static int measure(const msb_trace *t, pass_meas *pm)
             if (iv.phase == MS_PH_OPTIMIZER && iv.layer < 0) memcpy(opt_peak, r.dl, (size_t)(n + 1) * sizeof *r.dl);
         }
         if (iv.open && (int64_t)r.led.dev[0].live > iv.tot_peak) iv.tot_peak = (int64_t)r.led.dev[0].live;
+        if (iv.open && r.stat > iv.stat_max) iv.stat_max = r.stat;
     }
     if (!t->cuda) pm->peak_alloc = r.led.dev[0].peak;   /* the CPU: the ledger is the accounting */
     pm->grad_seen = r.grad_seen;
-    pm->grads_freed = r.grad_seen && !pm->grads_at_forward;
+    /* none live when a forward began: freed before it (zero_grad first);
+     * live then but never when the loss's backward began: freed between
+     * the two (Lightning's closure: training_step, zero_grad, backward) */
+    pm->grads_freed = !r.grad_seen ? MS_GRADS_KEPT
+                      : !pm->grads_at_forward ? MS_GRADS_FREED_BEFORE_FORWARD
+                      : pm->loss_checked && !pm->grads_at_loss ? MS_GRADS_FREED_BEFORE_BACKWARD : MS_GRADS_KEPT;
     if (rc == 0 && pm->steps_complete == 0) {   /* no complete step: what the first one got to */
         if (iv.open && iv.phase == MS_PH_OPTIMIZER && iv.layer < 0) opt_by_layer(&r, opt_start, opt_peak, cur);
         close_interval(&iv, NULL, &r, cur, n, &opt_cur);

@@ -50,7 +50,10 @@ uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int n, int a, int b, uint64_t
         if (L[l].master) own -= L[l].param;
     const uint64_t fixed = ms_sat_add(ms_sat_add(own, master), ms_sat_add(optim, ms_sat_add(ms_sat_add(in, keep_out), reserve)));
     const uint64_t carry = staged && root ? loss->carry : 0, outputs = staged ? loss->outputs : 0;
-    uint64_t g = grads_freed ? 0 : grad, act = 0, cp = 0, best = 0, b_act = 0, b_grad = g, b_tr = 0, b_comm = in;
+    /* the gradients: there from the start unless freed before the forward;
+     * freed after it (Lightning): gone once the loss's backward begins */
+    const int freed_late = grads_freed == MS_GRADS_FREED_BEFORE_BACKWARD;
+    uint64_t g = grads_freed == MS_GRADS_FREED_BEFORE_FORWARD ? 0 : grad, act = 0, cp = 0, best = 0, b_act = 0, b_grad = g, b_tr = 0, b_comm = in;
     uint64_t b_param = own;
 #define CONSIDER(A, G, T, C)                                                                                  \
     do {                                                                                                      \
@@ -79,13 +82,16 @@ uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int n, int a, int b, uint64_t
         CONSIDER(ms_sat_add(ms_sat_add(act, carry), outputs), g, 0, 0);
         uint64_t at_loss = ms_sat_add(ms_sat_add(act, loss->carry_loss), loss->held);
         CONSIDER(at_loss, g, loss->transient_fwd, 0);
+        if (freed_late) g = 0;
         CONSIDER(at_loss, g, loss->transient_bwd, 0);
     } else if (program && !staged && root) {
         /* a profile without its loss row: layer 0's row carries the loss's
          * work, with the residual stream held while later stages run */
         CONSIDER(ms_sat_add(act, out), g, L[0].transient_fwd, 0);
+        if (freed_late) g = 0;
         CONSIDER(ms_sat_add(act, out), g, L[0].transient_bwd, 0);
     }
+    if (freed_late) g = 0;
     for (int l = b; l >= a; l--) {
         /* transient_bwd counts the layer's own new gradients (the profile
          * measures it above everything live): they come as its activations

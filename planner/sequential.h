@@ -6,7 +6,10 @@
  * process (a user's PyTorch program) can run honestly. A stage's memory is
  * followed through the step layer by layer (sequential.c: seq_peak), with
  * the gradients there from the start or, for a program that frees them
- * each step (the profile's grads_freed), appearing in backward; the step
+ * each step (the profile's grads_freed), appearing in backward: freed before
+ * the forward (a plain loop's zero_grad first) or after it, when the loss's
+ * backward begins (Lightning's closure: last step's gradients live through
+ * the forward); the step
  * takes m * sum over stages of (fwd + bwd + comm) + sum of the optimizer
  * steps, so splits differ only in what crosses their boundaries: the search
  * minimises the predicted step time, then the largest share of a device any

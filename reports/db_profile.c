@@ -54,7 +54,7 @@ static int insert_header(ms_db *db, int64_t run, const ms_profile *p, int64_t oo
     dbi_bind_fixed(st, 19, p->framework);
     dbi_bind_fixed(st, 20, p->accounting);
     dbi_bind_u64(st, 21, p->reserved_peak);
-    sqlite3_bind_int(st, 22, p->grads_freed ? 1 : 0);
+    sqlite3_bind_int(st, 22, p->grads_freed);
     const ms_loss_row *l = &p->loss;
     sqlite3_bind_int(st, 23, l->present ? 1 : 0);
     sqlite3_bind_int(st, 24, l->made_in);
@@ -151,6 +151,8 @@ static int load_header(ms_db *db, int64_t run, ms_profile *out, int64_t *oom_id)
         dbi_col_text(st, 16, out->accounting, sizeof out->accounting);
         out->reserved_peak = dbi_col_u64(st, 17);
         out->grads_freed = sqlite3_column_int(st, 18);
+        if (out->grads_freed < MS_GRADS_KEPT || out->grads_freed > MS_GRADS_FREED_BEFORE_BACKWARD)
+            out->grads_freed = MS_GRADS_KEPT;   /* unknown: the gradients stay (the larger peak) */
         ms_loss_row *l = &out->loss;
         l->present = sqlite3_column_int(st, 19);
         l->made_in = sqlite3_column_int(st, 20);

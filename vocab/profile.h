@@ -85,6 +85,14 @@ typedef struct ms_loss_row {
     uint64_t carry_loss;    /* of those, what is still live in the loss interval */
 } ms_loss_row;
 
+/* When the gradients are freed each step (zero_grad(set_to_none=True)). */
+enum {
+    MS_GRADS_KEPT = 0,                  /* never: they stay (the built-in trainer) */
+    MS_GRADS_FREED_BEFORE_FORWARD = 1,  /* before each step's forward (a plain loop) */
+    MS_GRADS_FREED_BEFORE_BACKWARD = 2, /* after the forward, before backward (Lightning's
+                                           closure): last step's live through the forward */
+};
+
 typedef struct ms_profile {
     char model[128];        /* preset or config name; a program's script name */
     int n_layers;           /* layers in the list (embedding + blocks + head) */
@@ -101,8 +109,7 @@ typedef struct ms_profile {
     char framework[64];     /* "torch 2.11.0+cu130" */
     char accounting[32];    /* "allocator" (built-in), "cuda-caching-allocator", "cpu-dispatcher" */
     uint64_t reserved_peak; /* the caching allocator's reserved peak (fragmentation), 0 unknown */
-    int grads_freed;        /* 1: the gradients are freed before each step's forward (a program's
-                               zero_grad(set_to_none=True)); 0: they stay (the built-in trainer) */
+    int grads_freed;        /* when a program frees its gradients each step (MS_GRADS_*) */
     ms_loss_row loss;
     ms_oom_info oom;
     int n_rows;

@@ -223,7 +223,10 @@ json_t *ms_profile_to_json(const ms_profile *p)
     put(root, "reserve_bytes", ms_json_u64(p->reserve), &bad);
     put(root, "reserved_peak_bytes", ms_json_u64(p->reserved_peak), &bad);
     put(root, "accounting", json_string(p->accounting[0] ? p->accounting : "allocator"), &bad);
-    put(root, "grads_freed_each_step", json_boolean(p->grads_freed), &bad);
+    put(root, "grads_freed_each_step", json_boolean(p->grads_freed != MS_GRADS_KEPT), &bad);
+    if (p->grads_freed != MS_GRADS_KEPT)
+        put(root, "grads_freed_before",
+            json_string(p->grads_freed == MS_GRADS_FREED_BEFORE_BACKWARD ? "backward" : "forward"), &bad);
     json_t *m = json_object();
     if (m) {
         put(m, "name", json_string(p->model), &bad);
@@ -390,6 +393,16 @@ static int from_json(const json_t *root, ms_profile *p, char *err, size_t errlen
     if (json_object_get(root, "grads_freed_each_step") &&
         ms_json_get_bool(root, ctx, "grads_freed_each_step", &p->grads_freed, err, errlen))
         return -1;
+    if (json_object_get(root, "grads_freed_before")) {   /* absent: before the forward (version 2's meaning) */
+        char when[16];
+        if (ms_json_get_str(root, ctx, "grads_freed_before", when, sizeof when, err, errlen)) return -1;
+        if (strcmp(when, "forward") && strcmp(when, "backward"))
+            return ms_errf(err, errlen, "%s: grads_freed_before: \"%s\" is neither \"forward\" nor \"backward\"",
+                           ctx, when);
+        if (!p->grads_freed)
+            return ms_errf(err, errlen, "%s: grads_freed_before without grads_freed_each_step", ctx);
+        if (!strcmp(when, "backward")) p->grads_freed = MS_GRADS_FREED_BEFORE_BACKWARD;
+    }
     if (json_object_get(root, "accounting") &&
         ms_json_get_str(root, ctx, "accounting", p->accounting, sizeof p->accounting, err, errlen))
         return -1;

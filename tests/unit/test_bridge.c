@@ -348,6 +348,102 @@ static void test_oom_and_the_uncapped_pass(void **state)
     msb_trace_free(&u);
 }
 
+/* A GPU program in Lightning's order, with the caching allocator's counters
+ * in every transition (peaks reset at each): training_step, then zero_grad,
+ * then backward. One block (layers: 0 pre, 1 block, 2 post, 3 outside). In
+ * step 2 the last step's gradients (350 bytes) are live through the forward
+ * and zero_grad frees them inside the loss interval, after the loss's
+ * 100-byte temporary: that temporary is the loss's transient, not 450. */
+typedef struct gpu_trace { msb_trace *t; long live, peak; } gpu_trace;
+static void g_alloc(gpu_trace *g, int k, int b, int c, int l)
+{
+    feed(g->t, 1, "{\"ev\":\"a\",\"d\":0,\"k\":%d,\"b\":%d,\"c\":%d,\"l\":%d,\"p\":1}", k, b, c, l);
+    g->live += b;
+    if (g->live > g->peak) g->peak = g->live;
+}
+static void g_free(gpu_trace *g, int k, int b)
+{
+    feed(g->t, 1, "{\"ev\":\"f\",\"d\":0,\"k\":%d}", k);
+    g->live -= b;
+}
+static void g_where(gpu_trace *g, int l, int p, int xin, int xl)
+{
+    feed(g->t, 1, "{\"ev\":\"w\",\"l\":%d,\"p\":%d,\"alloc\":%ld,\"peak\":%ld,\"xin\":%d,\"xl\":%d,\"fp\":1}", l, p,
+         g->live, g->peak, xin, xl);
+    g->peak = g->live;
+}
+
+static void test_lightning_order_on_a_gpu(void **state)
+{
+    (void)state;
+    msb_trace t;
+    msb_trace_init(&t);
+    gpu_trace g = { &t, 0, 0 };
+    feed(&t, 1, "{\"ev\":\"hello\",\"pid\":1}");
+    feed(&t, 1, "{\"ev\":\"torch\",\"version\":\"2.11.0\",\"cuda\":true}");
+    g_alloc(&g, 1, 100, MS_CAT_TRANSIENT, -1);
+    g_alloc(&g, 2, 200, MS_CAT_TRANSIENT, -1);
+    g_alloc(&g, 3, 50, MS_CAT_TRANSIENT, -1);
+    feed(&t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"list\":\"h\",\"why\":\"h: ModuleList of 1 B\","
+                "\"blocks\":[\"h.0\"],\"fingerprint\":\"fnv64:00000000000000bb\",\"precision\":\"fp32\","
+                "\"device\":\"cuda:0\"}");
+    R(&t, 1, MS_CAT_PARAM, 0);
+    R(&t, 2, MS_CAT_PARAM, 1);
+    R(&t, 3, MS_CAT_PARAM, 2);
+    for (int s = 0; s < 2; s++) {
+        int k = 100 * (s + 1);
+        g_where(&g, 0, MS_PH_FORWARD, -1, -1);
+        g_alloc(&g, k + 1, 16, MS_CAT_ACT, 0);
+        g_where(&g, 1, MS_PH_FORWARD, 16, 0);
+        g_alloc(&g, k + 2, 40, MS_CAT_ACT, 1);
+        g_where(&g, 2, MS_PH_FORWARD, 40, 1);
+        g_alloc(&g, k + 3, 24, MS_CAT_ACT, 2);               /* the logits */
+        g_where(&g, 3, MS_PH_FORWARD, 24, 2);                /* the loss, outside the model */
+        g_alloc(&g, k + 4, 100, MS_CAT_ACT, 3);              /* its temporary */
+        g_alloc(&g, k + 5, 30, MS_CAT_ACT, 3);               /* what it saves */
+        g_free(&g, k + 4, 100);
+        if (s > 0) {                                         /* zero_grad, after training_step */
+            g_free(&g, 1001, 100);
+            g_free(&g, 1002, 200);
+            g_free(&g, 1003, 50);
+        }
+        g_where(&g, 3, MS_PH_BACKWARD, -1, -1);
+        g_alloc(&g, k + 6, 10, MS_CAT_TRANSIENT, 3);
+        g_free(&g, k + 6, 10);
+        g_where(&g, 2, MS_PH_BACKWARD, -1, -1);
+        g_alloc(&g, 1003, 50, MS_CAT_TRANSIENT, 2);          /* gradients, labelled in the optimizer phase */
+        g_free(&g, k + 3, 24);
+        g_where(&g, 1, MS_PH_BACKWARD, -1, -1);
+        g_alloc(&g, 1002, 200, MS_CAT_TRANSIENT, 1);
+        g_free(&g, k + 2, 40);
+        g_where(&g, 0, MS_PH_BACKWARD, -1, -1);
+        g_alloc(&g, 1001, 100, MS_CAT_TRANSIENT, 0);
+        g_free(&g, k + 1, 16);
+        g_free(&g, k + 5, 30);
+        g_where(&g, -1, MS_PH_OPTIMIZER, -1, -1);
+        R(&t, 1001, MS_CAT_GRAD, 0);
+        R(&t, 1002, MS_CAT_GRAD, 1);
+        R(&t, 1003, MS_CAT_GRAD, 2);
+        g_where(&g, -1, MS_PH_INIT, -1, -1);
+        feed(&t, 1, "{\"ev\":\"step\",\"n\":%d,\"accum\":1,\"micro_batch\":4,\"intervals\":[]}", s + 1);
+    }
+    feed(&t, 1, "{\"ev\":\"done\",\"reason\":\"steps\"}");
+    ms_profile p;
+    int incomplete = 0;
+    char err[256];
+    msb_rows_opts o = { .capacity = 0, .model_name = "fit.py" };
+    if (msb_build_profile(&t, NULL, &o, &p, &incomplete, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(p.grads_freed, MS_GRADS_FREED_BEFORE_BACKWARD);
+    assert_true(p.loss.present);
+    assert_int_equal(p.loss.made_in, 2);
+    assert_int_equal(p.loss.outputs, 24);
+    assert_int_equal(p.loss.held, 24 + 30);         /* the logits, still referenced, and what it saved */
+    assert_int_equal(p.loss.transient_fwd, 100);   /* 450 when the freed gradients counted as its own */
+    assert_int_equal(p.rows[1].grad, 200);
+    ms_profile_free(&p);
+    msb_trace_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -356,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_rows_from_a_trace),
         cmocka_unit_test(test_oom_and_the_uncapped_pass),
+        cmocka_unit_test(test_lightning_order_on_a_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -74,7 +74,7 @@ static void test_against_brute_force(void **state)
         int sizes[1] = {1 + pu_int(&r, 4)};
         ms_profile *p = pu_random_profile(&r, n, 1u, sizes, 1, sizes[0]);
         snprintf(p->fingerprint, sizeof p->fingerprint, "fnv64:%016x", it);   /* a program's profile */
-        p->grads_freed = pu_int(&r, 2);
+        p->grads_freed = pu_int(&r, 3);   /* kept, freed before the forward, or before backward */
         for (int i = 0; i < p->n_rows; i++) p->rows[i].transient_opt = (pu_next(&r) % 8) << 20;
         if (pu_int(&r, 4)) {   /* a loss row (most programs'): made by the last layer or a tied layer 0 */
             p->loss = (ms_loss_row){ .present = 1, .made_in = pu_int(&r, 2) ? n - 1 : 0 };
@@ -125,10 +125,48 @@ static void test_against_brute_force(void **state)
     assert_true(feasible > 50 && infeasible > 10);   /* both kinds of instance were met */
 }
 
+/* When the program frees its gradients decides what is live at the loss:
+ * one root stage of two layers (grads 100 + 200), the loss's backward
+ * transient (1000) above its forward one (10). Kept: the gradients are
+ * there at the loss's backward. Freed before the forward: none are there
+ * yet. Freed after the forward (Lightning): there through the forward,
+ * gone when the loss's backward begins; so the loss's backward moment has
+ * none, and a forward moment, not the loss, can be the peak. */
+static void test_when_gradients_are_freed(void **state)
+{
+    (void)state;
+    ms_layer_cost L[2] = {
+        { .param = 50, .grad = 100, .optim = 200, .act = 40, .transient_fwd = 5, .transient_bwd = 20 },
+        { .param = 60, .grad = 200, .optim = 400, .act = 30, .transient_fwd = 700, .transient_bwd = 20 },
+    };
+    ms_loss_row loss = { .present = 1, .made_in = 1, .outputs = 8, .held = 16, .transient_fwd = 10,
+                         .transient_bwd = 1000 };
+    uint64_t by[MS_CAT_N];
+    const uint64_t fixed = 50 + 60 + 200 + 400;
+    uint64_t kept = ms_seq_stage_peak(L, 2, 0, 1, 0, 0, MS_GRADS_KEPT, 1, &loss, 0, by);
+    assert_int_equal(kept, fixed + 300 + 70 + 16 + 1000);
+    assert_int_equal(by[MS_CAT_GRAD], 300);
+    uint64_t first = ms_seq_stage_peak(L, 2, 0, 1, 0, 0, MS_GRADS_FREED_BEFORE_FORWARD, 1, &loss, 0, by);
+    assert_int_equal(first, fixed + 70 + 16 + 1000);
+    assert_int_equal(by[MS_CAT_GRAD], 0);
+    /* Lightning: the loss's backward has no gradients (fixed + 1086); layer
+     * 1's forward has them all: fixed + 300 + 40 + 30 + 700 = fixed + 1070;
+     * the loss's backward still wins here */
+    uint64_t late = ms_seq_stage_peak(L, 2, 0, 1, 0, 0, MS_GRADS_FREED_BEFORE_BACKWARD, 1, &loss, 0, by);
+    assert_int_equal(late, fixed + 70 + 16 + 1000);
+    assert_int_equal(by[MS_CAT_GRAD], 0);
+    loss.transient_bwd = 900;   /* now the forward with last step's gradients is the peak */
+    late = ms_seq_stage_peak(L, 2, 0, 1, 0, 0, MS_GRADS_FREED_BEFORE_BACKWARD, 1, &loss, 0, by);
+    assert_int_equal(late, fixed + 300 + 70 + 700);
+    assert_int_equal(by[MS_CAT_GRAD], 300);
+    assert_int_equal(by[MS_CAT_TRANSIENT], 700);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_brute_force),
+        cmocka_unit_test(test_when_gradients_are_freed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -160,14 +160,30 @@ static void test_program_profile(void **state)
     p->oom.phase = MS_PH_VALIDATION;
     p->loss = (ms_loss_row){ .present = 1, .made_in = p->n_layers - 1, .outputs = 11, .held = 22,
                              .transient_fwd = 33, .transient_bwd = 44, .carry = 55, .carry_loss = 5 };
+    p->grads_freed = MS_GRADS_FREED_BEFORE_BACKWARD;     /* Lightning's order */
     json_t *j = ms_profile_to_json(p);
     assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(j, "grads_freed_before")), "backward");
     ms_profile back;
     char err[256];
     if (ms_profile_from_json(j, &back, err, sizeof err)) fail_msg("program profile: %s", err);
     assert_same_profile(p, &back);
+    assert_int_equal(back.grads_freed, MS_GRADS_FREED_BEFORE_BACKWARD);
     assert_string_equal(back.accounting, "cpu-dispatcher");
     ms_profile_free(&back);
+    /* when: forward, backward or absent (forward); nothing else, and only when freed */
+    json_object_set_new(j, "grads_freed_before", json_string("sometimes"));
+    assert_int_equal(ms_profile_from_json(j, &back, err, sizeof err), -1);
+    assert_non_null(strstr(err, "grads_freed_before"));
+    json_object_set_new(j, "grads_freed_before", json_string("backward"));
+    json_object_set_new(j, "grads_freed_each_step", json_false());
+    assert_int_equal(ms_profile_from_json(j, &back, err, sizeof err), -1);
+    json_object_set_new(j, "grads_freed_each_step", json_true());
+    json_object_del(j, "grads_freed_before");
+    assert_int_equal(ms_profile_from_json(j, &back, err, sizeof err), 0);
+    assert_int_equal(back.grads_freed, MS_GRADS_FREED_BEFORE_FORWARD);
+    ms_profile_free(&back);
+    json_object_set_new(j, "grads_freed_before", json_string("backward"));
     /* no shape keys at all: fine in version 2 */
     json_t *m = json_object_get(j, "model");
     json_object_del(m, "seq_len");
