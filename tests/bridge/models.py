@@ -15,7 +15,11 @@ checkpointing of every block), --two-opt (two optimizers), --workers N
 (a DataLoader with worker processes), --amp (bf16 autocast), --sleep S
 (sleep before training, for the interruption test), --step-fn (the loss
 computed in a function, as Lightning's training_step: the logits are freed
-before backward), --move-each-step (the
+before backward), --lightning-order (zero_grad after the forward and before
+backward, as Lightning's optimizer closure does: last step's gradients live
+through the forward), --labels (hf: the model computes its loss inside its
+own forward from labels=, as GPT2LMHeadModel does, and returns (loss,
+logits)), --move-each-step (the
 program moves the model to its device again after every step, as Lightning
 does at fit start and for test), --save/--load PATH (state_dict and
 optimizer state through torch.save, loaded with map_location).
@@ -66,7 +70,7 @@ class HFStyle(nn.Module):
         self.lm_head.weight = self.transformer.wte.weight      # tied, as GPT-2 does
         self.use_ckpt = use_ckpt
 
-    def forward(self, input_ids=None):
+    def forward(self, input_ids=None, labels=None):
         t = self.transformer
         pos = torch.arange(input_ids.shape[1], device=input_ids.device)
         x = t.drop(t.wte(input_ids) + t.wpe(pos))
@@ -75,7 +79,14 @@ class HFStyle(nn.Module):
                 x = ckpt.checkpoint(block, x, use_reentrant=False)
             else:
                 x = block(x, scale=1.0)
-        return self.lm_head(t.ln_f(x))
+        logits = self.lm_head(t.ln_f(x))
+        if labels is None:
+            return logits
+        # the loss in the model's own forward, outside every module (HF's
+        # loss_function: the logits upcast, shifted labels)
+        shift = logits[:, :-1, :].float().reshape(-1, logits.shape[-1])
+        loss = nn.functional.cross_entropy(shift, labels[:, 1:].reshape(-1))
+        return loss, logits
 
 
 class BNBlock(nn.Module):
@@ -164,6 +175,8 @@ def main():
     ap.add_argument("--load", default="")
     ap.add_argument("--torch-profiler", action="store_true", help="train inside torch.profiler.profile()")
     ap.add_argument("--step-fn", action="store_true", help="the loss in a function, as Lightning's training_step")
+    ap.add_argument("--lightning-order", action="store_true", help="zero_grad between the forward and backward")
+    ap.add_argument("--labels", action="store_true", help="hf: the loss computed inside the model's forward")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -197,6 +210,8 @@ def training_step(a, model, idx, dev):
     """The loss as Lightning's training_step computes it: the logits are
     local, so only what the loss saved outlives the call."""
     with torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=a.amp):
+        if a.labels:
+            return model(input_ids=idx[:, :-1], labels=idx[:, :-1])[0]
         logits = model(input_ids=idx[:, :-1]) if a.model == "hf" else model(idx[:, :-1])
         return nn.functional.cross_entropy(logits.float().reshape(-1, a.vocab), idx[:, 1:].reshape(-1))
 
@@ -204,8 +219,9 @@ def training_step(a, model, idx, dev):
 def train(a, model, opts, loader, dev):
     step, it = 0, iter(loader)
     while step < a.steps:
-        for o in opts:
-            o.zero_grad(set_to_none=True)
+        if not a.lightning_order:
+            for o in opts:
+                o.zero_grad(set_to_none=True)
         for _ in range(a.accum):
             try:
                 idx = next(it)
@@ -213,12 +229,15 @@ def train(a, model, opts, loader, dev):
                 it = iter(loader)
                 idx = next(it)
             idx = idx.to(dev)
-            if a.step_fn:
+            if a.step_fn or a.labels:
                 loss = training_step(a, model, idx, dev)     # the outputs are gone before backward
             else:
                 with torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=a.amp):
                     logits = model(input_ids=idx[:, :-1]) if a.model == "hf" else model(idx[:, :-1])
                     loss = nn.functional.cross_entropy(logits.float().reshape(-1, a.vocab), idx[:, 1:].reshape(-1))
+            if a.lightning_order and _ == 0:
+                for o in opts:       # Lightning's closure: training_step, zero_grad, backward
+                    o.zero_grad(set_to_none=True)
             (loss / a.accum).backward()
         for o in opts:
             o.step()

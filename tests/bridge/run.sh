@@ -246,6 +246,24 @@ split_case "hf, tied large vocab" 2 0.75 -- --model hf --vocab 2048 --blocks 8 -
 split_case "hf, tied large vocab" 3 0.5 -- --model hf --vocab 2048 --dim 64 --blocks 12 --steps 4
 split_case "hf, tied large vocab, loss in a step function, bf16" 2 0.7 -- --model hf --vocab 2048 --dim 64 \
     --blocks 12 --steps 4 --step-fn --amp
+# Lightning's order: training_step, then zero_grad, then backward (the last
+# step's gradients live through the forward, none when backward begins)
+split_case "ref, large vocab, Lightning's order" 2 0.75 -- "${REF_V[@]}" --step-fn --lightning-order
+split_case "ref, large vocab, Lightning's order, bf16" 3 0.5 -- "${REF_V[@]}" --step-fn --lightning-order --amp
+check "Lightning's order: profile" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" "${REF_V[@]}" --step-fn \
+    --lightning-order
+[ "$(py "(d['grads_freed_each_step'], d.get('grads_freed_before'))")" = "(True, 'backward')" ] && \
+    ok "Lightning's order: the gradients are freed before backward, the profile says" || \
+    bad "grads_freed_before" "$(py "(d['grads_freed_each_step'], d.get('grads_freed_before'))")"
+# HF's labels=: the loss inside the model's forward, after the tied lm_head,
+# runs where the lm_head's output is (the root stage), and its backward too
+split_case "hf, tied, loss in the model's forward (labels=)" 2 0.75 -- --model hf --vocab 2048 --blocks 8 --steps 4 --labels
+split_case "hf, labels=, Lightning's order" 2 0.75 -- --model hf --vocab 2048 --blocks 8 --steps 4 --labels \
+    --lightning-order
+check "labels=: profile" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model hf --vocab 2048 --blocks 8 \
+    --steps 2 --labels
+[ "$(py "d['loss']['made_in']")" = 0 ] && ok "labels=: the loss is made where the tied lm_head ran (layer 0)" || \
+    bad "labels= made_in" "$(py "d['loss']")"
 # refusals, each with its fix
 check "plan for another program" 1 "another program" -- "$M" train --plan "$T/plan.json" -- "$PY" "$MODELS" --model seq --blocks 6
 check "built-in model's plan" 1 "built-in model" -- "$M" train --plan "$T/builtin.json" -- "${P6[@]}"

@@ -57,6 +57,7 @@ class Session:
         self.micro_batch = None
         self.scaled_loss = False
         self.outside = False        # the loss was computed outside the model in this forward
+        self.outside_early = False  # ... beginning in the root's own code, after a borrowed module
         self.borrow = []            # (module, layer to return to) while a tied module runs
         self.tied_params = None     # ids of parameters that more than one module holds
         # the device whose tensors count: the GPU where torch has one
@@ -394,24 +395,47 @@ class Session:
             self.block_depth -= 1
         if self.borrow and self.borrow[-1][0] is module:
             _, back = self.borrow.pop()
-            if self.phase == PH_FORWARD and self.torch.is_grad_enabled():
+            training = self.phase == PH_FORWARD and self.torch.is_grad_enabled()
+            if training:
                 # its backward begins when its outputs' gradients are there
                 for t in _tensors(self.torch, output):
                     if t.requires_grad:
                         t.register_hook(_BorrowMark(self, self.layer))
-            self.transition(back, self.phase)
+            if training and self.in_root and self.list_entered and len(self.stack) == 1 and \
+                    self.stack[0] is self.root and not self.in_backward:
+                # back in the root's own code after the list (HF computes its
+                # loss there from labels=): that code works on these outputs
+                # where they are, as a loss after the forward would, so it is
+                # the "outside" layer, made by the weights' owner; its
+                # backward ends when these outputs' gradients are there
+                outs = list(_tensors(self.torch, output))
+                xin = sum(t.numel() * t.element_size() for t in outs)
+                self.outside_early = True
+                self.transition(self.n_blocks + 2, self.phase, xin, self.layer)
+            else:
+                self.transition(back, self.phase)
         if module is self.root and not self.stack:
             self.in_root = False
             if self.phase in (PH_FORWARD, PH_VALIDATION) and not self.in_backward:
+                early = self.outside_early
+                self.outside_early = False
                 if self.phase == PH_FORWARD:
                     self.first_forward_done = True
                     # the loss and whatever the program computes from the
                     # model's outputs: a layer of its own ("outside"), whose
-                    # backward ends where the model's outputs' gradients are done
-                    for t in _tensors(self.torch, output):
-                        if t.requires_grad and self.torch.is_grad_enabled():
+                    # backward ends where the model's outputs' gradients are
+                    # done. A scalar output (a loss the model computed
+                    # itself) is where backward starts: its gradient is there
+                    # at once and ends nothing, unless it is all there is.
+                    marks = [t for t in _tensors(self.torch, output) if t.requires_grad]
+                    if any(t.dim() > 0 for t in marks) or early:
+                        marks = [t for t in marks if t.dim() > 0]
+                    if self.torch.is_grad_enabled():
+                        for t in marks:
                             t.register_hook(_BackwardMark(self, self.n_blocks + 1))
                     self.outside = True
+                if early and self.phase == PH_FORWARD:
+                    return None     # the outside layer began where the borrowed module returned
                 # xin: the model's outputs, which a plan brings back to the root
                 # device; xl: the layer whose work made them (a tied lm_head: 0)
                 outs = list(_tensors(self.torch, output))

@@ -107,6 +107,8 @@ class Tracker:
             if s.applier is not None:
                 s.applier.check_output(t)
             dev = owners[i][0] if owners is not None else None
+            if dev is None and s.phase == 2 and s.applier is not None and s.applier.virtual and not s.applier.exec:
+                dev = self.input_device(args)
             if owners is not None and owners[i][1] is not None:
                 layer = owners[i][1]      # the optimizer's temporary counts with its parameter's layer
             rc, b = self.record(st, key, nbytes, cat, layer, t.device.type == "cuda", t, dev)
@@ -121,6 +123,21 @@ class Tracker:
                 raise self.torch.cuda.OutOfMemoryError(
                     "CUDA out of memory (memsplit: the emulated capacity%s of %d bytes is reached). Tried to "
                     "allocate %d bytes in %s." % (where, cap, b, _func_name(func)))
+
+    def input_device(self, args):
+        """On virtual devices, the ledger device of an operator's first input
+        that the ledger knows: backward runs where the forward's tensors are,
+        as on two GPUs (a tied lm_head's, and the loss it feeds, on its
+        weight's stage, whichever layer's backward the program is in). None
+        when no input is known (then the layer's stage)."""
+        for a in args:
+            for t in (a if isinstance(a, (list, tuple)) else (a,)):
+                if isinstance(t, self.torch.Tensor) and t.device.type == self.s.track_type:
+                    _, key, _ = self.storage_of(t)
+                    d = self.lib.owner_device(key) if key else None
+                    if d is not None:
+                        return d
+        return None
 
     def optimizer_owners(self, args, n_out):
         """In the optimizer step a new tensor is made for one parameter: the
