@@ -297,8 +297,12 @@ static void oom_headline(const ms_profile *p, char *line, size_t len)
     for (int c = 0; c < MS_CAT_N; c++) live += o->live_by_cat[c];
     uint64_t cap = o->capacity ? o->capacity : p->capacity;
 
-    char where[96], name[40], req[32], lv[32], capb[32], miss[32];
-    if (o->layer < 0) {
+    char where[200], name[40], req[32], lv[32], capb[32], miss[32];
+    const int named_outside = o->layer < 0 && o->what[0] && (o->phase == MS_PH_FORWARD || o->phase == MS_PH_BACKWARD);
+    if (named_outside) {
+        /* a program's own code outside its layers (its loss): what says which */
+        snprintf(where, sizeof where, "%s %.*s", phase_phrase(o->phase), 150, o->what);
+    } else if (o->layer < 0) {
         snprintf(where, sizeof where, "outside any layer");
     } else {
         if (o->layer_name[0]) snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, o->layer_name);
@@ -306,7 +310,7 @@ static void oom_headline(const ms_profile *p, char *line, size_t len)
         snprintf(where, sizeof where, "%s %s (layer %d)", phase_phrase(o->phase), name, o->layer);
     }
     char what[80];
-    if (o->what[0])
+    if (o->what[0] && !named_outside)
         snprintf(what, sizeof what, "%s '%.*s'", ms_cat_name((ms_cat)o->category), 60, o->what);
     else
         snprintf(what, sizeof what, "%s", ms_cat_name((ms_cat)o->category));
@@ -332,7 +336,7 @@ static void oom_headline(const ms_profile *p, char *line, size_t len)
 
 void ms_term_report_oom_headline(FILE *f, const ms_profile *p, int width)
 {
-    char line[640];
+    char line[768];
     if (!p->oom.happened) return;
     oom_headline(p, line, sizeof line);
     rep_wrap(f, width > 0 ? width : 80, 2, line);

@@ -125,7 +125,7 @@ doctor_case() {  # NAME GPUS SCRIPT ARGS...: the whole loop, every stage on cuda
         "$PY" "$@" > "$T/doc_$name.json" 2> "$T/doc_$name.err"
     local rc=$?
     grep -E "^placement|OUT OF MEMORY in|doctor: plan|re-planned" "$T/doc_$name.err" | head -5 | sed 's/^/  /'
-    js "$T/doc_$name.json" "'  trial OOM: %s %s; stages %s' % (d['trial']['oom']['layer_name'], d['trial']['oom']['phase'], [(s['layers'], s['predicted_peak_bytes']) for s in d['plan']['stages']])"
+    js "$T/doc_$name.json" "'  trial OOM: %s %s; stages %s' % (d['trial']['oom']['layer_name'] or d['trial']['oom']['what'], d['trial']['oom']['phase'], [(s['layers'], s['predicted_peak_bytes']) for s in d['plan']['stages']])"
     js "$T/doc_$name.json" "'  devices: ' + '; '.join('%s predicted %.2f GiB measured %.2f GiB gap %+.2f%%' % (x['device'], x['predicted_bytes']/2**30, x['measured_bytes']/2**30, 100*x['gap']) for x in d['train']['devices'])"
     [ $rc = 0 ] && ok "doctor $name: trial, plan, rerun (exit 0)" || bad "doctor $name: exit $rc" "$(tail -6 "$T/doc_$name.err")"
     local gaps; gaps=$(js "$T/doc_$name.json" "all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")

@@ -245,6 +245,19 @@ static void test_oom_outside_a_layer_without_shortfall(void **state)
     assert_null(strstr(sq, "missing"));
     free(sq);
     free(c.text);
+    /* a program's loss, outside its layers, in the forward: named by what ran */
+    p.oom.phase = MS_PH_FORWARD;
+    p.oom.category = MS_CAT_TRANSIENT;
+    snprintf(p.oom.what, sizeof p.oom.what, "the program's own code after the model's forward (its loss)");
+    cap_open(&c);
+    ms_term_report_oom(c.f, &p, 80);
+    cap_close(&c);
+    assert_lines_fit(c.text, 80);
+    sq = squashed(c.text);
+    assert_has(sq, "OUT OF MEMORY in the forward pass of the program's own code after the model's forward (its "
+                   "loss): requested 64.00 MiB (transient) with");
+    free(sq);
+    free(c.text);
     ms_profile_free(&p);
 }
 
