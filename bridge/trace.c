@@ -276,8 +276,13 @@ int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn)
         t->ballast.free = (uint64_t)num(o, "free", 0);
         t->ballast.capacity = (uint64_t)num(o, "capacity", 0);
     } else if (!strcmp(ev, "save")) {
-        t->n_saves++;
-        str(o, "path", t->last_save, sizeof t->last_save);
+        if (num(o, "skipped", 0)) {
+            t->n_saves_skipped++;       /* a diagnostic pass writes no checkpoint */
+        } else {
+            t->n_saves++;
+            str(o, "path", t->last_save, sizeof t->last_save);
+            t->last_save_step = (int)num(o, "step", 0);
+        }
     } else if (!strcmp(ev, "load")) {
         if (!t->n_loads++) str(o, "path", t->first_load, sizeof t->first_load);
     } else if (!strcmp(ev, "warn")) {

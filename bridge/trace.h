@@ -89,6 +89,8 @@ typedef struct msb_trace {
     struct { int taken; int device; uint64_t bytes, total, free, capacity; } ballast;
     char warnings[1024];       /* "what: text; ..." */
     int n_saves, n_loads;      /* torch.save / torch.load with a path (checkpoints) */
+    int n_saves_skipped;       /* saves a diagnostic pass (trial, uncapped) did not write */
+    int last_save_step;        /* steps this process had finished at its last save */
     char last_save[512], first_load[512];
     int bad_lines;
 } msb_trace;

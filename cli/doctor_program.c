@@ -106,21 +106,30 @@ static int build_devices(const doctor_args *a, ms_plan_device *devs, char *err, 
 typedef struct ckpt_seen {
     int saves, restarts, loads_on_restart;
     char last_save[512], load[512];
+    int last_save_step;        /* the program's steps finished at its last save */
+    int resumed_at;            /* the step the last restart resumed after (-1: none) */
+    int done_before;           /* steps the run before the last restart had finished */
+    int done;                  /* steps finished so far, by the program's count */
 } ckpt_seen;
 
-static void note_run(ckpt_seen *k, const msb_trace *t, int restart)
+static void note_run(ckpt_seen *k, const ms_program_run *run, int restart)
 {
-    if (t->n_saves) {
-        k->saves += t->n_saves;
-        snprintf(k->last_save, sizeof k->last_save, "%s", t->last_save);
-    }
+    const msb_trace *t = &run->trace;
     if (restart) {
         k->restarts++;
+        k->done_before = k->done;
         if (t->n_loads) {
             k->loads_on_restart++;
             snprintf(k->load, sizeof k->load, "%s", t->first_load);
         }
+        k->resumed_at = run->step_base ? run->step_base : -1;
     }
+    if (t->n_saves) {
+        k->saves += t->n_saves;
+        snprintf(k->last_save, sizeof k->last_save, "%s", t->last_save);
+        k->last_save_step = run->step_base + t->last_save_step;
+    }
+    k->done = run->step_base + run->steps;
 }
 
 static void say_checkpoints(FILE *f, const ckpt_seen *k)
@@ -129,13 +138,50 @@ static void say_checkpoints(FILE *f, const ckpt_seen *k)
         fprintf(f, "checkpoints: the program saved none with torch.save%s\n",
                 k->restarts ? ": each restart began again from its first step (its step rows replaced, not doubled)"
                             : "; a restart would begin again from its first step");
+    else if (k->restarts && k->loads_on_restart == k->restarts && k->resumed_at > 0) {
+        fprintf(f, "checkpoints: the program saves them (last %s) and loaded %s on the restart, saved after step "
+                   "%d: it resumed there, no finished step lost", k->last_save, k->load, k->resumed_at);
+        if (k->done_before > k->resumed_at)
+            fprintf(f, "; steps %d-%d ran again (their rows are in both runs, the later ones count)",
+                    k->resumed_at + 1, k->done_before);
+        fprintf(f, "\n");
+    }
     else if (k->restarts && k->loads_on_restart == k->restarts)
-        fprintf(f, "checkpoints: the program saves them (last %s) and loaded %s on the restart: no finished step "
-                   "lost\n", k->last_save, k->load);
+        fprintf(f, "checkpoints: the program saves them (last %s) and loaded %s on the restart, not one its last "
+                   "run saved: the steps it resumed from are its own\n", k->last_save, k->load);
     else
         fprintf(f, "checkpoints: the program saves them (last %s)%s\n", k->last_save,
                 k->restarts ? " but loaded none on a restart: it began again from its first step"
                             : "; a restart resumes only if the program loads them");
+}
+
+/* What an OOM in the rerun teaches: the stage needed at least `need`
+ * bytes where the plan said its peak was less. On the root stage the excess
+ * is the program's own (what it keeps on its device from step to step, as
+ * a buffer it makes at a later step): it goes with the loss row's carry,
+ * wherever the root stage goes next; on another stage the device it ran on
+ * has that much less for the plan. learned says which, for the reason. */
+static void learn_from_oom(ms_profile *prof, const ms_plan *pl, const ms_program_run *run, ms_plan_device *devs,
+                           int n_devs, char *learned, size_t len)
+{
+    int s = run->oom_stage;
+    /* the ledger's count leaves out the reserve, which the plan's peak has */
+    uint64_t need = run->oom_need ? run->oom_need + prof->reserve : 0;
+    if (s < 0 || s >= pl->n_stages || need <= pl->stages[s].peak) return;
+    uint64_t excess = need - pl->stages[s].peak;
+    char b[32];
+    if (pl->stages[s].first == 0 && prof->loss.present) {
+        prof->loss.carry += excess;
+        prof->loss.carry_loss += excess;
+        snprintf(learned, len, "%s above its predicted peak; re-planned with them counted as the program's own "
+                 "on the root stage", ms_fmt_bytes(excess, b, sizeof b));
+        return;
+    }
+    int d = pl->stages[s].device;
+    if (d < 0 || d >= n_devs || devs[d].capacity <= excess) return;
+    devs[d].capacity -= excess;
+    snprintf(learned, len, "%s above its predicted peak; re-planned with them kept free on %s",
+             ms_fmt_bytes(excess, b, sizeof b), devs[d].name);
 }
 
 int ms_cmd_doctor_program(int argc, char **argv)
@@ -280,13 +326,15 @@ int ms_cmd_doctor_program(int argc, char **argv)
         ms_program_placement(out, &plan);
         json_object_set_new(result, "plan", ms_plan_to_json(&plan));
         msb_trace_free(&run->trace);
-        if (ms_program_train(&plan, prog, a.train_steps, a.json, a.quiet, db, doc, run, err, sizeof err) != 0) {
+        ms_program_resume from = { seen.saves ? seen.last_save : NULL, seen.last_save_step };
+        if (ms_program_train(&plan, prog, a.train_steps, a.json, a.quiet, db, doc, &from, run, err,
+                             sizeof err) != 0) {
             fprintf(stderr, "memsplit doctor: %s\n", err);
             code = MS_EXIT_RUNTIME;
             break;
         }
         const msb_trace *now = &run->trace;
-        note_run(&seen, now, attempt > 0);
+        note_run(&seen, run, attempt > 0);
         if (run->failure[0]) {
             fprintf(stderr, "memsplit doctor: %s\n", run->failure);
             code = run->refused ? MS_EXIT_USAGE : MS_EXIT_RUNTIME;
@@ -321,15 +369,23 @@ int ms_cmd_doctor_program(int argc, char **argv)
             status = "oom";
             break;
         }
-        double next = headroom + 0.5 * (1.0 - headroom) * 0.2 + 0.05;
+        /* what it learned goes into the model; only when it learned nothing
+         * (the stage's count was below its peak: fragmentation, memory
+         * outside the count) does it keep more free on every device */
+        char reason[400], learned[200] = "";
+        learn_from_oom(&tr->prof, &plan, run, devs, a.gpus, learned, sizeof learned);
+        double next = headroom;
+        if (!learned[0]) next = headroom + 0.5 * (1.0 - headroom) * 0.2 + 0.05;
         if (next > 0.9) next = 0.9;
-        char reason[256];
-        snprintf(reason, sizeof reason, "oom on %s (stage %d): re-planned with headroom %.0f%% (was %.0f%%)",
-                 run->oom_stage >= 0 ? run->dev[run->oom_stage].name : "?", run->oom_stage, 100 * next,
-                 100 * headroom);
+        const char *oom_dev = run->oom_stage >= 0 ? run->dev[run->oom_stage].name : "?";
+        if (learned[0])
+            snprintf(reason, sizeof reason, "oom on %s (stage %d): %s", oom_dev, run->oom_stage, learned);
+        else
+            snprintf(reason, sizeof reason, "oom on %s (stage %d): re-planned with headroom %.0f%% (was %.0f%%)",
+                     oom_dev, run->oom_stage, 100 * next, 100 * headroom);
         fprintf(out, "doctor: %s, restarting the program\n", reason);
         ms_recovery_rec rr = { .step = run->steps + 1, .resumed_step = -1 };
-        snprintf(rr.reason, sizeof rr.reason, "%.127s", reason);
+        snprintf(rr.reason, sizeof rr.reason, "%s", reason);
         if (ms_db_add_recovery(db, doc, &rr) < 0) {
             fprintf(stderr, "memsplit doctor: recording the recovery: %s\n", ms_db_errmsg(db));
             code = MS_EXIT_RUNTIME;

@@ -96,16 +96,29 @@ typedef struct ms_program_run {
     int n_dev;
     ms_program_device dev[MS_MAX_STAGES];   /* one per stage */
     int oom, oom_stage;        /* a device ran out: which stage, where */
+    uint64_t oom_need;         /* the bytes live there and asked for when it did (0 unknown) */
+    int step_base;             /* steps finished before this run began: it resumed from a
+                                  checkpoint saved after that many (0: from the start) */
     char oom_what[300];
 } ms_program_run;
 
 /* The plan is a program's, sequential, and the machine has its GPUs. */
 int ms_program_check_plan(const ms_plan *pl, char *err, size_t errlen);
+/* A checkpoint an earlier run of the program saved: its path, and the
+ * steps finished when it was saved. */
+typedef struct ms_program_resume {
+    const char *path;
+    int step;
+} ms_program_resume;
+
 /* Runs prog under the plan (steps 0: to its end), recording under a
- * "train" run (child of parent) when db is given. 0 when it ran (out says
- * how), -1 with err when it could not be started or recorded. */
+ * "train" run (child of parent) when db is given. When the program loads
+ * resume's checkpoint (resume may be NULL), its steps are numbered from
+ * there. 0 when it ran (out says how), -1 with err when it could not be
+ * started or recorded. */
 int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json, int quiet, ms_db *db,
-                     int64_t parent, ms_program_run *out, char *err, size_t errlen);
+                     int64_t parent, const ms_program_resume *resume, ms_program_run *out, char *err,
+                     size_t errlen);
 void ms_program_print_devices(FILE *f, const ms_program_run *r);
 json_t *ms_program_run_json(const ms_program_run *r);
 int ms_cmd_train_program(int argc, char **argv);

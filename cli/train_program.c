@@ -113,7 +113,8 @@ static int on_line(const char *line, size_t len, int conn, void *user)
 }
 
 int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json, int quiet, ms_db *db,
-                     int64_t parent, ms_program_run *out, char *err, size_t errlen)
+                     int64_t parent, const ms_program_resume *resume, ms_program_run *out, char *err,
+                     size_t errlen)
 {
     memset(out, 0, sizeof *out);
     out->run_id = 0;
@@ -184,12 +185,19 @@ int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json,
         d->gap = d->predicted && d->measured ? ((double)d->measured - (double)d->predicted) / (double)d->predicted : 0;
     }
     out->steps = t->n_steps;
+    /* it loaded the checkpoint an earlier run saved after step k: its
+     * steps are k + 1, ... (a row of a step run again replaces the old one) */
+    if (resume && resume->path && resume->path[0] && t->n_loads && !strcmp(t->first_load, resume->path))
+        out->step_base = resume->step;
     for (int i = 0; i < t->n_steps && i < MS_PROGRAM_MAX_LOSSES; i++) out->losses[out->n_losses++] = t->steps[i].loss;
     if (t->oom.happened) {
         out->oom = 1;
         out->oom_stage = -1;
         for (int i = t->oom.ev_index - 1; i >= 0 && i >= t->oom.ev_index - 4; i--)
-            if (t->ev[i].kind == MSB_EV_REFUSED) out->oom_stage = t->ev[i].dev;
+            if (t->ev[i].kind == MSB_EV_REFUSED) {
+                out->oom_stage = t->ev[i].dev;
+                if (t->ev[i].alloc >= 0) out->oom_need = (uint64_t)t->ev[i].alloc + t->ev[i].bytes;
+            }
         for (int s = 0; out->oom_stage < 0 && s < pl->n_stages; s++)
             if (t->oom.layer >= pl->stages[s].first && t->oom.layer <= pl->stages[s].last) out->oom_stage = s;
         snprintf(out->oom_what, sizeof out->oom_what, "%.200s (%.40s), layer %d, %s", t->oom.module, t->oom.type,
@@ -209,7 +217,7 @@ int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json,
             }
             char *pks = json_dumps(pk, JSON_COMPACT);
             json_decref(pk);
-            ms_step_rec r = { .step = s->n, .loss = s->has_loss ? s->loss : NAN, .ms = ms, .peaks_json = pks };
+            ms_step_rec r = { .step = s->n + out->step_base, .loss = s->has_loss ? s->loss : NAN, .ms = ms, .peaks_json = pks };
             if (ms_db_add_step(db, run, &r) != 0) ok = 0;
             free(pks);
         }
@@ -341,7 +349,7 @@ int ms_cmd_train_program(int argc, char **argv)
     }
     ms_program_run *r = calloc(1, sizeof *r);
     int code = MS_EXIT_OK;
-    if (!r || ms_program_train(&pl, argv + dd + 1, steps, json, quiet, db, 0, r, err, sizeof err) != 0) {
+    if (!r || ms_program_train(&pl, argv + dd + 1, steps, json, quiet, db, 0, NULL, r, err, sizeof err) != 0) {
         fprintf(stderr, "memsplit train: %s\n", r ? err : "out of memory");
         code = MS_EXIT_RUNTIME;
     } else {

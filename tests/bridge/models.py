@@ -22,7 +22,11 @@ own forward from labels=, as GPT2LMHeadModel does, and returns (loss,
 logits)), --move-each-step (the
 program moves the model to its device again after every step, as Lightning
 does at fit start and for test), --save/--load PATH (state_dict and
-optimizer state through torch.save, loaded with map_location).
+optimizer state through torch.save, loaded with map_location), --resume
+PATH (a checkpoint after every step; on start, continue from it when it
+is there, as Lightning's ckpt_path="last"), --grow-at N --grow-mb M (from
+step N the program keeps an extra M MiB on its device: memory the first
+steps never showed).
 """
 import argparse
 import contextlib
@@ -177,6 +181,9 @@ def main():
     ap.add_argument("--step-fn", action="store_true", help="the loss in a function, as Lightning's training_step")
     ap.add_argument("--lightning-order", action="store_true", help="zero_grad between the forward and backward")
     ap.add_argument("--labels", action="store_true", help="hf: the loss computed inside the model's forward")
+    ap.add_argument("--resume", default="", help="checkpoint after every step; continue from it when there")
+    ap.add_argument("--grow-at", type=int, default=0, help="from this step on, keep --grow-mb MiB more")
+    ap.add_argument("--grow-mb", type=float, default=0)
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -218,7 +225,24 @@ def training_step(a, model, idx, dev):
 
 def train(a, model, opts, loader, dev):
     step, it = 0, iter(loader)
+    if a.resume and os.path.exists(a.resume):
+        ck = torch.load(a.resume, map_location=dev)
+        model.load_state_dict(ck["model"])
+        for o, st in zip(opts, ck["opts"]):
+            o.load_state_dict(st)
+        step = ck["step"]
+        for _ in range(step * a.accum):     # the data where the saved run stopped
+            try:
+                next(it)
+            except StopIteration:
+                it = iter(loader)
+                next(it)
+        del ck, st
+        print("resumed at step %d" % step, flush=True)
+    extra = None
     while step < a.steps:
+        if a.grow_at and step + 1 >= a.grow_at and extra is None:
+            extra = torch.ones(int(a.grow_mb * 2**20) // 4, device=dev)
         if not a.lightning_order:
             for o in opts:
                 o.zero_grad(set_to_none=True)
@@ -247,6 +271,8 @@ def train(a, model, opts, loader, dev):
             model.to(dev)
         if a.save:
             torch.save({"model": model.state_dict(), "opts": [o.state_dict() for o in opts]}, a.save)
+        if a.resume:
+            torch.save({"model": model.state_dict(), "opts": [o.state_dict() for o in opts], "step": step}, a.resume)
 
 
 if __name__ == "__main__":

@@ -264,6 +264,31 @@ check "labels=: profile" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" 
     --steps 2 --labels
 [ "$(py "d['loss']['made_in']")" = 0 ] && ok "labels=: the loss is made where the tied lm_head ran (layer 0)" || \
     bad "labels= made_in" "$(py "d['loss']")"
+# The rerun runs out at a later step than the trial saw (the program keeps
+# more from step 4): doctor learns the excess on the root stage, re-plans,
+# restarts, and the program resumes from its own checkpoint (saved after
+# every step, as Lightning's ckpt_path="last"); the trial writes none
+PR=("$PY" "$MODELS" --model ref --blocks 6 --steps 6)
+"${PR[@]}" > "$T/pr.out" 2>&1
+check "resume: profile" 0 "" -- "$M" profile --quiet --json -- "${PR[@]}"
+capr=$(py "int(d['peak_bytes'] * 0.8)"); grow=$(py "d['peak_bytes'] * 0.3 / 2**20")
+rm -f "$T/resume.pt"
+check "resume: doctor restarts after the rerun runs out" 0 \
+    "counted as the program's own on the root stage" -- "$M" doctor --gpus 2 --gpu-mem "$capr" --db "$T/resume.db" \
+    --json -- "${PR[@]}" --resume "$T/resume.pt" --grow-at 4 --grow-mb "$grow"
+grep -q "the trial does not write the program's checkpoints" "$T/err" && \
+    ok "resume: the trial wrote none of the program's checkpoints" || bad "trial checkpoints" "$(grep -i checkpoint "$T/err")"
+grep -q "saved after step 3: it resumed there, no finished step lost" "$T/err" && \
+    ok "resume: the restart resumed after step 3 from the program's own checkpoint" || \
+    bad "resume message" "$(grep -i checkpoints "$T/err")"
+want=$(grep -o '^step [3-5] loss [0-9.]*' "$T/pr.out" | awk '{printf "%s%s", (NR>1?",":""), $4}')
+got=$(py "','.join('%.4f' % x for x in d['train']['losses'])")
+[ -n "$want" ] && [ "$want" = "$got" ] && ok "resume: steps 4-6 after the restart have the uninterrupted run's losses" || \
+    bad "resumed losses" "want $want" "got  $got"
+rows=$(sqlite3 "$T/resume.db" "SELECT group_concat(step) FROM (SELECT step FROM steps JOIN runs ON runs.id = steps.run_id
+    WHERE runs.kind = 'train' ORDER BY step)" 2>&1)
+[ "$rows" = "1,2,3,4,5,6" ] && ok "resume: one row per step 1-6, numbered by the program's own count" || \
+    bad "resume rows" "$rows"
 # refusals, each with its fix
 check "plan for another program" 1 "another program" -- "$M" train --plan "$T/plan.json" -- "$PY" "$MODELS" --model seq --blocks 6
 check "built-in model's plan" 1 "built-in model" -- "$M" train --plan "$T/builtin.json" -- "${P6[@]}"

@@ -121,6 +121,7 @@ class Session:
     def register(self, root):
         torch = self.torch
         self.root = root
+        _watch_lightning_checkpoints(self)
         mods = list(root.named_modules())
         index = {}
         sigs = {}
@@ -684,21 +685,64 @@ def _keep_peaks(torch, s):
 
 
 def _watch_checkpoints(torch, s):
-    """torch.save and torch.load with a path: the program's checkpoints, so
-    that doctor can say whether a restart resumes (Lightning saves through
-    torch.save too)."""
+    """torch.save and torch.load with a path (or an open file): the
+    program's checkpoints, so that doctor can say whether a restart resumes.
+    The diagnostic passes (the trial, the uncapped pass) write none: their
+    steps are a measurement, and a checkpoint from them would be what the
+    rerun resumes from, or would replace one the program made before."""
+    diagnostic = s.cfg.get("pass", "trial") in ("trial", "uncapped", "ballast-only")
+    warned = []
     for name in ("save", "load"):
         real = getattr(torch, name)
 
         def wrapped(*a, _real=real, _name=name, **k):
             target = a[1] if _name == "save" and len(a) > 1 else (a[0] if _name == "load" and a else None)
             target = k.get("f", target)
-            if isinstance(target, (str, bytes, os.PathLike)):
-                s.send(_name, path=os.fsdecode(target), step=s.steps)
+            path = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else \
+                getattr(target, "name", None) if hasattr(target, "write" if _name == "save" else "read") else None
+            if not isinstance(path, str):
+                path = None
+            if path is not None and _name == "save" and diagnostic:
+                s.send("save", path=path, step=s.steps, skipped=1)
+                if not warned:
+                    warned.append(1)
+                    s.lib.warn("checkpoint", "the %s does not write the program's checkpoints: torch.save to %s "
+                               "skipped (the rerun resumes from what was there before)" % (
+                                   "trial" if s.cfg.get("pass", "trial") != "uncapped" else "uncapped pass", path))
+                return None
+            if path is not None:
+                s.send(_name, path=path, step=s.steps)
             return _real(*a, **k)
 
         wrapped.__wrapped__ = real
         setattr(torch, name, wrapped)
+
+
+def _watch_lightning_checkpoints(s):
+    """Lightning writes its checkpoints itself (torch.save into a buffer, the
+    bytes through fsspec): its CheckpointIO's save is where their path is.
+    Wrapped once the program trains (Lightning is imported by then), so the
+    diagnostic passes skip them and doctor sees them, as with torch.save."""
+    diagnostic = s.cfg.get("pass", "trial") in ("trial", "uncapped", "ballast-only")
+    for name in ("lightning.fabric.plugins.io.torch_io", "lightning_fabric.plugins.io.torch_io"):
+        cls = getattr(sys.modules.get(name), "TorchCheckpointIO", None)
+        real = getattr(cls, "save_checkpoint", None)
+        if real is None or getattr(real, "_memsplit", False):
+            continue
+
+        def save_checkpoint(self, checkpoint, path, *a, _real=real, **k):
+            p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path)
+            if diagnostic:
+                s.send("save", path=p, step=s.steps, skipped=1)
+                s.lib.warn("checkpoint", "the trial does not write the program's checkpoints: Lightning's save "
+                           "to %s skipped (the rerun resumes from what was there before)" % p)
+                return None
+            s.send("save", path=p, step=s.steps)
+            return _real(self, checkpoint, path, *a, **k)
+
+        save_checkpoint._memsplit = True
+        save_checkpoint.__wrapped__ = real
+        cls.save_checkpoint = save_checkpoint
 
 
 def _refuse_compile(torch, s):

@@ -44,6 +44,8 @@ class LM(L.LightningModule):
         return F.cross_entropy(logits.float().reshape(-1, self.a.vocab), batch[:, 1:].reshape(-1))
 
     def on_train_batch_start(self, batch, i):
+        if self.a.grow_at and self.trainer.global_step + 1 >= self.a.grow_at and getattr(self, "extra", None) is None:
+            self.extra = torch.ones(int(self.a.grow_mb * 2**20) // 4, device=self.device)   # kept from here on
         torch.cuda.synchronize()
         self.t0 = time.perf_counter()
 
@@ -81,16 +83,21 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--precision", default="16-mixed")
     ap.add_argument("--report", default="")
+    ap.add_argument("--ckpt-dir", default="", help="a checkpoint after every step there; fit resumes from 'last'")
+    ap.add_argument("--grow-at", type=int, default=0, help="from this step on, keep --grow-mb MiB more")
+    ap.add_argument("--grow-mb", type=float, default=0)
     a = ap.parse_args()
     torch.manual_seed(0)
     lm = LM(a)
     import atexit
     atexit.register(lm.write_report)   # memsplit stops a trial inside the last step
     data = torch.utils.data.DataLoader(Tokens(a.steps * a.batch, a.seq, a.vocab), batch_size=a.batch)
+    ckpt = [getattr(L, "pytorch", L).callbacks.ModelCheckpoint(dirpath=a.ckpt_dir, save_last=True, every_n_train_steps=1)] \
+        if a.ckpt_dir else []
     trainer = L.Trainer(accelerator="gpu", devices=1, precision=a.precision, max_steps=a.steps, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        num_sanity_val_steps=0)
-    trainer.fit(lm, data)
+                        enable_checkpointing=bool(a.ckpt_dir), callbacks=ckpt, enable_progress_bar=False,
+                        enable_model_summary=False, num_sanity_val_steps=0)
+    trainer.fit(lm, data, ckpt_path="last" if a.ckpt_dir else None)
 
 
 if __name__ == "__main__":
