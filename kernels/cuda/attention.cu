@@ -194,34 +194,34 @@ __device__ __forceinline__ void load_rows(T *s, const T *g, size_t rs, int row0,
 
 /* ------------------------------------------- tensor-core forward (16-bit) */
 
-/* Tuning knobs (compile-time): warps of the forward block (each owns 16
- * query rows), of the backward block (each owns 16 keys) and the backward's
- * query tile at hs <= 64. Measured on an H200 (GPT-2 small, bf16): 4/4/64
- * best; 8 backward warps (128-key blocks) or 32-row query tiles were 1-20%
- * slower depending on hs. */
-#ifndef MS_ATTN_FWD_WARPS
-#define MS_ATTN_FWD_WARPS 4
-#endif
-#ifndef MS_ATTN_BWD_WARPS
-#define MS_ATTN_BWD_WARPS 4
-#endif
-constexpr int kFwdWarps = MS_ATTN_FWD_WARPS, kBwdWarps = MS_ATTN_BWD_WARPS;
-constexpr int kFwdBr = 16 * kFwdWarps, kFwdBc = 64; /* query rows, keys per tile */
+/* Forward configuration (compile-time): NW warps a block, each owning MW
+ * m-tiles of 16 query rows (contiguous), so a block covers 16*NW*MW queries;
+ * BC keys per K/V tile. With MW = 1 the warp's Q fragments stay in
+ * registers; with MW = 2 each K/V fragment loaded from shared memory feeds
+ * two m-tiles (half the ldmatrix traffic per product), and Q fragments are
+ * re-read from shared memory instead (no room for them in registers). The
+ * defaults per head size are FwdCfg below (the measured winners). */
+template <int NW_, int MW_, int BC_> struct FwdConf {
+    static constexpr int NW = NW_, MW = MW_, BC = BC_, Br = 16 * NW_ * MW_;
+};
+template <int HD> struct FwdCfg { using type = FwdConf<4, 1, 64>; };
 
-template <int HD> constexpr size_t fwd_tc_smem()
+template <int HD, class CF> constexpr size_t fwd_tc_smem()
 {
-    return (size_t)(kFwdBr + 4 * kFwdBc) * Pad<HD>::S * 2; /* Q + 2x(K, V) */
+    return (size_t)(CF::Br + 4 * CF::BC) * Pad<HD>::S * 2; /* Q + 2x(K, V) */
 }
 
 /* Grid: (nh, B, query tiles); blockIdx.z = 0 is the last (heaviest) query
  * tile, so the hardware's in-order dispatch starts the longest blocks first. */
-template <typename T, int HD>
-__global__ void __launch_bounds__(32 * kFwdWarps) attn_fwd_tc(T *__restrict__ out, float *__restrict__ lse,
-                                                              const T *__restrict__ qkv, int Tn, int C, int nh,
-                                                              float sl2 /* scale*log2(e) */)
+template <typename T, int HD, class CF>
+__global__ void __launch_bounds__(32 * CF::NW) attn_fwd_tc(T *__restrict__ out, float *__restrict__ lse,
+                                                          const T *__restrict__ qkv, int Tn, int C, int nh,
+                                                          float sl2 /* scale*log2(e) */)
 {
-    constexpr int NT = 32 * kFwdWarps, Br = kFwdBr, Bc = kFwdBc, S = Pad<HD>::S;
-    constexpr int NTS = Bc / 8, NTO = HD / 8, KS = HD / 16;
+    constexpr int NW = CF::NW, MW = CF::MW, NT = 32 * NW, WR = 16 * MW, Br = CF::Br, Bc = CF::BC;
+    constexpr int S = Pad<HD>::S, NTS = Bc / 8, NTO = HD / 8, KS = HD / 16;
+    constexpr bool QREG = MW == 1;
+    static_assert(Bc % 16 == 0 && MW >= 1, "tiling");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *sQ = reinterpret_cast<T *>(smem_raw);
     T *sK = sQ + Br * S; /* [2][Bc][S] */
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(32 * kFwdWarps) attn_fwd_tc(T *__restrict__ ou
     const size_t rs = 3 * (size_t)C;
     const T *gq = qkv + (size_t)b * Tn * rs + (size_t)h * HD;
     const T *gk = gq + C, *gv = gq + 2 * (size_t)C;
-    const int q0 = qt * Br, row_lo = q0 + warp * 16;
+    const int q0 = qt * Br, row_lo = q0 + warp * WR; /* the warp's first row */
     const int nkt = (min(q0 + Br, Tn) + Bc - 1) / Bc; /* key tiles up to the diagonal */
 
     load_rows<T, Br, HD, NT>(sQ, gq, rs, q0, Tn, tid);
@@ -241,17 +241,24 @@ __global__ void __launch_bounds__(32 * kFwdWarps) attn_fwd_tc(T *__restrict__ ou
     load_rows<T, Bc, HD, NT>(sV, gv, rs, 0, Tn, tid);
     cp_async_commit(); /* group: K/V tile 0 */
 
-    float o[NTO][4];
+    float o[MW][NTO][4];
 #pragma unroll
-    for (int i = 0; i < NTO; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    /* this warp's 16 Q rows as A fragments, kept in registers throughout */
-    uint32_t qf[KS][4];
+    for (int mi = 0; mi < MW; mi++)
+#pragma unroll
+        for (int i = 0; i < NTO; i++) o[mi][i][0] = o[mi][i][1] = o[mi][i][2] = o[mi][i][3] = 0.f;
+    /* running max (exp2 domain, i.e. already times sl2) and per-lane partial sums */
+    float m[MW][2], l[MW][2];
+#pragma unroll
+    for (int mi = 0; mi < MW; mi++) m[mi][0] = m[mi][1] = -INFINITY, l[mi][0] = l[mi][1] = 0.f;
+    /* MW = 1: this warp's 16 Q rows as A fragments, kept in registers throughout */
+    uint32_t qf[QREG ? KS : 1][4];
     cp_async_wait<1>();
     __syncthreads();
+    if constexpr (QREG) {
 #pragma unroll
-    for (int kk = 0; kk < KS; kk++)
-        ldsm_x4(qf[kk], sQ + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+        for (int kk = 0; kk < KS; kk++)
+            ldsm_x4(qf[kk], sQ + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+    }
 
     for (int it = 0; it < nkt; ++it) {
         const int buf = it & 1;
@@ -265,60 +272,78 @@ __global__ void __launch_bounds__(32 * kFwdWarps) attn_fwd_tc(T *__restrict__ ou
         }
         __syncthreads();
         const int k0 = it * Bc;
-        /* a warp whose 16 rows all precede this tile has nothing to add */
-        if (k0 <= row_lo + 15) {
+        /* a warp whose rows all precede this tile has nothing to add */
+        if (k0 <= row_lo + WR - 1) {
             const T *ks = sK + buf * Bc * S, *vs = sV + buf * Bc * S;
 
-            /* S = Q K^T: B[k=d][n=key] = K[key][d], K rows read as-is */
-            float s[NTS][4];
+            /* S = Q K^T: B[k=d][n=key] = K[key][d], K rows read as-is; each K
+             * fragment serves the warp's MW m-tiles */
+            float s[MW][NTS][4];
 #pragma unroll
-            for (int i = 0; i < NTS; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+            for (int mi = 0; mi < MW; mi++)
 #pragma unroll
-            for (int kk = 0; kk < KS; kk++)
+                for (int i = 0; i < NTS; i++) s[mi][i][0] = s[mi][i][1] = s[mi][i][2] = s[mi][i][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t qa[MW][4];
+                if constexpr (QREG) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) qa[0][e] = qf[kk][e];
+                } else {
+#pragma unroll
+                    for (int mi = 0; mi < MW; mi++)
+                        ldsm_x4(qa[mi], sQ + (warp * WR + mi * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+                }
 #pragma unroll
                 for (int nn = 0; nn < Bc / 16; nn++) {
                     uint32_t kb[4];
                     ldsm_x4(kb, ks + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * S + kk * 16 + (((lane >> 3) & 1) << 3));
-                    mma16816<T>(s[2 * nn], qf[kk], kb[0], kb[1]);
-                    mma16816<T>(s[2 * nn + 1], qf[kk], kb[2], kb[3]);
+#pragma unroll
+                    for (int mi = 0; mi < MW; mi++) {
+                        mma16816<T>(s[mi][2 * nn], qa[mi], kb[0], kb[1]);
+                        mma16816<T>(s[mi][2 * nn + 1], qa[mi], kb[2], kb[3]);
+                    }
                 }
+            }
 
-            /* scale into the exp2 domain; mask keys after the query (diagonal tiles) */
-            const bool masked = k0 + Bc - 1 > row_lo;
 #pragma unroll
-            for (int nt = 0; nt < NTS; nt++)
+            for (int mi = 0; mi < MW; mi++) {
+                const int rlo = row_lo + mi * 16;
+                /* mask keys after the query (diagonal tiles), on the raw scores */
+                if (k0 + Bc - 1 > rlo) {
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float x = s[nt][e] * sl2;
-                    if (masked && k0 + nt * 8 + 2 * tig + (e & 1) > row_lo + g + 8 * (e >> 1)) x = -INFINITY;
-                    s[nt][e] = x;
+                    for (int nt = 0; nt < NTS; nt++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            if (k0 + nt * 8 + 2 * tig + (e & 1) > rlo + g + 8 * (e >> 1)) s[mi][nt][e] = -INFINITY;
                 }
-
-            /* online softmax: rows g (r=0) and g+8 (r=1); the 4 lanes of a row
-             * hold its 64 scores. l stays a per-lane partial sum (reduced once). */
+                /* online softmax: rows g (r=0) and g+8 (r=1); the 4 lanes of a
+                 * row hold its Bc scores; p = 2^(s*sl2 - m) with the scale
+                 * folded into one FMA. l stays a per-lane partial sum. */
 #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                float mx = -INFINITY;
+                for (int r = 0; r < 2; r++) {
+                    float mx = -INFINITY;
 #pragma unroll
-                for (int nt = 0; nt < NTS; nt++) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float m_new = fmaxf(m[r], mx);
-                const float base = m_new == -INFINITY ? 0.f : m_new; /* fully masked row: no NaN */
-                const float alpha = fast_exp2(m[r] - base);
-                m[r] = m_new;
-                float sum = 0.f;
+                    for (int nt = 0; nt < NTS; nt++) mx = fmaxf(mx, fmaxf(s[mi][nt][2 * r], s[mi][nt][2 * r + 1]));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    const float m_new = fmaxf(m[mi][r], mx * sl2);
+                    const float base = m_new == -INFINITY ? 0.f : m_new; /* fully masked row: no NaN */
+                    const float alpha = fast_exp2(m[mi][r] - base);
+                    m[mi][r] = m_new;
+                    float sum = 0.f;
 #pragma unroll
-                for (int nt = 0; nt < NTS; nt++) {
-                    s[nt][2 * r] = fast_exp2(s[nt][2 * r] - base);
-                    s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - base);
-                    sum += s[nt][2 * r] + s[nt][2 * r + 1];
-                }
-                l[r] = l[r] * alpha + sum;
+                    for (int nt = 0; nt < NTS; nt++) {
+                        s[mi][nt][2 * r] = fast_exp2(fmaf(s[mi][nt][2 * r], sl2, -base));
+                        s[mi][nt][2 * r + 1] = fast_exp2(fmaf(s[mi][nt][2 * r + 1], sl2, -base));
+                        sum += s[mi][nt][2 * r] + s[mi][nt][2 * r + 1];
+                    }
+                    l[mi][r] = l[mi][r] * alpha + sum;
 #pragma unroll
-                for (int nt = 0; nt < NTO; nt++) {
-                    o[nt][2 * r] *= alpha;
-                    o[nt][2 * r + 1] *= alpha;
+                    for (int nt = 0; nt < NTO; nt++) {
+                        o[mi][nt][2 * r] *= alpha;
+                        o[mi][nt][2 * r + 1] *= alpha;
+                    }
                 }
             }
 
@@ -326,69 +351,85 @@ __global__ void __launch_bounds__(32 * kFwdWarps) attn_fwd_tc(T *__restrict__ ou
              * through ldmatrix.trans since B[k=key][n=d] must be key-contiguous */
 #pragma unroll
             for (int kk = 0; kk < Bc / 16; kk++) {
-                const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                                        pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                        pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                uint32_t pa[MW][4];
+#pragma unroll
+                for (int mi = 0; mi < MW; mi++) {
+                    pa[mi][0] = pack2<T>(s[mi][2 * kk][0], s[mi][2 * kk][1]);
+                    pa[mi][1] = pack2<T>(s[mi][2 * kk][2], s[mi][2 * kk][3]);
+                    pa[mi][2] = pack2<T>(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
+                    pa[mi][3] = pack2<T>(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+                }
 #pragma unroll
                 for (int dn = 0; dn < HD / 16; dn++) {
                     uint32_t vb[4];
                     ldsm_x4_t(vb, vs + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * S + dn * 16 + ((lane >> 4) << 3));
-                    mma16816<T>(o[2 * dn], pa, vb[0], vb[1]);
-                    mma16816<T>(o[2 * dn + 1], pa, vb[2], vb[3]);
+#pragma unroll
+                    for (int mi = 0; mi < MW; mi++) {
+                        mma16816<T>(o[mi][2 * dn], pa[mi], vb[0], vb[1]);
+                        mma16816<T>(o[mi][2 * dn + 1], pa[mi], vb[2], vb[3]);
+                    }
                 }
             }
         }
         __syncthreads(); /* every warp is done with buffer `buf` before it is refilled */
     }
 
-    float inv[2], lse_v[2];
+    /* stage this warp's output rows in its own (now unused) rows of sQ, then
+     * write them with 16-byte stores */
+    T *so = sQ + warp * WR * S;
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float lt = l[r];
-        lt += __shfl_xor_sync(0xffffffffu, lt, 1);
-        lt += __shfl_xor_sync(0xffffffffu, lt, 2);
-        inv[r] = 1.f / lt;
-        lse_v[r] = (m[r] + log2f(lt)) * kLn2; /* back to natural log */
+    for (int mi = 0; mi < MW; mi++) {
+        float inv[2], lse_v[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float lt = l[mi][r];
+            lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+            lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+            inv[r] = 1.f / lt;
+            lse_v[r] = (m[mi][r] + log2f(lt)) * kLn2; /* back to natural log */
+        }
+#pragma unroll
+        for (int nt = 0; nt < NTO; nt++)
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+                *reinterpret_cast<uint32_t *>(so + (mi * 16 + g + 8 * r) * S + nt * 8 + 2 * tig) =
+                    pack2<T>(o[mi][nt][2 * r] * inv[r], o[mi][nt][2 * r + 1] * inv[r]);
+        if (tig == 0)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int row = row_lo + mi * 16 + g + 8 * r;
+                if (row < Tn) lse[((size_t)b * nh + h) * Tn + row] = lse_v[r];
+            }
     }
-    /* stage this warp's 16 output rows in its own (now unused) rows of sQ,
-     * then write them with 16-byte stores */
-    T *so = sQ + warp * 16 * S;
-#pragma unroll
-    for (int nt = 0; nt < NTO; nt++)
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-            *reinterpret_cast<uint32_t *>(so + (g + 8 * r) * S + nt * 8 + 2 * tig) =
-                pack2<T>(o[nt][2 * r] * inv[r], o[nt][2 * r + 1] * inv[r]);
     __syncwarp();
 #pragma unroll
-    for (int c = lane; c < 16 * (HD / 8); c += 32) {
+    for (int c = lane; c < WR * (HD / 8); c += 32) {
         const int r = c / (HD / 8), cc = c % (HD / 8), row = row_lo + r;
         if (row < Tn)
             *reinterpret_cast<uint4 *>(out + ((size_t)b * Tn + row) * C + (size_t)h * HD + cc * 8) =
                 *reinterpret_cast<const uint4 *>(so + r * S + cc * 8);
     }
-    if (tig == 0)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int row = row_lo + g + 8 * r;
-            if (row < Tn) lse[((size_t)b * nh + h) * Tn + row] = lse_v[r];
-        }
 }
 
 /* ------------------------------------------ tensor-core backward (16-bit) */
 
-constexpr int kBwdBc = 16 * kBwdWarps; /* keys per block */
-/* query rows per tile: 32 at hs=128 keeps dK+dV (128 fp32 regs) plus the
- * score tiles under the register limit */
-#ifndef MS_ATTN_BWD_BR
-#define MS_ATTN_BWD_BR 64
-#endif
-template <int HD> struct BwdBr { static constexpr int v = HD >= 128 ? 32 : MS_ATTN_BWD_BR; };
+/* Backward configuration (compile-time): NW warps a block, each owning 16
+ * keys (a block covers 16*NW keys), BR query rows per tile (at hs=128, 32
+ * keeps dK+dV (128 fp32 registers) plus the score tiles under the register
+ * limit); KVREG keeps the warp's K and V A-fragments in registers across
+ * the query tiles instead of re-reading them from shared memory each tile
+ * (64 registers at hs=128: only with small BR). Defaults per head size:
+ * BwdCfg below (the measured winners). */
+template <int NW_, int BR_, bool KVREG_ = false> struct BwdConf {
+    static constexpr int NW = NW_, BR = BR_, Bc = 16 * NW_;
+    static constexpr bool KVREG = KVREG_;
+};
+template <int HD> struct BwdCfg { using type = BwdConf<4, HD >= 128 ? 32 : 64>; };
 
-template <int HD> constexpr size_t bwd_tc_smem()
+template <int HD, class CB> constexpr size_t bwd_tc_smem()
 {
-    constexpr int Br = BwdBr<HD>::v, S = Pad<HD>::S;
-    return (size_t)(2 * kBwdBc * S + 4 * Br * S + kBwdBc * (Br + 8)) * 2 + 4 * (size_t)Br * sizeof(float);
+    constexpr int Br = CB::BR, Bc = CB::Bc, S = Pad<HD>::S;
+    return (size_t)(2 * Bc * S + 4 * Br * S + Bc * (Br + 8)) * 2 + 4 * (size_t)Br * sizeof(float);
 }
 
 /* dQ partial (16 rows x 8 columns of one n-tile, accumulator layout) added
@@ -411,17 +452,18 @@ __device__ __forceinline__ void add_dq_tile(float *dst, size_t ld, const float (
  * the blocks in flight share that head's Q, dO and dQ accumulator in L2
  * (dispatching all heads' heaviest tiles first instead measured slower:
  * the dQ atomics then spill out of L2). Key tile 0 (most work) first. */
-template <typename T, int HD>
-__global__ void __launch_bounds__(32 * kBwdWarps)
+template <typename T, int HD, class CB>
+__global__ void __launch_bounds__(32 * CB::NW)
     attn_bwd_tc(T *__restrict__ dqkv, float *__restrict__ dqacc, const T *__restrict__ dout,
                 const T *__restrict__ qkv, const float *__restrict__ lse, const float *__restrict__ Dg,
                 int Tn, int C, int nh, float sl2, float scale)
 {
-    constexpr int NW = kBwdWarps, NT = 32 * NW;
-    constexpr int Br = BwdBr<HD>::v, Bc = kBwdBc, S = Pad<HD>::S, SP = Br + 8;
+    constexpr int NW = CB::NW, NT = 32 * NW;
+    constexpr int Br = CB::BR, Bc = CB::Bc, S = Pad<HD>::S, SP = Br + 8;
+    constexpr bool KVREG = CB::KVREG;
     constexpr int KS = HD / 16, NQ = Br / 8, ND = HD / 8;
     constexpr int RG = Br / 16, CG = NW / RG, DW = HD / CG; /* dQ tile split over warps */
-    static_assert(RG * CG == NW && DW % 16 == 0 && Bc % Br == 0, "tiling");
+    static_assert(RG * CG == NW && DW % 16 == 0 && Bc % Br == 0 && NT >= Br, "tiling");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *sK = reinterpret_cast<T *>(smem_raw);
     T *sV = sK + Bc * S;
@@ -457,11 +499,22 @@ __global__ void __launch_bounds__(32 * kBwdWarps)
     for (int i = 0; i < ND; i++)
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[i][e] = dv[i][e] = 0.f;
+    /* KVREG: the warp's 16 keys of K and V as A fragments, loaded once */
+    uint32_t kf[KVREG ? KS : 1][4], vf[KVREG ? KS : 1][4];
 
     for (int qt = qt0; qt < nqt; ++qt) {
         const int buf = (qt - qt0) & 1, q0 = qt * Br;
         cp_async_wait<0>();
         __syncthreads(); /* tile qt landed; everyone is past iteration qt-1 */
+        if constexpr (KVREG) {
+            if (qt == qt0) { /* K, V landed with the first query tile */
+#pragma unroll
+                for (int kk = 0; kk < KS; kk++) {
+                    ldsm_x4(kf[kk], sK + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+                    ldsm_x4(vf[kk], sV + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+                }
+            }
+        }
         const bool more = qt + 1 < nqt;
         float next_l = 0.f, next_d = 0.f;
         if (more) { /* prefetch the next query tile into the other buffer */
@@ -496,8 +549,13 @@ __global__ void __launch_bounds__(32 * kBwdWarps)
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) {
                 uint32_t ka[4], va[4];
-                ldsm_x4(ka, sK + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
-                ldsm_x4(va, sV + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+                if constexpr (KVREG) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) ka[e] = kf[kk][e], va[e] = vf[kk][e];
+                } else {
+                    ldsm_x4(ka, sK + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+                    ldsm_x4(va, sV + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+                }
 #pragma unroll
                 for (int nn = 0; nn < Br / 16; nn++) {
                     const int off = (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * S + kk * 16 + (((lane >> 3) & 1) << 3);
@@ -1120,15 +1178,15 @@ void fwd_simple(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void
     launched(ctx, "attention_fwd (simple)");
 }
 
-template <typename E, int HD>
+template <typename E, int HD, class CF = typename FwdCfg<HD>::type>
 void fwd_tc(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh)
 {
-    constexpr size_t smem = fwd_tc_smem<HD>();
-    if (!allow_smem(ctx, attn_fwd_tc<E, HD>, smem, "attention_fwd")) return;
-    const dim3 grid(nh, B, (T + kFwdBr - 1) / kFwdBr);
+    constexpr size_t smem = fwd_tc_smem<HD, CF>();
+    if (!allow_smem(ctx, attn_fwd_tc<E, HD, CF>, smem, "attention_fwd")) return;
+    const dim3 grid(nh, B, (T + CF::Br - 1) / CF::Br);
     const float sl2 = kLog2e / sqrtf((float)HD);
-    attn_fwd_tc<E, HD><<<grid, 32 * kFwdWarps, smem, st>>>(static_cast<E *>(out), lse, static_cast<const E *>(qkv), T, C,
-                                                     nh, sl2);
+    attn_fwd_tc<E, HD, CF><<<grid, 32 * CF::NW, smem, st>>>(static_cast<E *>(out), lse, static_cast<const E *>(qkv), T,
+                                                           C, nh, sl2);
     launched(ctx, "attention_fwd");
 }
 
@@ -1170,15 +1228,15 @@ void bwd_simple(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, con
     launched(ctx, "attention_bwd (simple)");
 }
 
-template <typename E, int HD>
+template <typename E, int HD, class CB = typename BwdCfg<HD>::type>
 void bwd_tc(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse,
             float *D, float *dqacc, int B, int T, int C, int nh)
 {
-    constexpr size_t smem = bwd_tc_smem<HD>();
-    if (!allow_smem(ctx, attn_bwd_tc<E, HD>, smem, "attention_bwd")) return;
+    constexpr size_t smem = bwd_tc_smem<HD, CB>();
+    if (!allow_smem(ctx, attn_bwd_tc<E, HD, CB>, smem, "attention_bwd")) return;
     const float scale = 1.f / sqrtf((float)HD);
-    const dim3 grid((T + kBwdBc - 1) / kBwdBc, nh, B);
-    attn_bwd_tc<E, HD><<<grid, 32 * kBwdWarps, smem, st>>>(static_cast<E *>(dqkv), dqacc, static_cast<const E *>(dout),
+    const dim3 grid((T + CB::Bc - 1) / CB::Bc, nh, B);
+    attn_bwd_tc<E, HD, CB><<<grid, 32 * CB::NW, smem, st>>>(static_cast<E *>(dqkv), dqacc, static_cast<const E *>(dout),
                                                      static_cast<const E *>(qkv), lse, D, T, C, nh, scale * kLog2e,
                                                      scale);
     if (!launched(ctx, "attention_bwd")) return;
