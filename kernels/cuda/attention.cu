@@ -134,6 +134,23 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p)
                  : "memory");
 }
 
+/* The same with a 32-bit shared-memory byte address (computed once per lane,
+ * compile-time offsets added): fewer registers than generic pointers. */
+__device__ __forceinline__ void ldsm_x4a(uint32_t (&r)[4], uint32_t a)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+__device__ __forceinline__ void ldsm_x4a_t(uint32_t (&r)[4], uint32_t a)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+
 /* 16-byte global -> shared copy; when !valid the 16 bytes are zero-filled
  * and nothing is read (src must still be a valid address). */
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid)
@@ -184,11 +201,29 @@ __device__ __forceinline__ void load_rows(T *s, const T *g, size_t rs, int row0,
 {
     constexpr int CPR = HD / 8; /* 16-byte chunks per row */
     static_assert((R * CPR) % NT == 0, "tile must split evenly over the block");
+    if constexpr (NT % CPR == 0) {
+        /* a thread's chunks share a column and step NT/CPR rows: one pointer
+         * walked by a fixed stride (few registers) */
+        constexpr int RS = NT / CPR;
+        const int r0 = tid / CPR, cc = tid % CPR;
+        const T *p = g + (size_t)(row0 + r0) * rs + cc * 8;
+        const size_t step = (size_t)RS * rs;
+        uint32_t d = smem_addr(s + r0 * Pad<HD>::S + cc * 8);
 #pragma unroll
-    for (int c = tid; c < R * CPR; c += NT) {
-        const int r = c / CPR, cc = c % CPR, gr = row0 + r;
-        const bool ok = gr < Tn;
-        cp_async16(s + r * Pad<HD>::S + cc * 8, g + (size_t)(ok ? gr : 0) * rs + cc * 8, ok);
+        for (int i = 0; i < R / RS; i++) {
+            const bool ok = row0 + r0 + i * RS < Tn;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(ok ? p : g), "r"(ok ? 16 : 0)
+                         : "memory");
+            p += step;
+            d += 2u * RS * Pad<HD>::S;
+        }
+    } else {
+#pragma unroll
+        for (int c = tid; c < R * CPR; c += NT) {
+            const int r = c / CPR, cc = c % CPR, gr = row0 + r;
+            const bool ok = gr < Tn;
+            cp_async16(s + r * Pad<HD>::S + cc * 8, g + (size_t)(ok ? gr : 0) * rs + cc * 8, ok);
+        }
     }
 }
 
@@ -201,10 +236,22 @@ __device__ __forceinline__ void load_rows(T *s, const T *g, size_t rs, int row0,
  * two m-tiles (half the ldmatrix traffic per product), and Q fragments are
  * re-read from shared memory instead (no room for them in registers). The
  * defaults per head size are FwdCfg below (the measured winners). */
-template <int NW_, int MW_, int BC_> struct FwdConf {
+template <int NW_, int MW_, int BC_, int QKU_ = 0> struct FwdConf {
     static constexpr int NW = NW_, MW = MW_, BC = BC_, Br = 16 * NW_ * MW_;
+    /* unroll of the S = Q K^T loop over head-dim steps: full with Q in
+     * registers (their indices must be constants), else QKU_ (0: 4), which
+     * keeps MW = 2 at hs=128 within 255 registers without spills */
+    static constexpr int QKU = MW_ == 1 ? 64 : (QKU_ ? QKU_ : 4);
 };
+#ifndef MS_ATTN_FWD_CONF_128
+#define MS_ATTN_FWD_CONF_128 FwdConf<4, 1, 64>
+#endif
+#ifndef MS_ATTN_FWD_CONF_64
+#define MS_ATTN_FWD_CONF_64 FwdConf<4, 1, 64>
+#endif
 template <int HD> struct FwdCfg { using type = FwdConf<4, 1, 64>; };
+template <> struct FwdCfg<64> { using type = MS_ATTN_FWD_CONF_64; };
+template <> struct FwdCfg<128> { using type = MS_ATTN_FWD_CONF_128; };
 
 template <int HD, class CF> constexpr size_t fwd_tc_smem()
 {
@@ -254,10 +301,14 @@ __global__ void __launch_bounds__(32 * CF::NW) attn_fwd_tc(T *__restrict__ out, 
     uint32_t qf[QREG ? KS : 1][4];
     cp_async_wait<1>();
     __syncthreads();
+    /* per-lane ldmatrix byte addresses: Q (A, row-major), K (B, rows as-is),
+     * V (B, transposed); tile offsets are compile-time constants */
+    const uint32_t aQ = smem_addr(sQ) + 2u * ((warp * WR + (lane & 15)) * S + (lane >> 4) * 8);
+    const uint32_t aK = smem_addr(sK) + 2u * (((lane & 7) + ((lane >> 4) << 3)) * S + (((lane >> 3) & 1) << 3));
+    const uint32_t aV = smem_addr(sV) + 2u * (((lane & 7) + (((lane >> 3) & 1) << 3)) * S + ((lane >> 4) << 3));
     if constexpr (QREG) {
 #pragma unroll
-        for (int kk = 0; kk < KS; kk++)
-            ldsm_x4(qf[kk], sQ + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+        for (int kk = 0; kk < KS; kk++) ldsm_x4a(qf[kk], aQ + 2u * (kk * 16));
     }
 
     for (int it = 0; it < nkt; ++it) {
@@ -274,7 +325,7 @@ __global__ void __launch_bounds__(32 * CF::NW) attn_fwd_tc(T *__restrict__ out, 
         const int k0 = it * Bc;
         /* a warp whose rows all precede this tile has nothing to add */
         if (k0 <= row_lo + WR - 1) {
-            const T *ks = sK + buf * Bc * S, *vs = sV + buf * Bc * S;
+            const uint32_t ks = aK + 2u * (buf * Bc * S), vs = aV + 2u * (buf * Bc * S);
 
             /* S = Q K^T: B[k=d][n=key] = K[key][d], K rows read as-is; each K
              * fragment serves the warp's MW m-tiles */
@@ -283,7 +334,7 @@ __global__ void __launch_bounds__(32 * CF::NW) attn_fwd_tc(T *__restrict__ out, 
             for (int mi = 0; mi < MW; mi++)
 #pragma unroll
                 for (int i = 0; i < NTS; i++) s[mi][i][0] = s[mi][i][1] = s[mi][i][2] = s[mi][i][3] = 0.f;
-#pragma unroll
+#pragma unroll CF::QKU
             for (int kk = 0; kk < KS; kk++) {
                 uint32_t qa[MW][4];
                 if constexpr (QREG) {
@@ -292,12 +343,12 @@ __global__ void __launch_bounds__(32 * CF::NW) attn_fwd_tc(T *__restrict__ out, 
                 } else {
 #pragma unroll
                     for (int mi = 0; mi < MW; mi++)
-                        ldsm_x4(qa[mi], sQ + (warp * WR + mi * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+                        ldsm_x4a(qa[mi], aQ + 2u * (mi * 16 * S + kk * 16));
                 }
 #pragma unroll
                 for (int nn = 0; nn < Bc / 16; nn++) {
                     uint32_t kb[4];
-                    ldsm_x4(kb, ks + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * S + kk * 16 + (((lane >> 3) & 1) << 3));
+                    ldsm_x4a(kb, ks + 2u * (nn * 16 * S + kk * 16));
 #pragma unroll
                     for (int mi = 0; mi < MW; mi++) {
                         mma16816<T>(s[mi][2 * nn], qa[mi], kb[0], kb[1]);
@@ -362,7 +413,7 @@ __global__ void __launch_bounds__(32 * CF::NW) attn_fwd_tc(T *__restrict__ out, 
 #pragma unroll
                 for (int dn = 0; dn < HD / 16; dn++) {
                     uint32_t vb[4];
-                    ldsm_x4_t(vb, vs + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * S + dn * 16 + ((lane >> 4) << 3));
+                    ldsm_x4a_t(vb, vs + 2u * (kk * 16 * S + dn * 16));
 #pragma unroll
                     for (int mi = 0; mi < MW; mi++) {
                         mma16816<T>(o[mi][2 * dn], pa[mi], vb[0], vb[1]);
@@ -420,16 +471,25 @@ __global__ void __launch_bounds__(32 * CF::NW) attn_fwd_tc(T *__restrict__ out, 
  * the query tiles instead of re-reading them from shared memory each tile
  * (64 registers at hs=128: only with small BR). Defaults per head size:
  * BwdCfg below (the measured winners). */
-template <int NW_, int BR_, bool KVREG_ = false> struct BwdConf {
+template <int NW_, int BR_, bool KVREG_ = false, bool SPLIT_ = false> struct BwdConf {
     static constexpr int NW = NW_, BR = BR_, Bc = 16 * NW_;
-    static constexpr bool KVREG = KVREG_;
+    static constexpr bool KVREG = KVREG_ && !SPLIT_, SPLIT = SPLIT_;
 };
-template <int HD> struct BwdCfg { using type = BwdConf<4, HD >= 128 ? 32 : 64>; };
+#ifndef MS_ATTN_BWD_CONF_128
+#define MS_ATTN_BWD_CONF_128 BwdConf<4, 32>
+#endif
+#ifndef MS_ATTN_BWD_CONF_64
+#define MS_ATTN_BWD_CONF_64 BwdConf<4, 64>
+#endif
+template <int HD> struct BwdCfg { using type = BwdConf<4, 64>; };
+template <> struct BwdCfg<64> { using type = MS_ATTN_BWD_CONF_64; };
+template <> struct BwdCfg<128> { using type = MS_ATTN_BWD_CONF_128; };
 
 template <int HD, class CB> constexpr size_t bwd_tc_smem()
 {
     constexpr int Br = CB::BR, Bc = CB::Bc, S = Pad<HD>::S;
-    return (size_t)(2 * Bc * S + 4 * Br * S + Bc * (Br + 8)) * 2 + 4 * (size_t)Br * sizeof(float);
+    return (size_t)(2 * Bc * S + 4 * Br * S + Bc * (Br + 8)) * 2 + 4 * (size_t)Br * sizeof(float) +
+           (CB::SPLIT ? (size_t)Bc * Br * sizeof(float) : 0); /* SPLIT: P^T exchanged within warp pairs */
 }
 
 /* dQ partial (16 rows x 8 columns of one n-tile, accumulator layout) added
@@ -463,7 +523,7 @@ __global__ void __launch_bounds__(32 * CB::NW)
     constexpr bool KVREG = CB::KVREG;
     constexpr int KS = HD / 16, NQ = Br / 8, ND = HD / 8;
     constexpr int RG = Br / 16, CG = NW / RG, DW = HD / CG; /* dQ tile split over warps */
-    static_assert(RG * CG == NW && DW % 16 == 0 && Bc % Br == 0 && NT >= Br, "tiling");
+    static_assert(RG * CG == NW && DW % 16 == 0 && Bc % Br == 0 && NT >= Br && (!CB::SPLIT || NW % 2 == 0), "tiling");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *sK = reinterpret_cast<T *>(smem_raw);
     T *sV = sK + Bc * S;
@@ -472,6 +532,8 @@ __global__ void __launch_bounds__(32 * CB::NW)
     T *sdS = sdO + 2 * Br * S; /* [Bc][SP]: dS^T, rows = keys */
     float *sL = reinterpret_cast<float *>(sdS + Bc * SP); /* [2][Br]: lse*log2(e), +inf past T */
     float *sD = sL + 2 * Br;                              /* [2][Br] */
+    float4 *sP = reinterpret_cast<float4 *>(sD + 2 * Br); /* SPLIT: [NW/2][2][NQ][32 lanes] P^T fragments */
+    const uint32_t aK = smem_addr(sK), aV = smem_addr(sV), aQ = smem_addr(sQ), aDO = smem_addr(sdO);
 
     const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
@@ -494,11 +556,14 @@ __global__ void __launch_bounds__(32 * CB::NW)
         sD[tid] = q < Tn ? gD[q] : 0.f;
     }
 
-    float dk[ND][4], dv[ND][4];
+    /* kv[0] = dK, kv[1] = dV of the warp's 16 keys; SPLIT: kv[mk] = the
+     * warp's role's accumulator (dV for role 0, dK for role 1) of m-tile mk
+     * of the pair's 32 keys */
+    float kv[2][ND][4];
 #pragma unroll
     for (int i = 0; i < ND; i++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) dk[i][e] = dv[i][e] = 0.f;
+        for (int e = 0; e < 4; e++) kv[0][i][e] = kv[1][i][e] = 0.f;
     /* KVREG: the warp's 16 keys of K and V as A fragments, loaded once */
     uint32_t kf[KVREG ? KS : 1][4], vf[KVREG ? KS : 1][4];
 
@@ -531,7 +596,109 @@ __global__ void __launch_bounds__(32 * CB::NW)
         const float *ls = sL + buf * Br, *ds_ = sD + buf * Br;
         T *dsw = sdS + warp * 16 * SP;
 
-        if (key_lo > q0 + Br - 1) {
+        if constexpr (CB::SPLIT) {
+            /* warp pairs own 32 keys (2 m-tiles): role 0 forms S^T = K Q^T,
+             * P^T, and dV += P^T dO; role 1 dP^T = V dO^T, dS^T (P^T through
+             * shared memory, fp32), and dK += dS^T Q. Half the accumulators
+             * a warp, so each Q/dO fragment loaded feeds two m-tiles. */
+            const int pair = warp >> 1, role = warp & 1, pk_lo = k0 + pair * 32;
+            T *dsp = sdS + pair * 32 * SP;
+            if (pk_lo > q0 + Br - 1) {
+                if (role) {
+#pragma unroll
+                    for (int mk = 0; mk < 2; mk++)
+#pragma unroll
+                        for (int nt = 0; nt < NQ; nt++)
+#pragma unroll
+                            for (int r = 0; r < 2; r++)
+                                *reinterpret_cast<uint32_t *>(dsp + (mk * 16 + g + 8 * r) * SP + nt * 8 + 2 * tig) = 0u;
+                }
+            } else {
+                float acc[2][NQ][4];
+#pragma unroll
+                for (int mk = 0; mk < 2; mk++)
+#pragma unroll
+                    for (int i = 0; i < NQ; i++) acc[mk][i][0] = acc[mk][i][1] = acc[mk][i][2] = acc[mk][i][3] = 0.f;
+                const uint32_t aA = (role ? aV : aK) + 2u * ((pair * 32 + (lane & 15)) * S + (lane >> 4) * 8);
+                const uint32_t aB = (role ? aDO : aQ) + 2u * (buf * Br * S) +
+                                    2u * (((lane & 7) + ((lane >> 4) << 3)) * S + (((lane >> 3) & 1) << 3));
+#pragma unroll
+                for (int kk = 0; kk < KS; kk++) {
+                    uint32_t a0[4], a1[4];
+                    ldsm_x4a(a0, aA + 2u * (kk * 16));
+                    ldsm_x4a(a1, aA + 2u * (16 * S + kk * 16));
+#pragma unroll
+                    for (int nn = 0; nn < Br / 16; nn++) {
+                        uint32_t bq[4];
+                        ldsm_x4a(bq, aB + 2u * (nn * 16 * S + kk * 16));
+                        mma16816<T>(acc[0][2 * nn], a0, bq[0], bq[1]);
+                        mma16816<T>(acc[0][2 * nn + 1], a0, bq[2], bq[3]);
+                        mma16816<T>(acc[1][2 * nn], a1, bq[0], bq[1]);
+                        mma16816<T>(acc[1][2 * nn + 1], a1, bq[2], bq[3]);
+                    }
+                }
+                float4 *sPp = sP + pair * (2 * NQ * 32) + lane;
+                if (role == 0) { /* P^T = exp(s*scale - lse), 0 where key > query */
+                    const bool masked = pk_lo + 31 > q0;
+#pragma unroll
+                    for (int mk = 0; mk < 2; mk++)
+#pragma unroll
+                        for (int nt = 0; nt < NQ; nt++) {
+#pragma unroll
+                            for (int e = 0; e < 4; e++) {
+                                const int qc = nt * 8 + 2 * tig + (e & 1);
+                                float p = fast_exp2(acc[mk][nt][e] * sl2 - ls[qc]);
+                                if (masked && pk_lo + mk * 16 + g + 8 * (e >> 1) > q0 + qc) p = 0.f;
+                                acc[mk][nt][e] = p;
+                            }
+                            sPp[(mk * NQ + nt) * 32] = make_float4(acc[mk][nt][0], acc[mk][nt][1], acc[mk][nt][2],
+                                                                   acc[mk][nt][3]);
+                        }
+                }
+                asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory"); /* the pair's P^T is written */
+                if (role == 1) { /* dS^T = P^T (dP^T - D), also to shared memory for dQ */
+#pragma unroll
+                    for (int mk = 0; mk < 2; mk++)
+#pragma unroll
+                        for (int nt = 0; nt < NQ; nt++) {
+                            const float4 pv = sPp[(mk * NQ + nt) * 32];
+                            const float pe[4] = {pv.x, pv.y, pv.z, pv.w};
+#pragma unroll
+                            for (int e = 0; e < 4; e++)
+                                acc[mk][nt][e] = pe[e] * (acc[mk][nt][e] - ds_[nt * 8 + 2 * tig + (e & 1)]);
+#pragma unroll
+                            for (int r = 0; r < 2; r++)
+                                *reinterpret_cast<uint32_t *>(dsp + (mk * 16 + g + 8 * r) * SP + nt * 8 + 2 * tig) =
+                                    pack2<T>(acc[mk][nt][2 * r], acc[mk][nt][2 * r + 1]);
+                        }
+                }
+                /* kv[mk] += acc[mk] (keys x queries, A from registers) times
+                 * dO (role 0) or Q (role 1): B[k=query][n=d] via ldmatrix.trans */
+                const uint32_t aB2 = (role ? aQ : aDO) + 2u * (buf * Br * S) +
+                                     2u * (((lane & 7) + (((lane >> 3) & 1) << 3)) * S + ((lane >> 4) << 3));
+#pragma unroll
+                for (int kq = 0; kq < Br / 16; kq++) {
+                    uint32_t pa[2][4];
+#pragma unroll
+                    for (int mk = 0; mk < 2; mk++) {
+                        pa[mk][0] = pack2<T>(acc[mk][2 * kq][0], acc[mk][2 * kq][1]);
+                        pa[mk][1] = pack2<T>(acc[mk][2 * kq][2], acc[mk][2 * kq][3]);
+                        pa[mk][2] = pack2<T>(acc[mk][2 * kq + 1][0], acc[mk][2 * kq + 1][1]);
+                        pa[mk][3] = pack2<T>(acc[mk][2 * kq + 1][2], acc[mk][2 * kq + 1][3]);
+                    }
+#pragma unroll
+                    for (int dn = 0; dn < HD / 16; dn++) {
+                        uint32_t bb[4];
+                        ldsm_x4a_t(bb, aB2 + 2u * (kq * 16 * S + dn * 16));
+#pragma unroll
+                        for (int mk = 0; mk < 2; mk++) {
+                            mma16816<T>(kv[mk][2 * dn], pa[mk], bb[0], bb[1]);
+                            mma16816<T>(kv[mk][2 * dn + 1], pa[mk], bb[2], bb[3]);
+                        }
+                    }
+                }
+            }
+        } else if (key_lo > q0 + Br - 1) {
             /* every key of this warp follows every query of the tile: P = 0,
              * dS = 0; only the zeros dQ will read are needed */
 #pragma unroll
@@ -597,10 +764,10 @@ __global__ void __launch_bounds__(32 * CB::NW)
                     uint32_t ob[4], qb[4];
                     ldsm_x4_t(ob, dos + off);
                     ldsm_x4_t(qb, qs + off);
-                    mma16816<T>(dv[2 * dn], pa, ob[0], ob[1]);
-                    mma16816<T>(dv[2 * dn + 1], pa, ob[2], ob[3]);
-                    mma16816<T>(dk[2 * dn], sa, qb[0], qb[1]);
-                    mma16816<T>(dk[2 * dn + 1], sa, qb[2], qb[3]);
+                    mma16816<T>(kv[1][2 * dn], pa, ob[0], ob[1]);
+                    mma16816<T>(kv[1][2 * dn + 1], pa, ob[2], ob[3]);
+                    mma16816<T>(kv[0][2 * dn], sa, qb[0], qb[1]);
+                    mma16816<T>(kv[0][2 * dn + 1], sa, qb[2], qb[3]);
                 }
             }
 
@@ -649,15 +816,33 @@ __global__ void __launch_bounds__(32 * CB::NW)
         }
     }
 
+    if constexpr (CB::SPLIT) {
+        const int pair = warp >> 1, role = warp & 1;
+        const float sc = role ? scale : 1.f;
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int key = key_lo + g + 8 * r;
-        if (key >= Tn) continue;
-        T *base = dqkv + ((size_t)b * Tn + key) * rs + (size_t)h * HD + 2 * tig;
+        for (int mk = 0; mk < 2; mk++)
 #pragma unroll
-        for (int nt = 0; nt < ND; nt++) {
-            *reinterpret_cast<uint32_t *>(base + C + nt * 8) = pack2<T>(dk[nt][2 * r] * scale, dk[nt][2 * r + 1] * scale);
-            *reinterpret_cast<uint32_t *>(base + 2 * C + nt * 8) = pack2<T>(dv[nt][2 * r], dv[nt][2 * r + 1]);
+            for (int r = 0; r < 2; r++) {
+                const int key = k0 + pair * 32 + mk * 16 + g + 8 * r;
+                if (key >= Tn) continue;
+                T *base = dqkv + ((size_t)b * Tn + key) * rs + (size_t)h * HD + (role ? C : 2 * (size_t)C) + 2 * tig;
+#pragma unroll
+                for (int nt = 0; nt < ND; nt++)
+                    *reinterpret_cast<uint32_t *>(base + nt * 8) =
+                        pack2<T>(kv[mk][nt][2 * r] * sc, kv[mk][nt][2 * r + 1] * sc);
+            }
+    } else {
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int key = key_lo + g + 8 * r;
+            if (key >= Tn) continue;
+            T *base = dqkv + ((size_t)b * Tn + key) * rs + (size_t)h * HD + 2 * tig;
+#pragma unroll
+            for (int nt = 0; nt < ND; nt++) {
+                *reinterpret_cast<uint32_t *>(base + C + nt * 8) =
+                    pack2<T>(kv[0][nt][2 * r] * scale, kv[0][nt][2 * r + 1] * scale);
+                *reinterpret_cast<uint32_t *>(base + 2 * C + nt * 8) = pack2<T>(kv[1][nt][2 * r], kv[1][nt][2 * r + 1]);
+            }
         }
     }
 }
