@@ -291,51 +291,41 @@ void ref_cands(Bufs &u)
 }
 
 #define FWD(HD, NW, MW, BC, U) fwd_cand<HD, FwdConf<NW, MW, BC, U>>(u, "fwd NW=" #NW " MW=" #MW " BC=" #BC " QKU=" #U)
-#define BWD(HD, NW, BR, KV, SP)                                                                                        \
-    bwd_cand<HD, BwdConf<NW, BR, KV, SP>>(u, "bwd NW=" #NW " BR=" #BR " KVREG=" #KV " SPLIT=" #SP)
+#define BWD(HD, NW, BR, KV) bwd_cand<HD, BwdConf<NW, BR, KV>>(u, "bwd NW=" #NW " BR=" #BR " KVREG=" #KV)
 
 void run_hd128(Bufs &u, bool fwd, bool bwd)
 {
     if (fwd) {
+        FWD(128, 4, 2, 64, 4); /* the default */
         FWD(128, 4, 1, 64, 0);
-        FWD(128, 4, 2, 64, 4);
         FWD(128, 4, 2, 64, 1);
         FWD(128, 8, 2, 64, 4);
-        FWD(128, 8, 2, 64, 1);
         FWD(128, 4, 2, 32, 4);
-        FWD(128, 4, 2, 64, 4); /* again: the spread between two timings of one kernel */
+        FWD(128, 4, 2, 64, 4); /* again */
     }
     if (bwd) {
-        BWD(128, 4, 32, false, false);
-        BWD(128, 8, 32, false, false);
-        BWD(128, 4, 32, false, true);
-        BWD(128, 8, 32, false, true);
-        BWD(128, 2, 32, false, true);
-        BWD(128, 4, 64, false, true);
-        BWD(128, 4, 16, true, false);
-        BWD(128, 8, 32, false, true); /* again */
+        BWD(128, 8, 32, false); /* the default */
+        BWD(128, 4, 32, false);
+        BWD(128, 2, 32, false);
+        BWD(128, 4, 16, true);
+        BWD(128, 8, 32, false); /* again */
     }
 }
 void run_hd64(Bufs &u, bool fwd, bool bwd)
 {
     if (fwd) {
-        FWD(64, 4, 1, 64, 0);
-        FWD(64, 8, 1, 64, 0);
+        FWD(64, 4, 1, 64, 0); /* the default */
         FWD(64, 4, 2, 64, 4);
-        FWD(64, 4, 2, 64, 1);
         FWD(64, 4, 2, 128, 4);
-        FWD(64, 8, 2, 64, 4);
+        FWD(64, 8, 1, 64, 0);
         FWD(64, 4, 1, 64, 0); /* again */
     }
     if (bwd) {
-        BWD(64, 4, 64, false, false);
-        BWD(64, 4, 64, true, false);
-        BWD(64, 8, 64, true, false);
-        BWD(64, 4, 64, false, true);
-        BWD(64, 8, 64, false, true);
-        BWD(64, 4, 32, false, true);
-        BWD(64, 8, 32, false, true);
-        BWD(64, 4, 64, true, false); /* again */
+        BWD(64, 4, 64, true); /* the default */
+        BWD(64, 4, 64, false);
+        BWD(64, 8, 64, true);
+        BWD(64, 4, 32, true);
+        BWD(64, 4, 64, true); /* again */
     }
 }
 

@@ -471,9 +471,9 @@ __global__ void __launch_bounds__(32 * CF::NW) attn_fwd_tc(T *__restrict__ out, 
  * the query tiles instead of re-reading them from shared memory each tile
  * (64 registers at hs=128: only with small BR). Defaults per head size:
  * BwdCfg below (the measured winners). */
-template <int NW_, int BR_, bool KVREG_ = false, bool SPLIT_ = false> struct BwdConf {
+template <int NW_, int BR_, bool KVREG_ = false> struct BwdConf {
     static constexpr int NW = NW_, BR = BR_, Bc = 16 * NW_;
-    static constexpr bool KVREG = KVREG_ && !SPLIT_, SPLIT = SPLIT_;
+    static constexpr bool KVREG = KVREG_;
 };
 #ifndef MS_ATTN_BWD_CONF_128
 #define MS_ATTN_BWD_CONF_128 BwdConf<4, 32>
@@ -488,8 +488,7 @@ template <> struct BwdCfg<128> { using type = MS_ATTN_BWD_CONF_128; };
 template <int HD, class CB> constexpr size_t bwd_tc_smem()
 {
     constexpr int Br = CB::BR, Bc = CB::Bc, S = Pad<HD>::S;
-    return (size_t)(2 * Bc * S + 4 * Br * S + Bc * (Br + 8)) * 2 + 4 * (size_t)Br * sizeof(float) +
-           (CB::SPLIT ? (size_t)Bc * Br * sizeof(float) : 0); /* SPLIT: P^T exchanged within warp pairs */
+    return (size_t)(2 * Bc * S + 4 * Br * S + Bc * (Br + 8)) * 2 + 4 * (size_t)Br * sizeof(float);
 }
 
 /* dQ partial (16 rows x 8 columns of one n-tile, accumulator layout) added
@@ -523,7 +522,7 @@ __global__ void __launch_bounds__(32 * CB::NW)
     constexpr bool KVREG = CB::KVREG;
     constexpr int KS = HD / 16, NQ = Br / 8, ND = HD / 8;
     constexpr int RG = Br / 16, CG = NW / RG, DW = HD / CG; /* dQ tile split over warps */
-    static_assert(RG * CG == NW && DW % 16 == 0 && Bc % Br == 0 && NT >= Br && (!CB::SPLIT || NW % 2 == 0), "tiling");
+    static_assert(RG * CG == NW && DW % 16 == 0 && Bc % Br == 0 && NT >= Br, "tiling");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *sK = reinterpret_cast<T *>(smem_raw);
     T *sV = sK + Bc * S;
@@ -532,8 +531,6 @@ __global__ void __launch_bounds__(32 * CB::NW)
     T *sdS = sdO + 2 * Br * S; /* [Bc][SP]: dS^T, rows = keys */
     float *sL = reinterpret_cast<float *>(sdS + Bc * SP); /* [2][Br]: lse*log2(e), +inf past T */
     float *sD = sL + 2 * Br;                              /* [2][Br] */
-    float4 *sP = reinterpret_cast<float4 *>(sD + 2 * Br); /* SPLIT: [NW/2][2][NQ][32 lanes] P^T fragments */
-    const uint32_t aK = smem_addr(sK), aV = smem_addr(sV), aQ = smem_addr(sQ), aDO = smem_addr(sdO);
 
     const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
@@ -556,14 +553,11 @@ __global__ void __launch_bounds__(32 * CB::NW)
         sD[tid] = q < Tn ? gD[q] : 0.f;
     }
 
-    /* kv[0] = dK, kv[1] = dV of the warp's 16 keys; SPLIT: kv[mk] = the
-     * warp's role's accumulator (dV for role 0, dK for role 1) of m-tile mk
-     * of the pair's 32 keys */
-    float kv[2][ND][4];
+    float dk[ND][4], dv[ND][4];
 #pragma unroll
     for (int i = 0; i < ND; i++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) kv[0][i][e] = kv[1][i][e] = 0.f;
+        for (int e = 0; e < 4; e++) dk[i][e] = dv[i][e] = 0.f;
     /* KVREG: the warp's 16 keys of K and V as A fragments, loaded once */
     uint32_t kf[KVREG ? KS : 1][4], vf[KVREG ? KS : 1][4];
 
@@ -596,109 +590,7 @@ __global__ void __launch_bounds__(32 * CB::NW)
         const float *ls = sL + buf * Br, *ds_ = sD + buf * Br;
         T *dsw = sdS + warp * 16 * SP;
 
-        if constexpr (CB::SPLIT) {
-            /* warp pairs own 32 keys (2 m-tiles): role 0 forms S^T = K Q^T,
-             * P^T, and dV += P^T dO; role 1 dP^T = V dO^T, dS^T (P^T through
-             * shared memory, fp32), and dK += dS^T Q. Half the accumulators
-             * a warp, so each Q/dO fragment loaded feeds two m-tiles. */
-            const int pair = warp >> 1, role = warp & 1, pk_lo = k0 + pair * 32;
-            T *dsp = sdS + pair * 32 * SP;
-            if (pk_lo > q0 + Br - 1) {
-                if (role) {
-#pragma unroll
-                    for (int mk = 0; mk < 2; mk++)
-#pragma unroll
-                        for (int nt = 0; nt < NQ; nt++)
-#pragma unroll
-                            for (int r = 0; r < 2; r++)
-                                *reinterpret_cast<uint32_t *>(dsp + (mk * 16 + g + 8 * r) * SP + nt * 8 + 2 * tig) = 0u;
-                }
-            } else {
-                float acc[2][NQ][4];
-#pragma unroll
-                for (int mk = 0; mk < 2; mk++)
-#pragma unroll
-                    for (int i = 0; i < NQ; i++) acc[mk][i][0] = acc[mk][i][1] = acc[mk][i][2] = acc[mk][i][3] = 0.f;
-                const uint32_t aA = (role ? aV : aK) + 2u * ((pair * 32 + (lane & 15)) * S + (lane >> 4) * 8);
-                const uint32_t aB = (role ? aDO : aQ) + 2u * (buf * Br * S) +
-                                    2u * (((lane & 7) + ((lane >> 4) << 3)) * S + (((lane >> 3) & 1) << 3));
-#pragma unroll
-                for (int kk = 0; kk < KS; kk++) {
-                    uint32_t a0[4], a1[4];
-                    ldsm_x4a(a0, aA + 2u * (kk * 16));
-                    ldsm_x4a(a1, aA + 2u * (16 * S + kk * 16));
-#pragma unroll
-                    for (int nn = 0; nn < Br / 16; nn++) {
-                        uint32_t bq[4];
-                        ldsm_x4a(bq, aB + 2u * (nn * 16 * S + kk * 16));
-                        mma16816<T>(acc[0][2 * nn], a0, bq[0], bq[1]);
-                        mma16816<T>(acc[0][2 * nn + 1], a0, bq[2], bq[3]);
-                        mma16816<T>(acc[1][2 * nn], a1, bq[0], bq[1]);
-                        mma16816<T>(acc[1][2 * nn + 1], a1, bq[2], bq[3]);
-                    }
-                }
-                float4 *sPp = sP + pair * (2 * NQ * 32) + lane;
-                if (role == 0) { /* P^T = exp(s*scale - lse), 0 where key > query */
-                    const bool masked = pk_lo + 31 > q0;
-#pragma unroll
-                    for (int mk = 0; mk < 2; mk++)
-#pragma unroll
-                        for (int nt = 0; nt < NQ; nt++) {
-#pragma unroll
-                            for (int e = 0; e < 4; e++) {
-                                const int qc = nt * 8 + 2 * tig + (e & 1);
-                                float p = fast_exp2(acc[mk][nt][e] * sl2 - ls[qc]);
-                                if (masked && pk_lo + mk * 16 + g + 8 * (e >> 1) > q0 + qc) p = 0.f;
-                                acc[mk][nt][e] = p;
-                            }
-                            sPp[(mk * NQ + nt) * 32] = make_float4(acc[mk][nt][0], acc[mk][nt][1], acc[mk][nt][2],
-                                                                   acc[mk][nt][3]);
-                        }
-                }
-                asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory"); /* the pair's P^T is written */
-                if (role == 1) { /* dS^T = P^T (dP^T - D), also to shared memory for dQ */
-#pragma unroll
-                    for (int mk = 0; mk < 2; mk++)
-#pragma unroll
-                        for (int nt = 0; nt < NQ; nt++) {
-                            const float4 pv = sPp[(mk * NQ + nt) * 32];
-                            const float pe[4] = {pv.x, pv.y, pv.z, pv.w};
-#pragma unroll
-                            for (int e = 0; e < 4; e++)
-                                acc[mk][nt][e] = pe[e] * (acc[mk][nt][e] - ds_[nt * 8 + 2 * tig + (e & 1)]);
-#pragma unroll
-                            for (int r = 0; r < 2; r++)
-                                *reinterpret_cast<uint32_t *>(dsp + (mk * 16 + g + 8 * r) * SP + nt * 8 + 2 * tig) =
-                                    pack2<T>(acc[mk][nt][2 * r], acc[mk][nt][2 * r + 1]);
-                        }
-                }
-                /* kv[mk] += acc[mk] (keys x queries, A from registers) times
-                 * dO (role 0) or Q (role 1): B[k=query][n=d] via ldmatrix.trans */
-                const uint32_t aB2 = (role ? aQ : aDO) + 2u * (buf * Br * S) +
-                                     2u * (((lane & 7) + (((lane >> 3) & 1) << 3)) * S + ((lane >> 4) << 3));
-#pragma unroll
-                for (int kq = 0; kq < Br / 16; kq++) {
-                    uint32_t pa[2][4];
-#pragma unroll
-                    for (int mk = 0; mk < 2; mk++) {
-                        pa[mk][0] = pack2<T>(acc[mk][2 * kq][0], acc[mk][2 * kq][1]);
-                        pa[mk][1] = pack2<T>(acc[mk][2 * kq][2], acc[mk][2 * kq][3]);
-                        pa[mk][2] = pack2<T>(acc[mk][2 * kq + 1][0], acc[mk][2 * kq + 1][1]);
-                        pa[mk][3] = pack2<T>(acc[mk][2 * kq + 1][2], acc[mk][2 * kq + 1][3]);
-                    }
-#pragma unroll
-                    for (int dn = 0; dn < HD / 16; dn++) {
-                        uint32_t bb[4];
-                        ldsm_x4a_t(bb, aB2 + 2u * (kq * 16 * S + dn * 16));
-#pragma unroll
-                        for (int mk = 0; mk < 2; mk++) {
-                            mma16816<T>(kv[mk][2 * dn], pa[mk], bb[0], bb[1]);
-                            mma16816<T>(kv[mk][2 * dn + 1], pa[mk], bb[2], bb[3]);
-                        }
-                    }
-                }
-            }
-        } else if (key_lo > q0 + Br - 1) {
+        if (key_lo > q0 + Br - 1) {
             /* every key of this warp follows every query of the tile: P = 0,
              * dS = 0; only the zeros dQ will read are needed */
 #pragma unroll
@@ -764,10 +656,10 @@ __global__ void __launch_bounds__(32 * CB::NW)
                     uint32_t ob[4], qb[4];
                     ldsm_x4_t(ob, dos + off);
                     ldsm_x4_t(qb, qs + off);
-                    mma16816<T>(kv[1][2 * dn], pa, ob[0], ob[1]);
-                    mma16816<T>(kv[1][2 * dn + 1], pa, ob[2], ob[3]);
-                    mma16816<T>(kv[0][2 * dn], sa, qb[0], qb[1]);
-                    mma16816<T>(kv[0][2 * dn + 1], sa, qb[2], qb[3]);
+                    mma16816<T>(dv[2 * dn], pa, ob[0], ob[1]);
+                    mma16816<T>(dv[2 * dn + 1], pa, ob[2], ob[3]);
+                    mma16816<T>(dk[2 * dn], sa, qb[0], qb[1]);
+                    mma16816<T>(dk[2 * dn + 1], sa, qb[2], qb[3]);
                 }
             }
 
@@ -816,33 +708,15 @@ __global__ void __launch_bounds__(32 * CB::NW)
         }
     }
 
-    if constexpr (CB::SPLIT) {
-        const int pair = warp >> 1, role = warp & 1;
-        const float sc = role ? scale : 1.f;
 #pragma unroll
-        for (int mk = 0; mk < 2; mk++)
+    for (int r = 0; r < 2; r++) {
+        const int key = key_lo + g + 8 * r;
+        if (key >= Tn) continue;
+        T *base = dqkv + ((size_t)b * Tn + key) * rs + (size_t)h * HD + 2 * tig;
 #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int key = k0 + pair * 32 + mk * 16 + g + 8 * r;
-                if (key >= Tn) continue;
-                T *base = dqkv + ((size_t)b * Tn + key) * rs + (size_t)h * HD + (role ? C : 2 * (size_t)C) + 2 * tig;
-#pragma unroll
-                for (int nt = 0; nt < ND; nt++)
-                    *reinterpret_cast<uint32_t *>(base + nt * 8) =
-                        pack2<T>(kv[mk][nt][2 * r] * sc, kv[mk][nt][2 * r + 1] * sc);
-            }
-    } else {
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int key = key_lo + g + 8 * r;
-            if (key >= Tn) continue;
-            T *base = dqkv + ((size_t)b * Tn + key) * rs + (size_t)h * HD + 2 * tig;
-#pragma unroll
-            for (int nt = 0; nt < ND; nt++) {
-                *reinterpret_cast<uint32_t *>(base + C + nt * 8) =
-                    pack2<T>(kv[0][nt][2 * r] * scale, kv[0][nt][2 * r + 1] * scale);
-                *reinterpret_cast<uint32_t *>(base + 2 * C + nt * 8) = pack2<T>(kv[1][nt][2 * r], kv[1][nt][2 * r + 1]);
-            }
+        for (int nt = 0; nt < ND; nt++) {
+            *reinterpret_cast<uint32_t *>(base + C + nt * 8) = pack2<T>(dk[nt][2 * r] * scale, dk[nt][2 * r + 1] * scale);
+            *reinterpret_cast<uint32_t *>(base + 2 * C + nt * 8) = pack2<T>(dv[nt][2 * r], dv[nt][2 * r + 1]);
         }
     }
 }
