@@ -10,26 +10,45 @@
  * Paths:
  *  - bf16/f16 (tensor cores, mma.sync m16n8k16 via inline PTX, fp32
  *    accumulation), FlashAttention-2 structure:
- *    forward: one block of 4 warps per (64-query tile, head, batch); each
- *    warp owns 16 query rows (Q fragments stay in registers); K/V tiles of
- *    64 keys are staged in shared memory with cp.async double buffering;
- *    the online softmax runs in fp32 registers (exp2 domain); key tiles past
- *    the diagonal are never visited and only diagonal tiles are masked. The
- *    heaviest (last) query tiles are dispatched first.
+ *    forward: one block of 4 warps per (query tile, head, batch); K/V
+ *    tiles of 64 keys are staged in shared memory with cp.async double
+ *    buffering; the online softmax runs in fp32 registers (exp2 domain, the
+ *    scale folded into one FMA); key tiles past the diagonal are never
+ *    visited and only diagonal tiles are masked. The heaviest (last) query
+ *    tiles are dispatched first. hs <= 64: 64-query tiles, each warp owns
+ *    16 rows with its Q fragments in registers. hs = 128: 128-query tiles,
+ *    each warp owns 32 rows (two m-tiles), so every K and V fragment read
+ *    from shared memory feeds two products (Q fragments are re-read from
+ *    shared memory instead: no registers are left for them).
  *    backward: a prep kernel computes D = rowsum(dO * O) (fp32) and zeroes
- *    an fp32 dQ accumulator; the main kernel runs one block per 64-key tile
- *    (4 warps x 16 keys), keeps dK, dV in registers and walks the query
- *    tiles from the diagonal down (Q, dO double-buffered), recomputing
- *    S^T = K Q^T, P^T = exp(S^T - lse), dP^T = V dO^T and dS^T = P^T (dP^T -
- *    D); dV += P^T dO, dK += dS^T Q; dS goes through shared memory so that
- *    dQ_tile = dS K is formed once per (key tile, query tile) and added to
- *    the accumulator with float4 atomics (in L2). Atomics rather than a
- *    separate dQ pass over query tiles: that pass would recompute S and dP
- *    (7 instead of 5 tile products, ~40% more tensor work). A last kernel
- *    writes scale * dQ into dqkv. Scratch = D + the dQ accumulator.
- *    Measured on an H200, GPT-2 small (B=16 T=1024 C=768 nh=12, bf16):
- *    fwd 0.14 ms + bwd 0.46 ms, against 0.22 + 0.43 ms for PyTorch 2.11
- *    eager SDPA (cuDNN flash kernels) on the same qkv layout.
+ *    an fp32 dQ accumulator; the main kernel runs one block per key tile
+ *    (warps x 16 keys: 8 warps, 128 keys at hs=128; 4 warps, 64 keys
+ *    below), keeps dK, dV in registers and walks the query tiles (32 rows
+ *    at hs=128, 64 below) from the diagonal down (Q, dO double-buffered),
+ *    recomputing S^T = K Q^T, P^T = exp(S^T - lse), dP^T = V dO^T and dS^T
+ *    = P^T (dP^T - D); dV += P^T dO, dK += dS^T Q; at hs=64 the warp's K and
+ *    V fragments stay in registers across the query tiles. dS goes through
+ *    shared memory so that dQ_tile = dS K is formed once per (key tile,
+ *    query tile) and added to the accumulator with float4 atomics (in L2).
+ *    Atomics rather than a separate dQ pass over query tiles: that pass
+ *    would recompute S and dP (7 instead of 5 tile products, ~40% more
+ *    tensor work). A last kernel writes scale * dQ into dqkv. Scratch = D +
+ *    the dQ accumulator.
+ *    Tile configurations are template parameters (FwdConf, BwdConf; the
+ *    defaults FwdCfg, BwdCfg); bench/attn_tune.cu times and checks them.
+ *    Measured on an H200 (bench/attn_tune.cu: cudaEvent, median of 15, one
+ *    layer, bf16, whole backward including prep and dQ store):
+ *      seed17 shape (B=15 T=2048 C=2048 nh=16, hs=128): fwd 0.843 ms (305
+ *      TFLOP/s causal) + bwd 3.45 ms (187 TFLOP/s), against 1.195 + 3.83 ms
+ *      (216 + 168 TFLOP/s) for these kernels before issue 15's tuning;
+ *      GPT-2 small (B=16 T=1024 C=768 nh=12, hs=64): fwd 0.116 ms + bwd
+ *      0.432 ms, against 0.140 + 0.463 ms before. PyTorch 2.11 eager SDPA
+ *      (cuDNN flash kernels, same qkv layout), measured earlier on an H200:
+ *      GPT-2 small 0.22 + 0.43 ms; seed17 12.9 + 38.1 ms a 24-layer step
+ *      by CUPTI kernel records in training (0.54 + 1.59 ms a layer), where
+ *      the pre-tuning kernels read 33.9 + 110.5 ms (1.41 + 4.60 ms a layer,
+ *      above this harness's 1.195 + 3.83): at hs=128 cuDNN stays well ahead
+ *      (roughly 1.6x forward and 2.2x backward going by these figures).
  *  - fp32 (CUDA cores, fp32 math): the same flash structure at warp level:
  *    each warp owns 4 rows, a lane owns one key of a 32-key tile (scores)
  *    and hs/32 output columns; forward online softmax; backward as two
@@ -235,7 +254,10 @@ __device__ __forceinline__ void load_rows(T *s, const T *g, size_t rs, int row0,
  * registers; with MW = 2 each K/V fragment loaded from shared memory feeds
  * two m-tiles (half the ldmatrix traffic per product), and Q fragments are
  * re-read from shared memory instead (no room for them in registers). The
- * defaults per head size are FwdCfg below (the measured winners). */
+ * defaults per head size are FwdCfg below, the measured winners (H200,
+ * seed17, hs=128: 4/2/64 0.843 ms, 8/2/64 0.881, 4/2/32 0.903, 4/1/64
+ * 1.110, and 8/1/64 1.279 in a first run; GPT-2 small, hs=64: 4/1/64
+ * 0.116 ms = 4/2/128 0.116, 4/2/64 0.124, 8/1/64 0.146). */
 template <int NW_, int MW_, int BC_, int QKU_ = 0> struct FwdConf {
     static constexpr int NW = NW_, MW = MW_, BC = BC_, Br = 16 * NW_ * MW_;
     /* unroll of the S = Q K^T loop over head-dim steps: full with Q in
@@ -244,11 +266,13 @@ template <int NW_, int MW_, int BC_, int QKU_ = 0> struct FwdConf {
     static constexpr int QKU = MW_ == 1 ? 64 : (QKU_ ? QKU_ : 4);
 };
 #ifndef MS_ATTN_FWD_CONF_128
-#define MS_ATTN_FWD_CONF_128 FwdConf<4, 1, 64>
+#define MS_ATTN_FWD_CONF_128 FwdConf<4, 2, 64>
 #endif
 #ifndef MS_ATTN_FWD_CONF_64
 #define MS_ATTN_FWD_CONF_64 FwdConf<4, 1, 64>
 #endif
+/* the defaults; a build may override them (-include a header defining
+ * MS_ATTN_{FWD,BWD}_CONF_{64,128}), as the tuning's test builds did */
 template <int HD> struct FwdCfg { using type = FwdConf<4, 1, 64>; };
 template <> struct FwdCfg<64> { using type = MS_ATTN_FWD_CONF_64; };
 template <> struct FwdCfg<128> { using type = MS_ATTN_FWD_CONF_128; };
@@ -470,16 +494,20 @@ __global__ void __launch_bounds__(32 * CF::NW) attn_fwd_tc(T *__restrict__ out, 
  * limit); KVREG keeps the warp's K and V A-fragments in registers across
  * the query tiles instead of re-reading them from shared memory each tile
  * (64 registers at hs=128: only with small BR). Defaults per head size:
- * BwdCfg below (the measured winners). */
+ * BwdCfg below, the measured winners (H200, seed17, hs=128: 8/32 3.45 ms,
+ * 4/32 3.74, 4/16+KVREG 3.91, and 2/32 4.88 in a first run; GPT-2 small,
+ * hs=64: 4/64+KVREG 0.432 ms, 8/64+KVREG 0.438, 4/64 0.448). A variant
+ * where warp pairs split the dV and dK work (P^T through shared memory)
+ * measured slower (3.85 ms) and was dropped (commit 43c18c6). */
 template <int NW_, int BR_, bool KVREG_ = false> struct BwdConf {
     static constexpr int NW = NW_, BR = BR_, Bc = 16 * NW_;
     static constexpr bool KVREG = KVREG_;
 };
 #ifndef MS_ATTN_BWD_CONF_128
-#define MS_ATTN_BWD_CONF_128 BwdConf<4, 32>
+#define MS_ATTN_BWD_CONF_128 BwdConf<8, 32>
 #endif
 #ifndef MS_ATTN_BWD_CONF_64
-#define MS_ATTN_BWD_CONF_64 BwdConf<4, 64>
+#define MS_ATTN_BWD_CONF_64 BwdConf<4, 64, true>
 #endif
 template <int HD> struct BwdCfg { using type = BwdConf<4, 64>; };
 template <> struct BwdCfg<64> { using type = MS_ATTN_BWD_CONF_64; };
@@ -553,11 +581,13 @@ __global__ void __launch_bounds__(32 * CB::NW)
         sD[tid] = q < Tn ? gD[q] : 0.f;
     }
 
-    float dk[ND][4], dv[ND][4];
+    /* kv[0] = dK, kv[1] = dV of the warp's 16 keys (one array: the layout
+     * the H200 tests and timings ran with) */
+    float kv[2][ND][4];
 #pragma unroll
     for (int i = 0; i < ND; i++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) dk[i][e] = dv[i][e] = 0.f;
+        for (int e = 0; e < 4; e++) kv[0][i][e] = kv[1][i][e] = 0.f;
     /* KVREG: the warp's 16 keys of K and V as A fragments, loaded once */
     uint32_t kf[KVREG ? KS : 1][4], vf[KVREG ? KS : 1][4];
 
@@ -656,10 +686,10 @@ __global__ void __launch_bounds__(32 * CB::NW)
                     uint32_t ob[4], qb[4];
                     ldsm_x4_t(ob, dos + off);
                     ldsm_x4_t(qb, qs + off);
-                    mma16816<T>(dv[2 * dn], pa, ob[0], ob[1]);
-                    mma16816<T>(dv[2 * dn + 1], pa, ob[2], ob[3]);
-                    mma16816<T>(dk[2 * dn], sa, qb[0], qb[1]);
-                    mma16816<T>(dk[2 * dn + 1], sa, qb[2], qb[3]);
+                    mma16816<T>(kv[1][2 * dn], pa, ob[0], ob[1]);
+                    mma16816<T>(kv[1][2 * dn + 1], pa, ob[2], ob[3]);
+                    mma16816<T>(kv[0][2 * dn], sa, qb[0], qb[1]);
+                    mma16816<T>(kv[0][2 * dn + 1], sa, qb[2], qb[3]);
                 }
             }
 
@@ -715,8 +745,9 @@ __global__ void __launch_bounds__(32 * CB::NW)
         T *base = dqkv + ((size_t)b * Tn + key) * rs + (size_t)h * HD + 2 * tig;
 #pragma unroll
         for (int nt = 0; nt < ND; nt++) {
-            *reinterpret_cast<uint32_t *>(base + C + nt * 8) = pack2<T>(dk[nt][2 * r] * scale, dk[nt][2 * r + 1] * scale);
-            *reinterpret_cast<uint32_t *>(base + 2 * C + nt * 8) = pack2<T>(dv[nt][2 * r], dv[nt][2 * r + 1]);
+            *reinterpret_cast<uint32_t *>(base + C + nt * 8) =
+                pack2<T>(kv[0][nt][2 * r] * scale, kv[0][nt][2 * r + 1] * scale);
+            *reinterpret_cast<uint32_t *>(base + 2 * C + nt * 8) = pack2<T>(kv[1][nt][2 * r], kv[1][nt][2 * r + 1]);
         }
     }
 }
