@@ -170,12 +170,12 @@ __device__ __forceinline__ void ldsm_x4a_t(uint32_t (&r)[4], uint32_t a)
                  : "memory");
 }
 
-/* 16-byte global -> shared copy; when !valid the 16 bytes are zero-filled
- * and nothing is read (src must still be a valid address). */
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid)
+/* 16-byte global -> shared copy (dst: shared byte address); when !valid the
+ * 16 bytes are zero-filled and nothing is read (src must still be a valid
+ * address). */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
 {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(valid ? 16 : 0)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
                  : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
@@ -219,30 +219,20 @@ template <typename T, int R, int HD, int NT>
 __device__ __forceinline__ void load_rows(T *s, const T *g, size_t rs, int row0, int Tn, int tid)
 {
     constexpr int CPR = HD / 8; /* 16-byte chunks per row */
-    static_assert((R * CPR) % NT == 0, "tile must split evenly over the block");
-    if constexpr (NT % CPR == 0) {
-        /* a thread's chunks share a column and step NT/CPR rows: one pointer
-         * walked by a fixed stride (few registers) */
-        constexpr int RS = NT / CPR;
-        const int r0 = tid / CPR, cc = tid % CPR;
-        const T *p = g + (size_t)(row0 + r0) * rs + cc * 8;
-        const size_t step = (size_t)RS * rs;
-        uint32_t d = smem_addr(s + r0 * Pad<HD>::S + cc * 8);
+    static_assert((R * CPR) % NT == 0 && NT % CPR == 0, "tile must split evenly over the block");
+    /* a thread's chunks share a column and step NT/CPR rows: one pointer
+     * walked by a fixed stride (few registers) */
+    constexpr int RS = NT / CPR;
+    const int r0 = tid / CPR, cc = tid % CPR;
+    const T *p = g + (size_t)(row0 + r0) * rs + cc * 8;
+    const size_t step = (size_t)RS * rs;
+    uint32_t d = smem_addr(s + r0 * Pad<HD>::S + cc * 8);
 #pragma unroll
-        for (int i = 0; i < R / RS; i++) {
-            const bool ok = row0 + r0 + i * RS < Tn;
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(ok ? p : g), "r"(ok ? 16 : 0)
-                         : "memory");
-            p += step;
-            d += 2u * RS * Pad<HD>::S;
-        }
-    } else {
-#pragma unroll
-        for (int c = tid; c < R * CPR; c += NT) {
-            const int r = c / CPR, cc = c % CPR, gr = row0 + r;
-            const bool ok = gr < Tn;
-            cp_async16(s + r * Pad<HD>::S + cc * 8, g + (size_t)(ok ? gr : 0) * rs + cc * 8, ok);
-        }
+    for (int i = 0; i < R / RS; i++) {
+        const bool ok = row0 + r0 + i * RS < Tn;
+        cp_async16(d, ok ? p : g, ok);
+        p += step;
+        d += 2u * RS * Pad<HD>::S;
     }
 }
 
