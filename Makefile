@@ -155,6 +155,19 @@ bench: $(BUILD)/memsplit $(BENCH_TOOLS)
 $(BUILD)/plan_bench: bench/plan_bench.c $(LIB)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIB) -o $@ $(LDLIBS)
 
+# Issue 15's attention tuning harness (bench/attn_tune.cu): every candidate
+# configuration of the bf16 kernels, timed and checked against the kernels of
+# ATTN_REF (the commit before the tuning). Static cudart: runs on the GPU
+# machine as is. Not part of `bench` (it is a developer's tool).
+ATTN_REF ?= 04c9cea
+$(BUILD)/attn_tune: bench/attn_tune.cu bench/attn_ref.cu kernels/cuda/attention.cu kernels/cuda/attention_cuda.h
+	@mkdir -p $(BUILD)/bench
+	git show $(ATTN_REF):kernels/cuda/attention.cu > $(BUILD)/bench/attn_ref_src.cu
+	$(NVCC) $(NVFLAGS) -Xptxas -v -DATTN_REF_SRC='"$(BUILD)/bench/attn_ref_src.cu"' bench/attn_tune.cu bench/attn_ref.cu \
+		-cudart static -o $@ 2> $(BUILD)/bench/attn_tune.ptxas.txt || { cat $(BUILD)/bench/attn_tune.ptxas.txt; exit 1; }
+attn-tune: $(BUILD)/attn_tune
+.PHONY: attn-tune
+
 $(BUILD)/nccl_bw: bench/nccl_bw.c
 	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ $(LDLIBS)
 

@@ -10,26 +10,45 @@
  * Paths:
  *  - bf16/f16 (tensor cores, mma.sync m16n8k16 via inline PTX, fp32
  *    accumulation), FlashAttention-2 structure:
- *    forward: one block of 4 warps per (64-query tile, head, batch); each
- *    warp owns 16 query rows (Q fragments stay in registers); K/V tiles of
- *    64 keys are staged in shared memory with cp.async double buffering;
- *    the online softmax runs in fp32 registers (exp2 domain); key tiles past
- *    the diagonal are never visited and only diagonal tiles are masked. The
- *    heaviest (last) query tiles are dispatched first.
+ *    forward: one block of 4 warps per (query tile, head, batch); K/V
+ *    tiles of 64 keys are staged in shared memory with cp.async double
+ *    buffering; the online softmax runs in fp32 registers (exp2 domain, the
+ *    scale folded into one FMA); key tiles past the diagonal are never
+ *    visited and only diagonal tiles are masked. The heaviest (last) query
+ *    tiles are dispatched first. hs <= 64: 64-query tiles, each warp owns
+ *    16 rows with its Q fragments in registers. hs = 128: 128-query tiles,
+ *    each warp owns 32 rows (two m-tiles), so every K and V fragment read
+ *    from shared memory feeds two products (Q fragments are re-read from
+ *    shared memory instead: no registers are left for them).
  *    backward: a prep kernel computes D = rowsum(dO * O) (fp32) and zeroes
- *    an fp32 dQ accumulator; the main kernel runs one block per 64-key tile
- *    (4 warps x 16 keys), keeps dK, dV in registers and walks the query
- *    tiles from the diagonal down (Q, dO double-buffered), recomputing
- *    S^T = K Q^T, P^T = exp(S^T - lse), dP^T = V dO^T and dS^T = P^T (dP^T -
- *    D); dV += P^T dO, dK += dS^T Q; dS goes through shared memory so that
- *    dQ_tile = dS K is formed once per (key tile, query tile) and added to
- *    the accumulator with float4 atomics (in L2). Atomics rather than a
- *    separate dQ pass over query tiles: that pass would recompute S and dP
- *    (7 instead of 5 tile products, ~40% more tensor work). A last kernel
- *    writes scale * dQ into dqkv. Scratch = D + the dQ accumulator.
- *    Measured on an H200, GPT-2 small (B=16 T=1024 C=768 nh=12, bf16):
- *    fwd 0.14 ms + bwd 0.46 ms, against 0.22 + 0.43 ms for PyTorch 2.11
- *    eager SDPA (cuDNN flash kernels) on the same qkv layout.
+ *    an fp32 dQ accumulator; the main kernel runs one block per key tile
+ *    (warps x 16 keys: 8 warps, 128 keys at hs=128; 4 warps, 64 keys
+ *    below), keeps dK, dV in registers and walks the query tiles (32 rows
+ *    at hs=128, 64 below) from the diagonal down (Q, dO double-buffered),
+ *    recomputing S^T = K Q^T, P^T = exp(S^T - lse), dP^T = V dO^T and dS^T
+ *    = P^T (dP^T - D); dV += P^T dO, dK += dS^T Q; at hs=64 the warp's K and
+ *    V fragments stay in registers across the query tiles. dS goes through
+ *    shared memory so that dQ_tile = dS K is formed once per (key tile,
+ *    query tile) and added to the accumulator with float4 atomics (in L2).
+ *    Atomics rather than a separate dQ pass over query tiles: that pass
+ *    would recompute S and dP (7 instead of 5 tile products, ~40% more
+ *    tensor work). A last kernel writes scale * dQ into dqkv. Scratch = D +
+ *    the dQ accumulator.
+ *    Tile configurations are template parameters (FwdConf, BwdConf; the
+ *    defaults FwdCfg, BwdCfg); bench/attn_tune.cu times and checks them.
+ *    Measured on an H200 (bench/attn_tune.cu: cudaEvent, median of 15, one
+ *    layer, bf16, whole backward including prep and dQ store):
+ *      seed17 shape (B=15 T=2048 C=2048 nh=16, hs=128): fwd 0.843 ms (305
+ *      TFLOP/s causal) + bwd 3.45 ms (187 TFLOP/s), against 1.195 + 3.83 ms
+ *      (216 + 168 TFLOP/s) for these kernels before issue 15's tuning;
+ *      GPT-2 small (B=16 T=1024 C=768 nh=12, hs=64): fwd 0.116 ms + bwd
+ *      0.432 ms, against 0.140 + 0.463 ms before. PyTorch 2.11 eager SDPA
+ *      (cuDNN flash kernels, same qkv layout), measured earlier on an H200:
+ *      GPT-2 small 0.22 + 0.43 ms; seed17 12.9 + 38.1 ms a 24-layer step
+ *      by CUPTI kernel records in training (0.54 + 1.59 ms a layer), where
+ *      the pre-tuning kernels read 33.9 + 110.5 ms (1.41 + 4.60 ms a layer,
+ *      above this harness's 1.195 + 3.83): at hs=128 cuDNN stays well ahead
+ *      (roughly 1.6x forward and 2.2x backward going by these figures).
  *  - fp32 (CUDA cores, fp32 math): the same flash structure at warp level:
  *    each warp owns 4 rows, a lane owns one key of a 32-key tile (scores)
  *    and hs/32 output columns; forward online softmax; backward as two
@@ -134,12 +153,29 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p)
                  : "memory");
 }
 
-/* 16-byte global -> shared copy; when !valid the 16 bytes are zero-filled
- * and nothing is read (src must still be a valid address). */
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid)
+/* The same with a 32-bit shared-memory byte address (computed once per lane,
+ * compile-time offsets added): fewer registers than generic pointers. */
+__device__ __forceinline__ void ldsm_x4a(uint32_t (&r)[4], uint32_t a)
 {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(valid ? 16 : 0)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+__device__ __forceinline__ void ldsm_x4a_t(uint32_t (&r)[4], uint32_t a)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+
+/* 16-byte global -> shared copy (dst: shared byte address); when !valid the
+ * 16 bytes are zero-filled and nothing is read (src must still be a valid
+ * address). */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
                  : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
@@ -183,45 +219,70 @@ template <typename T, int R, int HD, int NT>
 __device__ __forceinline__ void load_rows(T *s, const T *g, size_t rs, int row0, int Tn, int tid)
 {
     constexpr int CPR = HD / 8; /* 16-byte chunks per row */
-    static_assert((R * CPR) % NT == 0, "tile must split evenly over the block");
+    static_assert((R * CPR) % NT == 0 && NT % CPR == 0, "tile must split evenly over the block");
+    /* a thread's chunks share a column and step NT/CPR rows: one pointer
+     * walked by a fixed stride (few registers) */
+    constexpr int RS = NT / CPR;
+    const int r0 = tid / CPR, cc = tid % CPR;
+    const T *p = g + (size_t)(row0 + r0) * rs + cc * 8;
+    const size_t step = (size_t)RS * rs;
+    uint32_t d = smem_addr(s + r0 * Pad<HD>::S + cc * 8);
 #pragma unroll
-    for (int c = tid; c < R * CPR; c += NT) {
-        const int r = c / CPR, cc = c % CPR, gr = row0 + r;
-        const bool ok = gr < Tn;
-        cp_async16(s + r * Pad<HD>::S + cc * 8, g + (size_t)(ok ? gr : 0) * rs + cc * 8, ok);
+    for (int i = 0; i < R / RS; i++) {
+        const bool ok = row0 + r0 + i * RS < Tn;
+        cp_async16(d, ok ? p : g, ok);
+        p += step;
+        d += 2u * RS * Pad<HD>::S;
     }
 }
 
 /* ------------------------------------------- tensor-core forward (16-bit) */
 
-/* Tuning knobs (compile-time): warps of the forward block (each owns 16
- * query rows), of the backward block (each owns 16 keys) and the backward's
- * query tile at hs <= 64. Measured on an H200 (GPT-2 small, bf16): 4/4/64
- * best; 8 backward warps (128-key blocks) or 32-row query tiles were 1-20%
- * slower depending on hs. */
-#ifndef MS_ATTN_FWD_WARPS
-#define MS_ATTN_FWD_WARPS 4
+/* Forward configuration (compile-time): NW warps a block, each owning MW
+ * m-tiles of 16 query rows (contiguous), so a block covers 16*NW*MW queries;
+ * BC keys per K/V tile. With MW = 1 the warp's Q fragments stay in
+ * registers; with MW = 2 each K/V fragment loaded from shared memory feeds
+ * two m-tiles (half the ldmatrix traffic per product), and Q fragments are
+ * re-read from shared memory instead (no room for them in registers). The
+ * defaults per head size are FwdCfg below, the measured winners (H200,
+ * seed17, hs=128: 4/2/64 0.843 ms, 8/2/64 0.881, 4/2/32 0.903, 4/1/64
+ * 1.110, and 8/1/64 1.279 in a first run; GPT-2 small, hs=64: 4/1/64
+ * 0.116 ms = 4/2/128 0.116, 4/2/64 0.124, 8/1/64 0.146). */
+template <int NW_, int MW_, int BC_, int QKU_ = 0> struct FwdConf {
+    static constexpr int NW = NW_, MW = MW_, BC = BC_, Br = 16 * NW_ * MW_;
+    /* unroll of the S = Q K^T loop over head-dim steps: full with Q in
+     * registers (their indices must be constants), else QKU_ (0: 4), which
+     * keeps MW = 2 at hs=128 within 255 registers without spills */
+    static constexpr int QKU = MW_ == 1 ? 64 : (QKU_ ? QKU_ : 4);
+};
+#ifndef MS_ATTN_FWD_CONF_128
+#define MS_ATTN_FWD_CONF_128 FwdConf<4, 2, 64>
 #endif
-#ifndef MS_ATTN_BWD_WARPS
-#define MS_ATTN_BWD_WARPS 4
+#ifndef MS_ATTN_FWD_CONF_64
+#define MS_ATTN_FWD_CONF_64 FwdConf<4, 1, 64>
 #endif
-constexpr int kFwdWarps = MS_ATTN_FWD_WARPS, kBwdWarps = MS_ATTN_BWD_WARPS;
-constexpr int kFwdBr = 16 * kFwdWarps, kFwdBc = 64; /* query rows, keys per tile */
+/* the defaults; a build may override them (-include a header defining
+ * MS_ATTN_{FWD,BWD}_CONF_{64,128}), as the tuning's test builds did */
+template <int HD> struct FwdCfg { using type = FwdConf<4, 1, 64>; };
+template <> struct FwdCfg<64> { using type = MS_ATTN_FWD_CONF_64; };
+template <> struct FwdCfg<128> { using type = MS_ATTN_FWD_CONF_128; };
 
-template <int HD> constexpr size_t fwd_tc_smem()
+template <int HD, class CF> constexpr size_t fwd_tc_smem()
 {
-    return (size_t)(kFwdBr + 4 * kFwdBc) * Pad<HD>::S * 2; /* Q + 2x(K, V) */
+    return (size_t)(CF::Br + 4 * CF::BC) * Pad<HD>::S * 2; /* Q + 2x(K, V) */
 }
 
 /* Grid: (nh, B, query tiles); blockIdx.z = 0 is the last (heaviest) query
  * tile, so the hardware's in-order dispatch starts the longest blocks first. */
-template <typename T, int HD>
-__global__ void __launch_bounds__(32 * kFwdWarps) attn_fwd_tc(T *__restrict__ out, float *__restrict__ lse,
-                                                              const T *__restrict__ qkv, int Tn, int C, int nh,
-                                                              float sl2 /* scale*log2(e) */)
+template <typename T, int HD, class CF>
+__global__ void __launch_bounds__(32 * CF::NW) attn_fwd_tc(T *__restrict__ out, float *__restrict__ lse,
+                                                          const T *__restrict__ qkv, int Tn, int C, int nh,
+                                                          float sl2 /* scale*log2(e) */)
 {
-    constexpr int NT = 32 * kFwdWarps, Br = kFwdBr, Bc = kFwdBc, S = Pad<HD>::S;
-    constexpr int NTS = Bc / 8, NTO = HD / 8, KS = HD / 16;
+    constexpr int NW = CF::NW, MW = CF::MW, NT = 32 * NW, WR = 16 * MW, Br = CF::Br, Bc = CF::BC;
+    constexpr int S = Pad<HD>::S, NTS = Bc / 8, NTO = HD / 8, KS = HD / 16;
+    constexpr bool QREG = MW == 1;
+    static_assert(Bc % 16 == 0 && MW >= 1, "tiling");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *sQ = reinterpret_cast<T *>(smem_raw);
     T *sK = sQ + Br * S; /* [2][Bc][S] */
@@ -232,7 +293,7 @@ __global__ void __launch_bounds__(32 * kFwdWarps) attn_fwd_tc(T *__restrict__ ou
     const size_t rs = 3 * (size_t)C;
     const T *gq = qkv + (size_t)b * Tn * rs + (size_t)h * HD;
     const T *gk = gq + C, *gv = gq + 2 * (size_t)C;
-    const int q0 = qt * Br, row_lo = q0 + warp * 16;
+    const int q0 = qt * Br, row_lo = q0 + warp * WR; /* the warp's first row */
     const int nkt = (min(q0 + Br, Tn) + Bc - 1) / Bc; /* key tiles up to the diagonal */
 
     load_rows<T, Br, HD, NT>(sQ, gq, rs, q0, Tn, tid);
@@ -241,17 +302,28 @@ __global__ void __launch_bounds__(32 * kFwdWarps) attn_fwd_tc(T *__restrict__ ou
     load_rows<T, Bc, HD, NT>(sV, gv, rs, 0, Tn, tid);
     cp_async_commit(); /* group: K/V tile 0 */
 
-    float o[NTO][4];
+    float o[MW][NTO][4];
 #pragma unroll
-    for (int i = 0; i < NTO; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    /* this warp's 16 Q rows as A fragments, kept in registers throughout */
-    uint32_t qf[KS][4];
+    for (int mi = 0; mi < MW; mi++)
+#pragma unroll
+        for (int i = 0; i < NTO; i++) o[mi][i][0] = o[mi][i][1] = o[mi][i][2] = o[mi][i][3] = 0.f;
+    /* running max (exp2 domain, i.e. already times sl2) and per-lane partial sums */
+    float m[MW][2], l[MW][2];
+#pragma unroll
+    for (int mi = 0; mi < MW; mi++) m[mi][0] = m[mi][1] = -INFINITY, l[mi][0] = l[mi][1] = 0.f;
+    /* MW = 1: this warp's 16 Q rows as A fragments, kept in registers throughout */
+    uint32_t qf[QREG ? KS : 1][4];
     cp_async_wait<1>();
     __syncthreads();
+    /* per-lane ldmatrix byte addresses: Q (A, row-major), K (B, rows as-is),
+     * V (B, transposed); tile offsets are compile-time constants */
+    const uint32_t aQ = smem_addr(sQ) + 2u * ((warp * WR + (lane & 15)) * S + (lane >> 4) * 8);
+    const uint32_t aK = smem_addr(sK) + 2u * (((lane & 7) + ((lane >> 4) << 3)) * S + (((lane >> 3) & 1) << 3));
+    const uint32_t aV = smem_addr(sV) + 2u * (((lane & 7) + (((lane >> 3) & 1) << 3)) * S + ((lane >> 4) << 3));
+    if constexpr (QREG) {
 #pragma unroll
-    for (int kk = 0; kk < KS; kk++)
-        ldsm_x4(qf[kk], sQ + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+        for (int kk = 0; kk < KS; kk++) ldsm_x4a(qf[kk], aQ + 2u * (kk * 16));
+    }
 
     for (int it = 0; it < nkt; ++it) {
         const int buf = it & 1;
@@ -265,60 +337,78 @@ __global__ void __launch_bounds__(32 * kFwdWarps) attn_fwd_tc(T *__restrict__ ou
         }
         __syncthreads();
         const int k0 = it * Bc;
-        /* a warp whose 16 rows all precede this tile has nothing to add */
-        if (k0 <= row_lo + 15) {
-            const T *ks = sK + buf * Bc * S, *vs = sV + buf * Bc * S;
+        /* a warp whose rows all precede this tile has nothing to add */
+        if (k0 <= row_lo + WR - 1) {
+            const uint32_t ks = aK + 2u * (buf * Bc * S), vs = aV + 2u * (buf * Bc * S);
 
-            /* S = Q K^T: B[k=d][n=key] = K[key][d], K rows read as-is */
-            float s[NTS][4];
+            /* S = Q K^T: B[k=d][n=key] = K[key][d], K rows read as-is; each K
+             * fragment serves the warp's MW m-tiles */
+            float s[MW][NTS][4];
 #pragma unroll
-            for (int i = 0; i < NTS; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+            for (int mi = 0; mi < MW; mi++)
 #pragma unroll
-            for (int kk = 0; kk < KS; kk++)
+                for (int i = 0; i < NTS; i++) s[mi][i][0] = s[mi][i][1] = s[mi][i][2] = s[mi][i][3] = 0.f;
+#pragma unroll CF::QKU
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t qa[MW][4];
+                if constexpr (QREG) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) qa[0][e] = qf[kk][e];
+                } else {
+#pragma unroll
+                    for (int mi = 0; mi < MW; mi++)
+                        ldsm_x4a(qa[mi], aQ + 2u * (mi * 16 * S + kk * 16));
+                }
 #pragma unroll
                 for (int nn = 0; nn < Bc / 16; nn++) {
                     uint32_t kb[4];
-                    ldsm_x4(kb, ks + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * S + kk * 16 + (((lane >> 3) & 1) << 3));
-                    mma16816<T>(s[2 * nn], qf[kk], kb[0], kb[1]);
-                    mma16816<T>(s[2 * nn + 1], qf[kk], kb[2], kb[3]);
+                    ldsm_x4a(kb, ks + 2u * (nn * 16 * S + kk * 16));
+#pragma unroll
+                    for (int mi = 0; mi < MW; mi++) {
+                        mma16816<T>(s[mi][2 * nn], qa[mi], kb[0], kb[1]);
+                        mma16816<T>(s[mi][2 * nn + 1], qa[mi], kb[2], kb[3]);
+                    }
                 }
+            }
 
-            /* scale into the exp2 domain; mask keys after the query (diagonal tiles) */
-            const bool masked = k0 + Bc - 1 > row_lo;
 #pragma unroll
-            for (int nt = 0; nt < NTS; nt++)
+            for (int mi = 0; mi < MW; mi++) {
+                const int rlo = row_lo + mi * 16;
+                /* mask keys after the query (diagonal tiles), on the raw scores */
+                if (k0 + Bc - 1 > rlo) {
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float x = s[nt][e] * sl2;
-                    if (masked && k0 + nt * 8 + 2 * tig + (e & 1) > row_lo + g + 8 * (e >> 1)) x = -INFINITY;
-                    s[nt][e] = x;
+                    for (int nt = 0; nt < NTS; nt++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            if (k0 + nt * 8 + 2 * tig + (e & 1) > rlo + g + 8 * (e >> 1)) s[mi][nt][e] = -INFINITY;
                 }
-
-            /* online softmax: rows g (r=0) and g+8 (r=1); the 4 lanes of a row
-             * hold its 64 scores. l stays a per-lane partial sum (reduced once). */
+                /* online softmax: rows g (r=0) and g+8 (r=1); the 4 lanes of a
+                 * row hold its Bc scores; p = 2^(s*sl2 - m) with the scale
+                 * folded into one FMA. l stays a per-lane partial sum. */
 #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                float mx = -INFINITY;
+                for (int r = 0; r < 2; r++) {
+                    float mx = -INFINITY;
 #pragma unroll
-                for (int nt = 0; nt < NTS; nt++) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float m_new = fmaxf(m[r], mx);
-                const float base = m_new == -INFINITY ? 0.f : m_new; /* fully masked row: no NaN */
-                const float alpha = fast_exp2(m[r] - base);
-                m[r] = m_new;
-                float sum = 0.f;
+                    for (int nt = 0; nt < NTS; nt++) mx = fmaxf(mx, fmaxf(s[mi][nt][2 * r], s[mi][nt][2 * r + 1]));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    const float m_new = fmaxf(m[mi][r], mx * sl2);
+                    const float base = m_new == -INFINITY ? 0.f : m_new; /* fully masked row: no NaN */
+                    const float alpha = fast_exp2(m[mi][r] - base);
+                    m[mi][r] = m_new;
+                    float sum = 0.f;
 #pragma unroll
-                for (int nt = 0; nt < NTS; nt++) {
-                    s[nt][2 * r] = fast_exp2(s[nt][2 * r] - base);
-                    s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - base);
-                    sum += s[nt][2 * r] + s[nt][2 * r + 1];
-                }
-                l[r] = l[r] * alpha + sum;
+                    for (int nt = 0; nt < NTS; nt++) {
+                        s[mi][nt][2 * r] = fast_exp2(fmaf(s[mi][nt][2 * r], sl2, -base));
+                        s[mi][nt][2 * r + 1] = fast_exp2(fmaf(s[mi][nt][2 * r + 1], sl2, -base));
+                        sum += s[mi][nt][2 * r] + s[mi][nt][2 * r + 1];
+                    }
+                    l[mi][r] = l[mi][r] * alpha + sum;
 #pragma unroll
-                for (int nt = 0; nt < NTO; nt++) {
-                    o[nt][2 * r] *= alpha;
-                    o[nt][2 * r + 1] *= alpha;
+                    for (int nt = 0; nt < NTO; nt++) {
+                        o[mi][nt][2 * r] *= alpha;
+                        o[mi][nt][2 * r + 1] *= alpha;
+                    }
                 }
             }
 
@@ -326,69 +416,97 @@ __global__ void __launch_bounds__(32 * kFwdWarps) attn_fwd_tc(T *__restrict__ ou
              * through ldmatrix.trans since B[k=key][n=d] must be key-contiguous */
 #pragma unroll
             for (int kk = 0; kk < Bc / 16; kk++) {
-                const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                                        pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                        pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                uint32_t pa[MW][4];
+#pragma unroll
+                for (int mi = 0; mi < MW; mi++) {
+                    pa[mi][0] = pack2<T>(s[mi][2 * kk][0], s[mi][2 * kk][1]);
+                    pa[mi][1] = pack2<T>(s[mi][2 * kk][2], s[mi][2 * kk][3]);
+                    pa[mi][2] = pack2<T>(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
+                    pa[mi][3] = pack2<T>(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+                }
 #pragma unroll
                 for (int dn = 0; dn < HD / 16; dn++) {
                     uint32_t vb[4];
-                    ldsm_x4_t(vb, vs + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * S + dn * 16 + ((lane >> 4) << 3));
-                    mma16816<T>(o[2 * dn], pa, vb[0], vb[1]);
-                    mma16816<T>(o[2 * dn + 1], pa, vb[2], vb[3]);
+                    ldsm_x4a_t(vb, vs + 2u * (kk * 16 * S + dn * 16));
+#pragma unroll
+                    for (int mi = 0; mi < MW; mi++) {
+                        mma16816<T>(o[mi][2 * dn], pa[mi], vb[0], vb[1]);
+                        mma16816<T>(o[mi][2 * dn + 1], pa[mi], vb[2], vb[3]);
+                    }
                 }
             }
         }
         __syncthreads(); /* every warp is done with buffer `buf` before it is refilled */
     }
 
-    float inv[2], lse_v[2];
+    /* stage this warp's output rows in its own (now unused) rows of sQ, then
+     * write them with 16-byte stores */
+    T *so = sQ + warp * WR * S;
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float lt = l[r];
-        lt += __shfl_xor_sync(0xffffffffu, lt, 1);
-        lt += __shfl_xor_sync(0xffffffffu, lt, 2);
-        inv[r] = 1.f / lt;
-        lse_v[r] = (m[r] + log2f(lt)) * kLn2; /* back to natural log */
+    for (int mi = 0; mi < MW; mi++) {
+        float inv[2], lse_v[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float lt = l[mi][r];
+            lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+            lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+            inv[r] = 1.f / lt;
+            lse_v[r] = (m[mi][r] + log2f(lt)) * kLn2; /* back to natural log */
+        }
+#pragma unroll
+        for (int nt = 0; nt < NTO; nt++)
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+                *reinterpret_cast<uint32_t *>(so + (mi * 16 + g + 8 * r) * S + nt * 8 + 2 * tig) =
+                    pack2<T>(o[mi][nt][2 * r] * inv[r], o[mi][nt][2 * r + 1] * inv[r]);
+        if (tig == 0)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int row = row_lo + mi * 16 + g + 8 * r;
+                if (row < Tn) lse[((size_t)b * nh + h) * Tn + row] = lse_v[r];
+            }
     }
-    /* stage this warp's 16 output rows in its own (now unused) rows of sQ,
-     * then write them with 16-byte stores */
-    T *so = sQ + warp * 16 * S;
-#pragma unroll
-    for (int nt = 0; nt < NTO; nt++)
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-            *reinterpret_cast<uint32_t *>(so + (g + 8 * r) * S + nt * 8 + 2 * tig) =
-                pack2<T>(o[nt][2 * r] * inv[r], o[nt][2 * r + 1] * inv[r]);
     __syncwarp();
 #pragma unroll
-    for (int c = lane; c < 16 * (HD / 8); c += 32) {
+    for (int c = lane; c < WR * (HD / 8); c += 32) {
         const int r = c / (HD / 8), cc = c % (HD / 8), row = row_lo + r;
         if (row < Tn)
             *reinterpret_cast<uint4 *>(out + ((size_t)b * Tn + row) * C + (size_t)h * HD + cc * 8) =
                 *reinterpret_cast<const uint4 *>(so + r * S + cc * 8);
     }
-    if (tig == 0)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int row = row_lo + g + 8 * r;
-            if (row < Tn) lse[((size_t)b * nh + h) * Tn + row] = lse_v[r];
-        }
 }
 
 /* ------------------------------------------ tensor-core backward (16-bit) */
 
-constexpr int kBwdBc = 16 * kBwdWarps; /* keys per block */
-/* query rows per tile: 32 at hs=128 keeps dK+dV (128 fp32 regs) plus the
- * score tiles under the register limit */
-#ifndef MS_ATTN_BWD_BR
-#define MS_ATTN_BWD_BR 64
+/* Backward configuration (compile-time): NW warps a block, each owning 16
+ * keys (a block covers 16*NW keys), BR query rows per tile (at hs=128, 32
+ * keeps dK+dV (128 fp32 registers) plus the score tiles under the register
+ * limit); KVREG keeps the warp's K and V A-fragments in registers across
+ * the query tiles instead of re-reading them from shared memory each tile
+ * (64 registers at hs=128: only with small BR). Defaults per head size:
+ * BwdCfg below, the measured winners (H200, seed17, hs=128: 8/32 3.45 ms,
+ * 4/32 3.74, 4/16+KVREG 3.91, and 2/32 4.88 in a first run; GPT-2 small,
+ * hs=64: 4/64+KVREG 0.432 ms, 8/64+KVREG 0.438, 4/64 0.448). A variant
+ * where warp pairs split the dV and dK work (P^T through shared memory)
+ * measured slower (3.85 ms) and was dropped (commit 43c18c6). */
+template <int NW_, int BR_, bool KVREG_ = false> struct BwdConf {
+    static constexpr int NW = NW_, BR = BR_, Bc = 16 * NW_;
+    static constexpr bool KVREG = KVREG_;
+};
+#ifndef MS_ATTN_BWD_CONF_128
+#define MS_ATTN_BWD_CONF_128 BwdConf<8, 32>
 #endif
-template <int HD> struct BwdBr { static constexpr int v = HD >= 128 ? 32 : MS_ATTN_BWD_BR; };
+#ifndef MS_ATTN_BWD_CONF_64
+#define MS_ATTN_BWD_CONF_64 BwdConf<4, 64, true>
+#endif
+template <int HD> struct BwdCfg { using type = BwdConf<4, 64>; };
+template <> struct BwdCfg<64> { using type = MS_ATTN_BWD_CONF_64; };
+template <> struct BwdCfg<128> { using type = MS_ATTN_BWD_CONF_128; };
 
-template <int HD> constexpr size_t bwd_tc_smem()
+template <int HD, class CB> constexpr size_t bwd_tc_smem()
 {
-    constexpr int Br = BwdBr<HD>::v, S = Pad<HD>::S;
-    return (size_t)(2 * kBwdBc * S + 4 * Br * S + kBwdBc * (Br + 8)) * 2 + 4 * (size_t)Br * sizeof(float);
+    constexpr int Br = CB::BR, Bc = CB::Bc, S = Pad<HD>::S;
+    return (size_t)(2 * Bc * S + 4 * Br * S + Bc * (Br + 8)) * 2 + 4 * (size_t)Br * sizeof(float);
 }
 
 /* dQ partial (16 rows x 8 columns of one n-tile, accumulator layout) added
@@ -411,17 +529,18 @@ __device__ __forceinline__ void add_dq_tile(float *dst, size_t ld, const float (
  * the blocks in flight share that head's Q, dO and dQ accumulator in L2
  * (dispatching all heads' heaviest tiles first instead measured slower:
  * the dQ atomics then spill out of L2). Key tile 0 (most work) first. */
-template <typename T, int HD>
-__global__ void __launch_bounds__(32 * kBwdWarps)
+template <typename T, int HD, class CB>
+__global__ void __launch_bounds__(32 * CB::NW)
     attn_bwd_tc(T *__restrict__ dqkv, float *__restrict__ dqacc, const T *__restrict__ dout,
                 const T *__restrict__ qkv, const float *__restrict__ lse, const float *__restrict__ Dg,
                 int Tn, int C, int nh, float sl2, float scale)
 {
-    constexpr int NW = kBwdWarps, NT = 32 * NW;
-    constexpr int Br = BwdBr<HD>::v, Bc = kBwdBc, S = Pad<HD>::S, SP = Br + 8;
+    constexpr int NW = CB::NW, NT = 32 * NW;
+    constexpr int Br = CB::BR, Bc = CB::Bc, S = Pad<HD>::S, SP = Br + 8;
+    constexpr bool KVREG = CB::KVREG;
     constexpr int KS = HD / 16, NQ = Br / 8, ND = HD / 8;
     constexpr int RG = Br / 16, CG = NW / RG, DW = HD / CG; /* dQ tile split over warps */
-    static_assert(RG * CG == NW && DW % 16 == 0 && Bc % Br == 0, "tiling");
+    static_assert(RG * CG == NW && DW % 16 == 0 && Bc % Br == 0 && NT >= Br, "tiling");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *sK = reinterpret_cast<T *>(smem_raw);
     T *sV = sK + Bc * S;
@@ -452,16 +571,29 @@ __global__ void __launch_bounds__(32 * kBwdWarps)
         sD[tid] = q < Tn ? gD[q] : 0.f;
     }
 
-    float dk[ND][4], dv[ND][4];
+    /* kv[0] = dK, kv[1] = dV of the warp's 16 keys (one array: the layout
+     * the H200 tests and timings ran with) */
+    float kv[2][ND][4];
 #pragma unroll
     for (int i = 0; i < ND; i++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) dk[i][e] = dv[i][e] = 0.f;
+        for (int e = 0; e < 4; e++) kv[0][i][e] = kv[1][i][e] = 0.f;
+    /* KVREG: the warp's 16 keys of K and V as A fragments, loaded once */
+    uint32_t kf[KVREG ? KS : 1][4], vf[KVREG ? KS : 1][4];
 
     for (int qt = qt0; qt < nqt; ++qt) {
         const int buf = (qt - qt0) & 1, q0 = qt * Br;
         cp_async_wait<0>();
         __syncthreads(); /* tile qt landed; everyone is past iteration qt-1 */
+        if constexpr (KVREG) {
+            if (qt == qt0) { /* K, V landed with the first query tile */
+#pragma unroll
+                for (int kk = 0; kk < KS; kk++) {
+                    ldsm_x4(kf[kk], sK + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+                    ldsm_x4(vf[kk], sV + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+                }
+            }
+        }
         const bool more = qt + 1 < nqt;
         float next_l = 0.f, next_d = 0.f;
         if (more) { /* prefetch the next query tile into the other buffer */
@@ -496,8 +628,13 @@ __global__ void __launch_bounds__(32 * kBwdWarps)
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) {
                 uint32_t ka[4], va[4];
-                ldsm_x4(ka, sK + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
-                ldsm_x4(va, sV + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+                if constexpr (KVREG) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) ka[e] = kf[kk][e], va[e] = vf[kk][e];
+                } else {
+                    ldsm_x4(ka, sK + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+                    ldsm_x4(va, sV + (warp * 16 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+                }
 #pragma unroll
                 for (int nn = 0; nn < Br / 16; nn++) {
                     const int off = (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * S + kk * 16 + (((lane >> 3) & 1) << 3);
@@ -539,10 +676,10 @@ __global__ void __launch_bounds__(32 * kBwdWarps)
                     uint32_t ob[4], qb[4];
                     ldsm_x4_t(ob, dos + off);
                     ldsm_x4_t(qb, qs + off);
-                    mma16816<T>(dv[2 * dn], pa, ob[0], ob[1]);
-                    mma16816<T>(dv[2 * dn + 1], pa, ob[2], ob[3]);
-                    mma16816<T>(dk[2 * dn], sa, qb[0], qb[1]);
-                    mma16816<T>(dk[2 * dn + 1], sa, qb[2], qb[3]);
+                    mma16816<T>(kv[1][2 * dn], pa, ob[0], ob[1]);
+                    mma16816<T>(kv[1][2 * dn + 1], pa, ob[2], ob[3]);
+                    mma16816<T>(kv[0][2 * dn], sa, qb[0], qb[1]);
+                    mma16816<T>(kv[0][2 * dn + 1], sa, qb[2], qb[3]);
                 }
             }
 
@@ -598,8 +735,9 @@ __global__ void __launch_bounds__(32 * kBwdWarps)
         T *base = dqkv + ((size_t)b * Tn + key) * rs + (size_t)h * HD + 2 * tig;
 #pragma unroll
         for (int nt = 0; nt < ND; nt++) {
-            *reinterpret_cast<uint32_t *>(base + C + nt * 8) = pack2<T>(dk[nt][2 * r] * scale, dk[nt][2 * r + 1] * scale);
-            *reinterpret_cast<uint32_t *>(base + 2 * C + nt * 8) = pack2<T>(dv[nt][2 * r], dv[nt][2 * r + 1]);
+            *reinterpret_cast<uint32_t *>(base + C + nt * 8) =
+                pack2<T>(kv[0][nt][2 * r] * scale, kv[0][nt][2 * r + 1] * scale);
+            *reinterpret_cast<uint32_t *>(base + 2 * C + nt * 8) = pack2<T>(kv[1][nt][2 * r], kv[1][nt][2 * r + 1]);
         }
     }
 }
@@ -1120,15 +1258,15 @@ void fwd_simple(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void
     launched(ctx, "attention_fwd (simple)");
 }
 
-template <typename E, int HD>
+template <typename E, int HD, class CF = typename FwdCfg<HD>::type>
 void fwd_tc(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh)
 {
-    constexpr size_t smem = fwd_tc_smem<HD>();
-    if (!allow_smem(ctx, attn_fwd_tc<E, HD>, smem, "attention_fwd")) return;
-    const dim3 grid(nh, B, (T + kFwdBr - 1) / kFwdBr);
+    constexpr size_t smem = fwd_tc_smem<HD, CF>();
+    if (!allow_smem(ctx, attn_fwd_tc<E, HD, CF>, smem, "attention_fwd")) return;
+    const dim3 grid(nh, B, (T + CF::Br - 1) / CF::Br);
     const float sl2 = kLog2e / sqrtf((float)HD);
-    attn_fwd_tc<E, HD><<<grid, 32 * kFwdWarps, smem, st>>>(static_cast<E *>(out), lse, static_cast<const E *>(qkv), T, C,
-                                                     nh, sl2);
+    attn_fwd_tc<E, HD, CF><<<grid, 32 * CF::NW, smem, st>>>(static_cast<E *>(out), lse, static_cast<const E *>(qkv), T,
+                                                           C, nh, sl2);
     launched(ctx, "attention_fwd");
 }
 
@@ -1170,15 +1308,15 @@ void bwd_simple(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, con
     launched(ctx, "attention_bwd (simple)");
 }
 
-template <typename E, int HD>
+template <typename E, int HD, class CB = typename BwdCfg<HD>::type>
 void bwd_tc(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse,
             float *D, float *dqacc, int B, int T, int C, int nh)
 {
-    constexpr size_t smem = bwd_tc_smem<HD>();
-    if (!allow_smem(ctx, attn_bwd_tc<E, HD>, smem, "attention_bwd")) return;
+    constexpr size_t smem = bwd_tc_smem<HD, CB>();
+    if (!allow_smem(ctx, attn_bwd_tc<E, HD, CB>, smem, "attention_bwd")) return;
     const float scale = 1.f / sqrtf((float)HD);
-    const dim3 grid((T + kBwdBc - 1) / kBwdBc, nh, B);
-    attn_bwd_tc<E, HD><<<grid, 32 * kBwdWarps, smem, st>>>(static_cast<E *>(dqkv), dqacc, static_cast<const E *>(dout),
+    const dim3 grid((T + CB::Bc - 1) / CB::Bc, nh, B);
+    attn_bwd_tc<E, HD, CB><<<grid, 32 * CB::NW, smem, st>>>(static_cast<E *>(dqkv), dqacc, static_cast<const E *>(dout),
                                                      static_cast<const E *>(qkv), lse, D, T, C, nh, scale * kLog2e,
                                                      scale);
     if (!launched(ctx, "attention_bwd")) return;

@@ -10,7 +10,8 @@
  * on its own forward's out and lse. dqkv is filled with NaN before backward,
  * so anything left unwritten fails.
  *
- * Shapes: T not a multiple of the tiles (64 rows; 32 at hs=128 backward),
+ * Shapes: T not a multiple of the tiles (64 rows; at hs=128 128-row forward
+ * tiles and 128-key x 32-query backward tiles),
  * hs = 32, 64 and 128, T = 1, and one with B*nh = 144 blocks a query tile
  * (more than the H200's 132 SMs). The CPU recomputes only the first and the
  * last batch of each shape (batches are independent) to stay fast.

@@ -1,0 +1,362 @@
+/* attn_tune.cu — standalone timing harness for the bf16 tensor-core
+ * attention kernels of kernels/cuda/attention.cu (issue 15).
+ *
+ * It includes attention.cu itself, so every candidate is the real kernel
+ * instantiated with another compile-time configuration (FwdConf<NW, MW, BC>,
+ * BwdConf<NW, BR, KVREG>); the defaults are FwdCfg / BwdCfg. The reference
+ * is the pre-tuning attention.cu (bench/attn_ref.cu, entry points renamed).
+ *
+ * Shapes: seed17 (B=15 T=2048 C=2048 nh=16, hs=128) and GPT-2 small (B=16
+ * T=1024 C=768 nh=12, hs=64), fresh random bf16 inputs (uniform, scaled so
+ * the softmax is not flat). For each candidate: forward out/lse and
+ * backward dq/dk/dv (from the reference's out, lse) against the reference:
+ * normwise ||c - r||_2 / ||r||_2 <= 1e-2 and max|c - r| <= 1e-2 * max|r|
+ * per tensor, lse |c - r| <= 1e-2 * max(1, |r|); outputs are poisoned with
+ * NaN before each checked run. Times: cudaEvent around each launch (the
+ * whole backward: prep, main kernel, dq store), 3 warm-ups, median of 15.
+ * TFLOP/s with causal FLOPs: fwd 2*B*nh*T^2*hs, bwd 2.5x fwd.
+ *
+ * Build: make attn-tune (build/attn_tune, static cudart; ATTN_REF=<commit>
+ * picks the reference, default the commit before issue 15). Run on the GPU:
+ * ./attn_tune [only=fwd|bwd]. */
+#include "kernels/cuda/attention.cu"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+extern "C" void attn_ref_fwd(ms_kctx *ctx, ms_dtype dt, void *out, float *lse, const void *qkv, int B, int T, int C,
+                             int nh);
+extern "C" size_t attn_ref_bwd_scratch(ms_dtype dt, int B, int T, int C, int nh);
+extern "C" void attn_ref_bwd(ms_kctx *ctx, ms_dtype dt, void *dqkv, const void *dout, const void *qkv, const void *out,
+                             const float *lse, void *scratch, int B, int T, int C, int nh);
+
+namespace tune {
+
+typedef __nv_bfloat16 bf;
+
+#define CK(x)                                                                                        \
+    do {                                                                                             \
+        cudaError_t e_ = (x);                                                                        \
+        if (e_ != cudaSuccess) {                                                                     \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
+            exit(2);                                                                                 \
+        }                                                                                            \
+    } while (0)
+
+struct Shape { const char *name; int B, T, C, nh; };
+
+struct Bufs {
+    Shape sh;
+    size_t nqkv, nout, nl;
+    bf *qkv, *dout, *out_ref, *out, *dqkv_ref, *dqkv;
+    float *lse_ref, *lse;
+    void *scratch;
+    ms_kctx ctx;
+};
+
+__global__ void fill_rand(bf *p, size_t n, uint32_t seed, float amp)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t x = (uint32_t)i * 2654435761u ^ seed;
+        x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> 16;
+        p[i] = __float2bfloat16_rn(amp * ((x >> 8) * (1.f / 8388608.f) - 1.f));
+    }
+}
+
+double fwd_flops(const Shape &s) { return 2.0 * s.B * s.nh * (double)s.T * s.T * (s.C / s.nh); }
+
+void check_ctx(ms_kctx &c, const char *what)
+{
+    CK(cudaGetLastError());
+    if (c.status) {
+        fprintf(stderr, "%s: status %d: %s\n", what, c.status, c.error);
+        exit(2);
+    }
+}
+
+/* normwise and maxwise relative errors of the strided slice [off, off+w) of
+ * rows of stride ld; the reference's host copy is cached (one per buffer). */
+struct Err { double l2, mx; bool nan; };
+std::vector<bf> host_c, host_r;
+const bf *host_r_src = nullptr;
+void fetch(const bf *c_d, const bf *r_d, size_t n)
+{
+    host_c.resize(n);
+    CK(cudaMemcpy(host_c.data(), c_d, n * sizeof(bf), cudaMemcpyDeviceToHost));
+    if (host_r_src != r_d || host_r.size() != n) {
+        host_r.resize(n);
+        CK(cudaMemcpy(host_r.data(), r_d, n * sizeof(bf), cudaMemcpyDeviceToHost));
+        host_r_src = r_d;
+    }
+}
+Err compare_host(size_t rows, size_t ld, size_t off, size_t w)
+{
+    const bf *c = host_c.data(), *r = host_r.data();
+    double se = 0, sr = 0, me = 0, mr = 0;
+    bool nan = false;
+    for (size_t i = 0; i < rows; i++)
+        for (size_t j = off; j < off + w; j++) {
+            const double a = __bfloat162float(c[i * ld + j]), b = __bfloat162float(r[i * ld + j]);
+            if (!(a == a)) nan = true;
+            se += (a - b) * (a - b);
+            sr += b * b;
+            me = std::max(me, fabs(a - b));
+            mr = std::max(mr, fabs(b));
+        }
+    return {sqrt(se / (sr > 0 ? sr : 1)), me / (mr > 0 ? mr : 1), nan};
+}
+double compare_lse(const float *c_d, const float *r_d, size_t n)
+{
+    std::vector<float> c(n), r(n);
+    CK(cudaMemcpy(c.data(), c_d, n * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(r.data(), r_d, n * 4, cudaMemcpyDeviceToHost));
+    double w = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double e = fabs((double)c[i] - r[i]) / std::max(1.0, fabs((double)r[i]));
+        w = std::max(w, e == e ? e : 1e30);
+    }
+    return w;
+}
+
+template <class F> float time_median(F f, int warm = 3, int reps = 15)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < warm; i++) f();
+    std::vector<float> t;
+    for (int i = 0; i < reps; i++) {
+        CK(cudaEventRecord(a));
+        f();
+        CK(cudaEventRecord(b));
+        CK(cudaEventSynchronize(b));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        t.push_back(ms);
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+void setup(Bufs &u, Shape s, uint32_t seed)
+{
+    memset(&u, 0, sizeof u);
+    u.sh = s;
+    u.nqkv = (size_t)s.B * s.T * 3 * s.C;
+    u.nout = (size_t)s.B * s.T * s.C;
+    u.nl = (size_t)s.B * s.nh * s.T;
+    CK(cudaMalloc(&u.qkv, u.nqkv * 2));
+    CK(cudaMalloc(&u.dqkv, u.nqkv * 2));
+    CK(cudaMalloc(&u.dqkv_ref, u.nqkv * 2));
+    CK(cudaMalloc(&u.dout, u.nout * 2));
+    CK(cudaMalloc(&u.out, u.nout * 2));
+    CK(cudaMalloc(&u.out_ref, u.nout * 2));
+    CK(cudaMalloc(&u.lse, u.nl * 4));
+    CK(cudaMalloc(&u.lse_ref, u.nl * 4));
+    const size_t sb = std::max(attn_ref_bwd_scratch(MS_BF16, s.B, s.T, s.C, s.nh),
+                               ms_cuda_attention_bwd_scratch(MS_BF16, s.B, s.T, s.C, s.nh));
+    CK(cudaMalloc(&u.scratch, sb));
+    fill_rand<<<1024, 256>>>(u.qkv, u.nqkv, seed, 2.0f);
+    fill_rand<<<1024, 256>>>(u.dout, u.nout, seed * 7 + 1, 1.0f);
+    CK(cudaGetLastError());
+    CK(cudaMemset(u.out_ref, 0xff, u.nout * 2));
+    CK(cudaMemset(u.dqkv_ref, 0xff, u.nqkv * 2));
+    attn_ref_fwd(&u.ctx, MS_BF16, u.out_ref, u.lse_ref, u.qkv, s.B, s.T, s.C, s.nh);
+    attn_ref_bwd(&u.ctx, MS_BF16, u.dqkv_ref, u.dout, u.qkv, u.out_ref, u.lse_ref, u.scratch, s.B, s.T, s.C, s.nh);
+    CK(cudaDeviceSynchronize());
+    check_ctx(u.ctx, "reference");
+}
+void teardown(Bufs &u)
+{
+    host_r_src = nullptr;
+    cudaFree(u.qkv); cudaFree(u.dqkv); cudaFree(u.dqkv_ref); cudaFree(u.dout); cudaFree(u.out);
+    cudaFree(u.out_ref); cudaFree(u.lse); cudaFree(u.lse_ref); cudaFree(u.scratch);
+}
+
+struct Row { std::string shape, dir, cfg; float ms; double tf; double err; bool pass; };
+std::vector<Row> rows;
+
+void report(const Bufs &u, const char *dir, const char *cfg, float ms, double flops, double err, bool pass)
+{
+    const double tf = flops / (ms * 1e-3) / 1e12;
+    printf("%-7s %-3s %-28s %8.3f ms %7.1f TFLOP/s  err %.2e  %s\n", u.sh.name, dir, cfg, ms, tf, err,
+           pass ? "PASS" : "FAIL");
+    fflush(stdout);
+    rows.push_back({u.sh.name, dir, cfg, ms, tf, err, pass});
+}
+
+const double kTol = 1e-2;
+
+void check_fwd_and_report(Bufs &u, const char *cfg, float ms)
+{
+    const Shape &s = u.sh;
+    fetch(u.out, u.out_ref, u.nout);
+    const Err e = compare_host((size_t)s.B * s.T, s.C, 0, s.C);
+    const double le = compare_lse(u.lse, u.lse_ref, u.nl);
+    const bool pass = !e.nan && e.l2 <= kTol && e.mx <= kTol && le <= kTol;
+    report(u, "fwd", cfg, ms, fwd_flops(s), std::max(std::max(e.l2, e.mx), le), pass);
+}
+void check_bwd_and_report(Bufs &u, const char *cfg, float ms)
+{
+    const Shape &s = u.sh;
+    double w = 0;
+    bool pass = true;
+    fetch(u.dqkv, u.dqkv_ref, u.nqkv);
+    for (int part = 0; part < 3; part++) {
+        const Err e = compare_host((size_t)s.B * s.T, 3 * (size_t)s.C, (size_t)part * s.C, s.C);
+        w = std::max(w, std::max(e.l2, e.mx));
+        if (e.nan || e.l2 > kTol || e.mx > kTol) pass = false;
+    }
+    report(u, "bwd", cfg, ms, 2.5 * fwd_flops(s), w, pass);
+}
+
+/* ---- candidates */
+template <int HD, class CF> void fwd_cand(Bufs &u, const char *cfg)
+{
+    const Shape &s = u.sh;
+    cudaStream_t st = 0;
+    auto f = [&] { fwd_tc<bf, HD, CF>(&u.ctx, st, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh); };
+    CK(cudaMemset(u.out, 0xff, u.nout * 2));
+    CK(cudaMemset(u.lse, 0xff, u.nl * 4));
+    f();
+    CK(cudaDeviceSynchronize());
+    check_ctx(u.ctx, cfg);
+    const float ms = time_median(f);
+    check_ctx(u.ctx, cfg);
+    CK(cudaMemset(u.out, 0xff, u.nout * 2));
+    f(); /* the checked run comes after the timed ones, on poisoned output */
+    CK(cudaDeviceSynchronize());
+    check_fwd_and_report(u, cfg, ms);
+}
+template <int HD, class CB> void bwd_cand(Bufs &u, const char *cfg)
+{
+    const Shape &s = u.sh;
+    cudaStream_t st = 0;
+    float *D = static_cast<float *>(u.scratch);
+    float *dqacc = reinterpret_cast<float *>(static_cast<char *>(u.scratch) + d_bytes(s.B, s.T, s.nh));
+    const long long chunks = (long long)s.B * s.T * s.C / 8;
+    auto f = [&] {
+        attn_bwd_prep16<bf><<<blocks_for(chunks, 256), 256, 0, st>>>(D, dqacc, u.dout, u.out_ref, s.T, s.C, s.nh, chunks);
+        bwd_tc<bf, HD, CB>(&u.ctx, st, u.dqkv, u.dout, u.qkv, u.lse_ref, D, dqacc, s.B, s.T, s.C, s.nh);
+    };
+    CK(cudaMemset(u.dqkv, 0xff, u.nqkv * 2));
+    f();
+    CK(cudaDeviceSynchronize());
+    check_ctx(u.ctx, cfg);
+    const float ms = time_median(f);
+    CK(cudaMemset(u.dqkv, 0xff, u.nqkv * 2));
+    f();
+    CK(cudaDeviceSynchronize());
+    check_ctx(u.ctx, cfg);
+    check_bwd_and_report(u, cfg, ms);
+}
+void ref_cands(Bufs &u)
+{
+    const Shape &s = u.sh;
+    auto f = [&] { attn_ref_fwd(&u.ctx, MS_BF16, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh); };
+    const float ms = time_median(f);
+    CK(cudaMemset(u.out, 0xff, u.nout * 2));
+    f();
+    CK(cudaDeviceSynchronize());
+    check_fwd_and_report(u, "reference (pre-issue-15)", ms);
+    auto g = [&] {
+        attn_ref_bwd(&u.ctx, MS_BF16, u.dqkv, u.dout, u.qkv, u.out_ref, u.lse_ref, u.scratch, s.B, s.T, s.C, s.nh);
+    };
+    const float mb = time_median(g);
+    CK(cudaMemset(u.dqkv, 0xff, u.nqkv * 2));
+    g();
+    CK(cudaDeviceSynchronize());
+    check_bwd_and_report(u, "reference (pre-issue-15)", mb);
+    /* the public entry points (the defaults) */
+    auto h = [&] { ms_cuda_attention_fwd(&u.ctx, MS_BF16, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh); };
+    const float mh = time_median(h);
+    CK(cudaMemset(u.out, 0xff, u.nout * 2));
+    h();
+    CK(cudaDeviceSynchronize());
+    check_ctx(u.ctx, "default fwd");
+    check_fwd_and_report(u, "default (ms_cuda_attention)", mh);
+    auto k = [&] {
+        ms_cuda_attention_bwd(&u.ctx, MS_BF16, u.dqkv, u.dout, u.qkv, u.out_ref, u.lse_ref, u.scratch, s.B, s.T, s.C,
+                              s.nh);
+    };
+    const float mk = time_median(k);
+    CK(cudaMemset(u.dqkv, 0xff, u.nqkv * 2));
+    k();
+    CK(cudaDeviceSynchronize());
+    check_ctx(u.ctx, "default bwd");
+    check_bwd_and_report(u, "default (ms_cuda_attention)", mk);
+}
+
+#define FWD(HD, NW, MW, BC, U) fwd_cand<HD, FwdConf<NW, MW, BC, U>>(u, "fwd NW=" #NW " MW=" #MW " BC=" #BC " QKU=" #U)
+#define BWD(HD, NW, BR, KV) bwd_cand<HD, BwdConf<NW, BR, KV>>(u, "bwd NW=" #NW " BR=" #BR " KVREG=" #KV)
+
+void run_hd128(Bufs &u, bool fwd, bool bwd)
+{
+    if (fwd) {
+        FWD(128, 4, 2, 64, 4); /* the default */
+        FWD(128, 4, 1, 64, 0);
+        FWD(128, 4, 2, 64, 1);
+        FWD(128, 8, 2, 64, 4);
+        FWD(128, 4, 2, 32, 4);
+        FWD(128, 4, 2, 64, 4); /* again */
+    }
+    if (bwd) {
+        BWD(128, 8, 32, false); /* the default */
+        BWD(128, 4, 32, false);
+        BWD(128, 2, 32, false);
+        BWD(128, 4, 16, true);
+        BWD(128, 8, 32, false); /* again */
+    }
+}
+void run_hd64(Bufs &u, bool fwd, bool bwd)
+{
+    if (fwd) {
+        FWD(64, 4, 1, 64, 0); /* the default */
+        FWD(64, 4, 2, 64, 4);
+        FWD(64, 4, 2, 128, 4);
+        FWD(64, 8, 1, 64, 0);
+        FWD(64, 4, 1, 64, 0); /* again */
+    }
+    if (bwd) {
+        BWD(64, 4, 64, true); /* the default */
+        BWD(64, 4, 64, false);
+        BWD(64, 8, 64, true);
+        BWD(64, 4, 32, true);
+        BWD(64, 4, 64, true); /* again */
+    }
+}
+
+} // namespace tune
+
+int main(int argc, char **argv)
+{
+    using namespace tune;
+    bool fwd = true, bwd = true;
+    if (argc > 1 && !strcmp(argv[1], "only=fwd")) bwd = false;
+    if (argc > 1 && !strcmp(argv[1], "only=bwd")) fwd = false;
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    printf("device: %s, %d SMs, cc %d.%d\n", p.name, p.multiProcessorCount, p.major, p.minor);
+    const Shape shapes[] = {{"seed17", 15, 2048, 2048, 16}, {"gpt2s", 16, 1024, 768, 12}};
+    uint32_t seed = 12345;
+    for (const Shape &s : shapes) {
+        Bufs u;
+        setup(u, s, seed += 7919);
+        ref_cands(u);
+        if (s.C / s.nh == 128) run_hd128(u, fwd, bwd);
+        else run_hd64(u, fwd, bwd);
+        teardown(u);
+    }
+    printf("\n== summary ==\n");
+    int fails = 0;
+    for (const Row &r : rows) {
+        printf("%-7s %-3s %-28s %8.3f ms %7.1f TFLOP/s %s\n", r.shape.c_str(), r.dir.c_str(), r.cfg.c_str(), r.ms, r.tf,
+               r.pass ? "PASS" : "FAIL");
+        fails += !r.pass;
+    }
+    printf("%d FAIL\n", fails);
+    return fails ? 1 : 0;
+}
