@@ -140,7 +140,7 @@ test: tests-build fuzz-build
 	    tests/browser/render.sh tests/fuzz/ci.sh
 
 test-gpu: gpu-build
-	MEMSPLIT=$(abspath $(BUILD)/memsplit) TEST_TIMEOUT_S=$${TEST_TIMEOUT_S:-300} tests/run.sh $(GPU_BIN) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh
+	MEMSPLIT=$(abspath $(BUILD)/memsplit) TEST_TIMEOUT_S=$${TEST_TIMEOUT_S:-1200} tests/run.sh $(GPU_BIN) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh tests/gpu/bridge.sh
 
 sanitize:
 	$(MAKE) BUILD=build-san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
@@ -227,6 +227,10 @@ gpu-pack: all gpu-build $(BENCH_TOOLS)
 	cp $(GPU_BIN) $(PACK)/tests/ && strip $(PACK)/tests/gpu_*
 	cp $(BUILD)/tests/lib/libcmocka.so.0 $(PACK)/tests/lib/
 	@du -sh $(PACK)
+# the bridge's GPU suite needs torch (and Lightning, transformers) there;
+# GPU_BRIDGE= leaves it out (a machine with a per-call limit runs its
+# SECTIONS apart: tests/gpu/bridge.sh says which)
+GPU_BRIDGE ?= tests/gpu/bridge.sh
 test-gpu-run:
-	MEMSPLIT=$(abspath $(PACK)/memsplit) TEST_TIMEOUT_S=$${TEST_TIMEOUT_S:-300} tests/run.sh $(wildcard $(PACK)/tests/gpu_*) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh
+	MEMSPLIT=$(abspath $(PACK)/memsplit) TEST_TIMEOUT_S=$${TEST_TIMEOUT_S:-1200} tests/run.sh $(wildcard $(PACK)/tests/gpu_*) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh $(GPU_BRIDGE)
 .PHONY: gpu-pack test-gpu-run

@@ -271,6 +271,10 @@ int ms_program_run_trial(const ms_program_trial_args *a, ms_program_trial *r)
             fprintf(stderr, "%s: the uncapped pass gave nothing usable%s%s\n", who, err[0] ? ": " : "", err);
     }
     r->have_u = have_u;
+    if (have_u && u.warnings[0] && !strstr(tp->warnings, u.warnings)) {   /* what the second pass said too */
+        size_t n = strlen(tp->warnings);
+        snprintf(tp->warnings + n, sizeof tp->warnings - n, "%suncapped pass: %s", n ? "; " : "", u.warnings);
+    }
     ms_profile *p = &r->prof;
     int incomplete = 0;
     if (code == MS_EXIT_OK) {

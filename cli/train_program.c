@@ -41,15 +41,20 @@ static const char usage[] =
     "Exit status: 0 trained; 3 a device ran out of memory; 1 usage error (a plan for\n"
     "another program, more stages than GPUs); 2 the program failed.\n";
 
-/* The bridge's plan: what the applier needs, from the plan file. */
+/* The bridge's plan: what the applier needs, from the plan file. A
+ * stage's capacity there is what its tensors may hold (the ledger holds a
+ * stage that shares its device to it): the device's, less the reserve
+ * (CUDA context, workspaces) that a GPU of that size also carries and the
+ * ledger does not count. */
 static json_t *plan_config(const ms_plan *pl)
 {
     json_t *stages = json_array(), *names = json_array();
     for (int s = 0; s < pl->n_stages; s++) {
         const ms_plan_stage *st = &pl->stages[s];
+        uint64_t cap = pl->devices[st->device].capacity, reserve = st->bytes[MS_CAT_RESERVE];
         json_array_append_new(stages, json_pack("{s:s, s:i, s:i, s:I}", "device", pl->devices[st->device].name,
                                                 "first", st->first, "last", st->last, "capacity",
-                                                (json_int_t)pl->devices[st->device].capacity));
+                                                (json_int_t)(cap > reserve ? cap - reserve : cap)));
     }
     for (int l = 0; l < pl->n_layers; l++) json_array_append_new(names, json_string(pl->layer_names[l]));
     return json_pack("{s:s, s:o, s:o}", "fingerprint", pl->fingerprint, "stages", stages, "layer_names", names);
@@ -200,8 +205,12 @@ int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json,
             }
         for (int s = 0; out->oom_stage < 0 && s < pl->n_stages; s++)
             if (t->oom.layer >= pl->stages[s].first && t->oom.layer <= pl->stages[s].last) out->oom_stage = s;
-        snprintf(out->oom_what, sizeof out->oom_what, "%.200s (%.40s), layer %d, %s", t->oom.module, t->oom.type,
-                 t->oom.layer, ms_phase_name((ms_phase)t->oom.phase));
+        if (t->oom.module[0])
+            snprintf(out->oom_what, sizeof out->oom_what, "%.200s (%.40s), layer %d, %s", t->oom.module,
+                     t->oom.type, t->oom.layer, ms_phase_name((ms_phase)t->oom.phase));
+        else   /* no module ran (a backward, the program's own code) */
+            snprintf(out->oom_what, sizeof out->oom_what, "layer %d, %s", t->oom.layer,
+                     ms_phase_name((ms_phase)t->oom.phase));
     }
     if (db && run > 0) {
         int ok = 1;

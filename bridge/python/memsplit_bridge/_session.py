@@ -734,8 +734,9 @@ def _watch_lightning_checkpoints(s):
             p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path)
             if diagnostic:
                 s.send("save", path=p, step=s.steps, skipped=1)
-                s.lib.warn("checkpoint", "the trial does not write the program's checkpoints: Lightning's save "
-                           "to %s skipped (the rerun resumes from what was there before)" % p)
+                s.lib.warn("checkpoint", "the %s does not write the program's checkpoints: Lightning's save "
+                           "to %s skipped (the rerun resumes from what was there before)" % (
+                               "uncapped pass" if s.cfg.get("pass") == "uncapped" else "trial", p))
                 return None
             s.send("save", path=p, step=s.steps)
             return _real(self, checkpoint, path, *a, **k)

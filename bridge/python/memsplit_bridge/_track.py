@@ -119,7 +119,7 @@ class Tracker:
                 if s.applier is not None:
                     d = dev if dev is not None else s.applier.ledger_device(t)
                     cap = int(s.applier.stages[d].get("capacity") or 0)
-                    where = " of stage %d (%s)" % (d, s.applier.devices[d])
+                    where = " of stage %d (%s), less the device's reserve," % (d, s.applier.devices[d])
                 raise self.torch.cuda.OutOfMemoryError(
                     "CUDA out of memory (memsplit: the emulated capacity%s of %d bytes is reached). Tried to "
                     "allocate %d bytes in %s." % (where, cap, b, _func_name(func)))
