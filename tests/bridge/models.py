@@ -26,7 +26,8 @@ optimizer state through torch.save, loaded with map_location), --resume
 PATH (a checkpoint after every step; on start, continue from it when it
 is there, as Lightning's ckpt_path="last"), --grow-at N --grow-mb M (from
 step N the program keeps an extra M MiB on its device: memory the first
-steps never showed).
+steps never showed), --clip N (gradient clipping to norm N before each
+optimizer step).
 """
 import argparse
 import contextlib
@@ -184,6 +185,7 @@ def main():
     ap.add_argument("--resume", default="", help="checkpoint after every step; continue from it when there")
     ap.add_argument("--grow-at", type=int, default=0, help="from this step on, keep --grow-mb MiB more")
     ap.add_argument("--grow-mb", type=float, default=0)
+    ap.add_argument("--clip", type=float, default=0, help="clip the gradients' norm to this before each step")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -263,6 +265,8 @@ def train(a, model, opts, loader, dev):
                 for o in opts:       # Lightning's closure: training_step, zero_grad, backward
                     o.zero_grad(set_to_none=True)
             (loss / a.accum).backward()
+        if a.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
         for o in opts:
             o.step()
         print("step %d loss %.4f" % (step, loss.item()), flush=True)

@@ -289,6 +289,17 @@ rows=$(sqlite3 "$T/resume.db" "SELECT group_concat(step) FROM (SELECT step FROM 
     WHERE runs.kind = 'train' ORDER BY step)" 2>&1)
 [ "$rows" = "1,2,3,4,5,6" ] && ok "resume: one row per step 1-6, numbered by the program's own count" || \
     bad "resume rows" "$rows"
+# gradient clipping over the split model's parameters, in the optimizer
+# phase: the same losses, the norm's temporaries counted where they are
+PC=("$PY" "$MODELS" "${REF_V[@]}" --clip 0.5)
+"${PC[@]}" > "$T/clip.out" 2>&1
+check "clip: profile" 0 "" -- "$M" profile --quiet --json -- "${PC[@]}"
+capc=$(py "int(d['peak_bytes'] * 0.6)")
+check "clip: doctor" 0 "" -- "$M" doctor --gpus 2 --gpu-mem "$capc" --db "$T/clip.db" --json -- "${PC[@]}"
+got=$(py "','.join('%.4f' % x for x in d['train']['losses'])")
+if [ "$got" = "$(losses_of "$T/clip.out")" ] && [ "$(py "all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")" = True ]; then
+    ok "clip: split losses equal the unsplit run's, peaks within 2% ($(py "[round(100*x['gap'],2) for x in d['train']['devices']]")%)"
+else bad "clip" "split $got" "plain $(losses_of "$T/clip.out")" "$(py "[x['gap'] for x in d['train']['devices']]")"; fi
 # refusals, each with its fix
 check "plan for another program" 1 "another program" -- "$M" train --plan "$T/plan.json" -- "$PY" "$MODELS" --model seq --blocks 6
 check "built-in model's plan" 1 "built-in model" -- "$M" train --plan "$T/builtin.json" -- "${P6[@]}"
