@@ -167,20 +167,26 @@ static void learn_from_oom(ms_profile *prof, const ms_plan *pl, const ms_program
     int s = run->oom_stage;
     /* the ledger's count leaves out the reserve, which the plan's peak has */
     uint64_t need = run->oom_need ? run->oom_need + prof->reserve : 0;
-    if (s < 0 || s >= pl->n_stages || need <= pl->stages[s].peak) return;
-    uint64_t excess = need - pl->stages[s].peak;
+    if (s < 0 || s >= pl->n_stages || !need) return;
+    /* against what the model has the stage hold at that moment (the OOM's
+     * layer and phase), else at its peak */
+    uint64_t expected = pl->stages[s].peak, at = 0;
+    const msb_trace *t = &run->trace;
+    if (t->oom.happened && ms_plan_stage_live_at(prof, pl, s, t->oom.layer, t->oom.phase, &at) == 0) expected = at;
+    if (need <= expected) return;
+    uint64_t excess = need - expected;
     char b[32];
     if (pl->stages[s].first == 0 && prof->loss.present) {
         prof->loss.carry += excess;
         prof->loss.carry_loss += excess;
-        snprintf(learned, len, "%s above its predicted peak; re-planned with them counted as the program's own "
-                 "on the root stage", ms_fmt_bytes(excess, b, sizeof b));
+        snprintf(learned, len, "%s above what the plan had it hold there; re-planned with them counted as the "
+                 "program's own on the root stage", ms_fmt_bytes(excess, b, sizeof b));
         return;
     }
     int d = pl->stages[s].device;
     if (d < 0 || d >= n_devs || devs[d].capacity <= excess) return;
     devs[d].capacity -= excess;
-    snprintf(learned, len, "%s above its predicted peak; re-planned with them kept free on %s",
+    snprintf(learned, len, "%s above what the plan had it hold there; re-planned with them kept free on %s",
              ms_fmt_bytes(excess, b, sizeof b), devs[d].name);
 }
 

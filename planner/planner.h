@@ -142,6 +142,12 @@ int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_dev
 int ms_plan_choose(const ms_profile *prof, const ms_plan_device *devs, int n_devs, const ms_plan_opts *opts,
                    ms_plan *out, char *err, size_t errlen);
 
+/* A sequential plan's stage (a program's), asked about one moment: the
+ * bytes the model predicts it holds at most while layer `layer` (n_layers:
+ * the program's loss) runs its forward or backward (MS_PH_*), reserve
+ * included, into *live. 0, or -1 when that stage never runs that moment. */
+int ms_plan_stage_live_at(const ms_profile *prof, const ms_plan *pl, int stage, int layer, int phase, uint64_t *live);
+
 /* What would make an infeasible request fit, each found by a search. */
 typedef struct ms_infeasible_fix {
     char option[48];        /* e.g. "--precision any", "--recompute auto", "--headroom 0" */

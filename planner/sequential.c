@@ -25,9 +25,21 @@
  *  - on the root stage, what the program carries from step to step, the
  *    residual stream its own code holds while later stages run, the
  *    outputs arriving, and the loss (ms_loss_row) with its transients. */
-uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int n, int a, int b, uint64_t in, uint64_t out, int grads_freed,
-                           int program, const ms_loss_row *loss, uint64_t reserve, uint64_t bytes[MS_CAT_N])
+/* A moment asked about: the most live while (layer, phase) runs. */
+typedef struct seq_query {
+    int layer, phase, found;
+    uint64_t value;
+} seq_query;
+
+static uint64_t stage_walk(const ms_layer_cost *L, int n, int a, int b, uint64_t in, uint64_t out, int grads_freed,
+                           int program, const ms_loss_row *loss, uint64_t reserve, uint64_t bytes[MS_CAT_N],
+                           seq_query *q)
 {
+    int at_l = -1, at_ph = -1;     /* the moment the CONSIDERs below are of */
+    /* a later stage's layer, asked of the root stage: while it runs, the
+     * root holds the residual stream and the outputs coming back (-2) */
+    const int later = -2;
+    if (q && q->layer > b && q->layer < n && a == 0) q->layer = later;
     uint64_t param = 0, master = 0, optim = 0, grad = 0, topt = 0;
     for (int l = a; l <= b; l++) {
         param += L[l].param;
@@ -58,6 +70,10 @@ uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int n, int a, int b, uint64_t
 #define CONSIDER(A, G, T, C)                                                                                  \
     do {                                                                                                      \
         uint64_t v_ = ms_sat_add(ms_sat_add(ms_sat_add(fixed, cp), (A)), ms_sat_add(ms_sat_add((G), (T)), (C))); \
+        if (q && at_l == q->layer && at_ph == q->phase && v_ >= q->value) {                                \
+            q->value = v_;                                                                                    \
+            q->found = 1;                                                                                     \
+        }                                                                                                     \
         if (v_ > best) {                                                                                      \
             best = v_; b_act = (A); b_grad = (G); b_tr = (T); b_comm = in + (C) + keep_out;                     \
             b_param = own + cp;                                                                               \
@@ -66,6 +82,8 @@ uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int n, int a, int b, uint64_t
 #define COPIES(l) (L[l].master ? L[l].param : 0)
     CONSIDER(carry, g, 0, 0);
     for (int l = a; l <= b; l++) {
+        at_l = l;
+        at_ph = MS_PH_FORWARD;
         cp = ms_sat_add(cp, COPIES(l));
         CONSIDER(ms_sat_add(ms_sat_add(act, L[l].act), carry), g, L[l].transient_fwd, 0);
         act = ms_sat_add(act, L[l].act);
@@ -78,11 +96,15 @@ uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int n, int a, int b, uint64_t
         /* while later stages run, the program's own code on the root device
          * holds the residual stream between their modules (their outputs
          * come back to it): one tensor kept, one on its way */
+        at_l = later;
+        at_ph = MS_PH_FORWARD;
         if (!last) CONSIDER(ms_sat_add(act, carry), g, out, out);
         CONSIDER(ms_sat_add(ms_sat_add(act, carry), outputs), g, 0, 0);
         uint64_t at_loss = ms_sat_add(ms_sat_add(act, loss->carry_loss), loss->held);
+        at_l = n;                  /* the loss: the program's own code after the model */
         CONSIDER(at_loss, g, loss->transient_fwd, 0);
         if (freed_late) g = 0;
+        at_ph = MS_PH_BACKWARD;
         CONSIDER(at_loss, g, loss->transient_bwd, 0);
     } else if (program && !staged && root) {
         /* a profile without its loss row: layer 0's row carries the loss's
@@ -98,12 +120,16 @@ uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int n, int a, int b, uint64_t
          * go; the gradient of what left the stage comes back to it */
         uint64_t gl = grads_freed ? L[l].grad : 0;
         uint64_t back = staged && !last ? out : 0;
+        at_l = l;
+        at_ph = MS_PH_BACKWARD;
         if (maker && l == loss->made_in) back = ms_sat_add(back, outputs);
         CONSIDER(ms_sat_add(act, carry), g, L[l].transient_bwd, back);
         act = act > L[l].act ? act - L[l].act : 0;
         cp = cp > COPIES(l) ? cp - COPIES(l) : 0;
         g = ms_sat_add(g, gl);
     }
+    at_l = -1;
+    at_ph = MS_PH_OPTIMIZER;
     CONSIDER(carry, g, topt, 0);
 #undef COPIES
 #undef CONSIDER
@@ -116,6 +142,41 @@ uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int n, int a, int b, uint64_t
     bytes[MS_CAT_COMM] = b_comm;
     bytes[MS_CAT_RESERVE] = reserve;
     return best;
+}
+
+uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int n, int a, int b, uint64_t in, uint64_t out, int grads_freed,
+                           int program, const ms_loss_row *loss, uint64_t reserve, uint64_t bytes[MS_CAT_N])
+{
+    return stage_walk(L, n, a, b, in, out, grads_freed, program, loss, reserve, bytes, NULL);
+}
+
+int ms_seq_stage_live_at(const ms_layer_cost *L, int n, int a, int b, uint64_t in, uint64_t out, int grads_freed,
+                         const ms_loss_row *loss, uint64_t reserve, int layer, int phase, uint64_t *live)
+{
+    uint64_t bytes[MS_CAT_N];
+    seq_query q = { .layer = layer, .phase = phase };
+    stage_walk(L, n, a, b, in, out, grads_freed, 1, loss, reserve, bytes, &q);
+    if (q.found) *live = q.value;
+    return q.found ? 0 : -1;
+}
+
+int ms_plan_stage_live_at(const ms_profile *prof, const ms_plan *pl, int stage, int layer, int phase, uint64_t *live)
+{
+    if (!prof || !pl || stage < 0 || stage >= pl->n_stages || pl->n_layers != prof->n_layers || prof->n_layers < 1)
+        return -1;
+    const int n = prof->n_layers;
+    const ms_plan_stage *st = &pl->stages[stage];
+    ms_layer_cost *L = malloc((size_t)n * sizeof *L);
+    char err[256];
+    if (!L || ms_layer_costs(prof, pl->precision, pl->micro_batch, L, err, sizeof err)) {
+        free(L);
+        return -1;
+    }
+    uint64_t in = st->first > 0 ? L[st->first - 1].out_bytes : 0, out = st->last < n - 1 ? L[st->last].out_bytes : 0;
+    int rc = ms_seq_stage_live_at(L, n, st->first, st->last, in, out, prof->grads_freed, &prof->loss, prof->reserve,
+                                  layer, phase, live);
+    free(L);
+    return rc;
 }
 
 /* A lower bound of ms_seq_stage_peak that grows with b: the static bytes,

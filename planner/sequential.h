@@ -34,6 +34,13 @@
 uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int n, int a, int b, uint64_t in, uint64_t out, int grads_freed,
                            int program, const ms_loss_row *loss, uint64_t reserve, uint64_t bytes[MS_CAT_N]);
 
+/* The same walk, asked about one moment: the most the stage holds while
+ * layer `layer` (n: the program's loss) runs its forward or backward
+ * (MS_PH_*), as the model predicts it, into *live. -1 when the stage never
+ * runs that moment (another stage's layer). */
+int ms_seq_stage_live_at(const ms_layer_cost *L, int n, int a, int b, uint64_t in, uint64_t out, int grads_freed,
+                         const ms_loss_row *loss, uint64_t reserve, int layer, int phase, uint64_t *live);
+
 int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs, int n_devs,
                               const ms_plan_opts *o, ms_plan *out, char *err, size_t errlen);
 

@@ -289,6 +289,9 @@ rows=$(sqlite3 "$T/resume.db" "SELECT group_concat(step) FROM (SELECT step FROM 
     WHERE runs.kind = 'train' ORDER BY step)" 2>&1)
 [ "$rows" = "1,2,3,4,5,6" ] && ok "resume: one row per step 1-6, numbered by the program's own count" || \
     bad "resume rows" "$rows"
+[ "$(py "all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")" = True ] && \
+    ok "resume: after the restart every peak within 2% of the new plan ($(py "[round(100*x['gap'],2) for x in d['train']['devices']]")%)" || \
+    bad "resume: peaks after the restart" "$(py "[x['gap'] for x in d['train']['devices']]")"
 # gradient clipping over the split model's parameters, in the optimizer
 # phase: the same losses, the norm's temporaries counted where they are
 PC=("$PY" "$MODELS" "${REF_V[@]}" --clip 0.5)

@@ -160,6 +160,19 @@ static void test_when_gradients_are_freed(void **state)
     assert_int_equal(late, fixed + 300 + 70 + 700);
     assert_int_equal(by[MS_CAT_GRAD], 300);
     assert_int_equal(by[MS_CAT_TRANSIENT], 700);
+    /* asked about one moment (what doctor compares an OOM with): layer 1's
+     * forward is the peak here; the loss's backward holds no gradients;
+     * a layer the stage never runs has no answer */
+    uint64_t at = 0;
+    assert_int_equal(ms_seq_stage_live_at(L, 2, 0, 1, 0, 0, MS_GRADS_FREED_BEFORE_BACKWARD, &loss, 0, 1, MS_PH_FORWARD,
+                                          &at), 0);
+    assert_int_equal(at, fixed + 300 + 70 + 700);
+    assert_int_equal(ms_seq_stage_live_at(L, 2, 0, 1, 0, 0, MS_GRADS_FREED_BEFORE_BACKWARD, &loss, 0, 2, MS_PH_BACKWARD,
+                                          &at), 0);
+    assert_int_equal(at, fixed + 70 + 16 + 900);
+    assert_int_equal(ms_seq_stage_live_at(L, 2, 0, 1, 0, 0, MS_GRADS_KEPT, &loss, 0, 0, MS_PH_FORWARD, &at), 0);
+    assert_int_equal(at, fixed + 300 + 40 + 5);
+    assert_int_equal(ms_seq_stage_live_at(L, 2, 1, 1, 0, 0, MS_GRADS_KEPT, &loss, 0, 0, MS_PH_FORWARD, &at), -1);
 }
 
 int main(void)
