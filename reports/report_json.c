@@ -43,7 +43,12 @@ static int add_peak(const ms_device_peak *d, void *ctx)
     json_object_set_new(o, "capacity_bytes", jbytes(d->capacity));
     json_object_set_new(o, "predicted_peak_bytes", d->predicted_peak ? jbytes(d->predicted_peak) : json_null());
     json_object_set_new(o, "measured_peak_bytes", jbytes(d->measured_peak));
-    json_object_set_new(o, "measured_by_category", cats_json(d->measured_by_cat));
+    /* a record from before the breakdown was kept holds no category at all:
+     * not measured (null), not a peak of 0 B in each */
+    uint64_t measured_cats = 0;
+    for (int c = 0; c < MS_CAT_N; c++) measured_cats += d->measured_by_cat[c];
+    json_object_set_new(o, "measured_by_category",
+                        measured_cats || !d->measured_peak ? cats_json(d->measured_by_cat) : json_null());
     json_object_set_new(o, "predicted_by_category", cats_json(d->predicted_by_cat));
     json_array_append_new(ctx, o);
     return 0;

@@ -194,6 +194,17 @@ if [ -n "$trial_run" ] && [ "$(py "[(s['layers'], s['predicted_peak_bytes']) for
 else bad "doctor and plan differ" "plan $(py "[s['layers'] for s in d.get('stages', [])]")" "doctor $("$PY" -c "import json; print([s['layers'] for s in json.load(open('$T/doc.json'))['plan']['stages']])")"; fi
 check "report of the doctor run" 0 "" -- "$M" report --db "$T/doc.db"
 grep -q "transformers" "$T/out" && ok "report: the program's module names" || bad "report names" "$(head -5 "$T/out")"
+# a program run recorded before the breakdown by category was kept: report
+# --json says it was not measured (null), where it showed 0 B in each
+cp "$T/doc.db" "$T/old.db"
+sqlite3 "$T/old.db" "UPDATE device_peaks SET measured_by_cat = '{\"param\":0,\"master\":0,\"grad\":0,\"optim\":0,\"act\":0,\"transient\":0,\"comm\":0,\"reserve\":0}'"
+check "report --json of an older record" 0 "" -- "$M" report --db "$T/old.db" --json
+pk() { "$PY" -c "import json; d=json.load(open('$T/out'))
+def walk(r):
+    for p in r.get('device_peaks') or []: yield p
+    for c in r.get('children') or []: yield from walk(c)
+print([p['measured_by_category'] is None for p in walk(d)])"; }
+[ "$(pk)" = "[True, True]" ] && ok "report --json: an older record's categories are not measured (null)" || bad "older categories" "$(pk)"
 
 check "profile for a plan" 3 "" -- "$M" profile --quiet --db "$T/plan.db" --gpu-mem "$cap" -- "${P6[@]}"
 check "plan a program" 0 "" -- "$M" plan --db "$T/plan.db" --gpus 2 --gpu-mem "$cap" --devices cpu,cpu -o "$T/plan.json"
