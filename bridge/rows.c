@@ -97,6 +97,13 @@ typedef struct replay {
 
 static int64_t dyn_now(const replay *r) { return (int64_t)r->led.dev[0].live - (int64_t)r->stat; }
 
+static uint64_t grads_live(const replay *r)
+{
+    uint64_t g = 0;
+    for (int l = 0; l <= r->n; l++) g += r->lc[(size_t)l * 4 + MS_CAT_GRAD];
+    return g;
+}
+
 static void close_interval(const interval *iv, const msb_ev *w, const replay *r, layer_meas *step_L, int n,
                            uint64_t *opt_tr)
 {
@@ -226,11 +233,8 @@ static int measure(const msb_trace *t, pass_meas *pm)
         }
         case MSB_EV_WHERE:
             if (e->alloc >= 0) untracked = e->alloc - (int64_t)r.led.dev[0].live;
-            if (e->layer == 0 && e->phase == MS_PH_FORWARD && r.grad_seen) {   /* a forward begins */
-                uint64_t g = 0;
-                for (int l = 0; l <= r.n; l++) g += r.lc[(size_t)l * 4 + MS_CAT_GRAD];
-                if (g) pm->grads_at_forward = 1;   /* kept across steps or micro-batches */
-            }
+            if (e->layer == 0 && e->phase == MS_PH_FORWARD && r.grad_seen && grads_live(&r))   /* a forward begins */
+                pm->grads_at_forward = 1;   /* kept across steps or micro-batches */
             /* the step's first forward begins (not a tied module's return to layer 0) */
             int first_fwd = e->layer == 0 && e->phase == MS_PH_FORWARD && e->dev <= 1 &&
                             !(iv.open && iv.phase == MS_PH_FORWARD);
@@ -249,9 +253,7 @@ static int measure(const msb_trace *t, pass_meas *pm)
                 carry_loss = base_live;
                 loss_seen = 1;
                 if (r.grad_seen) {
-                    uint64_t g = 0;
-                    for (int l = 0; l <= r.n; l++) g += r.lc[(size_t)l * 4 + MS_CAT_GRAD];
-                    if (g) pm->grads_at_loss = 1;
+                    if (grads_live(&r)) pm->grads_at_loss = 1;
                     pm->loss_checked++;
                 }
             }

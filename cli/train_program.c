@@ -191,7 +191,7 @@ int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json,
     }
     out->steps = t->n_steps;
     /* it loaded the checkpoint an earlier run saved after step k: its
-     * steps are k + 1, ... (a row of a step run again replaces the old one) */
+     * steps are k + 1, ... (the earlier run keeps its own rows) */
     if (resume && resume->path && resume->path[0] && t->n_loads && !strcmp(t->first_load, resume->path))
         out->step_base = resume->step;
     for (int i = 0; i < t->n_steps && i < MS_PROGRAM_MAX_LOSSES; i++) out->losses[out->n_losses++] = t->steps[i].loss;

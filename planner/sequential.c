@@ -11,6 +11,12 @@
 
 #define MAX_CELLS (1L << 22)
 
+/* A moment asked about: the most live while (layer, phase) runs. */
+typedef struct seq_query {
+    int layer, phase, found;
+    uint64_t value;
+} seq_query;
+
 /* A stage's memory through one step, one micro-batch in flight: the
  * forward keeps each layer's activations with its transient on top; the
  * backward frees them from the last layer back while the gradients appear
@@ -24,13 +30,8 @@
  *    before they go to the root device, and their gradient coming back;
  *  - on the root stage, what the program carries from step to step, the
  *    residual stream its own code holds while later stages run, the
- *    outputs arriving, and the loss (ms_loss_row) with its transients. */
-/* A moment asked about: the most live while (layer, phase) runs. */
-typedef struct seq_query {
-    int layer, phase, found;
-    uint64_t value;
-} seq_query;
-
+ *    outputs arriving, and the loss (ms_loss_row) with its transients.
+ * q, when given, also gets the most live at the moment it asks about. */
 static uint64_t stage_walk(const ms_layer_cost *L, int n, int a, int b, uint64_t in, uint64_t out, int grads_freed,
                            int program, const ms_loss_row *loss, uint64_t reserve, uint64_t bytes[MS_CAT_N],
                            seq_query *q)
@@ -160,6 +161,13 @@ int ms_seq_stage_live_at(const ms_layer_cost *L, int n, int a, int b, uint64_t i
     return q.found ? 0 : -1;
 }
 
+/* What crosses into and out of stage [first, last]: 0 at the model's ends. */
+static void stage_bounds(const ms_layer_cost *L, int n, int first, int last, uint64_t *in, uint64_t *out)
+{
+    *in = first > 0 ? L[first - 1].out_bytes : 0;
+    *out = last < n - 1 ? L[last].out_bytes : 0;
+}
+
 int ms_plan_stage_live_at(const ms_profile *prof, const ms_plan *pl, int stage, int layer, int phase, uint64_t *live)
 {
     if (!prof || !pl || stage < 0 || stage >= pl->n_stages || pl->n_layers != prof->n_layers || prof->n_layers < 1)
@@ -172,7 +180,8 @@ int ms_plan_stage_live_at(const ms_profile *prof, const ms_plan *pl, int stage, 
         free(L);
         return -1;
     }
-    uint64_t in = st->first > 0 ? L[st->first - 1].out_bytes : 0, out = st->last < n - 1 ? L[st->last].out_bytes : 0;
+    uint64_t in, out;
+    stage_bounds(L, n, st->first, st->last, &in, &out);
     int rc = ms_seq_stage_live_at(L, n, st->first, st->last, in, out, prof->grads_freed, &prof->loss, prof->reserve,
                                   layer, phase, live);
     free(L);
@@ -352,8 +361,8 @@ int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs
                 ms_stage_predict(L, n, picks[s].first, picks[s].last, s, n_best, MS_SCHED_SEQUENTIAL, out->n_micro, 0,
                                  prof->reserve, o->link_gbps, st);
                 /* the memory by the sequential model, not the pipeline's sums */
-                uint64_t in = picks[s].first > 0 ? L[picks[s].first - 1].out_bytes : 0;
-                uint64_t outb = picks[s].last < n - 1 ? L[picks[s].last].out_bytes : 0;
+                uint64_t in, outb;
+                stage_bounds(L, n, picks[s].first, picks[s].last, &in, &outb);
                 st->peak = ms_seq_stage_peak(L, n, picks[s].first, picks[s].last, in, outb, prof->grads_freed,
                                              prof->fingerprint[0] != 0, &prof->loss, prof->reserve, st->bytes);
                 st->device = ds.devs[ds.dev_off[picks[s].cls] + used[picks[s].cls]++];

@@ -225,6 +225,15 @@ def training_step(a, model, idx, dev):
         return nn.functional.cross_entropy(logits.float().reshape(-1, a.vocab), idx[:, 1:].reshape(-1))
 
 
+def next_batch(it, loader):
+    """The next batch, the loader started again when it runs out."""
+    try:
+        return next(it), it
+    except StopIteration:
+        it = iter(loader)
+        return next(it), it
+
+
 def train(a, model, opts, loader, dev):
     step, it = 0, iter(loader)
     if a.resume and os.path.exists(a.resume):
@@ -234,11 +243,7 @@ def train(a, model, opts, loader, dev):
             o.load_state_dict(st)
         step = ck["step"]
         for _ in range(step * a.accum):     # the data where the saved run stopped
-            try:
-                next(it)
-            except StopIteration:
-                it = iter(loader)
-                next(it)
+            _, it = next_batch(it, loader)
         del ck, st
         print("resumed at step %d" % step, flush=True)
     extra = None
@@ -249,11 +254,7 @@ def train(a, model, opts, loader, dev):
             for o in opts:
                 o.zero_grad(set_to_none=True)
         for _ in range(a.accum):
-            try:
-                idx = next(it)
-            except StopIteration:
-                it = iter(loader)
-                idx = next(it)
+            idx, it = next_batch(it, loader)
             idx = idx.to(dev)
             if a.step_fn or a.labels:
                 loss = training_step(a, model, idx, dev)     # the outputs are gone before backward

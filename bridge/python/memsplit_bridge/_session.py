@@ -58,6 +58,7 @@ class Session:
         self.scaled_loss = False
         self.outside = False        # the loss was computed outside the model in this forward
         self.outside_early = False  # ... beginning in the root's own code, after a borrowed module
+        self.skip_warned = set()    # ways of saving a checkpoint a diagnostic pass has said it skips
         self.borrow = []            # (module, layer to return to) while a tied module runs
         self.tied_params = None     # ids of parameters that more than one module holds
         # the device whose tensors count: the GPU where torch has one
@@ -690,8 +691,6 @@ def _watch_checkpoints(torch, s):
     The diagnostic passes (the trial, the uncapped pass) write none: their
     steps are a measurement, and a checkpoint from them would be what the
     rerun resumes from, or would replace one the program made before."""
-    diagnostic = s.cfg.get("pass", "trial") in ("trial", "uncapped", "ballast-only")
-    warned = []
     for name in ("save", "load"):
         real = getattr(torch, name)
 
@@ -702,13 +701,7 @@ def _watch_checkpoints(torch, s):
                 getattr(target, "name", None) if hasattr(target, "write" if _name == "save" else "read") else None
             if not isinstance(path, str):
                 path = None
-            if path is not None and _name == "save" and diagnostic:
-                s.send("save", path=path, step=s.steps, skipped=1)
-                if not warned:
-                    warned.append(1)
-                    s.lib.warn("checkpoint", "the %s does not write the program's checkpoints: torch.save to %s "
-                               "skipped (the rerun resumes from what was there before)" % (
-                                   "trial" if s.cfg.get("pass", "trial") != "uncapped" else "uncapped pass", path))
+            if path is not None and _name == "save" and _skip_save(s, "torch.save", path):
                 return None
             if path is not None:
                 s.send(_name, path=path, step=s.steps)
@@ -718,12 +711,26 @@ def _watch_checkpoints(torch, s):
         setattr(torch, name, wrapped)
 
 
+def _skip_save(s, how, path):
+    """In a diagnostic pass (the trial, the uncapped pass) a checkpoint save
+    is not written: said once per way of saving. True when skipped."""
+    kind = s.cfg.get("pass", "trial")
+    if kind not in ("trial", "uncapped", "ballast-only"):
+        return False
+    s.send("save", path=path, step=s.steps, skipped=1)
+    if how not in s.skip_warned:
+        s.skip_warned.add(how)
+        s.lib.warn("checkpoint", "the %s does not write the program's checkpoints: %s to %s skipped (the rerun "
+                   "resumes from what was there before)" % ("uncapped pass" if kind == "uncapped" else "trial",
+                                                            how, path))
+    return True
+
+
 def _watch_lightning_checkpoints(s):
     """Lightning writes its checkpoints itself (torch.save into a buffer, the
     bytes through fsspec): its CheckpointIO's save is where their path is.
     Wrapped once the program trains (Lightning is imported by then), so the
     diagnostic passes skip them and doctor sees them, as with torch.save."""
-    diagnostic = s.cfg.get("pass", "trial") in ("trial", "uncapped", "ballast-only")
     for name in ("lightning.fabric.plugins.io.torch_io", "lightning_fabric.plugins.io.torch_io"):
         cls = getattr(sys.modules.get(name), "TorchCheckpointIO", None)
         real = getattr(cls, "save_checkpoint", None)
@@ -732,11 +739,7 @@ def _watch_lightning_checkpoints(s):
 
         def save_checkpoint(self, checkpoint, path, *a, _real=real, **k):
             p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path)
-            if diagnostic:
-                s.send("save", path=p, step=s.steps, skipped=1)
-                s.lib.warn("checkpoint", "the %s does not write the program's checkpoints: Lightning's save "
-                           "to %s skipped (the rerun resumes from what was there before)" % (
-                               "uncapped pass" if s.cfg.get("pass") == "uncapped" else "trial", p))
+            if _skip_save(s, "Lightning's save", p):
                 return None
             s.send("save", path=p, step=s.steps)
             return _real(self, checkpoint, path, *a, **k)

@@ -11,7 +11,7 @@ torch.cuda.OutOfMemoryError raised from the operator that crossed it.
 """
 import os
 
-from ._lib import CAT
+from ._lib import CAT, PH_BACKWARD
 
 _GPU_RECENT = 64     # storages checked at each allocation on a GPU
 
@@ -107,7 +107,8 @@ class Tracker:
             if s.applier is not None:
                 s.applier.check_output(t)
             dev = owners[i][0] if owners is not None else None
-            if dev is None and s.phase == 2 and s.applier is not None and s.applier.virtual and not s.applier.exec:
+            if dev is None and s.phase == PH_BACKWARD and s.applier is not None and s.applier.virtual and \
+                    not s.applier.exec:
                 dev = self.input_device(args)
             if owners is not None and owners[i][1] is not None:
                 layer = owners[i][1]      # the optimizer's temporary counts with its parameter's layer
