@@ -16,6 +16,11 @@ PKGS       = jansson inih sqlite3
 
 # sm_90 machine code plus compute_90 PTX (DESIGN.md: build here, run on the H200)
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+# attention.cu is built as sm_90a machine code (its warpgroup-MMA kernels,
+# which a probe at run time confirms) plus the compute_90 PTX: a 9.0 device
+# runs the sm_90a code, any later one the PTX, which has no wgmma and keeps
+# the mma.sync kernels (sm_90 code beside it would double the module)
+ATTN_ARCH ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
 
 DEPS_STAMP = $(BUILD)/.deps
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -89,6 +94,7 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+$(BUILD)/obj/kernels/cuda/attention.o: CUDA_ARCH = $(ATTN_ARCH)
 $(BUILD)/obj/%.o: %.cu | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
@@ -160,7 +166,9 @@ $(BUILD)/plan_bench: bench/plan_bench.c $(LIB)
 # ATTN_REF (the commit before the tuning). Static cudart: runs on the GPU
 # machine as is. Not part of `bench` (it is a developer's tool).
 ATTN_REF ?= 04c9cea
-$(BUILD)/attn_tune: bench/attn_tune.cu bench/attn_ref.cu kernels/cuda/attention.cu kernels/cuda/attention_cuda.h
+$(BUILD)/attn_tune: CUDA_ARCH = $(ATTN_ARCH)
+$(BUILD)/attn_tune: bench/attn_tune.cu bench/attn_ref.cu kernels/cuda/attention.cu kernels/cuda/attention_cuda.h \
+		kernels/cuda/attention_wgmma.cuh kernels/cuda/wgmma_ops.cuh
 	@mkdir -p $(BUILD)/bench
 	git show $(ATTN_REF):kernels/cuda/attention.cu > $(BUILD)/bench/attn_ref_src.cu
 	$(NVCC) $(NVFLAGS) -Xptxas -v -DATTN_REF_SRC='"$(BUILD)/bench/attn_ref_src.cu"' bench/attn_tune.cu bench/attn_ref.cu \

@@ -214,11 +214,15 @@ void check_bwd_and_report(Bufs &u, const char *cfg, float ms)
 }
 
 /* ---- candidates */
-template <int HD, class CF> void fwd_cand(Bufs &u, const char *cfg)
+/* WG > 0: the warpgroup-MMA kernel with WG warpgroups and BC keys a tile */
+template <int HD, class CF, int WG = 0, int BC = 64> void fwd_cand(Bufs &u, const char *cfg)
 {
     const Shape &s = u.sh;
     cudaStream_t st = 0;
-    auto f = [&] { fwd_tc<bf, HD, CF>(&u.ctx, st, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh); };
+    auto f = [&] {
+        if (WG) fwd_wg<bf, HD, WG ? WG : 1, BC>(&u.ctx, st, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh);
+        else fwd_tc<bf, HD, CF>(&u.ctx, st, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh);
+    };
     CK(cudaMemset(u.out, 0xff, u.nout * 2));
     CK(cudaMemset(u.lse, 0xff, u.nl * 4));
     f();
@@ -231,7 +235,8 @@ template <int HD, class CF> void fwd_cand(Bufs &u, const char *cfg)
     CK(cudaDeviceSynchronize());
     check_fwd_and_report(u, cfg, ms);
 }
-template <int HD, class CB> void bwd_cand(Bufs &u, const char *cfg)
+/* WG: the warpgroup-MMA kernel (attention_wgmma.cuh) instead of attn_bwd_tc<CB> */
+template <int HD, class CB, int WG = 0, int VAR = 0> void bwd_cand(Bufs &u, const char *cfg)
 {
     const Shape &s = u.sh;
     cudaStream_t st = 0;
@@ -240,7 +245,8 @@ template <int HD, class CB> void bwd_cand(Bufs &u, const char *cfg)
     const long long chunks = (long long)s.B * s.T * s.C / 8;
     auto f = [&] {
         attn_bwd_prep16<bf><<<blocks_for(chunks, 256), 256, 0, st>>>(D, dqacc, u.dout, u.out_ref, s.T, s.C, s.nh, chunks);
-        bwd_tc<bf, HD, CB>(&u.ctx, st, u.dqkv, u.dout, u.qkv, u.lse_ref, D, dqacc, s.B, s.T, s.C, s.nh);
+        if (WG) bwd_wg<bf, HD, WG ? WG : 1, VAR>(&u.ctx, st, u.dqkv, u.dout, u.qkv, u.lse_ref, D, dqacc, s.B, s.T, s.C, s.nh);
+        else bwd_tc<bf, HD, CB>(&u.ctx, st, u.dqkv, u.dout, u.qkv, u.lse_ref, D, dqacc, s.B, s.T, s.C, s.nh);
     };
     CK(cudaMemset(u.dqkv, 0xff, u.nqkv * 2));
     f();
@@ -297,6 +303,12 @@ void run_hd128(Bufs &u, bool fwd, bool bwd)
 {
     if (fwd) {
         FWD(128, 4, 2, 64, 4); /* the default */
+        if (wgmma_ready()) {
+            fwd_cand<128, FwdCfg<128>::type, 1, 64>(u, "fwd wgmma NWG=1 BC=64");
+            fwd_cand<128, FwdCfg<128>::type, 2, 64>(u, "fwd wgmma NWG=2 BC=64");
+            fwd_cand<128, FwdCfg<128>::type, 2, 128>(u, "fwd wgmma NWG=2 BC=128");
+            fwd_cand<128, FwdCfg<128>::type, 1, 128>(u, "fwd wgmma NWG=1 BC=128");
+        }
         FWD(128, 4, 1, 64, 0);
         FWD(128, 4, 2, 64, 1);
         FWD(128, 8, 2, 64, 4);
@@ -304,7 +316,13 @@ void run_hd128(Bufs &u, bool fwd, bool bwd)
         FWD(128, 4, 2, 64, 4); /* again */
     }
     if (bwd) {
-        BWD(128, 8, 32, false); /* the default */
+        BWD(128, 8, 32, false); /* the mma.sync default */
+        if (wgmma_ready()) {
+            bwd_cand<128, BwdCfg<128>::type, 1>(u, "bwd wgmma NWG=1");
+            bwd_cand<128, BwdCfg<128>::type, 2>(u, "bwd wgmma NWG=2");
+            bwd_cand<128, BwdCfg<128>::type, 2, 1>(u, "bwd wgmma NWG=2 dQ stored (timing only)");
+            bwd_cand<128, BwdCfg<128>::type, 2, 2>(u, "bwd wgmma NWG=2 no dQ (timing only)");
+        }
         BWD(128, 4, 32, false);
         BWD(128, 2, 32, false);
         BWD(128, 4, 16, true);
@@ -315,13 +333,25 @@ void run_hd64(Bufs &u, bool fwd, bool bwd)
 {
     if (fwd) {
         FWD(64, 4, 1, 64, 0); /* the default */
+        if (wgmma_ready()) {
+            fwd_cand<64, FwdCfg<64>::type, 1, 64>(u, "fwd wgmma NWG=1 BC=64");
+            fwd_cand<64, FwdCfg<64>::type, 2, 64>(u, "fwd wgmma NWG=2 BC=64");
+            fwd_cand<64, FwdCfg<64>::type, 2, 128>(u, "fwd wgmma NWG=2 BC=128");
+            fwd_cand<64, FwdCfg<64>::type, 1, 128>(u, "fwd wgmma NWG=1 BC=128");
+        }
         FWD(64, 4, 2, 64, 4);
         FWD(64, 4, 2, 128, 4);
         FWD(64, 8, 1, 64, 0);
         FWD(64, 4, 1, 64, 0); /* again */
     }
     if (bwd) {
-        BWD(64, 4, 64, true); /* the default */
+        BWD(64, 4, 64, true); /* the mma.sync default */
+        if (wgmma_ready()) {
+            bwd_cand<64, BwdCfg<64>::type, 1>(u, "bwd wgmma NWG=1");
+            bwd_cand<64, BwdCfg<64>::type, 2>(u, "bwd wgmma NWG=2");
+            bwd_cand<64, BwdCfg<64>::type, 2, 1>(u, "bwd wgmma NWG=2 dQ stored (timing only)");
+            bwd_cand<64, BwdCfg<64>::type, 2, 2>(u, "bwd wgmma NWG=2 no dQ (timing only)");
+        }
         BWD(64, 4, 64, false);
         BWD(64, 8, 64, true);
         BWD(64, 4, 32, true);
@@ -339,7 +369,8 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "only=bwd")) fwd = false;
     cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, 0));
-    printf("device: %s, %d SMs, cc %d.%d\n", p.name, p.multiProcessorCount, p.major, p.minor);
+    printf("device: %s, %d SMs, cc %d.%d, wgmma backward: %s\n", p.name, p.multiProcessorCount, p.major, p.minor,
+           wgmma_ready() ? "yes" : "no");
     const Shape shapes[] = {{"seed17", 15, 2048, 2048, 16}, {"gpt2s", 16, 1024, 768, 12}};
     uint32_t seed = 12345;
     for (const Shape &s : shapes) {

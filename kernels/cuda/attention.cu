@@ -49,6 +49,17 @@
  *      the pre-tuning kernels read 33.9 + 110.5 ms (1.41 + 4.60 ms a layer,
  *      above this harness's 1.195 + 3.83): at hs=128 cuDNN stays well ahead
  *      (roughly 1.6x forward and 2.2x backward going by these figures).
+ *  - bf16/f16 on a 9.0 device (H100, H200), hs 64 and 128: the same two
+ *    passes on Hopper's warpgroup MMA (wgmma, sm_90a; attention_wgmma.cuh),
+ *    operands in 128-byte-swizzled shared tiles. Forward: warpgroups of 64
+ *    queries (two a block at hs=128, sharing 128-key K/V tiles; one at
+ *    hs=64 with 64-key tiles). Backward: two warpgroups of 64 keys a block,
+ *    64-query tiles; dQ of a tile sums both warpgroups' keys (each takes
+ *    half of its columns), which halves the atomics. A probe kernel says
+ *    whether the sm_90a code is the one loaded (this file is built as
+ *    sm_90a code plus compute_90 PTX); else, or with MS_ATTN_WGMMA=0, the
+ *    mma.sync kernels above run. Measured (same harness): seed17 fwd 0.781
+ *    ms + bwd 2.22 ms (330 + 290 TFLOP/s), GPT-2 small 0.102 + 0.366 ms.
  *  - fp32 (CUDA cores, fp32 math): the same flash structure at warp level:
  *    each warp owns 4 rows, a lane owns one key of a 32-key tile (scores)
  *    and hs/32 output columns; forward online softmax; backward as two
@@ -73,6 +84,7 @@
 #include <string.h>
 
 #include "kernels/cuda/attention_cuda.h"
+#include "kernels/cuda/wgmma_ops.cuh"
 
 namespace {
 
@@ -742,6 +754,8 @@ __global__ void __launch_bounds__(32 * CB::NW)
     }
 }
 
+#include "kernels/cuda/attention_wgmma.cuh"
+
 /* D[b,h,t] = sum_d dO * O (fp32), one warp per (b,t,h) row (the fp32 path). */
 template <typename T>
 __global__ void attn_bwd_prep(float *__restrict__ Dg, const T *__restrict__ dout, const T *__restrict__ out, int Tn,
@@ -1249,6 +1263,31 @@ bool fast_hs(int hs) { return hs == 32 || hs == 64 || hs == 128; }
 
 unsigned blocks_for(long long threads, int per_block) { return (unsigned)((threads + per_block - 1) / per_block); }
 
+/* Whether the wgmma kernels run on the current device: the runtime loads
+ * this module's sm_90a code only on a 9.0 device, so a probe kernel asks
+ * once per device. MS_ATTN_WGMMA=0 keeps the mma.sync kernels (A/B runs). */
+__device__ int wg_probe_flag;
+bool wgmma_ready()
+{
+    static int state[64]; /* 0 not asked, 1 yes, 2 no */
+    const char *env = getenv("MS_ATTN_WGMMA");
+    if (env && !strcmp(env, "0")) return false;
+    int dev = -1;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+    const int known = __atomic_load_n(&state[dev], __ATOMIC_ACQUIRE);
+    if (known) return known == 1;
+    int *flag = nullptr, got = 0;
+    bool ok = cudaGetSymbolAddress(reinterpret_cast<void **>(&flag), wg_probe_flag) == cudaSuccess;
+    if (ok) {
+        wg::probe<<<1, 1>>>(flag);
+        ok = cudaGetLastError() == cudaSuccess &&
+             cudaMemcpyFromSymbol(&got, wg_probe_flag, sizeof got) == cudaSuccess;
+    }
+    (void)cudaGetLastError(); /* a failed probe means "no", not a sticky error for the next kernel */
+    __atomic_store_n(&state[dev], ok && got == 1 ? 1 : 2, __ATOMIC_RELEASE);
+    return ok && got == 1;
+}
+
 template <typename E>
 void fwd_simple(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh)
 {
@@ -1270,6 +1309,26 @@ void fwd_tc(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qk
     launched(ctx, "attention_fwd");
 }
 
+/* The forward on the warpgroup MMA kernel (attention_wgmma.cuh): hs 64,
+ * 128; NWG warpgroups of 64 queries a block, BC keys a tile. */
+/* the measured winners (H200, bench/attn_tune.cu): seed17 (hs 128) 2 x 128
+ * keys 0.781 ms, 2 x 64 0.813, 1 x 64 1.004 (attn_fwd_tc: 0.846); GPT-2
+ * small (hs 64) 1 x 64 and 2 x 64 0.102 ms, 2 x 128 0.132 (attn_fwd_tc 0.114) */
+template <int HD> struct WgFwdCfg { static constexpr int NWG = 2, BC = 128; };
+template <> struct WgFwdCfg<64> { static constexpr int NWG = 1, BC = 64; };
+template <typename E, int HD, int NWG = WgFwdCfg<HD>::NWG, int BC = WgFwdCfg<HD>::BC>
+void fwd_wg(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh)
+{
+    constexpr size_t smem = wg::fwd_smem_bytes<HD, NWG, BC>();
+    if (!allow_smem(ctx, wg::attn_fwd_wg<E, HD, NWG, BC>, smem, "attention_fwd")) return;
+    const int rows = wg::kRows * NWG;
+    const dim3 grid(nh, B, (T + rows - 1) / rows);
+    wg::attn_fwd_wg<E, HD, NWG, BC><<<grid, 128 * NWG, smem, st>>>(static_cast<E *>(out), lse,
+                                                                   static_cast<const E *>(qkv), T, C, nh,
+                                                                   kLog2e / sqrtf((float)HD));
+    launched(ctx, "attention_fwd (wgmma)");
+}
+
 template <int HD>
 void fwd_f32(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh)
 {
@@ -1284,7 +1343,10 @@ void fwd_f32(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *q
 template <typename E>
 void fwd_tc_any(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh, int hs)
 {
-    if (hs == 32) fwd_tc<E, 32>(ctx, st, out, lse, qkv, B, T, C, nh);
+    if (hs != 32 && wgmma_ready()) {
+        if (hs == 64) fwd_wg<E, 64>(ctx, st, out, lse, qkv, B, T, C, nh);
+        else fwd_wg<E, 128>(ctx, st, out, lse, qkv, B, T, C, nh);
+    } else if (hs == 32) fwd_tc<E, 32>(ctx, st, out, lse, qkv, B, T, C, nh);
     else if (hs == 64) fwd_tc<E, 64>(ctx, st, out, lse, qkv, B, T, C, nh);
     else fwd_tc<E, 128>(ctx, st, out, lse, qkv, B, T, C, nh);
 }
@@ -1308,6 +1370,17 @@ void bwd_simple(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, con
     launched(ctx, "attention_bwd (simple)");
 }
 
+/* dQ = scale * accumulator into dqkv's q slots (after the main kernel). */
+template <typename E>
+void dq_store(ms_kctx *ctx, cudaStream_t st, void *dqkv, const float *dqacc, int B, int T, int C, float scale)
+{
+    const size_t pairs = (size_t)B * T * C / 2;
+    const size_t want = (pairs + 255) / 256, cap = (size_t)132 * 16; /* grid-stride beyond ~16 blocks an SM */
+    const unsigned blocks = (unsigned)(want < cap ? want : cap);
+    attn_dq_store<E><<<blocks, 256, 0, st>>>(static_cast<E *>(dqkv), dqacc, pairs, C, scale);
+    launched(ctx, "attention_bwd (dq store)");
+}
+
 template <typename E, int HD, class CB = typename BwdCfg<HD>::type>
 void bwd_tc(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse,
             float *D, float *dqacc, int B, int T, int C, int nh)
@@ -1320,12 +1393,31 @@ void bwd_tc(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const v
                                                      static_cast<const E *>(qkv), lse, D, T, C, nh, scale * kLog2e,
                                                      scale);
     if (!launched(ctx, "attention_bwd")) return;
-    const size_t pairs = (size_t)B * T * C / 2;
-    const size_t want = (pairs + 255) / 256, cap = (size_t)132 * 16; /* grid-stride beyond ~16 blocks an SM */
-    const unsigned blocks = (unsigned)(want < cap ? want : cap);
-    attn_dq_store<E><<<blocks, 256, 0, st>>>(static_cast<E *>(dqkv), dqacc, pairs, C, scale);
-    launched(ctx, "attention_bwd (dq store)");
+    dq_store<E>(ctx, st, dqkv, dqacc, B, T, C, scale);
 }
+
+/* The same on the warpgroup MMA kernel (attention_wgmma.cuh): hs 64, 128,
+ * NWG warpgroups of 64 keys a block. */
+/* NWG = 2 measured (H200): seed17 2.22 ms against 3.59 with one warpgroup
+ * (and attn_bwd_tc's 3.48): the atomics of dQ, shared by two key tiles,
+ * cost half as much; GPT-2 small 0.366 against 0.369 (0.436) */
+template <int HD> struct WgCfg { static constexpr int NWG = 2; };
+template <typename E, int HD, int NWG = WgCfg<HD>::NWG, int VAR = 0>
+void bwd_wg(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse,
+            float *D, float *dqacc, int B, int T, int C, int nh)
+{
+    constexpr size_t smem = wg::smem_bytes<HD, NWG>();
+    if (!allow_smem(ctx, wg::attn_bwd_wg<E, HD, NWG, VAR>, smem, "attention_bwd")) return;
+    const float scale = 1.f / sqrtf((float)HD);
+    const int keys = wg::kRows * NWG;
+    const dim3 grid((T + keys - 1) / keys, nh, B);
+    wg::attn_bwd_wg<E, HD, NWG, VAR><<<grid, 128 * NWG, smem, st>>>(
+        static_cast<E *>(dqkv), dqacc, static_cast<const E *>(dout), static_cast<const E *>(qkv), lse, D, T, C, nh,
+        scale * kLog2e, scale);
+    if (!launched(ctx, "attention_bwd (wgmma)")) return;
+    dq_store<E>(ctx, st, dqkv, dqacc, B, T, C, scale);
+}
+
 
 template <int HD>
 void bwd_f32(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse,
@@ -1374,7 +1466,10 @@ void bwd_fast_tc(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, co
     attn_bwd_prep16<E><<<blocks_for(chunks, 256), 256, 0, st>>>(D, dqacc, static_cast<const E *>(dout),
                                                                static_cast<const E *>(out), T, C, nh, chunks);
     if (!launched(ctx, "attention_bwd (prep)")) return;
-    if (hs == 32) bwd_tc<E, 32>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
+    if (hs != 32 && wgmma_ready()) {
+        if (hs == 64) bwd_wg<E, 64>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
+        else bwd_wg<E, 128>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
+    } else if (hs == 32) bwd_tc<E, 32>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
     else if (hs == 64) bwd_tc<E, 64>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
     else bwd_tc<E, 128>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
 }
@@ -1406,6 +1501,8 @@ extern "C" void ms_cuda_attention_fwd(ms_kctx *ctx, ms_dtype dt, void *out, floa
         else fwd_tc_any<__half>(ctx, st, out, lse, qkv, B, T, C, nh, hs);
     }
 }
+
+extern "C" int ms_cuda_attention_wgmma(void) { return wgmma_ready() ? 1 : 0; }
 
 extern "C" size_t ms_cuda_attention_bwd_scratch(ms_dtype dt, int B, int T, int C, int nh)
 {

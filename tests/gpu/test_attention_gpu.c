@@ -1,6 +1,9 @@
 /* test_attention_gpu.c — CUDA causal self-attention against the CPU twin,
- * both GPU paths (fast: MS_ATTN_SIMPLE=0, reference: MS_ATTN_SIMPLE=1), on
- * fresh random inputs.
+ * every GPU path (fast: MS_ATTN_SIMPLE=0, reference: MS_ATTN_SIMPLE=1, and
+ * for 16-bit data on a 9.0 device the mma.sync backward beside the default
+ * wgmma one: MS_ATTN_WGMMA=0), on fresh random inputs. On a 9.0 device the
+ * wgmma backward must be the default (a build without its sm_90a code
+ * fails here rather than passing on the older kernel).
  *
  * Criterion, per tensor (out, dq, dk, dv separately, each over the batches
  * the CPU recomputes): max_i |gpu_i - cpu_i| <= tol * max_i |cpu_i|
@@ -173,10 +176,14 @@ static float *cols(const float *x, size_t n, int w, int lo, int hi)
 
 /* Runs forward and backward on the GPU by the path chosen and compares
  * the checked batches with the CPU. Returns 1 when everything matched. */
-static int gpu_case(const ref *r, int simple)
+enum { PATH_FAST, PATH_SIMPLE, PATH_MMA_SYNC };
+static const char *path_name[] = {"fast", "simple", "mma"};
+static int gpu_case(const ref *r, int path)
 {
     const shape s = r->s;
+    const int simple = path == PATH_SIMPLE;
     setenv("MS_ATTN_SIMPLE", simple ? "1" : "0", 1);
+    if (path == PATH_MMA_SYNC) setenv("MS_ATTN_WGMMA", "0", 1);
     cudaStream_t st;
     CUDA_OK(cudaStreamCreate(&st));
     ms_kctx ctx = {0};
@@ -216,7 +223,7 @@ static int gpu_case(const ref *r, int simple)
         const int b = r->batches[i];
         char line[256];
         snprintf(line, sizeof line, "%s %-6s B=%d T=%d C=%d nh=%d b=%d:", ms_dtype_name(r->dt),
-                 simple ? "simple" : "fast", s.B, s.T, s.C, s.nh, b);
+                 path_name[path], s.B, s.T, s.C, s.nh, b);
         float *og = ku_to_f32(r->dt, (const char *)out_h + (size_t)b * bo * r->es, bo);
         float *gg = ku_to_f32(r->dt, (const char *)dqkv_h + (size_t)b * bq * r->es, bq);
         assert_non_null(og); assert_non_null(gg);
@@ -236,6 +243,7 @@ static int gpu_case(const ref *r, int simple)
     cudaFree(qkv); cudaFree(dqkv); cudaFree(out); cudaFree(dout); cudaFree(lse); cudaFree(scratch);
     cudaStreamDestroy(st);
     unsetenv("MS_ATTN_SIMPLE");
+    unsetenv("MS_ATTN_WGMMA");
     return ok;
 }
 
@@ -246,10 +254,22 @@ static int bench_only(void)
     return e && strcmp(e, "only") == 0;
 }
 
+/* A 9.0 device (H100, H200): the wgmma backward's machine. */
+static int hopper(void)
+{
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    return major == 9 && minor == 0;
+}
+
 static void check_dtype(ms_dtype dt)
 {
     if (bench_only()) skip();
     if (!have_gpu()) fail_msg("no CUDA GPU");
+    if (dt != MS_F32 && hopper() && !ms_cuda_attention_wgmma())
+        fail_msg("a 9.0 device, but the wgmma backward is not in use (built without its sm_90a code?)");
     int bad = 0;
     size_t n = sizeof kShapes / sizeof kShapes[0];
     const char *lim = getenv("MS_ATTN_SHAPES"); /* first N shapes only (e.g. under compute-sanitizer) */
@@ -257,8 +277,9 @@ static void check_dtype(ms_dtype dt)
     for (size_t i = 0; i < n; i++) {
         ref r;
         ref_build(&r, dt, kShapes[i], 1000 + 17 * i + dt);
-        bad += !gpu_case(&r, 0);
-        bad += !gpu_case(&r, 1);
+        bad += !gpu_case(&r, PATH_FAST);
+        bad += !gpu_case(&r, PATH_SIMPLE);
+        if (dt != MS_F32 && hopper()) bad += !gpu_case(&r, PATH_MMA_SYNC);
         ref_free(&r);
     }
     assert_int_equal(bad, 0);
@@ -296,7 +317,8 @@ static void test_errors(void **state)
 /* Timing of the GPT-2 small shape (only with MS_ATTN_BENCH=1). */
 static void bench_one(ms_dtype dt, int B, int T, int C, int nh, int simple)
 {
-    setenv("MS_ATTN_SIMPLE", simple ? "1" : "0", 1);
+    setenv("MS_ATTN_SIMPLE", simple == 1 ? "1" : "0", 1);
+    if (simple == 2) setenv("MS_ATTN_WGMMA", "0", 1); /* the mma.sync backward */
     size_t es = ms_dtype_size(dt), nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
     ku_rng rng;
     ku_seed(&rng, 7);
@@ -313,7 +335,7 @@ static void bench_one(ms_dtype dt, int B, int T, int C, int nh, int simple)
     ms_kctx ctx = {0};
     cudaEvent_t e0, e1, e2;
     cudaEventCreate(&e0); cudaEventCreate(&e1); cudaEventCreate(&e2);
-    const int iters = simple ? 2 : 20;
+    const int iters = simple == 1 ? 2 : 20;
     float tf = 0, tb = 0;
     for (int rep = 0; rep < 2; rep++) { /* the first round warms up */
         tf = tb = 0;
@@ -334,12 +356,13 @@ static void bench_one(ms_dtype dt, int B, int T, int C, int nh, int simple)
     tf /= iters; tb /= iters;
     double hs = C / nh, flop_f = 4.0 * B * nh * (double)T * T * hs / 2; /* causal: half the tiles */
     fprintf(stderr, "bench %s %-6s B=%d T=%d C=%d nh=%d: fwd %.3f ms (%.0f TFLOP/s), bwd %.3f ms (%.0f TFLOP/s)\n",
-            ms_dtype_name(dt), simple ? "simple" : "fast", B, T, C, nh, tf, flop_f / tf / 1e9, tb,
+            ms_dtype_name(dt), simple == 1 ? "simple" : simple == 2 ? "mma" : "fast", B, T, C, nh, tf, flop_f / tf / 1e9, tb,
             2.5 * flop_f / tb / 1e9);
     cudaEventDestroy(e0); cudaEventDestroy(e1); cudaEventDestroy(e2);
     cudaFree(qkv); cudaFree(dqkv); cudaFree(out); cudaFree(dout); cudaFree(lse); cudaFree(scratch);
     free(h);
     unsetenv("MS_ATTN_SIMPLE");
+    unsetenv("MS_ATTN_WGMMA");
 }
 
 static void test_bench(void **state)
@@ -349,9 +372,11 @@ static void test_bench(void **state)
     if (!e || (strcmp(e, "1") != 0 && strcmp(e, "only") != 0)) skip();
     if (!have_gpu()) fail_msg("no CUDA GPU");
     bench_one(MS_BF16, 16, 1024, 768, 12, 0);
+    bench_one(MS_BF16, 16, 1024, 768, 12, 2);
     bench_one(MS_F16, 16, 1024, 768, 12, 0);
     bench_one(MS_F32, 16, 1024, 768, 12, 0);
     bench_one(MS_BF16, 8, 1024, 1024, 8, 0);  /* hs 128 */
+    bench_one(MS_BF16, 8, 1024, 1024, 8, 2);
     bench_one(MS_BF16, 16, 1024, 768, 24, 0); /* hs 32 */
     bench_one(MS_BF16, 16, 1024, 768, 12, 1);
 }
