@@ -1314,9 +1314,9 @@ void fwd_tc(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qk
 /* the measured winners (H200, bench/attn_tune.cu): seed17 (hs 128) 2 x 128
  * keys 0.781 ms, 2 x 64 0.813, 1 x 64 1.004 (attn_fwd_tc: 0.846); GPT-2
  * small (hs 64) 1 x 64 and 2 x 64 0.102 ms, 2 x 128 0.132 (attn_fwd_tc 0.114) */
-template <int HD> struct WgFwdCfg { static constexpr int NWG = 2, BC = 128; };
-template <> struct WgFwdCfg<64> { static constexpr int NWG = 1, BC = 64; };
-template <typename E, int HD, int NWG = WgFwdCfg<HD>::NWG, int BC = WgFwdCfg<HD>::BC>
+[[maybe_unused]] constexpr int wg_fwd_nwg(int hd) { return hd == 64 ? 1 : 2; }
+[[maybe_unused]] constexpr int wg_fwd_bc(int hd) { return hd == 64 ? 64 : 128; }
+template <typename E, int HD, int NWG = wg_fwd_nwg(HD), int BC = wg_fwd_bc(HD)>
 void fwd_wg(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh)
 {
     constexpr size_t smem = wg::fwd_smem_bytes<HD, NWG, BC>();
@@ -1401,8 +1401,8 @@ void bwd_tc(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const v
 /* NWG = 2 measured (H200): seed17 2.22 ms against 3.59 with one warpgroup
  * (and attn_bwd_tc's 3.48): the atomics of dQ, shared by two key tiles,
  * cost half as much; GPT-2 small 0.366 against 0.369 (0.436) */
-template <int HD> struct WgCfg { static constexpr int NWG = 2; };
-template <typename E, int HD, int NWG = WgCfg<HD>::NWG, int VAR = 0>
+[[maybe_unused]] constexpr int wg_bwd_nwg(int) { return 2; }
+template <typename E, int HD, int NWG = wg_bwd_nwg(HD), int VAR = 0>
 void bwd_wg(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse,
             float *D, float *dqacc, int B, int T, int C, int nh)
 {

@@ -141,6 +141,10 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG)
         if (live) {
             /* S^T = K Q^T and dP^T = V dO^T: 64 keys x 64 queries each */
             float st[32], dp[32];
+#pragma unroll
+            for (int i = 0; i < 32; i++) st[i] = dp[i] = 0.f;
+            wg_hold(st); /* defined before the fence (else ptxas injects its own) */
+            wg_hold(dp);
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) Wg<T, 64>::template ss<0, 0>(st, desc_k(myK, kk), desc_k(qs, kk), kk);
@@ -187,6 +191,8 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG)
             fence_proxy_async();
 
             /* dV += P^T dO, dK += dS^T Q (B = dO, Q read N-major) */
+            wg_hold_a(pa);
+            wg_hold_a(sa);
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) Wg<T, HD>::template rs<1>(dv, pa[kk], desc_mn(dos, kk), 1);
@@ -206,12 +212,24 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG)
             const int col = wgi * QC + part * QN;
             const uint32_t kcol = (uint32_t)(col >> 6) * kAtom + (uint32_t)(col & 63) * 2;
             float dq[QN / 2];
-            wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < 4 * NWG; kk++)
-                if (kk < ksteps)
+            for (int i = 0; i < QN / 2; i++) dq[i] = 0.f;
+            wg_hold(dq);
+            /* two straight runs (a branch between the MMAs of one run makes
+             * ptxas add fences): the block's first query tile sees only the
+             * first warpgroup's keys, every later one all of them */
+            if (ksteps == 4 * NWG) {
+                wg_fence();
+#pragma unroll
+                for (int kk = 0; kk < 4 * NWG; kk++)
                     Wg<T, QN>::template ss<1, 1>(dq, desc_mn(sdS + (kk >> 2) * kAtom, kk & 3),
                                                  desc_mn(sK + (kk >> 2) * TB + kcol, kk & 3), kk);
+            } else {
+                wg_fence();
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++)
+                    Wg<T, QN>::template ss<1, 1>(dq, desc_mn(sdS, kk), desc_mn(sK + kcol, kk), kk);
+            }
             wg_commit();
             wg_wait<0>();
             wg_hold(dq);
@@ -354,6 +372,7 @@ __global__ void __launch_bounds__(128 * NWG, NWG == 1 ? 2 : 1)
             for (int kk = 0; kk < BC / 16; kk++)
 #pragma unroll
                 for (int r = 0; r < 4; r++) pa[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+            wg_hold_a(pa);
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++) Wg<T, HD>::template rs<1>(o, pa[kk], desc_mn(vs, kk, AK), 1);

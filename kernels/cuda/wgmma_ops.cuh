@@ -202,6 +202,15 @@ template <int K> __device__ __forceinline__ void wg_hold(float (&d)[K])
 #pragma unroll
     for (int i = 0; i < K; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
+/* The same for A operands in registers: their values are made before the
+ * fence that precedes the MMAs (else ptxas injects fences of its own). */
+template <int R> __device__ __forceinline__ void wg_hold_a(uint32_t (&a)[R][4])
+{
+#pragma unroll
+    for (int i = 0; i < R; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) asm volatile("" : "+r"(a[i][j])::"memory");
+}
 /* Generic-proxy shared-memory writes (st.shared, cp.async) made visible to
  * the async proxy the MMAs read through; before the barrier. */
 __device__ __forceinline__ void fence_proxy_async()
