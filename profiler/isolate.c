@@ -80,7 +80,9 @@ static int iso_run(ms_model *m, ms_device *d, int layer, iso_acc *acc, ms_layer_
         if (rc) break;
         if (ms_dev_sync(d)) { rc = MS_EFAIL; break; }
         double t1 = now_ms();
-        row->transient_fwd = s.last_need ? ms_dev_size_of(d, s.buf[MS_TR_ARENA]) : 0;
+        /* the layer's own need, rounded like the arena (as the trial counts it):
+         * after the first pass the arena has backward's larger size */
+        row->transient_fwd = (s.last_need + d->grain - 1) / d->grain * d->grain;
         rc = ms_layer_backward(m, L, &s, x, 1.0f / (float)N, &loss);
         if (rc) break;
         if (ms_dev_sync(d)) { rc = MS_EFAIL; break; }

@@ -2,7 +2,7 @@
 # demo.sh — memsplit's main job: `memsplit doctor` on seed17, then the report.
 # Two or more GPUs: the seed17 model on real GPUs with an emulated 40 GiB
 # each; one GPU: two virtual 40 GiB devices on it; no GPU: the CPU twin,
-# seed17-cpu, on two emulated 21 MiB devices. The trial runs out of memory in
+# seed17-cpu, on two emulated 20 MiB devices. The trial runs out of memory in
 # the forward pass of block 17, the diagnosis says why, the plan splits the
 # model, and training runs with the plan, each device's measured peak beside
 # its prediction. Everything is recorded in $DB (default demo.db). On a GPU
@@ -18,7 +18,7 @@ if [ "$gpus" -ge 2 ]; then
 elif [ "$gpus" -eq 1 ]; then
     ARGS=(--preset seed17 --device cuda:0 --gpu-mem 40GiB --checkpoint-every 0); where="two virtual 40 GiB devices on the one GPU"
 else
-    ARGS=(--preset seed17-cpu --device cpu --gpu-mem 21MiB); where="the CPU (no GPU here), two emulated 21 MiB devices"
+    ARGS=(--preset seed17-cpu --device cpu --gpu-mem 20MiB); where="the CPU (no GPU here), two emulated 20 MiB devices"
 fi
 echo "demo: memsplit doctor on $where" >&2
 rm -rf "$DB" "$DB-wal" "$DB-shm" "$DB.ckpt"

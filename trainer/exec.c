@@ -87,18 +87,48 @@ int ms_exec_ensure_grads(ms_model *m, ms_layer *L)
     return L->g ? MS_OK : MS_EOOM;
 }
 
+/* run: batchnorm's running mean then variance [C] each (unused by layernorm) */
+static void norm_fwd(ms_model *m, ms_layer *L, void *out, float *mean, float *rstd, float *run, const void *x,
+                     const float *w, const float *b)
+{
+    ms_device *d = L->dev;
+    int N = m->B * m->T, C = m->C;
+    if (m->cfg.norm == MS_NORM_LAYER)
+        d->ops->layernorm_fwd(&d->k, m->dt, out, mean, rstd, x, w, b, N, C);
+    else
+        d->ops->batchnorm_fwd(&d->k, m->dt, out, mean, rstd, run, run + C, m->cfg.bn_momentum, x, w, b, N, C);
+}
+
 /* which: 0 = first norm of a block / the head's norm, 1 = second norm of a block */
 void ms_exec_norm_fwd(ms_model *m, ms_layer *L, int which, void *out, float *mean, float *rstd,
                       const void *x, const float *w, const float *b)
 {
-    ms_device *d = L->dev;
+    norm_fwd(m, L, out, mean, rstd, L->bn_run ? L->bn_run + (size_t)which * 2 * m->C : NULL, x, w, b);
+}
+
+size_t ms_exec_norm_recompute_need(const ms_model *m)
+{
+    size_t n = m->cfg.norm == MS_NORM_BATCH ? 4 * (size_t)m->C : 2 * (size_t)m->B * m->T;
+    return ms_scratch_round(n * 4);
+}
+
+/* Both norm kernels are deterministic on both backends (layernorm: one warp
+ * or loop per row; batchnorm: one owner per column, a fixed reduction order),
+ * so the same kernel on the same input gives forward's output bit for bit;
+ * the statistics it recomputes go to scratch, the saved ones stay untouched. */
+void ms_exec_norm_recompute(ms_model *m, ms_layer *L, void *out, float *stats, const void *x, const float *w,
+                            const float *b)
+{
     int N = m->B * m->T, C = m->C;
     if (m->cfg.norm == MS_NORM_LAYER) {
-        d->ops->layernorm_fwd(&d->k, m->dt, out, mean, rstd, x, w, b, N, C);
-    } else {
-        float *run = L->bn_run + (size_t)which * 2 * C;
-        d->ops->batchnorm_fwd(&d->k, m->dt, out, mean, rstd, run, run + C, m->cfg.bn_momentum, x, w, b, N, C);
+        norm_fwd(m, L, out, stats, stats + N, NULL, x, w, b);
+        return;
     }
+    /* batch statistics do not depend on the running ones; the kernel's update
+     * goes to a zeroed throwaway pair, so they move once per micro-batch */
+    float *run = stats + 2 * C;
+    if (ms_dev_memset0(L->dev, run, 2 * (size_t)C * 4)) return; /* k.status says why */
+    norm_fwd(m, L, out, stats, stats + C, run, x, w, b);
 }
 
 void ms_exec_norm_bwd(ms_model *m, ms_layer *L, void *dx, const void *dresid, float *dw, float *db,

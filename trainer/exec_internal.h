@@ -27,10 +27,18 @@ int ms_exec_ensure_grads(ms_model *m, ms_layer *L);
 /* Normalisation forward/backward with the configured norm (layernorm or batchnorm). */
 void ms_exec_norm_fwd(ms_model *m, ms_layer *L, int which, void *out, float *mean, float *rstd,
                       const void *x, const float *w, const float *b);
+/* Recompute a norm's output (forward not saving it) from the same input x,
+ * bit-identical to what forward wrote. stats: ms_exec_norm_recompute_need(m)
+ * bytes of scratch for the statistics (and batchnorm's running update, which
+ * is dropped: the forward already made it). */
+size_t ms_exec_norm_recompute_need(const ms_model *m);
+void ms_exec_norm_recompute(ms_model *m, ms_layer *L, void *out, float *stats, const void *x, const float *w,
+                            const float *b);
 void ms_exec_norm_bwd(ms_model *m, ms_layer *L, void *dx, const void *dresid, float *dw, float *db,
                       const void *dout, const void *x, const float *mean, const float *rstd, const float *w);
 
-/* Arena bytes a layer's backward asks for (what ms_scratch_arena receives). */
+/* Arena bytes a layer's backward asks for (what ms_scratch_arena receives);
+ * for a block also at least what its forward asks for. */
 size_t ms_block_scratch_need(const ms_model *m, const ms_layer *L);
 size_t ms_head_scratch_need(const ms_model *m);
 

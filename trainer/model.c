@@ -199,13 +199,14 @@ int ms_model_alloc_params(ms_model *m, int first, int last)
 
 /* Saved activations: what forward keeps so that backward can run.
  *   embed: tokens [N] int32, out [N,C]
- *   block: ln1 [N,C], qkv [N,3C], att [N,C], res2 [N,C], ln2 [N,C],
+ *   block: ln1 [N,C], qkv [N,3C], att [N,C], res2 [N,C],
  *          fc_pre [N,H], fc_gelu [N,H], out [N,C]     (dt)
+ *          (not ln2, norm2's output: backward recomputes it from res2)
  *          ln1/ln2 mean+rstd: [N] each (layernorm) or [C] each (batchnorm),
  *          lse [B,nh,T] fp32 (attention's log-sum-exp)
  *   head:  targets [N] int32, lnf [N,C] (dt), lnf mean+rstd, losses [N] fp32
  * With N = B*T, each view rounded up to 256 bytes. For a block in layernorm:
- *   (8C + 2H)*N*es + 4*N*4 + B*nh*T*4 bytes (+ alignment). */
+ *   (7C + 2H)*N*es + 4*N*4 + B*nh*T*4 bytes (+ alignment). */
 #define ALIGN_B 256
 static size_t align_up(size_t bytes) { return (bytes + ALIGN_B - 1) / ALIGN_B * ALIGN_B; }
 
@@ -230,7 +231,6 @@ size_t ms_acts_layout(const ms_model *m, const ms_layer *L, int B, ms_acts *a, c
         VIEW(att, void *, N * C * es);
         VIEW(lse, float *, (size_t)B * m->NH * m->T * 4);
         VIEW(res2, void *, N * C * es);
-        VIEW(ln2, void *, N * C * es);
         VIEW(ln2_mean, float *, stat * 4);
         VIEW(ln2_rstd, float *, stat * 4);
         VIEW(fc_pre, void *, N * H * es);

@@ -39,7 +39,7 @@ typedef struct ms_acts {
     int32_t *tokens;       /* embed: inputs [N] */
     int32_t *targets;      /* head: targets [N] */
     void *out;             /* the layer's output [N,C] (embed, block) */
-    void *ln1, *qkv, *att, *res2, *ln2, *fc_pre, *fc_gelu; /* block */
+    void *ln1, *qkv, *att, *res2, *fc_pre, *fc_gelu; /* block (norm2's output is recomputed) */
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lse;
     void *lnf;             /* head */
     float *lnf_mean, *lnf_rstd, *losses;

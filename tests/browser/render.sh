@@ -34,7 +34,7 @@ rm -f "$T"/demo.db*
 rc=$?
 if [ $rc -eq 3 ]; then ok "profile seed17-cpu ran out of memory as meant (exit 3)"
 else bad "profile seed17-cpu: exit $rc, wanted 3" "$(tail -5 "$T/profile.log")"; fi
-if "$M" plan --db "$T/demo.db" --run 1 --gpus 2 --gpu-mem 21MiB >"$T/plan.log" 2>&1; then ok "plan stored"
+if "$M" plan --db "$T/demo.db" --run 1 --gpus 2 --gpu-mem 20MiB >"$T/plan.log" 2>&1; then ok "plan stored"
 else bad "plan --db" "$(tail -5 "$T/plan.log")"; fi
 if "$M" profile --preset tiny --db "$T/demo.db" >"$T/tiny.log" 2>&1; then ok "profile tiny"
 else bad "profile tiny" "$(tail -5 "$T/tiny.log")"; fi

@@ -5,7 +5,7 @@
 # demo that fits one screen, help and docs that match the code.
 . "$(dirname "$0")/lib.sh"
 sq() { sqlite3 "$1" "$2"; }
-shape17=(--preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 21MiB)
+shape17=(--preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 20MiB)
 
 # ---- 1. a checkpoint belongs to a job (config, seed, data, global batch)
 "$M" train --preset tiny --steps 2 --checkpoint-dir "$T/job" --quiet
@@ -28,7 +28,7 @@ verdict "... in its own folder, with its 4 steps recorded" -- test \
 verdict "... its resume named its own folder" -- grep -q "resumed from .*two.db.ckpt/run-5/step-00000002.ckpt at step 2" "$T/two.err"
 # when nothing fits any more: exit 3, the last checkpoint named, and it resumes
 check "nothing fits after the OOM" 3 "the last checkpoint, .*run-1/step-00000002.ckpt \(step 2\), is intact" \
-    -- "$M" doctor "${shape17[@]}" --gpu-mem 21MiB,14MiB --headroom 0 --steps 4 --checkpoint-every 2 \
+    -- "$M" doctor "${shape17[@]}" --gpu-mem 20MiB,14MiB --headroom 0 --steps 4 --checkpoint-every 2 \
     --inject-oom 4:0:2MiB --db "$T/stop.db"
 hint=$(grep -A1 "resume it with" "$T/err" | tail -1 | sed "s|^ *memsplit |$M |")
 check "... and the named checkpoint resumes (here on one unlimited device)" 0 "resumed from .*step-00000002.ckpt at step 2" \
@@ -78,7 +78,7 @@ verdict "... records both steps with 32 peaks each" -- test \
 # ---- 4. a device of no memory: said, not a use after free
 "$M" profile --preset seed17-cpu --quiet --json >"$T/p17.json" 2>/dev/null
 check "plan --gpu-mem 0" 1 "--gpu-mem '0': a device needs some memory" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 0
-check "plan --gpu-mem 21MiB,0" 1 "--gpu-mem '0': a device needs some memory" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB,0
+check "plan --gpu-mem 20MiB,0" 1 "--gpu-mem '0': a device needs some memory" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 20MiB,0
 
 # ---- 5. integers never wrap
 check "--steps 4294967297" 1 "--steps: 4294967297 is out of range \[0, 2147483647\]" -- "$M" train --preset tiny --steps 4294967297
@@ -90,7 +90,7 @@ check "--checkpoint-every 4294967297" 1 "--checkpoint-every: 4294967297 is out o
 check "profile --steps 4294967297" 1 "--steps: 4294967297 is out of range" -- "$M" profile --preset tiny --steps 4294967297
 
 # ---- 6. a plan runs only the model it was made for
-"$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB -o "$T/plan.json" >/dev/null
+"$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 20MiB -o "$T/plan.json" >/dev/null
 edit() { python3 -c "import json,sys; d=json.load(open('$T/plan.json')); $1; json.dump(d, open('$T/edited.json', 'w'))"; }
 edit "d['model']['vocab'] = 512"
 check "another vocab" 1 "the plan is for a model with vocab 512; this run's model has vocab 256" \
@@ -102,11 +102,11 @@ edit "d['devices'][1]['device'] = 'tpu:7'"
 check "a bad device name" 1 'devices\[1\].device: "tpu:7" is not a device' \
     -- "$M" train --preset seed17-cpu --plan "$T/edited.json" --device cpu --steps 1
 check "plan --devices with a bad name" 1 "--devices: 'gpu0' is not a device" \
-    -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB --devices cuda:0,gpu0
+    -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 20MiB --devices cuda:0,gpu0
 # the names the name check must keep accepting: a device repeated for virtual
 # devices on it (cuda:0,cuda:0), and cpu (a program's stages on the CPU)
 for devs in cuda:0,cuda:0 cpu,cpu; do
-    check "plan --devices $devs" 0 "" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB --devices "$devs" \
+    check "plan --devices $devs" 0 "" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 20MiB --devices "$devs" \
         -o "$T/named.json"
     check "train --plan of devices $devs" 0 "" \
         -- "$M" train --preset seed17-cpu --plan "$T/named.json" --device cpu --steps 1 --quiet
@@ -134,13 +134,13 @@ chmod 755 "$R"; rm -rf "$R"
 check "missing --data" 2 "cannot open data file" -- "$M" train --preset tiny --data "$T/none.txt"
 printf 'ab' > "$T/small.txt"
 check "too small --data" 2 "fewer than model.seq_len" -- "$M" train --preset tiny --data "$T/small.txt"
-check "plan -o into a missing folder" 2 "/nonexistent/x" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB -o /nonexistent/x
+check "plan -o into a missing folder" 2 "/nonexistent/x" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 20MiB -o /nonexistent/x
 check "plan --gpus 1025" 1 "--gpus: 1025 is out of range \[1, 1024\]" -- "$M" plan --profile "$T/p17.json" --gpus 1025 --gpu-mem 1GiB
 check "doctor --gpus 1025" 1 "--gpus: 1025 is out of range \[1, 1024\]" -- "$M" doctor --preset tiny --gpus 1025 --gpu-mem 1GiB
-check "plan --max-stages 65" 1 "--max-stages: 65 is out of range \[1, 64\]" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB --max-stages 65
+check "plan --max-stages 65" 1 "--max-stages: 65 is out of range \[1, 64\]" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 20MiB --max-stages 65
 check "doctor --gpus 100" 0 "" -- "$M" doctor --preset tiny --device cpu --gpus 100 --gpu-mem 1GiB --steps 2 --db "$T/g100.db" --quiet
 check "n_layer=4095" 1 "model.n_layer: 4095 is out of range \[1, 4094\]" -- "$M" train --preset tiny --set model.n_layer=4095
-"$M" plan --profile "$T/p17.json" --gpus 100 --gpu-mem 21MiB --max-stages 2 -o "$T/p100.json" >/dev/null
+"$M" plan --profile "$T/p17.json" --gpus 100 --gpu-mem 20MiB --max-stages 2 -o "$T/p100.json" >/dev/null
 check "train --plan of 100 devices and 2 stages" 0 "" -- "$M" train --preset seed17-cpu --plan "$T/p100.json" --device cpu --steps 1 --quiet
 
 # ---- 11. nothing ignored, nothing said twice
@@ -148,9 +148,9 @@ check "--inject-oom on a device the plan lacks" 1 "--inject-oom: device 5 is not
     -- "$M" doctor --preset tiny --gpus 2 --gpu-mem 1GiB --inject-oom 3:5:60%
 check "train --inject-oom on a device the plan lacks" 1 "--inject-oom: device 5 is not one of the plan's 2" \
     -- "$M" train --preset seed17-cpu --plan "$T/plan.json" --device cpu --steps 1 --inject-oom 3:5:60%
-check "--gpu-mem with an empty size (doctor)" 1 "--gpu-mem '21MiB,,21MiB': size 2 is empty" \
-    -- "$M" doctor --preset tiny --gpus 2 --gpu-mem 21MiB,,21MiB
-check "--gpu-mem with an empty size (plan)" 1 "size 2 is empty" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 21MiB,,21MiB
+check "--gpu-mem with an empty size (doctor)" 1 "--gpu-mem '20MiB,,20MiB': size 2 is empty" \
+    -- "$M" doctor --preset tiny --gpus 2 --gpu-mem 20MiB,,20MiB
+check "--gpu-mem with an empty size (plan)" 1 "size 2 is empty" -- "$M" plan --profile "$T/p17.json" --gpus 2 --gpu-mem 20MiB,,20MiB
 said_once() { ! grep -qE '(^|[ ])([^ :]+): \2:' "$T/err"; }
 check "a bad plan file" 1 "" -- "$M" train --preset tiny --plan "$T/p17.json" --steps 1
 verdict "... named once" -- said_once

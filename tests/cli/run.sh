@@ -55,13 +55,13 @@ check "report missing db" 2 "" -- "$M" report --db "$T/none.db"
 check "profile bad batch" 1 "batch" -- "$M" profile --preset tiny --batch 4,4
 # plan from the recorded profile
 check "plan help" 0 "" -- "$M" plan --help
-check "plan from db" 0 "" -- "$M" plan --db "$T/runs.db" --run 1 --gpus 2 --gpu-mem 21MiB --json
+check "plan from db" 0 "" -- "$M" plan --db "$T/runs.db" --run 1 --gpus 2 --gpu-mem 20MiB --json
 if [ "$(json_get "len(d['stages']) >= 2 and d['stages'][0]['layers'][0] == 0 and d['stages'][-1]['layers'][1] == 21")" = True ]; then
     echo "ok   plan json covers the layers"; pass=$((pass+1)); else echo "FAIL plan json"; head -c 600 "$T/out"; fail=$((fail+1)); fi
 check "plan infeasible" 3 "fit" -- "$M" plan --db "$T/runs.db" --run 1 --gpus 1 --gpu-mem 2MiB
 check "plan bad gpus" 1 "" -- "$M" plan --db "$T/runs.db" --run 1 --gpus 2 --gpu-mem 1GiB,2GiB,3GiB
 # doctor: trial -> diagnosis -> plan -> training with the plan, on two emulated devices
-check "doctor" 0 "" -- "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 21MiB --steps 6 --db "$T/doc.db" --json
+check "doctor" 0 "" -- "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 20MiB --steps 6 --db "$T/doc.db" --json
 if [ "$(json_get "d['trial']['oom']['layer'] == 17 and len(d['plan']['stages']) == 2 and d['train']['steps'] == 6 and len(d['train']['devices']) == 2 and all(abs(x['gap']) <= 0.02 for x in d['train']['devices']) and d['train']['loss_last'] < d['train']['loss_first']")" = True ]; then
     echo "ok   doctor json: oom at 17, 2 stages, measured within 2% of predicted"; pass=$((pass+1)); else echo "FAIL doctor json"; head -c 800 "$T/out"; fail=$((fail+1)); fi
 cp "$T/out" "$T/doctor.json"
@@ -69,9 +69,9 @@ check "report doctor" 0 "" -- "$M" report --db "$T/doc.db"
 check "doctor bad headroom" 1 "not a fraction" -- "$M" doctor --preset tiny --device cpu --gpus 2 --gpu-mem 1GiB --headroom 1.5
 check "doctor bad inject" 1 "inject-oom takes" -- "$M" doctor --preset tiny --device cpu --gpus 2 --gpu-mem 1GiB --inject-oom 4:0:150%
 # the same shrink written as a share of what device 0's tensors took (what the GPU test uses)
-check "doctor recovers (P%)" 0 "OUT OF MEMORY at step 4" -- "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 21MiB --steps 5 --checkpoint-every 2 --inject-oom 4:0:90% --headroom 0 --db "$T/rec90.db"
+check "doctor recovers (P%)" 0 "OUT OF MEMORY at step 4" -- "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 20MiB --steps 5 --checkpoint-every 2 --inject-oom 4:0:90% --headroom 0 --db "$T/rec90.db"
 # OOM mid-run: device 0 shrinks at step 4; re-plan, resume from the step-2 checkpoint
-check "doctor recovers" 0 "OUT OF MEMORY at step 4" -- "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 21MiB --steps 6 --checkpoint-every 2 --inject-oom 4:0:10MiB --db "$T/rec.db" --json
+check "doctor recovers" 0 "OUT OF MEMORY at step 4" -- "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 20MiB --steps 6 --checkpoint-every 2 --inject-oom 4:0:10MiB --db "$T/rec.db" --json
 cp "$T/out" "$T/rec.json"
 # the recovered losses equal an uninterrupted run of the same micro-batching (every split
 # computes the same as one device, so one device is the uninterrupted run of the new plan)
@@ -89,7 +89,7 @@ then echo "ok   recovered losses = uninterrupted losses"; pass=$((pass+1)); else
 check "doctor: nothing fits" 3 "fit" -- "$M" doctor --preset seed17-cpu --device cpu --gpus 1 --gpu-mem 6MiB --steps 2 --db "$T/inf.db"
 check "doctor no gpu-mem" 1 "gpu-mem" -- "$M" doctor --preset tiny --gpus 2 --db "$T/x.db"
 # train --plan on virtual CPU devices; the plan from the profile recorded above
-"$M" plan --db "$T/runs.db" --run 1 --gpus 2 --gpu-mem 21MiB -o "$T/plan.json" >/dev/null 2>&1
+"$M" plan --db "$T/runs.db" --run 1 --gpus 2 --gpu-mem 20MiB -o "$T/plan.json" >/dev/null 2>&1
 check "train --plan" 0 "" -- "$M" train --preset seed17-cpu --plan "$T/plan.json" --device cpu --steps 3 --json
 if [ "$(json_get "d['steps'] == 3 and len(d['devices']) == 2")" = True ]; then echo "ok   train --plan json"; pass=$((pass+1)); else echo "FAIL train --plan json"; fail=$((fail+1)); fi
 check "train --plan wrong model" 1 "plan is for" -- "$M" train --preset tiny --plan "$T/plan.json" --device cpu --steps 1

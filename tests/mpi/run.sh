@@ -79,7 +79,7 @@ else bad "a lock held past a 2-rank run (exit $rc)"; tail -3 "$T/busy.err"; fi
 # a plan of replicas made by memsplit plan itself: every rank's measured peak against the
 # prediction (the optimizer state a ZeRO-1 chunk, exactly)
 "$M" profile --preset seed17-cpu --precision fp32 --db "$T/s17.db" --quiet >/dev/null 2>&1
-"$M" plan --db "$T/s17.db" --gpus 4 --gpu-mem 21MiB --replicas 2 --zero on -o "$T/s17.json" >/dev/null 2>&1
+"$M" plan --db "$T/s17.db" --gpus 4 --gpu-mem 20MiB --replicas 2 --zero on -o "$T/s17.json" >/dev/null 2>&1
 if $MPIRUN -np 4 "$M" train --preset seed17-cpu --precision fp32 --plan "$T/s17.json" --device cpu --steps 2 --json \
     >"$T/s17r.json" 2>"$T/s17r.err" && python3 - "$T/s17r.json" <<'PY'
 import json, sys
@@ -107,7 +107,7 @@ PY
 then ok "a 2x2 checkpoint resumed by one process, whose checkpoint 3x2 ranks resume: the losses of one device"
 else bad "checkpoints across layouts (command line)"; tail -3 "$T/ck.err"; fi
 # a rank killed mid-step (SIGKILL): doctor, mpirun's parent, re-plans without its device and resumes
-if "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 4 --gpu-mem 21MiB --steps 6 --checkpoint-every 2 \
+if "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 4 --gpu-mem 20MiB --steps 6 --checkpoint-every 2 \
     --replicas any --launch "$MPIRUN" --inject-kill 4:1 --db "$T/kill.db" --json >"$T/kill.json" 2>"$T/kill.err"; then
     mb=$(python3 -c "import json; d=json.load(open('$T/kill.json'))['plan']; print(d['micro_batch'], d['n_micro'])")
     "$M" train --preset seed17-cpu --precision fp32 --gpu-mem 0 --batch ${mb% *} --set train.accum=${mb#* } --steps 6 \

@@ -198,6 +198,50 @@ static void test_resume_fp32(void **st) { (void)st; check_resume(MS_PREC_FP32, M
 static void test_resume_bf16_batchnorm(void **st) { (void)st; check_resume(MS_PREC_BF16, MS_NORM_BATCH); }
 static void test_resume_fp16(void **st) { (void)st; check_resume(MS_PREC_FP16, MS_NORM_LAYER); }
 
+/* Blocks do not save norm2's output (backward recomputes it from res2 into
+ * its scratch): a block keeps one [N,C] view less than ln1, att, res2, ln2,
+ * out [N,C] + qkv [N,3C] + fc_pre, fc_gelu [N,H] + two mean/rstd pairs + lse,
+ * and the recomputed values are forward's bit for bit: the tiny preset's
+ * first 8 losses are those of the build that still saved it (2d7e0c3). */
+static void test_block_recomputes_norm2(void **st)
+{
+    (void)st;
+    static const struct { ms_precision prec; ms_norm norm; double loss[8]; } runs[] = {
+        { MS_PREC_FP32, MS_NORM_LAYER, { 0x1.62f28b24p+2, 0x1.5d6ce5acp+2, 0x1.58bddbdcp+2, 0x1.56fcc6c8p+2,
+          0x1.5220853cp+2, 0x1.502d368cp+2, 0x1.4e195440p+2, 0x1.4a710088p+2 } },
+        { MS_PREC_BF16, MS_NORM_LAYER, { 0x1.62f492d8p+2, 0x1.5d6db908p+2, 0x1.58be23f0p+2, 0x1.56ff2b64p+2,
+          0x1.52205f34p+2, 0x1.502c4794p+2, 0x1.4e19f7d0p+2, 0x1.4a70922cp+2 } },
+        { MS_PREC_FP32, MS_NORM_BATCH, { 0x1.62ee0944p+2, 0x1.60f79aecp+2, 0x1.5eef551cp+2, 0x1.5e0c188cp+2,
+          0x1.5db0b520p+2, 0x1.5b945430p+2, 0x1.5b0b9a98p+2, 0x1.5a18683cp+2 } },
+        { MS_PREC_BF16, MS_NORM_BATCH, { 0x1.62ef1168p+2, 0x1.60f7ae40p+2, 0x1.5eeea08cp+2, 0x1.5e0ae1c0p+2,
+          0x1.5dadd6d8p+2, 0x1.5b95cc90p+2, 0x1.5b0ce598p+2, 0x1.5a18ee04p+2 } },
+    };
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        ms_config c;
+        char err[256];
+        assert_int_equal(ms_config_preset(&c, "tiny", err, sizeof err), 0);
+        c.precision = runs[r].prec;
+        c.norm = runs[r].norm;
+        ms_session s;
+        assert_int_equal(ms_session_open(&s, &c, NULL), MS_OK);
+        const ms_model *m = &s.model;
+        size_t N = (size_t)m->B * m->T, C = m->C, H = m->H, es = ms_dtype_size(m->dt);
+        size_t stat = c.norm == MS_NORM_BATCH ? C : N;
+#define A(x) (((x) + 255) / 256 * 256)
+        size_t saved_ln2 = 5 * A(N * C * es) + A(N * 3 * C * es) + 2 * A(N * H * es) + 4 * A(stat * 4) +
+                           A((size_t)m->B * m->NH * m->T * 4);
+        assert_int_equal(ms_layer_act_bytes(m, &m->layers[1], m->B), saved_ln2 - A(N * C * es));
+#undef A
+        for (int i = 0; i < 8; i++) {
+            assert_int_equal(ms_session_step(&s), MS_OK);
+            if (s.last_loss != runs[r].loss[i])
+                printf("run %zu step %d: loss %a, %a before\n", r, i, s.last_loss, runs[r].loss[i]);
+            assert_true(s.last_loss == runs[r].loss[i]);
+        }
+        ms_session_close(&s);
+    }
+}
+
 /* Run one step at a capacity; fill where it ran out (-1 if it fit). */
 static int oom_at(const ms_config *base, size_t cap, ms_dev_oom *out)
 {
@@ -299,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_resume_fp32),
         cmocka_unit_test(test_resume_bf16_batchnorm),
         cmocka_unit_test(test_resume_fp16),
+        cmocka_unit_test(test_block_recomputes_norm2),
         cmocka_unit_test(test_seed17_cpu_oom),
         cmocka_unit_test(test_seed17_gpu_capacity),
         cmocka_unit_test(test_oom_boundary_monotone),
