@@ -3,7 +3,8 @@
 # Two or more GPUs: the seed17 model on real GPUs with an emulated 40 GiB
 # each; one GPU: two virtual 40 GiB devices on it; no GPU: the CPU twin,
 # seed17-cpu, on two emulated 20 MiB devices. The trial runs out of memory in
-# the forward pass of block 17, the diagnosis says why, the plan splits the
+# a block's forward pass (block 17 on the CPU twin, block 18 for seed17 at
+# 40 GiB), the diagnosis says why, the plan splits the
 # model, and training runs with the plan, each device's measured peak beside
 # its prediction. Everything is recorded in $DB (default demo.db). On a GPU
 # the demo writes no checkpoints (a seed17 checkpoint is 16 GB).

@@ -8,19 +8,18 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Emulated capacities of the seed17 presets: the first step runs out of
- * memory in the forward pass of block 17 (layer 17).
- *  seed17 (bf16, micro-batch 16): parameters (fp32 master + bf16 copy) take
- *    8.02 GiB, the embedding's saved activations 0.13 GiB, each block's
- *    1.88 GiB (2 MiB-rounded). Blocks 1..16 end at 38.2 GiB + the reserve
- *    (CUDA context, cuBLASLt workspace, CUPTI: ~0.6 GiB on an H200), block 17
- *    would end at 40.1 GiB + reserve: a 40 GiB GPU (an A100-40GB, say)
- *    overflows there with >1 GiB of margin either side of the reserve.
- *    (Micro-batch 15 until blocks stopped saving norm2's output: 1.76 GiB
- *    a block would have moved the overflow to block 18.)
- *  seed17-cpu: the same story at CPU scale: blocks 1..16 end at 19.21 MiB,
- *    block 17 at 20.15 MiB; the capacity is 20 MiB (21 MiB before blocks
- *    stopped saving norm2's output).
+/* Emulated capacities of the seed17 presets.
+ *  seed17 (bf16, micro-batch 15, the shape issue 15's benchmark names):
+ *    parameters (fp32 master + bf16 copy) take 8.02 GiB, the embedding's
+ *    saved activations 0.12 GiB, each block's 1.76 GiB (2 MiB-rounded).
+ *    Blocks 1..17 end at 38.06 GiB + the reserve (CUDA context, cuBLASLt
+ *    workspace, CUPTI: ~0.6 GiB on an H200), block 18 would end at 39.8 GiB
+ *    + reserve: a 40 GiB GPU (an A100-40GB, say) overflows in the forward
+ *    pass of block 18 for any reserve from 0.3 to 1.5 GiB. (Block 17 until
+ *    blocks stopped saving norm2's output, at 1.88 GiB a block.)
+ *  seed17-cpu: the CPU twin runs out in the forward pass of block 17:
+ *    blocks 1..16 end at 19.21 MiB, block 17 at 20.15 MiB; the capacity is
+ *    20 MiB (21 MiB before blocks stopped saving norm2's output).
  * tests/unit/test_trainer.c checks both (the GPU one by simulating the
  * allocation sequence with the 2 MiB granularity). */
 #define MS_SEED17_GPU_MEM ((size_t)40 << 30)
@@ -78,7 +77,7 @@ int ms_config_preset(ms_config *c, const char *name, char *err, size_t errlen) {
         p.precision = MS_PREC_BF16;
         snprintf(p.device, sizeof p.device, "cuda:0");
     } else if (!strcmp(name, "seed17")) {
-        shape(&p, 24, 2048, 16, 2048, 50304, 16);
+        shape(&p, 24, 2048, 16, 2048, 50304, 15);
         p.precision = MS_PREC_BF16;
         snprintf(p.device, sizeof p.device, "cuda:0");
         p.gpu_mem = MS_SEED17_GPU_MEM;

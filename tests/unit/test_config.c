@@ -159,7 +159,7 @@ static void test_presets_valid(void **state) {
     assert_int_equal(s.d_model, 2048);
     assert_int_equal(s.n_head, 16);
     assert_int_equal(s.seq_len, 2048);
-    assert_int_equal(s.batch, 16);
+    assert_int_equal(s.batch, 15);
     assert_true(s.gpu_mem == (size_t)40 << 30);
     assert_int_equal(s.precision, MS_PREC_BF16);
     assert_string_equal(s.device, "cuda:0");
