@@ -58,8 +58,8 @@
  *    half of its columns), which halves the atomics. A probe kernel says
  *    whether the sm_90a code is the one loaded (this file is built as
  *    sm_90a code plus compute_90 PTX); else, or with MS_ATTN_WGMMA=0, the
- *    mma.sync kernels above run. Measured (same harness): seed17 fwd 0.781
- *    ms + bwd 2.22 ms (330 + 290 TFLOP/s), GPT-2 small 0.102 + 0.366 ms.
+ *    mma.sync kernels above run. Measured (same harness): seed17 fwd 0.788
+ *    ms + bwd 2.19 ms (327 + 294 TFLOP/s), GPT-2 small 0.102 + 0.349 ms.
  *  - fp32 (CUDA cores, fp32 math): the same flash structure at warp level:
  *    each warp owns 4 rows, a lane owns one key of a 32-key tile (scores)
  *    and hs/32 output columns; forward online softmax; backward as two
