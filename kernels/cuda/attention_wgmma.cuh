@@ -1,23 +1,28 @@
-/* attention_wgmma.cuh — the 16-bit attention backward on Hopper's warpgroup
- * MMA (wgmma, sm_90a), included by attention.cu inside its namespace: it
- * uses that file's helpers (cp_async16, pack2, fast_exp2, add_dq_tile) and
- * the same contract as attn_bwd_tc (same inputs, D and the zeroed dQ
- * accumulator from attn_bwd_prep16, dK and dV written into dqkv, dQ left
- * in the accumulator for attn_dq_store).
+/* attention_wgmma.cuh — the 16-bit attention on Hopper's warpgroup MMA
+ * (wgmma, sm_90a), forward and backward, included by attention.cu inside
+ * its namespace: it uses that file's helpers (cp_async16, pack2, fast_exp2,
+ * add_dq_tile) and keeps the contracts of attn_fwd_tc and attn_bwd_tc (the
+ * same inputs and outputs; backward takes D and the zeroed dQ accumulator
+ * from attn_bwd_prep16, writes dK and dV into dqkv and leaves dQ in the
+ * accumulator for attn_dq_store).
  *
- * Block: one warpgroup (128 threads), 64 keys; it walks the query tiles of
- * 64 from the diagonal down. Per query tile, five MMAs of M = 64:
+ * Backward block: NWG warpgroups (128 threads each) of 64 keys; it walks
+ * the query tiles of 64 from the diagonal down. Per query tile, five MMAs
+ * of M = 64 a warpgroup:
  *   S^T = K Q^T, dP^T = V dO^T   (A = K, V and B = Q, dO from shared, K-major)
  *   P^T, dS^T in the accumulators' registers (exp2 against lse, causal mask)
  *   dV += P^T dO, dK += dS^T Q  (A = P^T, dS^T from registers, B N-major)
  *   dQ  = dS K                   (A = dS^T in shared read M-major, B N-major)
- * and dQ goes to the fp32 accumulator by atomics, as in attn_bwd_tc.
- * Shared tiles are 64 rows of 128-byte swizzled atoms (16-byte chunk c of
+ * where dQ sums the block's keys (each warpgroup takes HD/NWG of its
+ * columns) and goes to the fp32 accumulator by atomics, as in attn_bwd_tc.
+ * Registers at hs=128: dK, dV (128) + S^T, dP^T (64) or 64 columns of dQ
+ * (32). Forward block: NWG warpgroups of 64 queries sharing BC-key K/V
+ * tiles (its comment below).
+ * Shared tiles are R rows of 128-byte swizzled atoms (16-byte chunk c of
  * row r stored at chunk c ^ (r % 8)), HD/64 atoms side by side, so one
  * tile serves as a K-major operand (rows = M or N) and as an MN-major one
- * (rows = K). Q and dO are double-buffered by cp.async. Registers at hs=128:
- * dK, dV (128) + S^T, dP^T (64) or 64 columns of dQ (32); two blocks fit
- * an SM. */
+ * (rows = K). Q and dO (backward), K and V (forward) are double-buffered
+ * by cp.async. */
 
 namespace wg {
 
