@@ -1310,10 +1310,11 @@ void fwd_tc(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qk
 }
 
 /* The forward on the warpgroup MMA kernel (attention_wgmma.cuh): hs 64,
- * 128; NWG warpgroups of 64 queries a block, BC keys a tile. */
-/* the measured winners (H200, bench/attn_tune.cu): seed17 (hs 128) 2 x 128
- * keys 0.781 ms, 2 x 64 0.813, 1 x 64 1.004 (attn_fwd_tc: 0.846); GPT-2
- * small (hs 64) 1 x 64 and 2 x 64 0.102 ms, 2 x 128 0.132 (attn_fwd_tc 0.114) */
+ * 128; NWG warpgroups of 64 queries a block, BC keys a tile. The defaults
+ * are the measured winners (H200, bench/attn_tune.cu, bench/README.md):
+ * seed17 (hs 128) 2 x 128 keys 0.788 ms, 2 x 64 0.817, 1 x 64 0.992
+ * (attn_fwd_tc 0.839); GPT-2 small (hs 64) 1 x 64 0.102-0.103 ms, 2 x 64
+ * 0.102-0.104, 2 x 128 0.132 (attn_fwd_tc 0.113). */
 [[maybe_unused]] constexpr int wg_fwd_nwg(int hd) { return hd == 64 ? 1 : 2; }
 [[maybe_unused]] constexpr int wg_fwd_bc(int hd) { return hd == 64 ? 64 : 128; }
 template <typename E, int HD, int NWG = wg_fwd_nwg(HD), int BC = wg_fwd_bc(HD)>
@@ -1397,10 +1398,10 @@ void bwd_tc(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const v
 }
 
 /* The same on the warpgroup MMA kernel (attention_wgmma.cuh): hs 64, 128,
- * NWG warpgroups of 64 keys a block. */
-/* NWG = 2 measured (H200): seed17 2.22 ms against 3.59 with one warpgroup
- * (and attn_bwd_tc's 3.48): the atomics of dQ, shared by two key tiles,
- * cost half as much; GPT-2 small 0.366 against 0.369 (0.436) */
+ * NWG warpgroups of 64 keys a block. NWG = 2 measured (H200, the same
+ * harness): seed17 2.19 ms against 2.74 with one warpgroup (attn_bwd_tc
+ * 3.49): the dQ atomics, shared by two key tiles, cost half as much; GPT-2
+ * small 0.349 against 0.372 (attn_bwd_tc 0.436). */
 [[maybe_unused]] constexpr int wg_bwd_nwg(int) { return 2; }
 template <typename E, int HD, int NWG = wg_bwd_nwg(HD), int VAR = 0>
 void bwd_wg(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse,
