@@ -2,9 +2,9 @@
 """Writes kernels/cuda/wgmma_ops.cuh: inline-PTX wrappers for the Hopper
 warpgroup MMA (wgmma.mma_async, sm_90a) that the attention kernels use.
 
-One wrapper per (A source, N, element type): the accumulator list of an
-m64nNk16 instruction is N/2 registers, which PTX wants spelled out, so the
-operand lists are generated here rather than typed. Run it again after a
+One macro per N (the accumulator list of an m64nNk16 instruction is N/2
+registers, which PTX wants spelled out, so the operand lists are generated
+here rather than typed), instantiated for each 16-bit element type. Run it again after a
 change: python3 scripts/gen_wgmma.py > kernels/cuda/wgmma_ops.cuh"""
 
 TYPES = [("bf16", "__nv_bfloat16"), ("f16", "__half")]
@@ -39,37 +39,46 @@ w("#define MS_WGMMA 0")
 w("#endif")
 w("")
 w("template <typename T, int N> struct Wg;")
-for ptx, ctype in TYPES:
-    for n in NS:
-        na = n // 2
-        w("template <> struct Wg<%s, %d> {" % (ctype, n))
-        w("    template <int TA, int TB>")
-        w("    static __device__ __forceinline__ void ss(float (&d)[%d], uint64_t da, uint64_t db, int acc)" % na)
-        w("    {")
-        w("#if MS_WGMMA")
-        w('        asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (na + 2))
-        w('                     "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %%%d, %%%d, p, 1, 1, %%%d, %%%d;\\n}\\n"'
-          % (n, ptx, ptx, regs(0, na), na, na + 1, na + 3, na + 4))
-        w("                     : %s" % acc_constraints(n))
-        w('                     : "l"(da), "l"(db), "r"(acc), "n"(TA), "n"(TB));')
-        w("#else")
-        w("        (void)d, (void)da, (void)db, (void)acc;")
-        w("#endif")
-        w("    }")
-        w("    template <int TB>")
-        w("    static __device__ __forceinline__ void rs(float (&d)[%d], const uint32_t (&a)[4], uint64_t db, int acc)" % na)
-        w("    {")
-        w("#if MS_WGMMA")
-        w('        asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (na + 5))
-        w('                     "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %%%d;\\n}\\n"'
-          % (n, ptx, ptx, regs(0, na), na, na + 1, na + 2, na + 3, na + 4, na + 6))
-        w("                     : %s" % acc_constraints(n))
-        w('                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc), "n"(TB));')
-        w("#else")
-        w("        (void)d, (void)a, (void)db, (void)acc;")
-        w("#endif")
-        w("    }")
-        w("};")
+w("/* the instructions themselves only in the sm_90a pass */")
+w("#if MS_WGMMA")
+w("#define MS_WG_ONLY(...) __VA_ARGS__")
+w("#else")
+w("#define MS_WG_ONLY(...)")
+w("#endif")
+w("/* MS_WG_N<N>(C type, PTX type): the specialization Wg<C type, N> */")
+for n in NS:
+    na = n // 2
+    body = [
+        "template <> struct Wg<CT, %d> {" % n,
+        "    template <int TA, int TB>",
+        "    static __device__ __forceinline__ void ss(float (&d)[%d], uint64_t da, uint64_t db, int acc)" % na,
+        "    {",
+        "        (void)d, (void)da, (void)db, (void)acc;",
+        '        MS_WG_ONLY(asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (na + 2),
+        '                                "wgmma.mma_async.sync.aligned.m64n%dk16.f32." PT "." PT' % n,
+        '                                " {%s}, %%%d, %%%d, p, 1, 1, %%%d, %%%d;\\n}\\n"'
+        % (regs(0, na), na, na + 1, na + 3, na + 4),
+        "                                : %s" % acc_constraints(n),
+        '                                : "l"(da), "l"(db), "r"(acc), "n"(TA), "n"(TB));)',
+        "    }",
+        "    template <int TB>",
+        "    static __device__ __forceinline__ void rs(float (&d)[%d], const uint32_t (&a)[4], uint64_t db, int acc)" % na,
+        "    {",
+        "        (void)d, (void)a, (void)db, (void)acc;",
+        '        MS_WG_ONLY(asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (na + 5),
+        '                                "wgmma.mma_async.sync.aligned.m64n%dk16.f32." PT "." PT' % n,
+        '                                " {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %%%d;\\n}\\n"'
+        % (regs(0, na), na, na + 1, na + 2, na + 3, na + 4, na + 6),
+        "                                : %s" % acc_constraints(n),
+        '                                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc), "n"(TB));)',
+        "    }",
+        "};",
+    ]
+    w("#define MS_WG_N%d(CT, PT) \\" % n)
+    for i, line in enumerate(body):
+        w(line + (" \\" if i + 1 < len(body) else ""))
+    for ptx, ctype in TYPES:
+        w('MS_WG_N%d(%s, "%s")' % (n, ctype, ptx))
 w("")
 w("/* Ordering around the asynchronous MMAs (no-ops outside sm_90a). */")
 w("__device__ __forceinline__ void wg_fence()")
