@@ -1276,6 +1276,9 @@ bool wgmma_ready()
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
     const int known = __atomic_load_n(&state[dev], __ATOMIC_ACQUIRE);
     if (known) return known == 1;
+    /* an error some earlier call left pending is its owner's to see: the
+     * probe neither consumes it nor caches an answer while it stands */
+    if (cudaPeekAtLastError() != cudaSuccess) return false;
     int *flag = nullptr, got = 0;
     bool ok = cudaGetSymbolAddress(reinterpret_cast<void **>(&flag), wg_probe_flag) == cudaSuccess;
     if (ok) {
@@ -1283,7 +1286,7 @@ bool wgmma_ready()
         ok = cudaGetLastError() == cudaSuccess &&
              cudaMemcpyFromSymbol(&got, wg_probe_flag, sizeof got) == cudaSuccess;
     }
-    (void)cudaGetLastError(); /* a failed probe means "no", not a sticky error for the next kernel */
+    (void)cudaGetLastError(); /* the probe's own failure means "no", not an error for the next kernel */
     __atomic_store_n(&state[dev], ok && got == 1 ? 1 : 2, __ATOMIC_RELEASE);
     return ok && got == 1;
 }
