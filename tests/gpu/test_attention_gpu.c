@@ -174,16 +174,26 @@ static float *cols(const float *x, size_t n, int w, int lo, int hi)
     return y;
 }
 
-/* Runs forward and backward on the GPU by the path chosen and compares
- * the checked batches with the CPU. Returns 1 when everything matched. */
+/* The GPU paths, chosen through the environment the kernels read. */
 enum { PATH_FAST, PATH_SIMPLE, PATH_MMA_SYNC };
 static const char *path_name[] = {"fast", "simple", "mma"};
+static void path_set(int path)
+{
+    setenv("MS_ATTN_SIMPLE", path == PATH_SIMPLE ? "1" : "0", 1);
+    if (path == PATH_MMA_SYNC) setenv("MS_ATTN_WGMMA", "0", 1); /* the mma.sync kernels */
+}
+static void path_clear(void)
+{
+    unsetenv("MS_ATTN_SIMPLE");
+    unsetenv("MS_ATTN_WGMMA");
+}
+
+/* Runs forward and backward on the GPU by the path chosen and compares
+ * the checked batches with the CPU. Returns 1 when everything matched. */
 static int gpu_case(const ref *r, int path)
 {
     const shape s = r->s;
-    const int simple = path == PATH_SIMPLE;
-    setenv("MS_ATTN_SIMPLE", simple ? "1" : "0", 1);
-    if (path == PATH_MMA_SYNC) setenv("MS_ATTN_WGMMA", "0", 1);
+    path_set(path);
     cudaStream_t st;
     CUDA_OK(cudaStreamCreate(&st));
     ms_kctx ctx = {0};
@@ -242,8 +252,7 @@ static int gpu_case(const ref *r, int path)
     free(out_h); free(dqkv_h); free(lse_h);
     cudaFree(qkv); cudaFree(dqkv); cudaFree(out); cudaFree(dout); cudaFree(lse); cudaFree(scratch);
     cudaStreamDestroy(st);
-    unsetenv("MS_ATTN_SIMPLE");
-    unsetenv("MS_ATTN_WGMMA");
+    path_clear();
     return ok;
 }
 
@@ -315,10 +324,9 @@ static void test_errors(void **state)
 }
 
 /* Timing of the GPT-2 small shape (only with MS_ATTN_BENCH=1). */
-static void bench_one(ms_dtype dt, int B, int T, int C, int nh, int simple)
+static void bench_one(ms_dtype dt, int B, int T, int C, int nh, int path)
 {
-    setenv("MS_ATTN_SIMPLE", simple == 1 ? "1" : "0", 1);
-    if (simple == 2) setenv("MS_ATTN_WGMMA", "0", 1); /* the mma.sync backward */
+    path_set(path);
     size_t es = ms_dtype_size(dt), nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
     ku_rng rng;
     ku_seed(&rng, 7);
@@ -335,7 +343,7 @@ static void bench_one(ms_dtype dt, int B, int T, int C, int nh, int simple)
     ms_kctx ctx = {0};
     cudaEvent_t e0, e1, e2;
     cudaEventCreate(&e0); cudaEventCreate(&e1); cudaEventCreate(&e2);
-    const int iters = simple == 1 ? 2 : 20;
+    const int iters = path == PATH_SIMPLE ? 2 : 20;
     float tf = 0, tb = 0;
     for (int rep = 0; rep < 2; rep++) { /* the first round warms up */
         tf = tb = 0;
@@ -356,13 +364,12 @@ static void bench_one(ms_dtype dt, int B, int T, int C, int nh, int simple)
     tf /= iters; tb /= iters;
     double hs = C / nh, flop_f = 4.0 * B * nh * (double)T * T * hs / 2; /* causal: half the tiles */
     fprintf(stderr, "bench %s %-6s B=%d T=%d C=%d nh=%d: fwd %.3f ms (%.0f TFLOP/s), bwd %.3f ms (%.0f TFLOP/s)\n",
-            ms_dtype_name(dt), simple == 1 ? "simple" : simple == 2 ? "mma" : "fast", B, T, C, nh, tf, flop_f / tf / 1e9, tb,
+            ms_dtype_name(dt), path_name[path], B, T, C, nh, tf, flop_f / tf / 1e9, tb,
             2.5 * flop_f / tb / 1e9);
     cudaEventDestroy(e0); cudaEventDestroy(e1); cudaEventDestroy(e2);
     cudaFree(qkv); cudaFree(dqkv); cudaFree(out); cudaFree(dout); cudaFree(lse); cudaFree(scratch);
     free(h);
-    unsetenv("MS_ATTN_SIMPLE");
-    unsetenv("MS_ATTN_WGMMA");
+    path_clear();
 }
 
 static void test_bench(void **state)
@@ -371,14 +378,14 @@ static void test_bench(void **state)
     const char *e = getenv("MS_ATTN_BENCH");
     if (!e || (strcmp(e, "1") != 0 && strcmp(e, "only") != 0)) skip();
     if (!have_gpu()) fail_msg("no CUDA GPU");
-    bench_one(MS_BF16, 16, 1024, 768, 12, 0);
-    bench_one(MS_BF16, 16, 1024, 768, 12, 2);
-    bench_one(MS_F16, 16, 1024, 768, 12, 0);
-    bench_one(MS_F32, 16, 1024, 768, 12, 0);
-    bench_one(MS_BF16, 8, 1024, 1024, 8, 0);  /* hs 128 */
-    bench_one(MS_BF16, 8, 1024, 1024, 8, 2);
-    bench_one(MS_BF16, 16, 1024, 768, 24, 0); /* hs 32 */
-    bench_one(MS_BF16, 16, 1024, 768, 12, 1);
+    bench_one(MS_BF16, 16, 1024, 768, 12, PATH_FAST);
+    bench_one(MS_BF16, 16, 1024, 768, 12, PATH_MMA_SYNC);
+    bench_one(MS_F16, 16, 1024, 768, 12, PATH_FAST);
+    bench_one(MS_F32, 16, 1024, 768, 12, PATH_FAST);
+    bench_one(MS_BF16, 8, 1024, 1024, 8, PATH_FAST); /* hs 128 */
+    bench_one(MS_BF16, 8, 1024, 1024, 8, PATH_MMA_SYNC);
+    bench_one(MS_BF16, 16, 1024, 768, 24, PATH_FAST); /* hs 32 */
+    bench_one(MS_BF16, 16, 1024, 768, 12, PATH_SIMPLE);
 }
 
 int main(void)
