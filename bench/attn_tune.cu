@@ -299,16 +299,31 @@ void ref_cands(Bufs &u)
 #define FWD(HD, NW, MW, BC, U) fwd_cand<HD, FwdConf<NW, MW, BC, U>>(u, "fwd NW=" #NW " MW=" #MW " BC=" #BC " QKU=" #U)
 #define BWD(HD, NW, BR, KV) bwd_cand<HD, BwdConf<NW, BR, KV>>(u, "bwd NW=" #NW " BR=" #BR " KVREG=" #KV)
 
+/* the warpgroup-MMA kernels' candidates, the same at every head size */
+template <int HD> void wg_fwd_cands(Bufs &u)
+{
+    if (!wgmma_ready()) return;
+    using CF = typename FwdCfg<HD>::type; /* unused by these candidates */
+    fwd_cand<HD, CF, 1, 64>(u, "fwd wgmma NWG=1 BC=64");
+    fwd_cand<HD, CF, 2, 64>(u, "fwd wgmma NWG=2 BC=64");
+    fwd_cand<HD, CF, 2, 128>(u, "fwd wgmma NWG=2 BC=128");
+    fwd_cand<HD, CF, 1, 128>(u, "fwd wgmma NWG=1 BC=128");
+}
+template <int HD> void wg_bwd_cands(Bufs &u)
+{
+    if (!wgmma_ready()) return;
+    using CB = typename BwdCfg<HD>::type; /* unused by these candidates */
+    bwd_cand<HD, CB, 1>(u, "bwd wgmma NWG=1");
+    bwd_cand<HD, CB, 2>(u, "bwd wgmma NWG=2");
+    bwd_cand<HD, CB, 2, 1>(u, "bwd wgmma NWG=2 dQ stored (timing only)");
+    bwd_cand<HD, CB, 2, 2>(u, "bwd wgmma NWG=2 no dQ (timing only)");
+}
+
 void run_hd128(Bufs &u, bool fwd, bool bwd)
 {
     if (fwd) {
         FWD(128, 4, 2, 64, 4); /* the default */
-        if (wgmma_ready()) {
-            fwd_cand<128, FwdCfg<128>::type, 1, 64>(u, "fwd wgmma NWG=1 BC=64");
-            fwd_cand<128, FwdCfg<128>::type, 2, 64>(u, "fwd wgmma NWG=2 BC=64");
-            fwd_cand<128, FwdCfg<128>::type, 2, 128>(u, "fwd wgmma NWG=2 BC=128");
-            fwd_cand<128, FwdCfg<128>::type, 1, 128>(u, "fwd wgmma NWG=1 BC=128");
-        }
+        wg_fwd_cands<128>(u);
         FWD(128, 4, 1, 64, 0);
         FWD(128, 4, 2, 64, 1);
         FWD(128, 8, 2, 64, 4);
@@ -317,12 +332,7 @@ void run_hd128(Bufs &u, bool fwd, bool bwd)
     }
     if (bwd) {
         BWD(128, 8, 32, false); /* the mma.sync default */
-        if (wgmma_ready()) {
-            bwd_cand<128, BwdCfg<128>::type, 1>(u, "bwd wgmma NWG=1");
-            bwd_cand<128, BwdCfg<128>::type, 2>(u, "bwd wgmma NWG=2");
-            bwd_cand<128, BwdCfg<128>::type, 2, 1>(u, "bwd wgmma NWG=2 dQ stored (timing only)");
-            bwd_cand<128, BwdCfg<128>::type, 2, 2>(u, "bwd wgmma NWG=2 no dQ (timing only)");
-        }
+        wg_bwd_cands<128>(u);
         BWD(128, 4, 32, false);
         BWD(128, 2, 32, false);
         BWD(128, 4, 16, true);
@@ -333,12 +343,7 @@ void run_hd64(Bufs &u, bool fwd, bool bwd)
 {
     if (fwd) {
         FWD(64, 4, 1, 64, 0); /* the default */
-        if (wgmma_ready()) {
-            fwd_cand<64, FwdCfg<64>::type, 1, 64>(u, "fwd wgmma NWG=1 BC=64");
-            fwd_cand<64, FwdCfg<64>::type, 2, 64>(u, "fwd wgmma NWG=2 BC=64");
-            fwd_cand<64, FwdCfg<64>::type, 2, 128>(u, "fwd wgmma NWG=2 BC=128");
-            fwd_cand<64, FwdCfg<64>::type, 1, 128>(u, "fwd wgmma NWG=1 BC=128");
-        }
+        wg_fwd_cands<64>(u);
         FWD(64, 4, 2, 64, 4);
         FWD(64, 4, 2, 128, 4);
         FWD(64, 8, 1, 64, 0);
@@ -346,12 +351,7 @@ void run_hd64(Bufs &u, bool fwd, bool bwd)
     }
     if (bwd) {
         BWD(64, 4, 64, true); /* the mma.sync default */
-        if (wgmma_ready()) {
-            bwd_cand<64, BwdCfg<64>::type, 1>(u, "bwd wgmma NWG=1");
-            bwd_cand<64, BwdCfg<64>::type, 2>(u, "bwd wgmma NWG=2");
-            bwd_cand<64, BwdCfg<64>::type, 2, 1>(u, "bwd wgmma NWG=2 dQ stored (timing only)");
-            bwd_cand<64, BwdCfg<64>::type, 2, 2>(u, "bwd wgmma NWG=2 no dQ (timing only)");
-        }
+        wg_bwd_cands<64>(u);
         BWD(64, 4, 64, false);
         BWD(64, 8, 64, true);
         BWD(64, 4, 32, true);
