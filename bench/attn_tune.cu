@@ -18,7 +18,8 @@
  *
  * Build: make attn-tune (build/attn_tune, static cudart; ATTN_REF=<commit>
  * picks the reference, default the commit before issue 15). Run on the GPU:
- * ./attn_tune [only=fwd|bwd]. */
+ * ./attn_tune [only=fwd|bwd|f32] (f32: the fp32 kernels instead, against
+ * the simple kernels). */
 #include "kernels/cuda/attention.cu"
 
 #include <algorithm>
@@ -90,14 +91,16 @@ void fetch(const bf *c_d, const bf *r_d, size_t n)
         host_r_src = r_d;
     }
 }
-Err compare_host(size_t rows, size_t ld, size_t off, size_t w)
+double to_d(bf x) { return __bfloat162float(x); }
+double to_d(float x) { return x; }
+/* errors of the strided slice [off, off+w) of rows of stride ld, host copies */
+template <class E> Err compare_slices(const E *c, const E *r, size_t rows, size_t ld, size_t off, size_t w)
 {
-    const bf *c = host_c.data(), *r = host_r.data();
     double se = 0, sr = 0, me = 0, mr = 0;
     bool nan = false;
     for (size_t i = 0; i < rows; i++)
         for (size_t j = off; j < off + w; j++) {
-            const double a = __bfloat162float(c[i * ld + j]), b = __bfloat162float(r[i * ld + j]);
+            const double a = to_d(c[i * ld + j]), b = to_d(r[i * ld + j]);
             if (!(a == a)) nan = true;
             se += (a - b) * (a - b);
             sr += b * b;
@@ -105,6 +108,10 @@ Err compare_host(size_t rows, size_t ld, size_t off, size_t w)
             mr = std::max(mr, fabs(b));
         }
     return {sqrt(se / (sr > 0 ? sr : 1)), me / (mr > 0 ? mr : 1), nan};
+}
+Err compare_host(size_t rows, size_t ld, size_t off, size_t w)
+{
+    return compare_slices(host_c.data(), host_r.data(), rows, ld, off, w);
 }
 double compare_lse(const float *c_d, const float *r_d, size_t n)
 {
@@ -179,13 +186,13 @@ void teardown(Bufs &u)
 struct Row { std::string shape, dir, cfg; float ms; double tf; double err; bool pass; };
 std::vector<Row> rows;
 
-void report(const Bufs &u, const char *dir, const char *cfg, float ms, double flops, double err, bool pass)
+void report(const Shape &sh, const char *dir, const char *cfg, float ms, double flops, double err, bool pass)
 {
     const double tf = flops / (ms * 1e-3) / 1e12;
-    printf("%-7s %-3s %-28s %8.3f ms %7.1f TFLOP/s  err %.2e  %s\n", u.sh.name, dir, cfg, ms, tf, err,
+    printf("%-7s %-3s %-28s %8.3f ms %7.1f TFLOP/s  err %.2e  %s\n", sh.name, dir, cfg, ms, tf, err,
            pass ? "PASS" : "FAIL");
     fflush(stdout);
-    rows.push_back({u.sh.name, dir, cfg, ms, tf, err, pass});
+    rows.push_back({sh.name, dir, cfg, ms, tf, err, pass});
 }
 
 const double kTol = 1e-2;
@@ -197,7 +204,7 @@ void check_fwd_and_report(Bufs &u, const char *cfg, float ms)
     const Err e = compare_host((size_t)s.B * s.T, s.C, 0, s.C);
     const double le = compare_lse(u.lse, u.lse_ref, u.nl);
     const bool pass = !e.nan && e.l2 <= kTol && e.mx <= kTol && le <= kTol;
-    report(u, "fwd", cfg, ms, fwd_flops(s), std::max(std::max(e.l2, e.mx), le), pass);
+    report(u.sh, "fwd", cfg, ms, fwd_flops(s), std::max(std::max(e.l2, e.mx), le), pass);
 }
 void check_bwd_and_report(Bufs &u, const char *cfg, float ms)
 {
@@ -210,7 +217,7 @@ void check_bwd_and_report(Bufs &u, const char *cfg, float ms)
         w = std::max(w, std::max(e.l2, e.mx));
         if (e.nan || e.l2 > kTol || e.mx > kTol) pass = false;
     }
-    report(u, "bwd", cfg, ms, 2.5 * fwd_flops(s), w, pass);
+    report(u.sh, "bwd", cfg, ms, 2.5 * fwd_flops(s), w, pass);
 }
 
 /* ---- candidates */
@@ -359,12 +366,151 @@ void run_hd64(Bufs &u, bool fwd, bool bwd)
     }
 }
 
+
+/* ---- fp32 (CUDA cores): `attn_tune f32`. Reference: the simple kernels
+ * (one thread a row, fp32 math); tolerance normwise 1e-5, maxwise 1e-4 of
+ * the largest reference value. FLOPs counted as for 16-bit. */
+namespace f32t {
+
+__global__ void fill_rand_f(float *p, size_t n, uint32_t seed, float amp)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t x = (uint32_t)i * 2654435761u ^ seed;
+        x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> 16;
+        p[i] = amp * ((x >> 8) * (1.f / 8388608.f) - 1.f);
+    }
+}
+
+struct B32 {
+    Shape sh;
+    size_t nqkv, nout, nl;
+    float *qkv, *dout, *out_ref, *out, *dqkv_ref, *dqkv, *lse_ref, *lse, *D;
+    ms_kctx ctx;
+};
+
+Err cmp(const float *c_d, const float *r_d, size_t rows, size_t ld, size_t off, size_t w)
+{
+    std::vector<float> c(rows * ld), r(rows * ld);
+    CK(cudaMemcpy(c.data(), c_d, c.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(r.data(), r_d, r.size() * 4, cudaMemcpyDeviceToHost));
+    return compare_slices(c.data(), r.data(), rows, ld, off, w);
+}
+
+void check_fwd(B32 &u, const char *cfg, float ms)
+{
+    const Shape &s = u.sh;
+    const Err e = cmp(u.out, u.out_ref, (size_t)s.B * s.T, s.C, 0, s.C);
+    const double le = compare_lse(u.lse, u.lse_ref, u.nl);
+    const double w = std::max(e.l2, e.mx * 0.1);
+    const bool pass = !e.nan && e.l2 <= 1e-5 && e.mx <= 1e-4 && le <= 1e-5;
+    report(u.sh, "fwd", cfg, ms, fwd_flops(s), std::max(w, le), pass);
+}
+void check_bwd(B32 &u, const char *cfg, float ms)
+{
+    const Shape &s = u.sh;
+    double w = 0;
+    bool pass = true;
+    for (int part = 0; part < 3; part++) {
+        const Err e = cmp(u.dqkv, u.dqkv_ref, (size_t)s.B * s.T, 3 * (size_t)s.C, (size_t)part * s.C, s.C);
+        w = std::max(w, std::max(e.l2, e.mx * 0.1));
+        if (e.nan || e.l2 > 1e-5 || e.mx > 1e-4) pass = false;
+    }
+    report(u.sh, "bwd", cfg, ms, 2.5 * fwd_flops(s), w, pass);
+}
+
+/* time f, then run it once more on poisoned outputs and check */
+template <class F> void cand(B32 &u, bool fwd, const char *cfg, F f)
+{
+    f();
+    CK(cudaDeviceSynchronize());
+    check_ctx(u.ctx, cfg);
+    const float ms = time_median(f);
+    if (fwd) {
+        CK(cudaMemset(u.out, 0xff, u.nout * 4));
+        CK(cudaMemset(u.lse, 0xff, u.nl * 4));
+    } else CK(cudaMemset(u.dqkv, 0xff, u.nqkv * 4));
+    f();
+    CK(cudaDeviceSynchronize());
+    check_ctx(u.ctx, cfg);
+    if (fwd) check_fwd(u, cfg, ms);
+    else check_bwd(u, cfg, ms);
+}
+template <int HD, int BQ, int RT, int CT, int MB> void fwd_c(B32 &u, const char *cfg)
+{
+    const Shape &s = u.sh;
+    cand(u, true, cfg, [&] {
+        fwd_f32<HD, f32a::FwdF32<HD, BQ, RT, CT, MB>>(&u.ctx, 0, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh);
+    });
+}
+template <int HD, int BQ, int RT, int CT, int MB> void bwd_c(B32 &u, const char *cfg)
+{
+    const Shape &s = u.sh;
+    cand(u, false, cfg, [&] {
+        prep_f32(&u.ctx, 0, u.D, u.dqkv, u.dout, u.out_ref, s.B, s.T, s.C, s.nh);
+        bwd_f32<HD, f32a::BwdF32<HD, BQ, RT, CT, MB>>(&u.ctx, 0, u.dqkv, u.dout, u.qkv, u.lse_ref, u.D, s.B, s.T, s.C,
+                                                      s.nh);
+    });
+}
+#define F32F(HD, BQ, RT, CT, MB) fwd_c<HD, BQ, RT, CT, MB>(u, "fp32 fwd BQ=" #BQ " RT=" #RT " CT=" #CT " MINB=" #MB)
+#define F32B(HD, BQ, RT, CT, MB) bwd_c<HD, BQ, RT, CT, MB>(u, "fp32 bwd BQ=" #BQ " RT=" #RT " CT=" #CT " MINB=" #MB)
+
+void run(Shape s, uint32_t seed)
+{
+    B32 u;
+    memset(&u, 0, sizeof u);
+    u.sh = s;
+    u.nqkv = (size_t)s.B * s.T * 3 * s.C;
+    u.nout = (size_t)s.B * s.T * s.C;
+    u.nl = (size_t)s.B * s.nh * s.T;
+    float **bufs[] = {&u.qkv, &u.dqkv, &u.dqkv_ref};
+    for (float **b : bufs) CK(cudaMalloc(b, u.nqkv * 4));
+    float **outs[] = {&u.dout, &u.out, &u.out_ref};
+    for (float **b : outs) CK(cudaMalloc(b, u.nout * 4));
+    CK(cudaMalloc(&u.lse, u.nl * 4));
+    CK(cudaMalloc(&u.lse_ref, u.nl * 4));
+    CK(cudaMalloc(&u.D, u.nl * 4));
+    fill_rand_f<<<1024, 256>>>(u.qkv, u.nqkv, seed, 2.0f);
+    fill_rand_f<<<1024, 256>>>(u.dout, u.nout, seed * 7 + 1, 1.0f);
+    CK(cudaGetLastError());
+    fwd_simple<float>(&u.ctx, 0, u.out_ref, u.lse_ref, u.qkv, s.B, s.T, s.C, s.nh);
+    bwd_simple<float>(&u.ctx, 0, u.dqkv_ref, u.dout, u.qkv, u.out_ref, u.lse_ref, s.B, s.T, s.C, s.nh);
+    CK(cudaDeviceSynchronize());
+    check_ctx(u.ctx, "fp32 reference");
+    cand(u, true, "fp32 default (ms_cuda_attention)",
+         [&] { ms_cuda_attention_fwd(&u.ctx, MS_F32, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh); });
+    cand(u, false, "fp32 default (ms_cuda_attention)", [&] {
+        ms_cuda_attention_bwd(&u.ctx, MS_F32, u.dqkv, u.dout, u.qkv, u.out_ref, u.lse_ref, u.D, s.B, s.T, s.C, s.nh);
+    });
+    if (s.C / s.nh == 64) {
+        F32F(64, 64, 8, 4, 3);
+        F32F(64, 128, 8, 8, 2);
+        F32F(64, 128, 8, 8, 1);
+        F32F(64, 128, 8, 4, 1);
+        F32F(64, 64, 8, 8, 4);
+        F32F(64, 64, 4, 4, 2);
+        F32B(64, 64, 8, 4, 2);
+        F32B(64, 128, 8, 8, 1);
+        F32B(64, 128, 4, 8, 1);
+        F32B(64, 64, 4, 4, 2);
+    } else {
+        F32F(128, 64, 8, 4, 2);
+        F32F(128, 128, 8, 4, 1);
+        F32F(128, 64, 4, 4, 2);
+        F32B(128, 64, 4, 4, 1); /* BQ=128 needs 265 KiB of shared memory */
+    }
+    float *all[] = {u.qkv, u.dqkv, u.dqkv_ref, u.dout, u.out, u.out_ref, u.lse, u.lse_ref, u.D};
+    for (float *b : all) cudaFree(b);
+}
+
+} // namespace f32t
+
 } // namespace tune
 
 int main(int argc, char **argv)
 {
     using namespace tune;
-    bool fwd = true, bwd = true;
+    bool fwd = true, bwd = true, f32 = false;
+    if (argc > 1 && !strcmp(argv[1], "f32")) f32 = true;
     if (argc > 1 && !strcmp(argv[1], "only=fwd")) bwd = false;
     if (argc > 1 && !strcmp(argv[1], "only=bwd")) fwd = false;
     cudaDeviceProp p;
@@ -373,7 +519,12 @@ int main(int argc, char **argv)
            wgmma_ready() ? "yes" : "no");
     const Shape shapes[] = {{"seed17", 15, 2048, 2048, 16}, {"gpt2s", 16, 1024, 768, 12}};
     uint32_t seed = 12345;
+    if (f32) {
+        f32t::run({"gpt2s", 16, 1024, 768, 12}, seed);
+        f32t::run({"hs128", 8, 1024, 1024, 8}, seed + 1);
+    }
     for (const Shape &s : shapes) {
+        if (f32) break;
         Bufs u;
         setup(u, s, seed += 7919);
         ref_cands(u);
