@@ -62,7 +62,8 @@
  *    ms + bwd 2.19 ms (327 + 294 TFLOP/s), GPT-2 small 0.102 + 0.349 ms.
  *  - fp32 (CUDA cores, true fp32 math, no TF32; attention_f32.cuh):
  *    register-tiled like a SIMT GEMM, 64 x 64 tiles over 128 threads (8 x 4
- *    scores a thread, float4 shared loads). Forward: online softmax, P
+ *    scores a thread, float4 shared loads; the hs=128 backward 4 x 4 over
+ *    256, see FwdF32Cfg/BwdF32Cfg). Forward: online softmax, P
  *    through shared memory into P V. Backward: one kernel a key tile, five
  *    products a tile pair, dQ added into dqkv by float4 atomics (the prep
  *    kernel computes D and zeroes dQ's slots), so like the 16-bit path it
@@ -757,10 +758,11 @@ __global__ void __launch_bounds__(32 * CB::NW)
 
 #include "kernels/cuda/attention_wgmma.cuh"
 
-/* D[b,h,t] = sum_d dO * O (fp32) for 16-bit data, vectorized: a thread takes one 16-byte chunk (8
- * elements) of dO and O and zeroes 8 floats of the accumulator; the hs/8
- * lanes of one (b,t,h) row (an aligned group of 4, 8 or 16 lanes) reduce
- * with shuffles. Needs dout, out, dqacc 16-byte aligned. */
+/* D[b,h,t] = sum_d dO * O (fp32) for 16-bit data, vectorized: a thread
+ * takes one 16-byte chunk (8 elements) of dO and O and zeroes 8 floats of
+ * the accumulator; the hs/8 lanes of one (b,t,h) row (an aligned group of
+ * 4, 8 or 16 lanes) reduce with shuffles. Needs dout, out, dqacc 16-byte
+ * aligned. (The fp32 path's prep is f32a::prep.) */
 __device__ __forceinline__ float2 to_f2(uint32_t u, __nv_bfloat16)
 {
     __nv_bfloat162 v;

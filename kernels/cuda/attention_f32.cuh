@@ -5,23 +5,27 @@
  * backward takes D = rowsum(dO * O) from prep_f32, which also zeroes dQ's
  * slots of dqkv, writes dK and dV and adds dQ by float4 atomics.
  *
- * Register-tiled like a SIMT GEMM over 64 x 64 tiles, 16 * 64 / RT threads
- * as a grid (ty, tx) of 64/RT x 16, RT = 4 or 8 rows a thread. A score
- * tile gives a thread rows RT*ty.. and keys tx + 16j (j < 4): 4 RT FMAs per
- * RT + 4 floats read from shared memory (RT = 8: 32 per 12, measured 6-11%
- * faster than RT = 4 at GPT-2 small). A 64 x HD product tile
- * gives it rows RT*ty.. and hs/16 columns in float4 groups 16 columns
- * apart. Shared rows are padded to HD+4 floats: row r starts in 16-byte
- * bank group r*(HD/4+1) mod 8, so the 8 consecutive rows a quarter-warp
- * reads at one column hit 8 distinct groups.
+ * Register-tiled like a SIMT GEMM. A block works on 64 x 64 tiles (the
+ * forward's query tile may be BQ = 128 rows, the backward's query tile BQ
+ * columns); a thread takes RT rows and CT columns of a score tile (rows
+ * RT*ty.., columns tx + TX j with TX = columns/CT), so 4 RT CT FMAs per
+ * RT + CT floats read from shared memory, and rows RT*ty.. by HD/TX
+ * columns (float4 groups TX*4 apart) of a 64 x HD product tile. The
+ * defaults (FwdF32Cfg, BwdF32Cfg in attention.cu) are 64-row tiles, RT = 8
+ * (4 for the hs=128 backward) and CT = 4: bench/attn_tune.cu `f32` times
+ * the others. Shared rows are padded to HD+4 floats: row r starts in
+ * 16-byte bank group r*(HD/4+1) mod 8, so the 8 consecutive rows a
+ * quarter-warp reads at one column hit 8 distinct groups.
  *
- * Forward block: 64 queries, K/V tiles of 64 keys by cp.async (the next K
+ * Forward block: BQ queries, K/V tiles of 64 keys by cp.async (the next K
  * loads during P V, the next V during the next scores), online softmax in
- * the exp2 domain; P goes through shared memory into the P V product. Backward block: 64 keys (dK, dV in registers), walking the
- * 64-query tiles from the diagonal down: S^T = K Q^T and dP^T = V dO^T,
- * P^T and dS^T (scaled) to shared memory, dV += P^T dO, dK += dS^T Q, and
- * dQ_tile = dS K added to dqkv (the next Q, dO load meanwhile). Five
- * products per tile pair where separate dQ and dK/dV kernels need seven. */
+ * the exp2 domain; P goes through shared memory into the P V product.
+ * Backward block: 64 keys (dK, dV in registers), walking the query tiles
+ * from the diagonal down: S^T = K Q^T, then dP^T = V dO^T (one score tile
+ * of registers at a time), P^T and dS^T (scaled) to shared memory, dV +=
+ * P^T dO, dK += dS^T Q, and dQ_tile = dS K added to dqkv while the next
+ * Q, dO load. Five products per tile pair where separate dQ and dK/dV
+ * kernels need seven. */
 
 namespace f32a {
 
