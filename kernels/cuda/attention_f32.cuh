@@ -105,6 +105,17 @@ __device__ __forceinline__ void score_tile(float (&acc)[RT][CT], const float *A,
     dot_tile<HD, RT, CT, TX>(acc, A, Bm, ty, tx);
 }
 
+/* f(i, j, r, c) for each of a thread's score-tile entries (row r = RT*ty+i,
+ * column c = tx+TX*j, within the tile) */
+template <int RT, int CT, int TX, class Fn>
+__device__ __forceinline__ void each_score(int ty, int tx, Fn f)
+{
+#pragma unroll
+    for (int i = 0; i < RT; i++)
+#pragma unroll
+        for (int j = 0; j < CT; j++) f(i, j, RT * ty + i, tx + TX * j);
+}
+
 /* acc[i][j] += sum_k W(RT*ty+i, k) X[k][col(tx, j)] over the KR rows k of
  * X (padded, HD columns); W is a score tile of row stride WLD read as
  * W[r][k] (TRANS false) or as W[k][r] (TRANS true). */
@@ -337,24 +348,16 @@ __global__ void __launch_bounds__(F::NT, F::MINB)
         {
             float sc[RT][CT];
             score_tile<HD, RT, CT, TX>(sc, sK, sQ, ty, tx);
-#pragma unroll
-            for (int i = 0; i < RT; i++)
-#pragma unroll
-                for (int j = 0; j < CT; j++) {
-                    const int key = RT * ty + i, q = tx + TX * j; /* within their tiles */
-                    sP[key * WLD + q] = mask && k0 + key > q0 + q ? 0.f : fast_exp2(sc[i][j] * sl2 - sL[q]);
-                }
+            each_score<RT, CT, TX>(ty, tx, [&](int i, int j, int key, int q) { /* within their tiles */
+                sP[key * WLD + q] = mask && k0 + key > q0 + q ? 0.f : fast_exp2(sc[i][j] * sl2 - sL[q]);
+            });
         }
         {
             float dp[RT][CT];
             score_tile<HD, RT, CT, TX>(dp, sV, sO, ty, tx);
-#pragma unroll
-            for (int i = 0; i < RT; i++)
-#pragma unroll
-                for (int j = 0; j < CT; j++) {
-                    const int key = RT * ty + i, q = tx + TX * j; /* this thread wrote sP there */
-                    sS[key * WLD + q] = sP[key * WLD + q] * (dp[i][j] - sD[q]) * scale;
-                }
+            each_score<RT, CT, TX>(ty, tx, [&](int i, int j, int key, int q) { /* this thread wrote sP there */
+                sS[key * WLD + q] = sP[key * WLD + q] * (dp[i][j] - sD[q]) * scale;
+            });
         }
         __syncthreads(); /* P^T, dS^T written */
         mul_tile<HD, RT, TX, false, WLD, BQ>(dv, sP, sO, ty, tx);
