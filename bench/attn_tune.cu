@@ -222,12 +222,12 @@ void check_bwd_and_report(Bufs &u, const char *cfg, float ms)
 
 /* ---- candidates */
 /* WG > 0: the warpgroup-MMA kernel with WG warpgroups and BC keys a tile */
-template <int HD, class CF, int WG = 0, int BC = 64> void fwd_cand(Bufs &u, const char *cfg)
+template <int HD, class CF, int WG = 0, int BC = 64, int MINB = 1> void fwd_cand(Bufs &u, const char *cfg)
 {
     const Shape &s = u.sh;
     cudaStream_t st = 0;
     auto f = [&] {
-        if (WG) fwd_wg<bf, HD, WG ? WG : 1, BC>(&u.ctx, st, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh);
+        if (WG) fwd_wg<bf, HD, WG ? WG : 1, BC, MINB>(&u.ctx, st, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh);
         else fwd_tc<bf, HD, CF>(&u.ctx, st, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh);
     };
     CK(cudaMemset(u.out, 0xff, u.nout * 2));
@@ -311,10 +311,12 @@ template <int HD> void wg_fwd_cands(Bufs &u)
 {
     if (!wgmma_ready()) return;
     using CF = typename FwdCfg<HD>::type; /* unused by these candidates */
-    fwd_cand<HD, CF, 1, 64>(u, "fwd wgmma NWG=1 BC=64");
-    fwd_cand<HD, CF, 2, 64>(u, "fwd wgmma NWG=2 BC=64");
-    fwd_cand<HD, CF, 2, 128>(u, "fwd wgmma NWG=2 BC=128");
-    fwd_cand<HD, CF, 1, 128>(u, "fwd wgmma NWG=1 BC=128");
+    fwd_cand<HD, CF, 1, 64, 2>(u, "fwd wgmma NWG=1 BC=64 MINB=2");
+    if constexpr (HD == 64) fwd_cand<HD, CF, 1, 64, 3>(u, "fwd wgmma NWG=1 BC=64 MINB=3");
+    fwd_cand<HD, CF, 2, 64, 1>(u, "fwd wgmma NWG=2 BC=64 MINB=1");
+    fwd_cand<HD, CF, 2, 128, 1>(u, "fwd wgmma NWG=2 BC=128 MINB=1");
+    fwd_cand<HD, CF, 1, 128, 2>(u, "fwd wgmma NWG=1 BC=128 MINB=2");
+    if constexpr (HD == 64) fwd_cand<HD, CF, 2, 64, 2>(u, "fwd wgmma NWG=2 BC=64 MINB=2");
 }
 template <int HD> void wg_bwd_cands(Bufs &u)
 {

@@ -80,6 +80,8 @@
  *    used when a buffer is not 16-byte aligned (the fast kernels move
  *    16-byte chunks).
  * Head sizes: 32, 64, 128 (templates); anything else sets ctx->status. */
+#include <cuda.h> /* CUtensorMap (the driver entry point is looked up at run time) */
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -1039,24 +1041,64 @@ void fwd_tc(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qk
 }
 
 /* The forward on the warpgroup MMA kernel (attention_wgmma.cuh): hs 64,
- * 128; NWG warpgroups of 64 queries a block, BC keys a tile. The defaults
- * are the measured winners (H200, bench/attn_tune.cu, bench/README.md):
- * seed17 (hs 128) 2 x 128 keys 0.788 ms, 2 x 64 0.817, 1 x 64 0.992
- * (attn_fwd_tc 0.839); GPT-2 small (hs 64) 1 x 64 0.102-0.103 ms, 2 x 64
- * 0.102-0.104, 2 x 128 0.132 (attn_fwd_tc 0.113). */
+ * 128; NWG warpgroups of 64 queries a block, BC keys a tile, MINB blocks
+ * an SM. The defaults are the measured winners (H200, bench/attn_tune.cu,
+ * bench/README.md): seed17 (hs 128) 2 x 128 keys 0.604-0.615 ms, 2 x 64
+ * 0.661-0.669, 1 x 128 1.07 (attn_fwd_tc 0.84); GPT-2 small (hs 64) 1 x 64
+ * at 3 blocks an SM 0.100 ms, at 2 0.121, 2 x 64 at 2 0.102, 1 x 128 0.113
+ * (attn_fwd_tc 0.115). */
 [[maybe_unused]] constexpr int wg_fwd_nwg(int hd) { return hd == 64 ? 1 : 2; }
 [[maybe_unused]] constexpr int wg_fwd_bc(int hd) { return hd == 64 ? 64 : 128; }
-template <typename E, int HD, int NWG = wg_fwd_nwg(HD), int BC = wg_fwd_bc(HD)>
-void fwd_wg(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh)
+[[maybe_unused]] constexpr int wg_fwd_minb(int hd, int nwg) { return nwg == 1 ? (hd == 64 ? 3 : 2) : 1; }
+/* TMA maps of qkv ([B*T rows, 3C columns] of E) and dO in boxes of 64
+ * columns (128 bytes, the swizzle's span) by `rows` rows. false where the driver
+ * has no cuTensorMapEncodeTiled or refuses the shape: the caller then runs
+ * the kernels that load by cp.async. */
+template <typename E> CUtensorMapDataType tmap_dtype();
+template <> CUtensorMapDataType tmap_dtype<__nv_bfloat16>() { return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; }
+template <> CUtensorMapDataType tmap_dtype<__half>() { return CU_TENSOR_MAP_DATA_TYPE_FLOAT16; }
+PFN_cuTensorMapEncodeTiled_v12000 tmap_encoder()
 {
+    static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+        void *p = nullptr;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
+                cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            p = nullptr;
+        (void)cudaGetLastError(); /* a missing entry point means "no", not an error for the next kernel */
+        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+    }();
+    return fn;
+}
+/* a [n rows x cols] matrix of E (rows cols apart) in boxes of 64 x rows */
+template <typename E> bool tmap_2d(CUtensorMap *m, const void *p, size_t n, size_t cols, int rows)
+{
+    const PFN_cuTensorMapEncodeTiled_v12000 enc = tmap_encoder();
+    if (!enc) return false;
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)n};
+    const cuuint64_t strides[1] = {(cuuint64_t)cols * sizeof(E)};
+    const cuuint32_t box[2] = {64, (cuuint32_t)rows}, estr[2] = {1, 1};
+    return enc(m, tmap_dtype<E>(), 2, const_cast<void *>(p), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* false: no tensor map (nothing launched, nothing recorded) */
+template <typename E, int HD, int NWG = wg_fwd_nwg(HD), int BC = wg_fwd_bc(HD), int MINB = wg_fwd_minb(HD, NWG)>
+bool fwd_wg(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh)
+{
+    CUtensorMap tq, tkv;
+    const size_t n = (size_t)B * T, w = 3 * (size_t)C;
+    if (!tmap_2d<E>(&tq, qkv, n, w, wg::kRows) || !tmap_2d<E>(&tkv, qkv, n, w, BC)) return false;
     constexpr size_t smem = wg::fwd_smem_bytes<HD, NWG, BC>();
-    if (!allow_smem(ctx, wg::attn_fwd_wg<E, HD, NWG, BC>, smem, "attention_fwd")) return;
+    if (!allow_smem(ctx, wg::attn_fwd_wg<E, HD, NWG, BC, MINB>, smem, "attention_fwd")) return true;
     const int rows = wg::kRows * NWG;
     const dim3 grid(nh, B, (T + rows - 1) / rows);
-    wg::attn_fwd_wg<E, HD, NWG, BC><<<grid, 128 * NWG, smem, st>>>(static_cast<E *>(out), lse,
-                                                                   static_cast<const E *>(qkv), T, C, nh,
-                                                                   kLog2e / sqrtf((float)HD));
+    wg::attn_fwd_wg<E, HD, NWG, BC, MINB><<<grid, 128 * (NWG + 1), smem, st>>>(static_cast<E *>(out), lse, tq, tkv, T,
+                                                                              C, nh, kLog2e / sqrtf((float)HD));
     launched(ctx, "attention_fwd (wgmma)");
+    return true;
 }
 
 /* fp32 tile configurations: rows a thread (RT: 4 -> 256 threads, 8 -> 128)
@@ -1083,10 +1125,11 @@ void fwd_f32(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *q
 template <typename E>
 void fwd_tc_any(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh, int hs)
 {
-    if (hs != 32 && wgmma_ready()) {
-        if (hs == 64) fwd_wg<E, 64>(ctx, st, out, lse, qkv, B, T, C, nh);
-        else fwd_wg<E, 128>(ctx, st, out, lse, qkv, B, T, C, nh);
-    } else if (hs == 32) fwd_tc<E, 32>(ctx, st, out, lse, qkv, B, T, C, nh);
+    if (hs != 32 && wgmma_ready() &&
+        (hs == 64 ? fwd_wg<E, 64>(ctx, st, out, lse, qkv, B, T, C, nh)
+                  : fwd_wg<E, 128>(ctx, st, out, lse, qkv, B, T, C, nh)))
+        return;
+    if (hs == 32) fwd_tc<E, 32>(ctx, st, out, lse, qkv, B, T, C, nh);
     else if (hs == 64) fwd_tc<E, 64>(ctx, st, out, lse, qkv, B, T, C, nh);
     else fwd_tc<E, 128>(ctx, st, out, lse, qkv, B, T, C, nh);
 }
@@ -1138,24 +1181,27 @@ void bwd_tc(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const v
 
 /* The same on the warpgroup MMA kernel (attention_wgmma.cuh): hs 64, 128,
  * NWG warpgroups of 64 keys a block. NWG = 2 measured (H200, the same
- * harness): seed17 2.19 ms against 2.74 with one warpgroup (attn_bwd_tc
- * 3.49): the dQ atomics, shared by two key tiles, cost half as much; GPT-2
- * small 0.349 against 0.372 (attn_bwd_tc 0.436). */
+ * harness, prep and dQ store included): seed17 1.98 ms against 3.83 with
+ * one warpgroup (attn_bwd_tc 3.48): the dQ atomics, shared by two key
+ * tiles, cost half as much; GPT-2 small 0.315 against 0.323 (attn_bwd_tc
+ * 0.434). */
 [[maybe_unused]] constexpr int wg_bwd_nwg(int) { return 2; }
 template <typename E, int HD, int NWG = wg_bwd_nwg(HD), int VAR = 0>
-void bwd_wg(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse,
+bool bwd_wg(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse,
             float *D, float *dqacc, int B, int T, int C, int nh)
 {
+    CUtensorMap tqkv, tdo;
+    const size_t n = (size_t)B * T;
+    if (!tmap_2d<E>(&tqkv, qkv, n, 3 * (size_t)C, wg::kRows) || !tmap_2d<E>(&tdo, dout, n, C, wg::kRows)) return false;
     constexpr size_t smem = wg::smem_bytes<HD, NWG>();
-    if (!allow_smem(ctx, wg::attn_bwd_wg<E, HD, NWG, VAR>, smem, "attention_bwd")) return;
+    if (!allow_smem(ctx, wg::attn_bwd_wg<E, HD, NWG, VAR>, smem, "attention_bwd")) return true;
     const float scale = 1.f / sqrtf((float)HD);
     const int keys = wg::kRows * NWG;
     const dim3 grid((T + keys - 1) / keys, nh, B);
-    wg::attn_bwd_wg<E, HD, NWG, VAR><<<grid, 128 * NWG, smem, st>>>(
-        static_cast<E *>(dqkv), dqacc, static_cast<const E *>(dout), static_cast<const E *>(qkv), lse, D, T, C, nh,
-        scale * kLog2e, scale);
-    if (!launched(ctx, "attention_bwd (wgmma)")) return;
-    dq_store<E>(ctx, st, dqkv, dqacc, B, T, C, scale);
+    wg::attn_bwd_wg<E, HD, NWG, VAR><<<grid, 128 * (NWG + 1), smem, st>>>(static_cast<E *>(dqkv), dqacc, tqkv, tdo, lse,
+                                                                          D, T, C, nh, scale * kLog2e, scale);
+    if (launched(ctx, "attention_bwd (wgmma)")) dq_store<E>(ctx, st, dqkv, dqacc, B, T, C, scale);
+    return true;
 }
 
 
@@ -1205,10 +1251,11 @@ void bwd_fast_tc(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, co
     attn_bwd_prep16<E><<<blocks_for(chunks, 256), 256, 0, st>>>(D, dqacc, static_cast<const E *>(dout),
                                                                static_cast<const E *>(out), T, C, nh, chunks);
     if (!launched(ctx, "attention_bwd (prep)")) return;
-    if (hs != 32 && wgmma_ready()) {
-        if (hs == 64) bwd_wg<E, 64>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
-        else bwd_wg<E, 128>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
-    } else if (hs == 32) bwd_tc<E, 32>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
+    if (hs != 32 && wgmma_ready() &&
+        (hs == 64 ? bwd_wg<E, 64>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh)
+                  : bwd_wg<E, 128>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh)))
+        return;
+    if (hs == 32) bwd_tc<E, 32>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
     else if (hs == 64) bwd_tc<E, 64>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
     else bwd_tc<E, 128>(ctx, st, dqkv, dout, qkv, lse, D, dqacc, B, T, C, nh);
 }

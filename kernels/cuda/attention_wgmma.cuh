@@ -1,7 +1,7 @@
 /* attention_wgmma.cuh — the 16-bit attention on Hopper's warpgroup MMA
  * (wgmma, sm_90a), forward and backward, included by attention.cu inside
- * its namespace: it uses that file's helpers (cp_async16, pack2, fast_exp2,
- * add_dq_tile) and keeps the contracts of attn_fwd_tc and attn_bwd_tc (the
+ * its namespace: it uses that file's helpers (pack2, fast_exp2, add_dq_tile)
+ * and keeps the contracts of attn_fwd_tc and attn_bwd_tc (the
  * same inputs and outputs; backward takes D and the zeroed dQ accumulator
  * from attn_bwd_prep16, writes dK and dV into dqkv and leaves dQ in the
  * accumulator for attn_dq_store).
@@ -19,39 +19,118 @@
  * (32). Forward block: NWG warpgroups of 64 queries sharing BC-key K/V
  * tiles (its comment below).
  * Shared tiles are R rows of 128-byte swizzled atoms (16-byte chunk c of
- * row r stored at chunk c ^ (r % 8)), HD/64 atoms side by side, so one
- * tile serves as a K-major operand (rows = M or N) and as an MN-major one
- * (rows = K). Q and dO (backward), K and V (forward) are double-buffered
- * by cp.async. */
+ * row r stored at chunk c ^ (r % 8), the TMA's 128-byte swizzle), HD/64
+ * atoms side by side, so one tile serves as a K-major operand (rows = M or
+ * N) and as an MN-major one (rows = K). Both kernels are warp-specialised:
+ * a producer warpgroup's first warp loads the tiles by TMA into two stages
+ * guarded by mbarriers, and gives its registers to the consumers (setmaxnreg).
+ * Rows past a sequence's end come from the next sequence (or are zero past
+ * the tensor): the causal mask gives them P = 0, and no output row past
+ * T is stored. */
 
 namespace wg {
+
+/* mbarriers and TMA (sm_90): both kernels' tiles arrive by
+ * cp.async.bulk.tensor, which completes the transaction count of a
+ * shared-memory barrier that the consumers wait on by phase parity */
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+#if MS_WGMMA
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+#else
+    (void)bar, (void)count;
+#endif
+}
+/* the barriers' initialisation made visible to the async proxy (TMA) */
+__device__ __forceinline__ void fence_mbar_init()
+{
+#if MS_WGMMA
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
+{
+#if MS_WGMMA
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+#else
+    (void)bar, (void)bytes;
+#endif
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+#if MS_WGMMA
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+#else
+    (void)bar;
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+#if MS_WGMMA
+    uint32_t done = 0;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+#else
+    (void)bar, (void)parity;
+#endif
+}
+/* a warpgroup's register budget (all its threads, the same N) */
+template <int N> __device__ __forceinline__ void setmaxnreg_dec()
+{
+#if MS_WGMMA
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
+template <int N> __device__ __forceinline__ void setmaxnreg_inc()
+{
+#if MS_WGMMA
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
+/* Registers a consumer thread of a warp-specialised kernel (NWG consumer
+ * warpgroups and one producer, MINB blocks an SM, as its launch bounds
+ * say): ptxas gives every thread of a kernel that moves registers by
+ * setmaxnreg the launch bound's share; the producer keeps `producer` of it
+ * and the consumers share the rest (multiples of 8, at most 256). */
+template <int NWG, int MINB> __host__ __device__ constexpr int launch_regs()
+{
+    return (65536 / MINB / (128 * (NWG + 1))) & ~7;
+}
+template <int NWG, int MINB> __host__ __device__ constexpr int consumer_regs(int producer)
+{
+    return ((launch_regs<NWG, MINB>() + (launch_regs<NWG, MINB>() - producer) / NWG) & ~7) < 256
+               ? (launch_regs<NWG, MINB>() + (launch_regs<NWG, MINB>() - producer) / NWG) & ~7
+               : 256;
+}
+static_assert(consumer_regs<2, 1>(40) == 232 && consumer_regs<1, 2>(40) == 216 && consumer_regs<1, 3>(32) == 128,
+              "register budgets");
+/* one box of the tensor map (x = column, y = row) into shared dst */
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int x, int y, uint32_t bar)
+{
+#if MS_WGMMA
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+            dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
+        : "memory");
+#else
+    (void)dst, (void)map, (void)x, (void)y, (void)bar;
+#endif
+}
 
 constexpr int kRows = 64;                 /* keys of a warpgroup = queries per tile */
 constexpr uint32_t kAtom = kRows * 128;   /* one 64-column atom of a tile: 8 KiB */
 
 template <int HD> __host__ __device__ constexpr uint32_t tile_bytes() { return (HD / 64) * kAtom; }
-/* K, V (NWG tiles each), Q[2], dO[2], dS^T (NWG atoms); lse and D [2][64]
- * each; 1 KiB to align the base */
+/* K, V (NWG tiles each), Q[2], dO[2], dS^T[2] (NWG atoms each); lse and D
+ * [2][64] each; 1 KiB to align the base; five mbarriers */
 template <int HD, int NWG> constexpr size_t smem_bytes()
 {
-    return (2 * NWG + 4) * (size_t)tile_bytes<HD>() + NWG * kAtom + 4 * kRows * 4 + 1024;
-}
-
-/* R rows (row0.., global stride rs elements) of HD elements into a
- * swizzled tile at shared address dst (HD/64 atoms of R*128 bytes), NT
- * threads; rows >= Tn zero-filled. */
-template <typename T, int HD, int NT, int R = kRows>
-__device__ __forceinline__ void load_tile(uint32_t dst, const T *g, size_t rs, int row0, int Tn, int tid)
-{
-    constexpr int CPR = HD / 8, ITER = R * CPR / NT;
-    static_assert(ITER * NT == R * CPR, "tile must split evenly over the block");
-#pragma unroll
-    for (int i = 0; i < ITER; i++) {
-        const int idx = tid + i * NT, r = idx / CPR, cc = idx % CPR;
-        const bool ok = row0 + r < Tn;
-        const uint32_t d = dst + (uint32_t)(cc >> 3) * (R * 128) + r * 128 + ((((cc & 7) ^ (r & 7))) << 4);
-        cp_async16(d, ok ? g + (size_t)(row0 + r) * rs + cc * 8 : g, ok);
-    }
+    return (2 * NWG + 4) * (size_t)tile_bytes<HD>() + 2 * NWG * kAtom + 4 * kRows * 4 + 1024 + 5 * 8;
 }
 
 /* K-major view (rows = M or N, K = the HD columns), k-step kk of 16
@@ -66,79 +145,112 @@ __device__ __forceinline__ uint64_t desc_mn(uint32_t tile, int kk, uint32_t atom
     return wg_desc(tile + (uint32_t)kk * 2048, atom, 1024);
 }
 
-/* NWG warpgroups, 64 keys each (a block covers 64*NWG keys, sharing the
- * query tiles it loads). dQ of a query tile sums over all the block's keys,
- * each warpgroup taking HD/NWG of its columns, so the atomics a tile pair
- * costs are shared by NWG key tiles. VAR (timing experiments of
+/* NWG consumer warpgroups, 64 keys each (a block covers 64*NWG keys,
+ * sharing the query tiles it loads), and a producer warpgroup whose first
+ * warp brings the block's K and V once, then per query tile Q and dO by
+ * TMA and lse, D by plain loads into two stages; a stage's "full" mbarrier
+ * completes with the TMA bytes and the 32 lanes' arrivals, its "empty" one
+ * with an arrival of each consumer warp once its products have read it.
+ * dQ of a query tile sums over all the block's keys, each warpgroup taking
+ * HD/NWG of its columns, so the atomics a tile pair costs are shared by NWG
+ * key tiles; dS^T is double-buffered, so the one barrier a tile (among the
+ * consumers: dS^T complete) also keeps a buffer from being rewritten while
+ * the other warpgroup's dQ reads it. VAR (timing experiments of
  * bench/attn_tune.cu only; 0 everywhere else): 1 writes the dQ partials
  * with plain stores instead of atomics, 2 skips dQ. */
+constexpr int kBwdProducerRegs = 56; /* it also loads lse and D */
+template <int NWG> __host__ __device__ constexpr int bwd_minb() { return NWG == 1 ? 2 : 1; }
+template <int NWG> __host__ __device__ constexpr int bwd_consumer_regs()
+{
+    return consumer_regs<NWG, bwd_minb<NWG>()>(kBwdProducerRegs);
+}
 template <typename T, int HD, int NWG, int VAR = 0>
-__global__ void __launch_bounds__(128 * NWG, 3 - NWG)
-    attn_bwd_wg(T *__restrict__ dqkv, float *__restrict__ dqacc, const T *__restrict__ dout,
-                const T *__restrict__ qkv, const float *__restrict__ lse, const float *__restrict__ Dg, int Tn,
-                int C, int nh, float sl2, float scale)
+__global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
+    attn_bwd_wg(T *__restrict__ dqkv, float *__restrict__ dqacc, const __grid_constant__ CUtensorMap tqkv,
+                const __grid_constant__ CUtensorMap tdo, const float *__restrict__ lse, const float *__restrict__ Dg,
+                int Tn, int C, int nh, float sl2, float scale)
 {
 #if MS_WGMMA
-    constexpr int NT = 128 * NWG;
+    constexpr int NC = 128 * NWG;      /* consumer threads */
     constexpr uint32_t TB = tile_bytes<HD>();
-    constexpr int KS = HD / 16;        /* k-steps over the head dimension */
+    constexpr int KS = HD / 16, NA = HD / 64;
     constexpr int QC = HD / NWG;       /* dQ columns of a warpgroup */
     constexpr int QN = QC < 64 ? QC : 64; /* ... in MMAs of QN columns */
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
     const uint32_t sK = base, sV = sK + NWG * TB, sQ = sV + NWG * TB, sdO = sQ + 2 * TB, sdS = sdO + 2 * TB;
-    float *sL = reinterpret_cast<float *>(smem_raw + (sdS + NWG * kAtom - raw)); /* [2][64]: lse*log2(e), +inf past T */
-    float *sD = sL + 2 * kRows;                                                  /* [2][64] */
+    const uint32_t sLD = sdS + 2 * NWG * kAtom; /* [2 stages][lse*log2(e) 64, D 64] fp32 */
+    const uint32_t bKV = sLD + 2 * 2 * kRows * 4, bF = bKV + 8, bE = bF + 16; /* mbarriers */
+    float *sL = reinterpret_cast<float *>(smem_raw + (sLD - raw));
 
     const int h = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
     const int wgi = warp >> 2, wl = warp & 3; /* warpgroup, warp in it */
-    const size_t rs = 3 * (size_t)C;
-    const T *gq = qkv + (size_t)b * Tn * rs + (size_t)h * HD;
-    const T *gk = gq + C, *gv = gq + 2 * (size_t)C;
-    const T *gdo = dout + (size_t)b * Tn * C + (size_t)h * HD;
-    const float *glse = lse + ((size_t)b * nh + h) * Tn, *gD = Dg + ((size_t)b * nh + h) * Tn;
     const int k0 = blockIdx.x * kRows * NWG, nqt = (Tn + kRows - 1) / kRows, qt0 = k0 / kRows;
-    const int kw0 = k0 + kRows * wgi; /* this warpgroup's first key */
-    const uint32_t myK = sK + wgi * TB, myV = sV + wgi * TB, mydS = sdS + wgi * kAtom;
 
+    if (tid == 0) {
+        mbar_init(bKV, 1);
 #pragma unroll
-    for (int w = 0; w < NWG; w++) {
-        load_tile<T, HD, NT>(sK + w * TB, gk, rs, k0 + kRows * w, Tn, tid);
-        load_tile<T, HD, NT>(sV + w * TB, gv, rs, k0 + kRows * w, Tn, tid);
+        for (int s = 0; s < 2; s++) {
+            mbar_init(bF + 8 * s, 1 + 32); /* the TMA's expect_tx and the lanes that wrote lse, D */
+            mbar_init(bE + 8 * s, 4 * NWG);
+        }
+        fence_mbar_init();
     }
-    load_tile<T, HD, NT>(sQ, gq, rs, k0, Tn, tid);
-    load_tile<T, HD, NT>(sdO, gdo, C, k0, Tn, tid);
-    cp_async_commit();
-    if (tid < kRows) {
-        const int q = k0 + tid;
-        sL[tid] = q < Tn ? glse[q] * kLog2e : INFINITY; /* rows past T: P = 0 */
-        sD[tid] = q < Tn ? gD[q] : 0.f;
+    __syncthreads(); /* the only block-wide barrier */
+
+    if (wgi == NWG) { /* the producer warpgroup */
+        setmaxnreg_dec<kBwdProducerRegs>();
+        if (warp != 4 * NWG) return;
+        const int r0 = b * Tn;
+        const float *glse = lse + ((size_t)b * nh + h) * Tn, *gD = Dg + ((size_t)b * nh + h) * Tn;
+        if (lane == 0) {
+            mbar_expect_tx(bKV, 2 * NWG * TB);
+#pragma unroll
+            for (int w = 0; w < NWG; w++)
+#pragma unroll
+                for (int a = 0; a < NA; a++) {
+                    tma_load_2d(sK + w * TB + a * kAtom, &tqkv, C + h * HD + 64 * a, r0 + k0 + kRows * w, bKV);
+                    tma_load_2d(sV + w * TB + a * kAtom, &tqkv, 2 * C + h * HD + 64 * a, r0 + k0 + kRows * w, bKV);
+                }
+        }
+        for (int qt = qt0; qt < nqt; ++qt) {
+            const int it = qt - qt0, s = it & 1, q0 = qt * kRows;
+            if (it >= 2) mbar_wait(bE + 8 * s, ((it >> 1) & 1) ^ 1); /* tile it-2 left the stage */
+            if (lane == 0) {
+                mbar_expect_tx(bF + 8 * s, 2 * TB);
+#pragma unroll
+                for (int a = 0; a < NA; a++) {
+                    tma_load_2d(sQ + s * TB + a * kAtom, &tqkv, h * HD + 64 * a, r0 + q0, bF + 8 * s);
+                    tma_load_2d(sdO + s * TB + a * kAtom, &tdo, h * HD + 64 * a, r0 + q0, bF + 8 * s);
+                }
+            }
+            float *ls = sL + s * 2 * kRows;
+#pragma unroll
+            for (int i = lane; i < kRows; i += 32) {
+                const int q = q0 + i;
+                ls[i] = q < Tn ? glse[q] * kLog2e : INFINITY; /* rows past T: P = 0 */
+                ls[kRows + i] = q < Tn ? gD[q] : 0.f;
+            }
+            mbar_arrive(bF + 8 * s);
+        }
+        return;
     }
 
+    setmaxnreg_inc<bwd_consumer_regs<NWG>()>();
+    const int kw0 = k0 + kRows * wgi; /* this warpgroup's first key */
+    const size_t rs = 3 * (size_t)C;
+    const uint32_t myK = sK + wgi * TB, myV = sV + wgi * TB;
     float dk[HD / 2], dv[HD / 2];
 #pragma unroll
     for (int i = 0; i < HD / 2; i++) dk[i] = dv[i] = 0.f;
+    mbar_wait(bKV, 0);
 
     for (int qt = qt0; qt < nqt; ++qt) {
-        const int buf = (qt - qt0) & 1, q0 = qt * kRows;
-        cp_async_wait<0>();
-        fence_proxy_async();
-        __syncthreads(); /* tile qt landed; everyone is past iteration qt-1 */
-        const bool more = qt + 1 < nqt;
-        float next_l = 0.f, next_d = 0.f;
-        if (more) {
-            load_tile<T, HD, NT>(sQ + (buf ^ 1) * TB, gq, rs, q0 + kRows, Tn, tid);
-            load_tile<T, HD, NT>(sdO + (buf ^ 1) * TB, gdo, C, q0 + kRows, Tn, tid);
-            cp_async_commit();
-            if (tid < kRows) {
-                const int q = q0 + kRows + tid;
-                next_l = q < Tn ? glse[q] * kLog2e : INFINITY;
-                next_d = q < Tn ? gD[q] : 0.f;
-            }
-        }
-        const uint32_t qs = sQ + buf * TB, dos = sdO + buf * TB;
-        const float *ls = sL + buf * kRows, *ds_ = sD + buf * kRows;
+        const int it = qt - qt0, s = it & 1, q0 = qt * kRows;
+        mbar_wait(bF + 8 * s, (it >> 1) & 1);
+        const uint32_t qs = sQ + s * TB, dos = sdO + s * TB, dS = sdS + s * NWG * kAtom, mydS = dS + wgi * kAtom;
+        const float *ls = sL + s * 2 * kRows, *ds_ = ls + kRows;
         /* a warpgroup whose keys all follow the tile's queries has P = 0:
          * it skips its MMAs, and dQ skips its keys */
         const bool live = kw0 <= q0 + kRows - 1;
@@ -205,7 +317,7 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG)
             for (int kk = 0; kk < 4; kk++) Wg<T, HD>::template rs<1>(dk, sa[kk], desc_mn(qs, kk), 1);
             wg_commit();
         }
-        __syncthreads(); /* dS^T complete */
+        asm volatile("bar.sync 1, %0;" ::"n"(NC) : "memory"); /* dS^T complete (the consumers only) */
 
         /* dQ tile [64 queries x HD] = dS K over the block's live keys: this
          * warpgroup's QC columns, QN at a time; A = dS^T read M-major, B =
@@ -227,13 +339,13 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG)
                 wg_fence();
 #pragma unroll
                 for (int kk = 0; kk < 4 * NWG; kk++)
-                    Wg<T, QN>::template ss<1, 1>(dq, desc_mn(sdS + (kk >> 2) * kAtom, kk & 3),
+                    Wg<T, QN>::template ss<1, 1>(dq, desc_mn(dS + (kk >> 2) * kAtom, kk & 3),
                                                  desc_mn(sK + (kk >> 2) * TB + kcol, kk & 3), kk);
             } else {
                 wg_fence();
 #pragma unroll
                 for (int kk = 0; kk < 4; kk++)
-                    Wg<T, QN>::template ss<1, 1>(dq, desc_mn(sdS, kk), desc_mn(sK + kcol, kk), kk);
+                    Wg<T, QN>::template ss<1, 1>(dq, desc_mn(dS, kk), desc_mn(sK + kcol, kk), kk);
             }
             wg_commit();
             wg_wait<0>();
@@ -251,10 +363,7 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG)
         wg_wait<0>(); /* dV, dK (when dQ was skipped) */
         wg_hold(dk);
         wg_hold(dv);
-        if (more && tid < kRows) { /* buffer buf^1 was last read before this iteration's first barrier */
-            sL[(buf ^ 1) * kRows + tid] = next_l;
-            sD[(buf ^ 1) * kRows + tid] = next_d;
-        }
+        if (lane == 0) mbar_arrive(bE + 8 * s); /* this warp is done with the stage */
     }
 
 #pragma unroll
@@ -270,122 +379,215 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG)
         }
     }
 #else
-    (void)dqkv, (void)dqacc, (void)dout, (void)qkv, (void)lse, (void)Dg, (void)Tn, (void)C, (void)nh, (void)sl2,
+    (void)dqkv, (void)dqacc, (void)tqkv, (void)tdo, (void)lse, (void)Dg, (void)Tn, (void)C, (void)nh, (void)sl2,
         (void)scale;
 #endif
 }
 
-/* Forward: NWG warpgroups of 64 queries a block (sharing the K/V tiles it
- * loads), BC keys a tile (double-buffered by cp.async). Per key tile:
- *   S = Q K^T              (A = Q, B = K from shared, K-major; N = BC)
- *   online softmax in the accumulators' registers (rows g, g+8 of a warp)
- *   O += P V               (A = P from registers, B = V read N-major)
+/* Forward: NWG consumer warpgroups of 64 queries a block and one producer
+ * warp. The producer's first thread brings the block's Q tiles, then K and
+ * V tiles of BC keys, by TMA (cp.async.bulk.tensor on the tensor maps tq,
+ * tkv of qkv, 128-byte swizzle) into two stages each; a tile's arrival
+ * completes its stage's "full" mbarrier, and each consumer warp arrives on
+ * the stage's "empty" one when its products have read it, so no barrier
+ * holds the warpgroups in step. Per key tile j a warpgroup issues, back to
+ * back,
+ *   S_j = Q K_j^T            (A = Q, B = K from shared, K-major; N = BC)
+ *   O  += P_{j-1} V_{j-1}    (A = P from registers, B = V read N-major)
+ * and runs the online softmax of S_j while the second product is still on
+ * the tensor cores (O takes the previous tile's alpha just before its
+ * product); the loop runs nkw + 1 times, the last only finishing O.
  * Output: O / l staged in the warpgroup's Q tile, then 16-byte stores; lse
  * in natural log, as attn_fwd_tc writes it. Grid (nh, B, query blocks),
  * blockIdx.z = 0 the last (heaviest) block. */
+constexpr int kProducerRegs = 32;
 template <int HD, int NWG, int BC> constexpr size_t fwd_smem_bytes()
 {
-    return NWG * (size_t)tile_bytes<HD>() + 4 * (size_t)(HD / 64) * BC * 128 + 1024;
+    return NWG * (size_t)tile_bytes<HD>() + 4 * (size_t)(HD / 64) * BC * 128 + 1024 + 9 * 8;
 }
-template <typename T, int HD, int NWG, int BC>
-__global__ void __launch_bounds__(128 * NWG, NWG == 1 ? 2 : 1)
-    attn_fwd_wg(T *__restrict__ out, float *__restrict__ lse, const T *__restrict__ qkv, int Tn, int C, int nh,
-                float sl2 /* scale*log2(e) */)
+template <typename T, int HD, int NWG, int BC, int MINB>
+__global__ void __launch_bounds__(128 * (NWG + 1), MINB)
+    attn_fwd_wg(T *__restrict__ out, float *__restrict__ lse, const __grid_constant__ CUtensorMap tq,
+                const __grid_constant__ CUtensorMap tkv, int Tn, int C, int nh, float sl2 /* scale*log2(e) */)
 {
 #if MS_WGMMA
-    constexpr int NT = 128 * NWG, KS = HD / 16;
-    constexpr uint32_t TQ = tile_bytes<HD>(), AK = BC * 128, TK = (HD / 64) * AK;
+    constexpr int KS = HD / 16, NA = HD / 64;
+    constexpr uint32_t TQ = tile_bytes<HD>(), AK = BC * 128, TK = NA * AK;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
     const uint32_t sQ = base, sK = sQ + NWG * TQ, sV = sK + 2 * TK;
+    /* mbarriers: Q; K full, K empty, V full, V empty (two stages each) */
+    const uint32_t bQ = sV + 2 * TK, bKf = bQ + 8, bKe = bKf + 16, bVf = bKe + 16, bVe = bVf + 16;
 
     const int h = blockIdx.x, b = blockIdx.y;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
     const int wgi = warp >> 2, wl = warp & 3;
-    const size_t rs = 3 * (size_t)C;
-    const T *gq = qkv + (size_t)b * Tn * rs + (size_t)h * HD;
-    const T *gk = gq + C, *gv = gq + 2 * (size_t)C;
     const int q0 = (gridDim.z - 1 - blockIdx.z) * kRows * NWG, qw0 = q0 + kRows * wgi;
-    const int row_lo = qw0 + 16 * wl; /* the warp's first row */
     const int nkt = (min(q0 + kRows * NWG, Tn) + BC - 1) / BC;
-    const uint32_t myQ = sQ + wgi * TQ;
 
+    if (tid == 0) {
+        mbar_init(bQ, 1);
 #pragma unroll
-    for (int w = 0; w < NWG; w++) load_tile<T, HD, NT>(sQ + w * TQ, gq, rs, q0 + kRows * w, Tn, tid);
-    load_tile<T, HD, NT, BC>(sK, gk, rs, 0, Tn, tid);
-    load_tile<T, HD, NT, BC>(sV, gv, rs, 0, Tn, tid);
-    cp_async_commit();
+        for (int s = 0; s < 2; s++) {
+            mbar_init(bKf + 8 * s, 1);
+            mbar_init(bVf + 8 * s, 1);
+            mbar_init(bKe + 8 * s, 4 * NWG);
+            mbar_init(bVe + 8 * s, 4 * NWG);
+        }
+        fence_mbar_init();
+    }
+    __syncthreads(); /* the only block-wide barrier */
 
-    float o[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    if (wgi == NWG) { /* the producer warpgroup: its first thread issues every load */
+        setmaxnreg_dec<kProducerRegs>(); /* its registers go to the consumers */
+        if (tid == 128 * NWG) {
+            const int r0 = b * Tn; /* the sequence's first row of qkv */
+            mbar_expect_tx(bQ, NWG * TQ);
+#pragma unroll
+            for (int w = 0; w < NWG; w++)
+#pragma unroll
+                for (int a = 0; a < NA; a++)
+                    tma_load_2d(sQ + w * TQ + a * kAtom, &tq, h * HD + 64 * a, r0 + q0 + kRows * w, bQ);
+            for (int j = 0; j < nkt; j++) {
+                const int s = j & 1;
+                const uint32_t freed = ((j >> 1) & 1) ^ 1; /* the phase in which tile j-2 left the stage */
+                if (j >= 2) mbar_wait(bKe + 8 * s, freed);
+                mbar_expect_tx(bKf + 8 * s, TK);
+#pragma unroll
+                for (int a = 0; a < NA; a++)
+                    tma_load_2d(sK + s * TK + a * AK, &tkv, C + h * HD + 64 * a, r0 + j * BC, bKf + 8 * s);
+                if (j >= 2) mbar_wait(bVe + 8 * s, freed);
+                mbar_expect_tx(bVf + 8 * s, TK);
+#pragma unroll
+                for (int a = 0; a < NA; a++)
+                    tma_load_2d(sV + s * TK + a * AK, &tkv, 2 * C + h * HD + 64 * a, r0 + j * BC, bVf + 8 * s);
+            }
+        }
+        return;
+    }
+
+    setmaxnreg_inc<consumer_regs<NWG, MINB>(kProducerRegs)>();
+    const int row_lo = qw0 + 16 * wl; /* the warp's first row */
+    const int nkw = min(nkt, (qw0 + kRows - 1) / BC + 1); /* this warpgroup's tiles: a key <= its last query */
+    const uint32_t myQ = sQ + wgi * TQ;
+    auto k_full = [&](int j) { mbar_wait(bKf + 8 * (j & 1), (j >> 1) & 1); };
+    auto v_full = [&](int j) { mbar_wait(bVf + 8 * (j & 1), (j >> 1) & 1); };
+    auto k_free = [&](int j) { if (lane == 0) mbar_arrive(bKe + 8 * (j & 1)); };
+    auto v_free = [&](int j) { if (lane == 0) mbar_arrive(bVe + 8 * (j & 1)); };
+
+    float o[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
 #pragma unroll
     for (int i = 0; i < HD / 2; i++) o[i] = 0.f;
+    uint32_t pa[BC / 16][4]; /* P_{j-1}, the A operand of O's product */
+    float s[BC / 2];
 
-    for (int it = 0; it < nkt; ++it) {
-        const int buf = it & 1, k0 = it * BC;
-        if (it + 1 < nkt) {
-            load_tile<T, HD, NT, BC>(sK + (buf ^ 1) * TK, gk, rs, k0 + BC, Tn, tid);
-            load_tile<T, HD, NT, BC>(sV + (buf ^ 1) * TK, gv, rs, k0 + BC, Tn, tid);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        fence_proxy_async();
-        __syncthreads();
-        if (k0 <= qw0 + kRows - 1) { /* a warpgroup whose rows all precede the tile skips it */
-            const uint32_t ks = sK + buf * TK, vs = sV + buf * TK;
-            float s[BC / 2];
-            wg_fence();
+    auto issue_s = [&](int j) {
+        const uint32_t ks = sK + (j & 1) * TK;
 #pragma unroll
-            for (int kk = 0; kk < KS; kk++) Wg<T, BC>::template ss<0, 0>(s, desc_k(myQ, kk), desc_k(ks, kk, AK), kk);
-            wg_commit();
-            wg_wait<0>();
-            wg_hold(s);
-            if (k0 + BC - 1 > row_lo) /* the diagonal: keys after the query */
+        for (int kk = 0; kk < KS; kk++) Wg<T, BC>::template ss<0, 0>(s, desc_k(myQ, kk), desc_k(ks, kk, AK), kk);
+        wg_commit();
+    };
+    auto issue_pv = [&](int j) { /* O += P_{j-1} V_{j-1} */
+        const uint32_t vs = sV + ((j - 1) & 1) * TK;
 #pragma unroll
-                for (int j = 0; j < BC / 8; j++)
+        for (int kk = 0; kk < BC / 16; kk++) Wg<T, HD>::template rs<1>(o, pa[kk], desc_mn(vs, kk, AK), 1);
+        wg_commit();
+    };
+    /* S_j (landed) -> exp in place; m, l updated, alpha = the factor O
+     * takes before P_j V_j is added */
+    auto softmax = [&](int j) {
+        const int k0 = j * BC;
+        if (k0 + BC - 1 > row_lo) /* the diagonal: keys after the query */
 #pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        if (k0 + 8 * j + 2 * tig + (e & 1) > row_lo + g + 8 * (e >> 1)) s[4 * j + e] = -INFINITY;
+            for (int jj = 0; jj < BC / 8; jj++)
 #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                float mx = -INFINITY;
+                for (int e = 0; e < 4; e++)
+                    if (k0 + 8 * jj + 2 * tig + (e & 1) > row_lo + g + 8 * (e >> 1)) s[4 * jj + e] = -INFINITY;
 #pragma unroll
-                for (int j = 0; j < BC / 8; j++) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float m_new = fmaxf(m[r], mx * sl2);
-                const float mb = m_new == -INFINITY ? 0.f : m_new; /* fully masked row: no NaN */
-                const float alpha = fast_exp2(m[r] - mb);
-                m[r] = m_new;
-                float sum = 0.f;
+        for (int r = 0; r < 2; r++) {
+            float mx = -INFINITY;
 #pragma unroll
-                for (int j = 0; j < BC / 8; j++) {
-                    s[4 * j + 2 * r] = fast_exp2(fmaf(s[4 * j + 2 * r], sl2, -mb));
-                    s[4 * j + 2 * r + 1] = fast_exp2(fmaf(s[4 * j + 2 * r + 1], sl2, -mb));
-                    sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
-                }
-                l[r] = l[r] * alpha + sum;
+            for (int jj = 0; jj < BC / 8; jj++) mx = fmaxf(mx, fmaxf(s[4 * jj + 2 * r], s[4 * jj + 2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(m[r], mx * sl2);
+            const float mb = m_new == -INFINITY ? 0.f : m_new; /* fully masked row: no NaN */
+            alpha[r] = fast_exp2(m[r] - mb);
+            m[r] = m_new;
+            float sum = 0.f;
 #pragma unroll
-                for (int j = 0; j < HD / 8; j++) {
-                    o[4 * j + 2 * r] *= alpha;
-                    o[4 * j + 2 * r + 1] *= alpha;
-                }
+            for (int jj = 0; jj < BC / 8; jj++) {
+                s[4 * jj + 2 * r] = fast_exp2(fmaf(s[4 * jj + 2 * r], sl2, -mb));
+                s[4 * jj + 2 * r + 1] = fast_exp2(fmaf(s[4 * jj + 2 * r + 1], sl2, -mb));
+                sum += s[4 * jj + 2 * r] + s[4 * jj + 2 * r + 1];
             }
-            uint32_t pa[BC / 16][4];
+            l[r] = l[r] * alpha[r] + sum;
+        }
+    };
+    auto pack_p = [&] {
 #pragma unroll
-            for (int kk = 0; kk < BC / 16; kk++)
+        for (int kk = 0; kk < BC / 16; kk++)
 #pragma unroll
-                for (int r = 0; r < 4; r++) pa[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+            for (int r = 0; r < 4; r++) pa[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+    };
+    auto rescale = [&] {
+#pragma unroll
+        for (int jj = 0; jj < HD / 8; jj++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) o[4 * jj + e] *= alpha[e >> 1];
+    };
+
+    mbar_wait(bQ, 0);
+    /* three straight runs (a branch between the MMAs of one run makes ptxas
+     * add waits): the first tile, the steady state, the last O */
+    for (int j = 0; j <= nkw; ++j) {
+        if (j >= 1 && j < nkw) {
+            k_full(j);
+            v_full(j - 1);
+            wg_fence();
+            issue_s(j);
+            rescale();
+            wg_hold(o);
             wg_hold_a(pa);
             wg_fence();
-#pragma unroll
-            for (int kk = 0; kk < BC / 16; kk++) Wg<T, HD>::template rs<1>(o, pa[kk], desc_mn(vs, kk, AK), 1);
-            wg_commit();
+            issue_pv(j);
+            wg_wait<1>();
+            wg_hold(s);
+            k_free(j);
+            softmax(j);
             wg_wait<0>();
             wg_hold(o);
+            v_free(j - 1);
+            pack_p();
+        } else if (j == 0) {
+            k_full(0);
+            wg_fence();
+            issue_s(0);
+            wg_wait<0>();
+            wg_hold(s);
+            k_free(0);
+            softmax(0);
+            pack_p(); /* O is still zero: the first alpha is not needed */
+        } else {
+            v_full(j - 1);
+            rescale();
+            wg_hold(o);
+            wg_hold_a(pa);
+            wg_fence();
+            issue_pv(j);
+            wg_wait<0>();
+            wg_hold(o);
+            v_free(j - 1);
         }
-        __syncthreads(); /* every warpgroup is done with buffer `buf` before it is refilled */
+    }
+    /* tiles past this warpgroup's last query: released unread, in order
+     * (an arrival before the stage's previous phase completes would count
+     * toward that phase) */
+    for (int j = nkw; j < nkt; ++j) {
+        k_full(j);
+        k_free(j);
+        v_full(j);
+        v_free(j);
     }
 
     /* O / l into this warpgroup's Q tile (same swizzle), then 16-byte rows out */
@@ -425,7 +627,7 @@ __global__ void __launch_bounds__(128 * NWG, NWG == 1 ? 2 : 1)
         }
     }
 #else
-    (void)out, (void)lse, (void)qkv, (void)Tn, (void)C, (void)nh, (void)sl2;
+    (void)out, (void)lse, (void)tq, (void)tkv, (void)Tn, (void)C, (void)nh, (void)sl2;
 #endif
 }
 
