@@ -326,6 +326,7 @@ template <int HD> void wg_bwd_cands(Bufs &u)
     bwd_cand<HD, CB, 2>(u, "bwd wgmma NWG=2");
     bwd_cand<HD, CB, 2, 1>(u, "bwd wgmma NWG=2 dQ stored (timing only)");
     bwd_cand<HD, CB, 2, 2>(u, "bwd wgmma NWG=2 no dQ (timing only)");
+    bwd_cand<HD, CB, 2, 3>(u, "bwd wgmma NWG=2 dQ by atomics");
 }
 
 void run_hd128(Bufs &u, bool fwd, bool bwd)

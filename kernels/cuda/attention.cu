@@ -51,15 +51,21 @@
  *      (roughly 1.6x forward and 2.2x backward going by these figures).
  *  - bf16/f16 on a 9.0 device (H100, H200), hs 64 and 128: the same two
  *    passes on Hopper's warpgroup MMA (wgmma, sm_90a; attention_wgmma.cuh),
- *    operands in 128-byte-swizzled shared tiles. Forward: warpgroups of 64
- *    queries (two a block at hs=128, sharing 128-key K/V tiles; one at
- *    hs=64 with 64-key tiles). Backward: two warpgroups of 64 keys a block,
- *    64-query tiles; dQ of a tile sums both warpgroups' keys (each takes
- *    half of its columns), which halves the atomics. A probe kernel says
- *    whether the sm_90a code is the one loaded (this file is built as
- *    sm_90a code plus compute_90 PTX); else, or with MS_ATTN_WGMMA=0, the
- *    mma.sync kernels above run. Measured (same harness): seed17 fwd 0.788
- *    ms + bwd 2.19 ms (327 + 294 TFLOP/s), GPT-2 small 0.102 + 0.349 ms.
+ *    operands in 128-byte-swizzled shared tiles that a producer
+ *    warpgroup fills by TMA (tensor maps of qkv, dO and the dQ accumulator,
+ *    made per call through the driver's cuTensorMapEncodeTiled, looked up
+ *    at run time). Forward: warpgroups of 64 queries (two a block at
+ *    hs=128, sharing 128-key K/V tiles; one at hs=64 with 64-key tiles, three
+ *    blocks an SM), a tile's softmax overlapping the previous tile's P V.
+ *    Backward: warpgroups of 64 keys (two a block at hs=128, one at hs=64),
+ *    64-query tiles; dQ of a tile sums the block's keys (each warpgroup
+ *    takes its share of the columns) and is added into the accumulator by
+ *    TMA reductions from shared memory. A probe kernel says whether the
+ *    sm_90a code is the one loaded (this file is built as sm_90a code plus
+ *    compute_90 PTX); else, with MS_ATTN_WGMMA=0, or where no tensor map
+ *    can be made, the mma.sync kernels above run. Measured (same harness):
+ *    seed17 fwd 0.607 ms + bwd 1.73 ms (424 + 372 TFLOP/s), GPT-2 small
+ *    0.100 + 0.289 ms.
  *  - fp32 (CUDA cores, true fp32 math, no TF32; attention_f32.cuh):
  *    register-tiled like a SIMT GEMM, 64 x 64 tiles over 128 threads (8 x 4
  *    scores a thread, float4 shared loads; the hs=128 backward 4 x 4 over
@@ -1057,6 +1063,7 @@ void fwd_tc(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qk
 template <typename E> CUtensorMapDataType tmap_dtype();
 template <> CUtensorMapDataType tmap_dtype<__nv_bfloat16>() { return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; }
 template <> CUtensorMapDataType tmap_dtype<__half>() { return CU_TENSOR_MAP_DATA_TYPE_FLOAT16; }
+template <> CUtensorMapDataType tmap_dtype<float>() { return CU_TENSOR_MAP_DATA_TYPE_FLOAT32; }
 PFN_cuTensorMapEncodeTiled_v12000 tmap_encoder()
 {
     static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
@@ -1071,14 +1078,15 @@ PFN_cuTensorMapEncodeTiled_v12000 tmap_encoder()
     }();
     return fn;
 }
-/* a [n rows x cols] matrix of E (rows cols apart) in boxes of 64 x rows */
+/* a [n rows x cols] matrix of E (rows cols apart) in boxes of 128 bytes
+ * (64 16-bit or 32 fp32 columns) x rows */
 template <typename E> bool tmap_2d(CUtensorMap *m, const void *p, size_t n, size_t cols, int rows)
 {
     const PFN_cuTensorMapEncodeTiled_v12000 enc = tmap_encoder();
     if (!enc) return false;
     const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)n};
     const cuuint64_t strides[1] = {(cuuint64_t)cols * sizeof(E)};
-    const cuuint32_t box[2] = {64, (cuuint32_t)rows}, estr[2] = {1, 1};
+    const cuuint32_t box[2] = {128 / sizeof(E), (cuuint32_t)rows}, estr[2] = {1, 1};
     return enc(m, tmap_dtype<E>(), 2, const_cast<void *>(p), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
@@ -1180,26 +1188,28 @@ void bwd_tc(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const v
 }
 
 /* The same on the warpgroup MMA kernel (attention_wgmma.cuh): hs 64, 128,
- * NWG warpgroups of 64 keys a block. NWG = 2 measured (H200, the same
- * harness, prep and dQ store included): seed17 1.98 ms against 3.83 with
- * one warpgroup (attn_bwd_tc 3.48): the dQ atomics, shared by two key
- * tiles, cost half as much; GPT-2 small 0.315 against 0.323 (attn_bwd_tc
- * 0.434). */
-[[maybe_unused]] constexpr int wg_bwd_nwg(int) { return 2; }
+ * NWG warpgroups of 64 keys a block. Measured (H200, the same harness,
+ * prep and dQ store included): seed17 NWG = 2 1.73 ms against 3.58 with
+ * one warpgroup (attn_bwd_tc 3.48), and 1.98 with dQ added by atomics
+ * from registers instead of TMA reductions; GPT-2 small NWG = 1 0.289
+ * against 0.309 with two (0.323 with atomics; attn_bwd_tc 0.434). */
+[[maybe_unused]] constexpr int wg_bwd_nwg(int hd) { return hd == 64 ? 1 : 2; }
 template <typename E, int HD, int NWG = wg_bwd_nwg(HD), int VAR = 0>
 bool bwd_wg(ms_kctx *ctx, cudaStream_t st, void *dqkv, const void *dout, const void *qkv, const float *lse,
             float *D, float *dqacc, int B, int T, int C, int nh)
 {
-    CUtensorMap tqkv, tdo;
+    CUtensorMap tqkv, tdo, tdq;
     const size_t n = (size_t)B * T;
-    if (!tmap_2d<E>(&tqkv, qkv, n, 3 * (size_t)C, wg::kRows) || !tmap_2d<E>(&tdo, dout, n, C, wg::kRows)) return false;
+    if (!tmap_2d<E>(&tqkv, qkv, n, 3 * (size_t)C, wg::kRows) || !tmap_2d<E>(&tdo, dout, n, C, wg::kRows) ||
+        !tmap_2d<float>(&tdq, dqacc, n, C, wg::kRows))
+        return false;
     constexpr size_t smem = wg::smem_bytes<HD, NWG>();
     if (!allow_smem(ctx, wg::attn_bwd_wg<E, HD, NWG, VAR>, smem, "attention_bwd")) return true;
     const float scale = 1.f / sqrtf((float)HD);
     const int keys = wg::kRows * NWG;
     const dim3 grid((T + keys - 1) / keys, nh, B);
-    wg::attn_bwd_wg<E, HD, NWG, VAR><<<grid, 128 * (NWG + 1), smem, st>>>(static_cast<E *>(dqkv), dqacc, tqkv, tdo, lse,
-                                                                          D, T, C, nh, scale * kLog2e, scale);
+    wg::attn_bwd_wg<E, HD, NWG, VAR><<<grid, 128 * (NWG + 1), smem, st>>>(static_cast<E *>(dqkv), dqacc, tqkv, tdo, tdq,
+                                                                          lse, D, T, C, nh, scale * kLog2e, scale);
     if (launched(ctx, "attention_bwd (wgmma)")) dq_store<E>(ctx, st, dqkv, dqacc, B, T, C, scale);
     return true;
 }

@@ -14,7 +14,8 @@
  *   dV += P^T dO, dK += dS^T Q  (A = P^T, dS^T from registers, B N-major)
  *   dQ  = dS K                   (A = dS^T in shared read M-major, B N-major)
  * where dQ sums the block's keys (each warpgroup takes HD/NWG of its
- * columns) and goes to the fp32 accumulator by atomics, as in attn_bwd_tc.
+ * columns) and goes to the fp32 accumulator by TMA reductions (attn_bwd_tc
+ * adds it by atomics).
  * Registers at hs=128: dK, dV (128) + S^T, dP^T (64) or 64 columns of dQ
  * (32). Forward block: NWG warpgroups of 64 queries sharing BC-key K/V
  * tiles (its comment below).
@@ -78,6 +79,33 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
     (void)bar, (void)parity;
 #endif
 }
+/* dQ partials: a swizzled fp32 box of shared memory added into global by
+ * the TMA (cp.reduce.async.bulk.tensor), tracked in bulk groups */
+__device__ __forceinline__ void tma_reduce_add_2d(const CUtensorMap *map, uint32_t src, int x, int y)
+{
+#if MS_WGMMA
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                     reinterpret_cast<uint64_t>(map)),
+                 "r"(x), "r"(y), "r"(src)
+                 : "memory");
+#else
+    (void)map, (void)src, (void)x, (void)y;
+#endif
+}
+__device__ __forceinline__ void bulk_commit()
+{
+#if MS_WGMMA
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+/* READ: only until the sources have been read (the buffer may be rewritten) */
+template <bool READ> __device__ __forceinline__ void bulk_wait_all()
+{
+#if MS_WGMMA
+    if (READ) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    else asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
 /* a warpgroup's register budget (all its threads, the same N) */
 template <int N> __device__ __forceinline__ void setmaxnreg_dec()
 {
@@ -126,11 +154,15 @@ constexpr int kRows = 64;                 /* keys of a warpgroup = queries per t
 constexpr uint32_t kAtom = kRows * 128;   /* one 64-column atom of a tile: 8 KiB */
 
 template <int HD> __host__ __device__ constexpr uint32_t tile_bytes() { return (HD / 64) * kAtom; }
-/* K, V (NWG tiles each), Q[2], dO[2], dS^T[2] (NWG atoms each); lse and D
- * [2][64] each; 1 KiB to align the base; five mbarriers */
+/* dQ staging: a 64-row fp32 box of 32 columns (128 bytes, swizzled) is one
+ * kAtom; HD columns a block (each warpgroup stages its HD/NWG) */
+template <int HD> __host__ __device__ constexpr uint32_t dq_stage_bytes() { return (HD / 32) * kAtom; }
+/* K, V (NWG tiles each), Q[2], dO[2], dS^T[2] (NWG atoms each), the dQ
+ * staging; lse and D [2][64] each; 1 KiB to align the base; five mbarriers */
 template <int HD, int NWG> constexpr size_t smem_bytes()
 {
-    return (2 * NWG + 4) * (size_t)tile_bytes<HD>() + 2 * NWG * kAtom + 4 * kRows * 4 + 1024 + 5 * 8;
+    return (2 * NWG + 4) * (size_t)tile_bytes<HD>() + 2 * NWG * kAtom + dq_stage_bytes<HD>() + 4 * kRows * 4 + 1024 +
+           5 * 8;
 }
 
 /* K-major view (rows = M or N, K = the HD columns), k-step kk of 16
@@ -152,12 +184,15 @@ __device__ __forceinline__ uint64_t desc_mn(uint32_t tile, int kk, uint32_t atom
  * completes with the TMA bytes and the 32 lanes' arrivals, its "empty" one
  * with an arrival of each consumer warp once its products have read it.
  * dQ of a query tile sums over all the block's keys, each warpgroup taking
- * HD/NWG of its columns, so the atomics a tile pair costs are shared by NWG
- * key tiles; dS^T is double-buffered, so the one barrier a tile (among the
+ * HD/NWG of its columns, so the additions a tile pair costs are shared by
+ * NWG key tiles; each warpgroup stages its dQ columns in shared memory,
+ * and one thread adds them into the fp32 accumulator by a TMA reduction
+ * (cp.reduce.async.bulk.tensor on the map tdq), so the consumers issue no
+ * atomics (rows past T add zeros: their P is 0). dS^T is double-buffered, so the one barrier a tile (among the
  * consumers: dS^T complete) also keeps a buffer from being rewritten while
  * the other warpgroup's dQ reads it. VAR (timing experiments of
  * bench/attn_tune.cu only; 0 everywhere else): 1 writes the dQ partials
- * with plain stores instead of atomics, 2 skips dQ. */
+ * with plain stores, 2 skips dQ, 3 adds them by atomics from registers. */
 constexpr int kBwdProducerRegs = 56; /* it also loads lse and D */
 template <int NWG> __host__ __device__ constexpr int bwd_minb() { return NWG == 1 ? 2 : 1; }
 template <int NWG> __host__ __device__ constexpr int bwd_consumer_regs()
@@ -167,8 +202,9 @@ template <int NWG> __host__ __device__ constexpr int bwd_consumer_regs()
 template <typename T, int HD, int NWG, int VAR = 0>
 __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
     attn_bwd_wg(T *__restrict__ dqkv, float *__restrict__ dqacc, const __grid_constant__ CUtensorMap tqkv,
-                const __grid_constant__ CUtensorMap tdo, const float *__restrict__ lse, const float *__restrict__ Dg,
-                int Tn, int C, int nh, float sl2, float scale)
+                const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tdq,
+                const float *__restrict__ lse, const float *__restrict__ Dg, int Tn, int C, int nh, float sl2,
+                float scale)
 {
 #if MS_WGMMA
     constexpr int NC = 128 * NWG;      /* consumer threads */
@@ -179,7 +215,8 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
     const uint32_t sK = base, sV = sK + NWG * TB, sQ = sV + NWG * TB, sdO = sQ + 2 * TB, sdS = sdO + 2 * TB;
-    const uint32_t sLD = sdS + 2 * NWG * kAtom; /* [2 stages][lse*log2(e) 64, D 64] fp32 */
+    const uint32_t sdQ = sdS + 2 * NWG * kAtom;        /* dQ staging, HD/32 boxes */
+    const uint32_t sLD = sdQ + dq_stage_bytes<HD>(); /* [2 stages][lse*log2(e) 64, D 64] fp32 */
     const uint32_t bKV = sLD + 2 * 2 * kRows * 4, bF = bKV + 8, bE = bF + 16; /* mbarriers */
     float *sL = reinterpret_cast<float *>(smem_raw + (sLD - raw));
 
@@ -239,6 +276,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
 
     setmaxnreg_inc<bwd_consumer_regs<NWG>()>();
     const int kw0 = k0 + kRows * wgi; /* this warpgroup's first key */
+    const bool issuer = (tid & 127) == 0; /* hands the warpgroup's dQ boxes to the TMA */
     const size_t rs = 3 * (size_t)C;
     const uint32_t myK = sK + wgi * TB, myV = sV + wgi * TB;
     float dk[HD / 2], dv[HD / 2];
@@ -323,7 +361,6 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
          * warpgroup's QC columns, QN at a time; A = dS^T read M-major, B =
          * K read N-major, starting QN columns in (inside the atom when QN < 64) */
         const int ksteps = min(4 * NWG, (q0 + kRows - k0) / 16);
-        float *dst = dqacc + ((size_t)b * Tn + q0 + 16 * wl) * C + (size_t)h * HD;
 #pragma unroll
         for (int part = 0; part < (VAR == 2 ? 0 : QC / QN); part++) {
             const int col = wgi * QC + part * QN;
@@ -350,14 +387,43 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
             wg_commit();
             wg_wait<0>();
             wg_hold(dq);
+            if (VAR == 0) {
+                /* into this warpgroup's staging boxes (the previous tile's
+                 * reduction has read them), then one thread hands them to the TMA */
+                if (part == 0) {
+                    if (issuer) bulk_wait_all<true>();
+                    asm volatile("bar.sync %0, 128;" ::"r"(2 + wgi) : "memory");
+                }
+                const uint32_t stg = sdQ + (uint32_t)(col / 32) * kAtom;
 #pragma unroll
-            for (int j = 0; j < QN / 8; j++) {
-                const float t4[4] = {dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]};
-                if (VAR == 1) {
-                    if (q0 + 16 * wl + g < Tn)
-                        *reinterpret_cast<float2 *>(dst + (size_t)g * C + col + 8 * j + 2 * tig) =
-                            make_float2(t4[0], t4[1]);
-                } else add_dq_tile(dst + col + 8 * j, C, t4, q0 + 16 * wl, Tn, g, tig);
+                for (int j = 0; j < QN / 8; j++)
+#pragma unroll
+                    for (int hh = 0; hh < 2; hh++) {
+                        const int r = 16 * wl + g + 8 * hh, c = 2 * (j & 3) + (tig >> 1);
+                        const uint32_t a = stg + (uint32_t)(j >> 2) * kAtom + r * 128 + ((c ^ (r & 7)) << 4) + 8 * (tig & 1);
+                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(a), "f"(dq[4 * j + 2 * hh]),
+                                     "f"(dq[4 * j + 2 * hh + 1])
+                                     : "memory");
+                    }
+                fence_proxy_async();
+                asm volatile("bar.sync %0, 128;" ::"r"(2 + wgi) : "memory");
+                if (issuer) {
+#pragma unroll
+                    for (int bx = 0; bx < QN / 32; bx++)
+                        tma_reduce_add_2d(&tdq, stg + bx * kAtom, h * HD + col + 32 * bx, b * Tn + q0);
+                    bulk_commit();
+                }
+            } else {
+                float *dst = dqacc + ((size_t)b * Tn + q0 + 16 * wl) * C + (size_t)h * HD;
+#pragma unroll
+                for (int j = 0; j < QN / 8; j++) {
+                    const float t4[4] = {dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]};
+                    if (VAR == 1) {
+                        if (q0 + 16 * wl + g < Tn)
+                            *reinterpret_cast<float2 *>(dst + (size_t)g * C + col + 8 * j + 2 * tig) =
+                                make_float2(t4[0], t4[1]);
+                    } else add_dq_tile(dst + col + 8 * j, C, t4, q0 + 16 * wl, Tn, g, tig);
+                }
             }
         }
         wg_wait<0>(); /* dV, dK (when dQ was skipped) */
@@ -366,6 +432,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
         if (lane == 0) mbar_arrive(bE + 8 * s); /* this warp is done with the stage */
     }
 
+    if (VAR == 0 && issuer) bulk_wait_all<false>(); /* the staging stays allocated until the reductions are done */
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
         const int key = kw0 + 16 * wl + g + 8 * hh;
@@ -379,7 +446,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
         }
     }
 #else
-    (void)dqkv, (void)dqacc, (void)tqkv, (void)tdo, (void)lse, (void)Dg, (void)Tn, (void)C, (void)nh, (void)sl2,
+    (void)dqkv, (void)dqacc, (void)tqkv, (void)tdo, (void)tdq, (void)lse, (void)Dg, (void)Tn, (void)C, (void)nh, (void)sl2,
         (void)scale;
 #endif
 }
