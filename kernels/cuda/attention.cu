@@ -92,6 +92,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -1083,7 +1084,7 @@ PFN_cuTensorMapEncodeTiled_v12000 tmap_encoder()
 template <typename E> bool tmap_2d(CUtensorMap *m, const void *p, size_t n, size_t cols, int rows)
 {
     const PFN_cuTensorMapEncodeTiled_v12000 enc = tmap_encoder();
-    if (!enc) return false;
+    if (!enc || n > INT_MAX || cols > INT_MAX) return false; /* the kernels' box coordinates are int */
     const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)n};
     const cuuint64_t strides[1] = {(cuuint64_t)cols * sizeof(E)};
     const cuuint32_t box[2] = {128 / sizeof(E), (cuuint32_t)rows}, estr[2] = {1, 1};

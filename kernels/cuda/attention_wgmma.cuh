@@ -188,9 +188,10 @@ __device__ __forceinline__ uint64_t desc_mn(uint32_t tile, int kk, uint32_t atom
  * NWG key tiles; each warpgroup stages its dQ columns in shared memory,
  * and one thread adds them into the fp32 accumulator by a TMA reduction
  * (cp.reduce.async.bulk.tensor on the map tdq), so the consumers issue no
- * atomics (rows past T add zeros: their P is 0). dS^T is double-buffered, so the one barrier a tile (among the
- * consumers: dS^T complete) also keeps a buffer from being rewritten while
- * the other warpgroup's dQ reads it. VAR (timing experiments of
+ * atomics (rows past T add zeros: their P is 0). dS^T is double-buffered,
+ * so the one barrier a tile (among the consumers: dS^T complete) also
+ * keeps a buffer from being rewritten while the other warpgroup's dQ
+ * reads it. VAR (timing experiments of
  * bench/attn_tune.cu only; 0 everywhere else): 1 writes the dQ partials
  * with plain stores, 2 skips dQ, 3 adds them by atomics from registers. */
 constexpr int kBwdProducerRegs = 56; /* it also loads lse and D */
@@ -451,8 +452,8 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
 #endif
 }
 
-/* Forward: NWG consumer warpgroups of 64 queries a block and one producer
- * warp. The producer's first thread brings the block's Q tiles, then K and
+/* Forward: NWG consumer warpgroups of 64 queries a block and a producer
+ * warpgroup. The producer's first thread brings the block's Q tiles, then K and
  * V tiles of BC keys, by TMA (cp.async.bulk.tensor on the tensor maps tq,
  * tkv of qkv, 128-byte swizzle) into two stages each; a tile's arrival
  * completes its stage's "full" mbarrier, and each consumer warp arrives on
