@@ -227,7 +227,7 @@ template <int HD, class CF, int WG = 0, int BC = 64, int MINB = 1> void fwd_cand
     const Shape &s = u.sh;
     cudaStream_t st = 0;
     auto f = [&] {
-        if (WG) fwd_wg<bf, HD, WG ? WG : 1, BC, MINB>(&u.ctx, st, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh);
+        if constexpr (WG > 0) fwd_wg<bf, HD, WG, BC, MINB>(&u.ctx, st, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh);
         else fwd_tc<bf, HD, CF>(&u.ctx, st, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh);
     };
     CK(cudaMemset(u.out, 0xff, u.nout * 2));
@@ -252,7 +252,7 @@ template <int HD, class CB, int WG = 0, int VAR = 0> void bwd_cand(Bufs &u, cons
     const long long chunks = (long long)s.B * s.T * s.C / 8;
     auto f = [&] {
         attn_bwd_prep16<bf><<<blocks_for(chunks, 256), 256, 0, st>>>(D, dqacc, u.dout, u.out_ref, s.T, s.C, s.nh, chunks);
-        if (WG) bwd_wg<bf, HD, WG ? WG : 1, VAR>(&u.ctx, st, u.dqkv, u.dout, u.qkv, u.lse_ref, D, dqacc, s.B, s.T, s.C, s.nh);
+        if constexpr (WG > 0) bwd_wg<bf, HD, WG, VAR>(&u.ctx, st, u.dqkv, u.dout, u.qkv, u.lse_ref, D, dqacc, s.B, s.T, s.C, s.nh);
         else bwd_tc<bf, HD, CB>(&u.ctx, st, u.dqkv, u.dout, u.qkv, u.lse_ref, D, dqacc, s.B, s.T, s.C, s.nh);
     };
     CK(cudaMemset(u.dqkv, 0xff, u.nqkv * 2));
