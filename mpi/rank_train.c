@@ -168,14 +168,55 @@ typedef struct rank_run {
     int64_t run;
     ms_steplog *steps;      /* rank 0's step rows on their way into db */
     int db_failed;          /* records that could not be written: exit 2 */
+    int own_run;            /* rank 0 began the run row (no --db-run): it records the run's end */
     json_t *losses;
 } rank_run;
 
-static void die(const rank_run *r, int code, const char *what, const char *msg)
+/* Rank 0, before an abort: the step rows still waiting for a busy database
+ * go in (the log waits its whole timeout once more), and the run's end is
+ * recorded; what cannot be written is said. Other ranks: nothing. */
+static void flush_records(rank_run *r, int code)
+{
+    if (r->rank != 0 || !r->db) return;
+    char err[512];
+    if (r->steps && ms_steplog_finish(r->steps, err, sizeof err)) {
+        fprintf(stderr, "memsplit train: %s\n", err);
+        r->db_failed++;
+    }
+    if (r->own_run)
+        ms_cli_recorded(ms_db_run_finish(r->db, r->run, code == MS_EXIT_OOM ? "oom" : "failed"), r->db, "train",
+                        "the run's end", &r->db_failed);
+    r->own_run = 0;
+}
+
+static void say_failure(const rank_run *r, const char *what, const char *msg)
 {
     fprintf(stderr, "memsplit train: rank %d (stage %d, replica %d, %s): %s: %s\n", r->rank, r->stage, r->replica,
             r->name, what, msg);
     fflush(stderr);
+}
+
+/* A failure of this rank alone: the others may be waiting on it inside a
+ * step, so it aborts them all. Rank 0 writes its records first; a failure
+ * on another rank that aborts at the same time can still cut rank 0 short
+ * (mpirun kills every rank on the first abort). */
+static void die(rank_run *r, int code, const char *what, const char *msg)
+{
+    say_failure(r, what, msg);
+    flush_records(r, code);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+/* A failure every rank has agreed on (a checkpoint: its parts are saved
+ * collectively, and each rank returns the same verdict): no rank aborts
+ * before rank 0 has written its records, since the first abort kills all. */
+static void die_all(rank_run *r, int code, const char *what, const char *msg)
+{
+    say_failure(r, what, msg);
+    flush_records(r, code);
+    fflush(stderr);
+    MPI_Barrier(MPI_COMM_WORLD);
     MPI_Abort(MPI_COMM_WORLD, code);
 }
 
@@ -350,6 +391,7 @@ static int open_db(rank_run *r, const rank_opts *o, const ms_config *cfg, char *
             snprintf(err, errlen, "%s", ms_db_errmsg(r->db));
             return -1;
         }
+        r->own_run = 1;
     }
     r->steps = ms_steplog_new(r->db, r->run, o->db_timeout_ms, o->quiet ? NULL : stderr);
     if (!r->steps) {
@@ -373,7 +415,7 @@ static void resume(rank_run *r, ms_pipeline *p)
 static void checkpoint(rank_run *r, ms_pipeline *p, const rank_opts *o)
 {
     char path[1024];
-    if (ms_pipe_checkpoint(p, o->ckdir, path, sizeof path)) die(r, MS_EXIT_RUNTIME, "checkpoint", p->err);
+    if (ms_pipe_checkpoint(p, o->ckdir, path, sizeof path)) die_all(r, MS_EXIT_RUNTIME, "checkpoint", p->err);
     if (r->rank != 0) return;
     ms_ckpt_prune(o->ckdir, 2); /* a recovery needs the newest, and one before it in case that is cut short */
     if (!o->quiet) fprintf(stderr, "train: checkpoint %s\n", path);
@@ -466,7 +508,7 @@ int ms_rank_train(int argc, char **argv)
             fprintf(stderr, "memsplit train: %s\n", err);
             r.db_failed++;
         }
-        if (!o.db_run)
+        if (r.own_run)
             ms_cli_recorded(ms_db_run_finish(r.db, r.run, code == MS_EXIT_OK ? "ok" : "failed"), r.db, "train",
                             "the run's end", &r.db_failed);
         ms_steplog_free(r.steps);

@@ -11,6 +11,10 @@
  * and ends the whole run with MPI_Abort and the exit status of the failure
  * (2 runtime, 3 out of memory): OpenMPI ends every rank when one dies, which
  * is why memsplit doctor runs mpirun as its child and recovers from outside.
+ * Before rank 0 aborts, it writes the step rows still waiting for a busy
+ * database and records the run's end (failed, or oom). A failure all ranks
+ * agree on (a checkpoint) waits at a barrier for that; one on another rank
+ * alone can still end rank 0 first, and the run row then stays "running".
  *
  * Returns the exit status (MS_EXIT_*), the same on every rank when the run
  * ends normally. MPI must be initialised. */

@@ -173,8 +173,7 @@ static char *manifest_text(const ms_train_state *s, const ms_dist *D, const ms_c
     return txt;
 }
 
-/* Every rank's flag, and whether all of them are set. */
-static int all_ok(const ms_dist *D, int ok)
+int ms_ckpt_all_ok(const ms_dist *D, int ok)
 {
     int *all = calloc((size_t)D->size, sizeof *all);
     int res = all && D->allgather(D->ctx, &ok, sizeof ok, all) == 0;
@@ -199,14 +198,14 @@ int ms_ckpt_parts_save(const ms_train_state *s, const ms_dist *D, const ms_ckpt_
         if (ok && mkdir(tmp, 0777)) ok = 0;
         if (!ok) snprintf(err, errlen, "cannot create checkpoint folder %s: %s", tmp, strerror(errno));
     }
-    if (!all_ok(D, ok)) {
+    if (!ms_ckpt_all_ok(D, ok)) {
         if (D->rank) snprintf(err, errlen, "rank 0 could not create checkpoint folder %s", tmp);
         return MS_EFAIL;
     }
     int first = lay->first[D->stage], last = lay->last[D->stage];
     snprintf(part, sizeof part, "%s/part-%03d.ckpt", tmp, D->stage);
     ok = save_part(s, D, first, last, part, err, errlen) == 0;
-    if (!all_ok(D, ok)) {
+    if (!ms_ckpt_all_ok(D, ok)) {
         if (ok) snprintf(err, errlen, "another rank could not write its part of %s", final);
         return MS_EFAIL;
     }
@@ -225,7 +224,7 @@ int ms_ckpt_parts_save(const ms_train_state *s, const ms_dist *D, const ms_ckpt_
         if (!ok && !err[0]) snprintf(err, errlen, "cannot finish checkpoint %s: %s", final, strerror(errno));
         remove_ckpt(old);
     }
-    if (!all_ok(D, ok)) {
+    if (!ms_ckpt_all_ok(D, ok)) {
         if (D->rank) snprintf(err, errlen, "rank 0 could not finish checkpoint %s", final);
         return MS_EFAIL;
     }

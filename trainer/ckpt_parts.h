@@ -45,8 +45,14 @@ typedef struct ms_ckpt_layout {
 /* Whether path is a checkpoint of parts (a folder). */
 int ms_ckpt_is_parts(const char *path);
 
+/* Collective: every rank's flag; whether all of them are set (the same
+ * answer on every rank). */
+int ms_ckpt_all_ok(const ms_dist *D, int ok);
+
 /* Collective: every rank of D's run saves step *s->step into dir; the
- * layers here are those with a device (this rank's stage). */
+ * layers here are those with a device (this rank's stage). Every rank
+ * returns the same verdict (a rank that failed says why, the others that
+ * another rank did). */
 int ms_ckpt_parts_save(const ms_train_state *s, const ms_dist *D, const ms_ckpt_layout *lay, const char *dir,
                        char *path_out, size_t len, char *err, size_t errlen);
 

@@ -203,8 +203,12 @@ static int ensure_all(ms_pipeline *p)
 
 int ms_pipe_rank_checkpoint(ms_pipeline *p, const char *dir, char *path_out, size_t len)
 {
+    /* agreed, like the save's own steps: every rank returns the same verdict */
     int rc = ensure_all(p);
-    if (rc) return rc;
+    if (!ms_ckpt_all_ok(p->spec.dist, rc == MS_OK)) {
+        if (rc == MS_OK) snprintf(p->err, sizeof p->err, "another rank could not make its optimizer state");
+        return rc ? rc : MS_EFAIL;
+    }
     ms_train_state t = { &p->cfg, &p->model, &p->opt, &p->step, p->data, p->spec.dist->replicas };
     ms_ckpt_layout lay = { p->n_stages, p->spec.first, p->spec.last };
     return ms_ckpt_parts_save(&t, p->spec.dist, &lay, dir, path_out, len, p->err, sizeof p->err);

@@ -30,7 +30,8 @@ int ms_pipe_rank_transport(ms_pipeline *p);
 int ms_pipe_rank_ensure_state(ms_pipeline *p, ms_layer *L);
 int ms_pipe_rank_finish(ms_pipeline *p);
 /* Checkpoints of a rank's pipeline (ckpt_parts.h): save is collective over
- * the run; load reads a checkpoint of any layout. */
+ * the run, and every rank returns the same verdict; load reads a
+ * checkpoint of any layout. */
 int ms_pipe_rank_checkpoint(ms_pipeline *p, const char *dir, char *path_out, size_t len);
 int ms_pipe_rank_load(ms_pipeline *p, const char *path);
 

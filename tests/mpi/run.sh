@@ -76,6 +76,33 @@ wait $pid; rc=$?
 if [ $rc -eq 2 ] && grep -q "could not be written to the database" "$T/busy.err"; then
     ok "a lock held past a 2-rank run: exit 2, the unwritten step rows said"
 else bad "a lock held past a 2-rank run (exit $rc)"; tail -3 "$T/busy.err"; fi
+# a checkpoint no rank can write (its folder's parent is a file): every rank agrees, and
+# none aborts before rank 0 has written the step rows still waiting for a busy database
+# and marked the run failed (the lock is let go once rank 0 says why it stops)
+"$M" train --preset tiny --steps 1 --db "$T/ckfail.db" --quiet 2>/dev/null
+: >"$T/afile"
+$MPIRUN -np 2 "$M" train --preset tiny --plan "$T/p2x1.json" --device cpu --steps 30 --db "$T/ckfail.db" --db-timeout 5 \
+    --checkpoint-dir "$T/afile/ck" --checkpoint-every 4 >/dev/null 2>"$T/ckfail.err" &
+pid=$!
+python3 - "$T/ckfail.db" "$T/ckfail.err" $pid <<'PY'
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], timeout=60, isolation_level=None); err, pid = sys.argv[2], int(sys.argv[3])
+def running(pid):
+    try: return open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError: return False
+t0 = time.time()  # hold the write lock from the run's first step row until rank 0 says it stops
+while c.execute("SELECT count(*) FROM steps WHERE run_id = 2").fetchone()[0] < 1 and time.time() - t0 < 120:
+    time.sleep(0.005)
+c.execute("BEGIN IMMEDIATE")
+while running(pid) and "rank 0 (" not in open(err).read() and time.time() - t0 < 120: time.sleep(0.005)
+c.execute("COMMIT")
+PY
+wait $pid; rc=$?
+got=$(sqlite3 "$T/ckfail.db" "select count(*), min(step), max(step) from steps where run_id = 2; select status from runs where id = 2")
+if [ $rc -eq 2 ] && [ "$got" = "$(printf '4|1|4\nfailed')" ] && grep -q "rank 0 .*checkpoint: cannot create" "$T/ckfail.err" &&
+   grep -q "rank 1 .*checkpoint: rank 0 could not create" "$T/ckfail.err"; then
+    ok "a checkpoint no rank can write: exit 2, rows 1..4 written after the lock, the run failed"
+else bad "a checkpoint no rank can write (exit $rc, rows and status: $got)"; tail -4 "$T/ckfail.err"; fi
 # a plan of replicas made by memsplit plan itself: every rank's measured peak against the
 # prediction (the optimizer state a ZeRO-1 chunk, exactly)
 "$M" profile --preset seed17-cpu --precision fp32 --db "$T/s17.db" --quiet >/dev/null 2>&1
