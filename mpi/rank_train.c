@@ -189,36 +189,24 @@ static void flush_records(rank_run *r, int code)
     r->own_run = 0;
 }
 
-static void say_failure(const rank_run *r, const char *what, const char *msg)
+/* Says which rank failed and why, lets rank 0 write its records, and ends
+ * the run. agreed: every rank has the same verdict and comes here (a
+ * checkpoint: its parts are saved collectively), so no rank aborts before
+ * rank 0 has written, since the first abort kills all. Otherwise (a failure
+ * of this rank alone) the others may be waiting on it inside a step: it
+ * aborts at once, and a failure on another rank at the same time can still
+ * cut rank 0 short. */
+static void end_run(rank_run *r, int code, const char *what, const char *msg, int agreed)
 {
     fprintf(stderr, "memsplit train: rank %d (stage %d, replica %d, %s): %s: %s\n", r->rank, r->stage, r->replica,
             r->name, what, msg);
     fflush(stderr);
-}
-
-/* A failure of this rank alone: the others may be waiting on it inside a
- * step, so it aborts them all. Rank 0 writes its records first; a failure
- * on another rank that aborts at the same time can still cut rank 0 short
- * (mpirun kills every rank on the first abort). */
-static void die(rank_run *r, int code, const char *what, const char *msg)
-{
-    say_failure(r, what, msg);
     flush_records(r, code);
     fflush(stderr);
+    if (agreed) MPI_Barrier(MPI_COMM_WORLD);
     MPI_Abort(MPI_COMM_WORLD, code);
 }
-
-/* A failure every rank has agreed on (a checkpoint: its parts are saved
- * collectively, and each rank returns the same verdict): no rank aborts
- * before rank 0 has written its records, since the first abort kills all. */
-static void die_all(rank_run *r, int code, const char *what, const char *msg)
-{
-    say_failure(r, what, msg);
-    flush_records(r, code);
-    fflush(stderr);
-    MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Abort(MPI_COMM_WORLD, code);
-}
+static void die(rank_run *r, int code, const char *what, const char *msg) { end_run(r, code, what, msg, 0); }
 
 static void gather_recs(rank_run *r, const ms_pipeline *p)
 {
@@ -415,7 +403,7 @@ static void resume(rank_run *r, ms_pipeline *p)
 static void checkpoint(rank_run *r, ms_pipeline *p, const rank_opts *o)
 {
     char path[1024];
-    if (ms_pipe_checkpoint(p, o->ckdir, path, sizeof path)) die_all(r, MS_EXIT_RUNTIME, "checkpoint", p->err);
+    if (ms_pipe_checkpoint(p, o->ckdir, path, sizeof path)) end_run(r, MS_EXIT_RUNTIME, "checkpoint", p->err, 1);
     if (r->rank != 0) return;
     ms_ckpt_prune(o->ckdir, 2); /* a recovery needs the newest, and one before it in case that is cut short */
     if (!o->quiet) fprintf(stderr, "train: checkpoint %s\n", path);

@@ -1099,7 +1099,9 @@ bool fwd_wg(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qk
 {
     CUtensorMap tq, tkv;
     const size_t n = (size_t)B * T, w = 3 * (size_t)C;
-    if (!tmap_2d<E>(&tq, qkv, n, w, wg::kRows) || !tmap_2d<E>(&tkv, qkv, n, w, BC)) return false;
+    if (!tmap_2d<E>(&tq, qkv, n, w, wg::kRows)) return false;
+    if (BC == wg::kRows) tkv = tq; /* the same boxes */
+    else if (!tmap_2d<E>(&tkv, qkv, n, w, BC)) return false;
     constexpr size_t smem = wg::fwd_smem_bytes<HD, NWG, BC>();
     if (!allow_smem(ctx, wg::attn_fwd_wg<E, HD, NWG, BC, MINB>, smem, "attention_fwd")) return true;
     const int rows = wg::kRows * NWG;

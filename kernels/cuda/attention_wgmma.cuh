@@ -130,9 +130,8 @@ template <int NWG, int MINB> __host__ __device__ constexpr int launch_regs()
 }
 template <int NWG, int MINB> __host__ __device__ constexpr int consumer_regs(int producer)
 {
-    return ((launch_regs<NWG, MINB>() + (launch_regs<NWG, MINB>() - producer) / NWG) & ~7) < 256
-               ? (launch_regs<NWG, MINB>() + (launch_regs<NWG, MINB>() - producer) / NWG) & ~7
-               : 256;
+    const int regs = (launch_regs<NWG, MINB>() + (launch_regs<NWG, MINB>() - producer) / NWG) & ~7;
+    return regs < 256 ? regs : 256;
 }
 static_assert(consumer_regs<2, 1>(40) == 232 && consumer_regs<1, 2>(40) == 216 && consumer_regs<1, 3>(32) == 128,
               "register budgets");
