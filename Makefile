@@ -176,6 +176,13 @@ $(BUILD)/attn_tune: bench/attn_tune.cu bench/attn_ref.cu kernels/cuda/attention.
 attn-tune: $(BUILD)/attn_tune
 .PHONY: attn-tune
 
+# The matmul's timed pick against the heuristic's first, on a bf16 step's
+# products (bench/gemm_pick.c); a developer's tool like attn_tune.
+$(BUILD)/gemm_pick: bench/gemm_pick.c $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIB) -o $@ $(LDLIBS)
+gemm-pick: $(BUILD)/gemm_pick
+.PHONY: gemm-pick
+
 $(BUILD)/nccl_bw: bench/nccl_bw.c
 	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ $(LDLIBS)
 

@@ -46,6 +46,7 @@ static void preset_defaults(ms_config *c) {
     c->loss_scale = 65536.0f;
     c->loss_scale_window = 1000;
     c->head_chunk = 0;
+    c->matmul_pick = 1;
     c->seed = 1337;
     c->log_every = 0;
     c->data_format = MS_DATA_AUTO;

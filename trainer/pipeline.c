@@ -274,6 +274,7 @@ int ms_pipe_open(ms_pipeline *p, const ms_config *cfg, const ms_pipe_spec *spec)
     for (int d = 0; d < spec->n_devices; d++) {
         if (ms_dev_open(&p->devs[d], d, spec->device[d], spec->capacity[d], spec->virtual_share, p->err, sizeof p->err))
             return MS_EFAIL;
+        p->devs[d].k.matmul_pick = cfg->matmul_pick; /* a pipeline only trains: see matmul.cu's pick */
         p->n_dev = d + 1;
     }
     p->n_stages = np;

@@ -22,13 +22,25 @@
  *
  * Plans (layouts + the heuristic's algorithm, or "not supported") are cached
  * per (device, types, transposes, shape, epilogue, pointer alignments,
- * workspace size) in a process-wide table, so the heuristic runs once per
- * shape. A fresh matmul descriptor (cheap, host-only) is built per call, so
- * concurrent calls from several threads never share a mutable object. */
+ * workspace size, pick) in a process-wide table, so the heuristic runs once
+ * per shape. A fresh matmul descriptor (cheap, host-only) is built per call,
+ * so concurrent calls from several threads never share a mutable object.
+ *
+ * The timed pick (ctx->matmul_pick): the heuristic's first algorithm is not
+ * always the fastest for a shape. With the pick, a shape's first
+ * MM_CAND * MM_REPS calls run the heuristic's top MM_CAND algorithms in turn,
+ * each between two CUDA events, and the first call after all of them have
+ * finished keeps the fastest (its quickest run) for good. Every timed call
+ * is a real one (each algorithm computes the same product, in its own
+ * summation order), so the pick takes no memory, repeats no work and never
+ * waits for the GPU; its cost is the slower candidates' few calls. The
+ * choice depends on timing, so results may differ in the last bits from
+ * run to run: the trainer picks only where it trains, never in a trial. */
 #include "kernels/cuda/cuda_common.cuh"
 
 #include <cublasLt.h>
 #include <mutex>
+#include <new>
 #include <string.h>
 
 namespace {
@@ -38,6 +50,21 @@ struct mm_key {
     int epi; /* cublasLtEpilogue_t */
     unsigned al_a, al_b, al_c, al_d, al_bias, al_aux;
     unsigned long long ws;
+    int pick; /* ctx->matmul_pick: a picked plan is never shared with an unpicked one */
+};
+
+enum { MM_CAND = 8, MM_REPS = 2, MM_SLOTS_TIMED = MM_CAND * MM_REPS };
+
+/* A shape's timed pick (see the top); all fields under g_mu. Slot s runs
+ * candidate s % n. */
+struct mm_pick {
+    int n;                             /* candidates (>= 2) */
+    int issued;                        /* timed calls handed out */
+    int chosen;                        /* the kept candidate; -1 while timing */
+    cublasLtMatmulAlgo_t algo[MM_CAND]; /* the heuristic's order: [0] is its first */
+    bool failed[MM_CAND];              /* cublasLtMatmul refused it: never timed again */
+    enum { SLOT_OUT, SLOT_TIMED, SLOT_VOID } slot[MM_SLOTS_TIMED]; /* handed out, recorded, not timed */
+    cudaEvent_t ev[MM_SLOTS_TIMED][2];
 };
 
 struct mm_plan {
@@ -45,6 +72,7 @@ struct mm_plan {
     mm_key key;
     cublasLtMatrixLayout_t la, lb, lc; /* cuBLASLt A (= our B), B (= our A), C = D */
     cublasLtMatmulAlgo_t algo;
+    mm_pick *pick; /* only in cached plans with the pick and >= 2 candidates */
 };
 
 enum { MM_SLOTS = 1024, MM_MAX_USED = 768 };
@@ -76,6 +104,15 @@ size_t key_hash(const mm_key &k)
     size_t h = 1469598103934665603ull;
     for (size_t i = 0; i < sizeof k; i++) h = (h ^ b[i]) * 1099511628211ull;
     return h;
+}
+
+void destroy_pick(mm_pick *pk)
+{
+    if (!pk) return;
+    for (int i = 0; i < MM_SLOTS_TIMED; i++)
+        for (int j = 0; j < 2; j++)
+            if (pk->ev[i][j]) cudaEventDestroy(pk->ev[i][j]);
+    delete pk;
 }
 
 void destroy_layouts(mm_plan &p)
@@ -115,10 +152,14 @@ cublasStatus_t make_desc(const mm_key &k, const void *bias, const void *aux, cub
     return CUBLAS_STATUS_SUCCESS;
 }
 
-/* Builds layouts and runs the heuristic. Returns a cuBLASLt error only for
- * failures other than "no algorithm" (which leaves p.ok false). */
-cublasStatus_t build_plan(ms_kctx *ctx, const mm_key &k, const void *bias, const void *aux, mm_plan &p)
+/* Builds layouts and runs the heuristic: its first algorithm goes to p.algo,
+ * and with k.pick its top MM_CAND (that state SUCCESS) to cand[*ncand].
+ * Returns a cuBLASLt error only for failures other than "no algorithm"
+ * (which leaves p.ok false). */
+cublasStatus_t build_plan(ms_kctx *ctx, const mm_key &k, const void *bias, const void *aux, mm_plan &p,
+                          cublasLtMatmulAlgo_t *cand, int *ncand)
 {
+    *ncand = 0;
     memset(&p, 0, sizeof p);
     p.key = k;
     cudaDataType_t tab = cuda_type((ms_dtype)k.ab), tcd = cuda_type((ms_dtype)k.cd);
@@ -151,15 +192,17 @@ cublasStatus_t build_plan(ms_kctx *ctx, const mm_key &k, const void *bias, const
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d,
                                                   sizeof al_d);
     if (st == CUBLAS_STATUS_SUCCESS) {
-        cublasLtMatmulHeuristicResult_t res;
-        memset(&res, 0, sizeof res);
+        cublasLtMatmulHeuristicResult_t res[MM_CAND];
+        memset(res, 0, sizeof res);
         int n = 0;
         cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)ctx->lt, desc, p.la, p.lb, p.lc,
-                                                           p.lc, pref, 1, &res, &n);
+                                                           p.lc, pref, k.pick ? MM_CAND : 1, res, &n);
         /* NOT_SUPPORTED (or no result) means: no algorithm for this combination */
-        if (hs == CUBLAS_STATUS_SUCCESS && n > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
-            p.algo = res.algo;
+        if (hs == CUBLAS_STATUS_SUCCESS && n > 0 && res[0].state == CUBLAS_STATUS_SUCCESS) {
+            p.algo = res[0].algo;
             p.ok = true;
+            for (int i = 0; k.pick && i < n && i < MM_CAND; i++)
+                if (res[i].state == CUBLAS_STATUS_SUCCESS) cand[(*ncand)++] = res[i].algo;
         } else if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED &&
                    hs != CUBLAS_STATUS_INVALID_VALUE) {
             st = hs;
@@ -188,16 +231,26 @@ cublasStatus_t get_plan(ms_kctx *ctx, const mm_key &k, const void *bias, const v
         }
     }
     mm_plan fresh;
-    cublasStatus_t st = build_plan(ctx, k, bias, aux, fresh);
+    cublasLtMatmulAlgo_t cand[MM_CAND];
+    int ncand = 0;
+    cublasStatus_t st = build_plan(ctx, k, bias, aux, fresh, cand, &ncand);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
-    *out = fresh;
     *owned = true;
     if (g_used < MM_MAX_USED && !g_plans[slot].used) { /* slot: the empty one the probe stopped at */
         fresh.used = true;
+        if (ncand >= 2) { /* without a second candidate there is nothing to pick */
+            fresh.pick = new (std::nothrow) mm_pick();
+            if (fresh.pick) { /* value-initialised: no events, every slot SLOT_OUT */
+                fresh.pick->n = ncand;
+                fresh.pick->chosen = -1;
+                memcpy(fresh.pick->algo, cand, sizeof cand[0] * (size_t)ncand);
+            }
+        }
         g_plans[slot] = fresh;
         g_used++;
         *owned = false;
     }
+    *out = fresh;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -215,12 +268,100 @@ void mark_unsupported(const mm_key &k)
     }
 }
 
+/* The error state must be clean before the pick queries events, so that an
+ * error it then sees is its own and can be cleared, never a launch's. */
+bool last_error_clean() { return cudaPeekAtLastError() == cudaSuccess; }
+void clear_own_error()
+{
+    if (cudaPeekAtLastError() != cudaSuccess) cudaGetLastError();
+}
+
+/* Keeps the fastest candidate once every timed call has finished; returns
+ * without waiting otherwise. Under g_mu. */
+void pick_settle(mm_pick *pk)
+{
+    if (!last_error_clean()) return;
+    for (int s = 0; s < MM_SLOTS_TIMED; s++) {
+        if (pk->slot[s] == mm_pick::SLOT_OUT) return; /* handed out, not yet recorded */
+        if (pk->slot[s] != mm_pick::SLOT_TIMED) continue;
+        cudaError_t q = cudaEventQuery(pk->ev[s][1]);
+        if (q == cudaErrorNotReady) {
+            clear_own_error();
+            return;
+        }
+        if (q != cudaSuccess) {
+            clear_own_error();
+            pk->slot[s] = mm_pick::SLOT_VOID;
+        }
+    }
+    float best[MM_CAND];
+    for (int c = 0; c < MM_CAND; c++) best[c] = -1.0f;
+    for (int s = 0; s < MM_SLOTS_TIMED; s++) {
+        float ms = 0.0f;
+        if (pk->slot[s] != mm_pick::SLOT_TIMED) continue;
+        if (cudaEventElapsedTime(&ms, pk->ev[s][0], pk->ev[s][1]) != cudaSuccess) {
+            clear_own_error();
+            continue;
+        }
+        int c = s % pk->n;
+        if (!pk->failed[c] && (best[c] < 0.0f || ms < best[c])) best[c] = ms;
+    }
+    int chosen = 0; /* nothing timed: the heuristic's first */
+    for (int c = 0; c < pk->n; c++)
+        if (best[c] >= 0.0f && (best[chosen] < 0.0f || best[c] < best[chosen])) chosen = c;
+    pk->chosen = chosen;
+    for (int s = 0; s < MM_SLOTS_TIMED; s++)
+        for (int j = 0; j < 2; j++)
+            if (pk->ev[s][j]) {
+                cudaEventDestroy(pk->ev[s][j]);
+                pk->ev[s][j] = NULL;
+            }
+}
+
+/* The algorithm for this call of a picked shape. Returns the timed slot the
+ * caller records events for, or -1 for an untimed call. */
+int pick_next(mm_pick *pk, cublasLtMatmulAlgo_t *algo)
+{
+    std::lock_guard<std::mutex> lock(g_mu);
+    *algo = pk->algo[0];
+    if (pk->chosen < 0 && pk->issued == MM_SLOTS_TIMED) pick_settle(pk);
+    if (pk->chosen >= 0) {
+        *algo = pk->algo[pk->chosen];
+        return -1;
+    }
+    if (pk->issued == MM_SLOTS_TIMED) return -1; /* still running: the first, untimed */
+    int s = pk->issued++, c = s % pk->n;
+    bool ok = !pk->failed[c] && last_error_clean();
+    for (int j = 0; ok && j < 2; j++)
+        if (cudaEventCreate(&pk->ev[s][j]) != cudaSuccess) {
+            clear_own_error();
+            pk->ev[s][j] = NULL;
+            ok = false;
+        }
+    if (!ok) {
+        pk->slot[s] = mm_pick::SLOT_VOID;
+        return -1;
+    }
+    *algo = pk->algo[c];
+    return s;
+}
+
+/* After the timed call of slot s: recorded (both events), or void, with the
+ * candidate marked failed when cublasLtMatmul refused it. */
+void pick_done(mm_pick *pk, int s, bool recorded, bool refused)
+{
+    std::lock_guard<std::mutex> lock(g_mu);
+    pk->slot[s] = recorded ? mm_pick::SLOT_TIMED : mm_pick::SLOT_VOID;
+    if (refused) pk->failed[s % pk->n] = true;
+}
+
 struct mm_call {
     ms_dtype ab, cd;
     int ta, tb, M, N, K;
     float alpha, beta;
     const void *A, *B, *C;
     void *D;
+    size_t ws; /* bytes of ctx->workspace cuBLASLt may use (0: none) */
 };
 
 /* One cublasLtMatmul with the given epilogue. Returns 0 on success, 1 when
@@ -250,7 +391,8 @@ int run_lt(ms_kctx *ctx, const mm_call &c, cublasLtEpilogue_t epi, const void *b
     k.al_d = align_class(c.D);
     k.al_bias = bias ? align_class(bias) : 0;
     k.al_aux = aux ? align_class(aux) : 0;
-    k.ws = ctx->workspace ? ctx->workspace_bytes : 0;
+    k.ws = c.ws;
+    k.pick = ctx->matmul_pick ? 1 : 0;
 
     mm_plan p;
     bool owned = false;
@@ -264,9 +406,21 @@ int run_lt(ms_kctx *ctx, const mm_call &c, cublasLtEpilogue_t epi, const void *b
         cublasLtMatmulDesc_t desc = NULL;
         st = make_desc(k, bias, aux, &desc);
         if (st == CUBLAS_STATUS_SUCCESS) {
+            cublasLtMatmulAlgo_t algo = p.algo;
+            int slot = p.pick ? pick_next(p.pick, &algo) : -1;
+            cudaStream_t stream = ms_stream(ctx);
+            bool rec = slot >= 0 && cudaEventRecord(p.pick->ev[slot][0], stream) == cudaSuccess;
             st = cublasLtMatmul((cublasLtHandle_t)ctx->lt, desc, &c.alpha, c.B, p.la, c.A, p.lb, &c.beta, c.C,
-                                p.lc, c.D, p.lc, &p.algo, k.ws ? ctx->workspace : NULL, (size_t)k.ws,
-                                ms_stream(ctx));
+                                p.lc, c.D, p.lc, &algo, c.ws ? ctx->workspace : NULL, c.ws, stream);
+            if (slot >= 0) {
+                bool refused = st != CUBLAS_STATUS_SUCCESS;
+                rec = rec && !refused && cudaEventRecord(p.pick->ev[slot][1], stream) == cudaSuccess;
+                pick_done(p.pick, slot, rec, refused);
+                if (refused && memcmp(&algo, &p.algo, sizeof algo) != 0) /* the heuristic's first, then */
+                    st = cublasLtMatmul((cublasLtHandle_t)ctx->lt, desc, &c.alpha, c.B, p.la, c.A, p.lb, &c.beta,
+                                        c.C, p.lc, c.D, p.lc, &p.algo, c.ws ? ctx->workspace : NULL, c.ws,
+                                        stream);
+            }
             cublasLtMatmulDescDestroy(desc);
             if (st == CUBLAS_STATUS_SUCCESS) rc = 0;
         }
@@ -348,18 +502,58 @@ void launch_epilogue(ms_kctx *ctx, ms_dtype cd, void *D, const void *src, const 
     ms_cuda_check(ctx, "matmul epilogue");
 }
 
-const char *check_args(ms_dtype ab, ms_dtype cd, int M, int N, int K, const void *A, const void *B, float beta,
-                       const void *Cin, void *D, const void *bias, ms_epilogue epi, void *aux)
+__global__ void mm_add_k(float *dst, const float *src, int n)
 {
+    for (size_t i = ms_tid(); i < (size_t)n; i += ms_nthreads()) dst[i] += src[i];
+}
+
+/* MS_EPI_BGRAD. cuBLASLt's BGRADB epilogue (the sums of its B = our op(A)
+ * over k) writes the bias gradient, in D's type, into the tail of the
+ * workspace, and a small kernel adds it to aux: the epilogue overwrites,
+ * aux accumulates. That takes fp32 D, alpha 1 (whether cuBLASLt scales the
+ * sums by alpha is not documented) and a workspace of at least 4x the tail.
+ * Otherwise, or with no algorithm for it, the plain product and bias_grad
+ * (one more pass over A). */
+void matmul_bgrad(ms_kctx *ctx, const mm_call &c, float *db)
+{
+    const size_t tail = ((size_t)c.M * sizeof(float) + 255) / 256 * 256;
+    if (c.cd == MS_F32 && c.alpha == 1.0f && c.ws >= 4 * tail) {
+        float *sums = (float *)(void *)((char *)ctx->workspace + (c.ws - tail)); /* 256-aligned */
+        mm_call f = c;
+        f.ws = c.ws - tail;
+        int rc = run_lt(ctx, f, CUBLASLT_EPILOGUE_BGRADB, sums, NULL);
+        if (rc < 0) return;
+        if (rc == 0) {
+            mm_add_k<<<ms_grid((size_t)c.M, 256, 4), 256, 0, ms_stream(ctx)>>>(db, sums, c.M);
+            ms_cuda_check(ctx, "matmul bias-gradient add");
+            return;
+        }
+    }
+    int rc = run_lt(ctx, c, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL);
+    if (rc < 0) return;
+    if (rc > 0) {
+        ms_cuda_fail(ctx, MS_CUDA_EBLAS, "matmul: cuBLASLt has no algorithm (%s x %s -> %s, M=%d N=%d K=%d)",
+                     ms_dtype_name(c.ab), ms_dtype_name(c.ab), ms_dtype_name(c.cd), c.M, c.N, c.K);
+        return;
+    }
+    ms_cuda_bias_grad(ctx, c.ab, db, c.A, c.K, c.M);
+}
+
+const char *check_args(ms_dtype ab, ms_dtype cd, int transA, int M, int N, int K, const void *A, const void *B,
+                       float beta, const void *Cin, void *D, const void *bias, ms_epilogue epi, void *aux)
+{
+    const bool gelu = epi == MS_EPI_GELU || epi == MS_EPI_DGELU;
     if (!ms_dt_ok(ab) || !ms_dt_ok(cd) || (cd != ab && cd != MS_F32)) return "dtype pair (cd must be ab or f32)";
     if (M < 0 || N < 0 || K < 0) return "negative size";
-    if (epi != MS_EPI_NONE && epi != MS_EPI_GELU && epi != MS_EPI_DGELU) return "unknown epilogue";
+    if (epi != MS_EPI_NONE && !gelu && epi != MS_EPI_BGRAD) return "unknown epilogue";
+    if (epi == MS_EPI_BGRAD && (!transA || bias)) return "BGRAD epilogue needs transA = 1 and no bias";
+    if (epi == MS_EPI_BGRAD && !aux && M && K) return "BGRAD epilogue needs aux";
     if (M && N && !D) return "D is NULL";
     if (M && N && K && (!A || !B)) return "A or B is NULL";
     if (beta != 0.0f && !Cin && M && N) return "beta != 0 with Cin NULL";
-    if (epi != MS_EPI_NONE && beta != 0.0f) return "GELU epilogues need beta = 0";
+    if (gelu && beta != 0.0f) return "GELU epilogues need beta = 0";
     if (epi == MS_EPI_DGELU && bias) return "DGELU epilogue takes no bias";
-    if (epi != MS_EPI_NONE && !aux && M && N) return "GELU epilogues need aux";
+    if (gelu && !aux && M && N) return "GELU epilogues need aux";
     if (epi == MS_EPI_GELU && aux == D && M && N) return "GELU aux must not be D";
     return NULL;
 }
@@ -371,14 +565,19 @@ extern "C" void ms_cuda_matmul(ms_kctx *ctx, ms_dtype ab, ms_dtype cd, int trans
                                void *D, const void *bias, ms_epilogue epi, void *aux)
 {
     if (!ctx) return;
-    const char *why = check_args(ab, cd, M, N, K, A, B, beta, Cin, D, bias, epi, aux);
+    const char *why = check_args(ab, cd, transA, M, N, K, A, B, beta, Cin, D, bias, epi, aux);
     if (why) {
         ms_cuda_fail(ctx, MS_CUDA_EARG, "matmul: %s (M=%d N=%d K=%d)", why, M, N, K);
         return;
     }
+    if (epi == MS_EPI_BGRAD && M && K && N == 0) { /* no product, still the sums */
+        ms_cuda_bias_grad(ctx, ab, (float *)aux, A, K, M);
+        return;
+    }
     if (M == 0 || N == 0) return;
-    if (K == 0) { /* empty product: only beta*Cin, bias and the epilogue remain */
-        launch_epilogue(ctx, cd, D, NULL, Cin, beta, bias, aux, epi, 1, M, N);
+    if (K == 0) { /* empty product: only beta*Cin, bias and the epilogue remain (BGRAD adds nothing) */
+        launch_epilogue(ctx, cd, D, NULL, Cin, beta, bias, epi == MS_EPI_BGRAD ? NULL : aux,
+                        epi == MS_EPI_BGRAD ? MS_EPI_NONE : epi, 1, M, N);
         return;
     }
     mm_call c;
@@ -395,6 +594,11 @@ extern "C" void ms_cuda_matmul(ms_kctx *ctx, ms_dtype ab, ms_dtype cd, int trans
     c.B = B;
     c.C = beta != 0.0f ? Cin : D; /* with beta = 0 C is not read */
     c.D = D;
+    c.ws = ctx->workspace ? ctx->workspace_bytes : 0;
+    if (epi == MS_EPI_BGRAD) {
+        matmul_bgrad(ctx, c, (float *)aux);
+        return;
+    }
 
     /* 1. the fused epilogue */
     cublasLtEpilogue_t fused = CUBLASLT_EPILOGUE_DEFAULT;
@@ -443,7 +647,10 @@ void ms_cuda_matmul_cache_clear(void)
 {
     std::lock_guard<std::mutex> lock(g_mu);
     for (int i = 0; i < MM_SLOTS; i++)
-        if (g_plans[i].used) destroy_layouts(g_plans[i]);
+        if (g_plans[i].used) {
+            destroy_layouts(g_plans[i]);
+            destroy_pick(g_plans[i].pick);
+        }
     memset(g_plans, 0, sizeof g_plans);
     g_used = 0;
 }

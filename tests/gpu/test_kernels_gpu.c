@@ -391,6 +391,7 @@ static int mm_case(ku_rng *r, ms_dtype ab, ms_dtype cd, int ta, int tb, int M, i
     pair Cin = cin_mode == 1 ? mk(r, cd, (size_t)M * N, -1, 1) : k_none;
     pair bias = use_bias ? mk(r, cd, N, -0.5f, 0.5f) : k_none;
     pair aux = epi == MS_EPI_NONE ? k_none
+               : epi == MS_EPI_BGRAD ? mk(r, MS_F32, M, -1, 1) /* the bias gradient, accumulated */
                : epi == MS_EPI_DGELU ? mk(r, cd, (size_t)M * N, -3, 3) /* input: pre-activations */
                                      : mk(r, cd, (size_t)M * N, -1, 1);
     const void *ch = cin_mode == 1 ? Cin.h : cin_mode == 2 ? D.h : NULL;
@@ -406,6 +407,7 @@ static int mm_case(ku_rng *r, ms_dtype ab, ms_dtype cd, int ta, int tb, int M, i
     gpu_done(name);
     int bad = cmp(name, &D, tol_of(cd));
     if (epi == MS_EPI_GELU) bad += cmp_at("  ... aux", &aux, 0, aux.n, tol_of(cd));
+    if (epi == MS_EPI_BGRAD) bad += cmp_at("  ... bias gradient", &aux, 0, aux.n, 1e-5);
     pfree(&A);
     pfree(&B);
     pfree(&D);
@@ -435,6 +437,10 @@ static void test_matmul(void **state)
                 bad += mm_case(&r, ab, cd, ta, tb, M, N, K, 1.0f, 0.0f, 0, 1, MS_EPI_GELU, 0);
                 bad += mm_case(&r, ab, cd, ta, tb, M, N, K, 0.8f, 0.0f, 0, 0, MS_EPI_GELU, 0);
                 bad += mm_case(&r, ab, cd, ta, tb, M, N, K, 1.0f, 0.0f, 0, 0, MS_EPI_DGELU, 0);
+                if (ta) { /* a weight gradient with its bias gradient; alpha != 1 is never fused */
+                    bad += mm_case(&r, ab, cd, ta, tb, M, N, K, 1.0f, 1.0f, 2, 0, MS_EPI_BGRAD, 0);
+                    bad += mm_case(&r, ab, cd, ta, tb, M, N, K, 0.5f, 0.0f, 0, 0, MS_EPI_BGRAD, 0);
+                }
             }
         /* K == 0: D = beta*Cin + bias */
         bad += mm_case(&r, ab, cd, 0, 0, 5, 7, 0, 1.0f, 0.5f, 1, 1, MS_EPI_NONE, 0);
@@ -447,6 +453,10 @@ static void test_matmul(void **state)
     bad += mm_case(&r, MS_BF16, MS_BF16, 0, 0, 256, 1024, 256, 1.0f, 0.0f, 0, 0, MS_EPI_DGELU, 0);
     bad += mm_case(&r, MS_F16, MS_F16, 0, 1, 256, 1024, 256, 1.0f, 0.0f, 0, 1, MS_EPI_GELU, 0);
     bad += mm_case(&r, MS_BF16, MS_F32, 1, 0, 256, 384, 512, 1.0f, 1.0f, 2, 0, MS_EPI_NONE, 0);
+    /* the trainer's weight and bias gradients (fc, qkv), and BGRAD with K == 0 */
+    bad += mm_case(&r, MS_BF16, MS_F32, 1, 0, 3072, 768, 1024, 1.0f, 1.0f, 2, 0, MS_EPI_BGRAD, 0);
+    bad += mm_case(&r, MS_BF16, MS_F32, 1, 0, 2304, 768, 2048, 1.0f, 1.0f, 2, 0, MS_EPI_BGRAD, 0);
+    bad += mm_case(&r, MS_BF16, MS_F32, 1, 0, 5, 7, 0, 1.0f, 1.0f, 2, 0, MS_EPI_BGRAD, 0);
     bad += mm_case(&r, MS_F32, MS_F32, 0, 1, 128, 256, 768, 1.0f, 0.0f, 0, 1, MS_EPI_GELU, 0);
     /* the same shapes again: served from the plan cache */
     bad += mm_case(&r, MS_BF16, MS_BF16, 0, 1, 256, 1024, 256, 1.0f, 0.0f, 0, 1, MS_EPI_GELU, 0);
