@@ -4,8 +4,9 @@
  *
  * The products are a bf16 training step's, as trainer/layer_block.c and
  * trainer/layer_head.c call them (types, transposes, beta, bias, GELU
- * epilogues, fp32 weight gradients accumulated in place): per block the
- * four forward and eight backward ones, per head chunk its three. Each runs
+ * epilogues, fp32 weight gradients accumulated in place, then bias_grad):
+ * per block the four forward and eight backward ones, per head chunk its
+ * three. Each runs
  * through ms_cuda_matmul with the pick off, then on (its timed calls first,
  * until the choice is kept), and is timed over CALLS back-to-back calls
  * with CUDA events. Operands hold uniform random values in [-1, 1).
@@ -72,17 +73,17 @@ typedef struct bufs {
     float *db;
 } bufs;
 
-/* One call of p. A weight gradient with a bias gradient: fused = 1 is the
- * BGRAD epilogue, 0 the product and then bias_grad (the trainer before). */
-static void call(ms_kctx *k, const product *p, const bufs *u, int fused)
+/* One call of p; a weight gradient with its bias gradient is the product
+ * and then bias_grad, as the trainer does. */
+static void call(ms_kctx *k, const product *p, const bufs *u)
 {
     ms_dtype cd = p->f32_out ? MS_F32 : MS_BF16;
     float beta = p->f32_out || p->resid ? 1.0f : 0.0f;
     const void *cin = p->f32_out ? u->d : p->resid ? u->c : NULL;
     if (p->f32_out && p->bias) {
         ms_cuda_matmul(k, MS_BF16, cd, p->ta, p->tb, p->M, p->N, p->K, 1.0f, u->a, u->b, beta, cin, u->d, NULL,
-                       fused ? MS_EPI_BGRAD : MS_EPI_NONE, fused ? u->db : NULL);
-        if (!fused) ms_cuda_bias_grad(k, MS_BF16, u->db, u->a, p->K, p->M);
+                       MS_EPI_NONE, NULL);
+        ms_cuda_bias_grad(k, MS_BF16, u->db, u->a, p->K, p->M);
         return;
     }
     ms_cuda_matmul(k, MS_BF16, cd, p->ta, p->tb, p->M, p->N, p->K, 1.0f, u->a, u->b, beta, cin, u->d,
@@ -91,18 +92,18 @@ static void call(ms_kctx *k, const product *p, const bufs *u, int fused)
 
 /* ms a call of p over CALLS calls, after warm-up (and, with the pick, its
  * choice); -1 on an error (said on stderr). */
-static double time_product(ms_kctx *k, const product *p, const bufs *u, int fused)
+static double time_product(ms_kctx *k, const product *p, const bufs *u)
 {
     cudaEvent_t e0, e1;
     if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) return -1;
     for (int i = 0; i < SETTLE_CALLS; i++) {
-        call(k, p, u, fused);
+        call(k, p, u);
         if (i == SETTLE_CALLS / 2 && ms_cuda_sync(k)) break; /* the timed calls finish: the next call keeps one */
     }
     double ms = -1;
     if (ms_cuda_sync(k) == 0) {
         cudaEventRecord(e0, (cudaStream_t)k->stream);
-        for (int i = 0; i < CALLS; i++) call(k, p, u, fused);
+        for (int i = 0; i < CALLS; i++) call(k, p, u);
         cudaEventRecord(e1, (cudaStream_t)k->stream);
         float t = 0;
         if (ms_cuda_sync(k) == 0 && cudaEventElapsedTime(&t, e0, e1) == cudaSuccess) ms = t / CALLS;
@@ -165,25 +166,21 @@ int main(int argc, char **argv)
         return 1;
     }
     on.matmul_pick = 1;
-    /* off: the heuristic's first (and bias_grad after a weight gradient);
-     * pick: the timed pick; +bgrad: the pick with the BGRAD epilogue */
-    printf("%-20s %6s %6s %6s %5s %8s %8s %8s %7s\n", "product", "M", "N", "K", "calls", "off ms", "pick ms",
-           "+bgrad", "gain");
-    double tot[3] = { 0, 0, 0 };
+    /* off: the heuristic's first; pick: the timed pick (bias_grad after a
+     * weight gradient in both) */
+    printf("%-20s %6s %6s %6s %5s %8s %8s %7s\n", "product", "M", "N", "K", "calls", "off ms", "pick ms", "gain");
+    double tot[2] = { 0, 0 };
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
         const product *p = &ps[i];
         if (!p->per_step) continue;
-        double t[3];
-        t[0] = time_product(&off, p, &u, 0);
-        t[1] = time_product(&on, p, &u, 0);
-        t[2] = p->f32_out && p->bias ? time_product(&on, p, &u, 1) : t[1];
-        if (t[0] < 0 || t[1] < 0 || t[2] < 0) return 1;
-        for (int j = 0; j < 3; j++) tot[j] += t[j] * p->per_step;
-        printf("%-20s %6d %6d %6d %5d %8.4f %8.4f %8.4f %+6.1f%%\n", p->name, p->M, p->N, p->K, p->per_step, t[0],
-               t[1], t[2], 100.0 * (t[0] - t[2]) / t[0]);
+        double t[2] = { time_product(&off, p, &u), time_product(&on, p, &u) };
+        if (t[0] < 0 || t[1] < 0) return 1;
+        for (int j = 0; j < 2; j++) tot[j] += t[j] * p->per_step;
+        printf("%-20s %6d %6d %6d %5d %8.4f %8.4f %+6.1f%%\n", p->name, p->M, p->N, p->K, p->per_step, t[0], t[1],
+               100.0 * (t[0] - t[1]) / t[0]);
     }
-    printf("a step's products: %.2f ms with the heuristic's first, %.2f ms picked, %.2f ms picked with the "
-           "bias gradients fused (%+.2f ms)\n", tot[0], tot[1], tot[2], tot[2] - tot[0]);
+    printf("a step's products: %.2f ms with the heuristic's first, %.2f ms picked (%+.2f ms)\n", tot[0], tot[1],
+           tot[1] - tot[0]);
     ms_cuda_ctx_destroy(&off);
     ms_cuda_ctx_destroy(&on);
     return 0;

@@ -200,7 +200,8 @@ int ms_cmd_train(int argc, char **argv)
     }
     ms_session s;
     int rc = ms_session_open(&s, &cfg, NULL);
-    s.dev.k.matmul_pick = cfg.matmul_pick; /* here, not in the session: a trial never picks (matmul.cu) */
+    /* here, not in the session: a trial never picks (matmul.cu); the first step times, the rest keep */
+    s.dev.k.matmul_pick = cfg.matmul_pick;
     if (rc == MS_OK && cfg.resume) {
         char path[1024], note[1200];
         rc = ms_session_resume(&s, cfg.checkpoint_dir, path, sizeof path, note, sizeof note);

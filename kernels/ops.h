@@ -31,9 +31,10 @@ typedef struct ms_kctx {
     void *lt;              /* cublasLtHandle_t */
     void *workspace;       /* cuBLASLt workspace (device memory) */
     size_t workspace_bytes;
-    int matmul_pick;       /* CUDA: 1 = time cuBLASLt's top algorithms on each shape's first
-                              calls and keep the fastest (matmul.cu); 0 = the heuristic's
-                              first, the same bits every run. The CPU ignores it. */
+    int matmul_pick;       /* CUDA (matmul.cu): 0 = cuBLASLt's heuristic's first algorithm, the
+                              same bits every run; 1 = time its top algorithms on each shape's
+                              first calls; 2 = keep what was timed, time no more. The CPU
+                              ignores it. */
     int status;            /* 0 = ok; first error code kept */
     char error[160];       /* text of the first error */
 } ms_kctx;
@@ -42,9 +43,6 @@ typedef enum {
     MS_EPI_NONE = 0,  /* D = alpha*op(A)op(B) + beta*Cin (+ bias) */
     MS_EPI_GELU = 1,  /* pre = alpha*op(A)op(B) + bias; aux = pre; D = gelu(pre). beta must be 0 */
     MS_EPI_DGELU = 2, /* D = (alpha*op(A)op(B)) * gelu'(aux). beta must be 0, no bias */
-    MS_EPI_BGRAD = 3, /* D = alpha*op(A)op(B) + beta*Cin, and aux (float [M]) += sum over k of
-                         op(A)[m,k]: a linear layer's weight and bias gradients in one call
-                         (dW = dy^T x, A = dy [K,M]). transA must be 1, no bias */
 } ms_epilogue;
 
 typedef struct ms_ops {

@@ -44,8 +44,8 @@ typedef struct ms_config {
     float loss_scale;         /* fp16: initial dynamic loss scale */
     int loss_scale_window;    /* fp16: good steps before the scale doubles */
     int head_chunk;           /* rows of logits computed at once in the fused head (0 = auto) */
-    int matmul_pick;          /* 1: train times cuBLASLt's top algorithms per matmul shape and keeps
-                                 the fastest (kernels/cuda/matmul.cu); 0: its heuristic's first */
+    int matmul_pick;          /* 1: train times cuBLASLt's top algorithms per matmul shape in its first
+                                 step and keeps the fastest (kernels/cuda/matmul.cu); 0: the heuristic's first */
     uint64_t seed;
     int log_every;            /* progress line every N steps (0 = auto) */
     /* [data] */

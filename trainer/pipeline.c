@@ -393,6 +393,9 @@ int ms_pipe_step(ms_pipeline *p)
      * (micro-batches replica * nm .. + nm - 1; the rest lands in slot nm), so
      * the data position after a step is the same in every layout */
     int skip = p->spec.dist ? p->spec.dist->replica * nm : 0;
+    if (p->steps_run++ == 1) /* the first step timed cuBLASLt's candidates: keep what it found */
+        for (int d = 0; d < p->n_dev; d++)
+            if (p->devs[d].k.matmul_pick == 1) p->devs[d].k.matmul_pick = 2;
     for (int i = 0; i < nm * n_replicas(p); i++) {
         int k = i - skip >= 0 && i - skip < nm ? i - skip : nm;
         if (ms_data_next(p->data, p->inputs + k * N, p->targets + k * N, m->B, m->T)) {

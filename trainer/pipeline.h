@@ -81,6 +81,7 @@ typedef struct ms_pipeline {
     int step;
     int step_base;               /* p->step when the channels started counting (open or load) */
     double last_loss;
+    int steps_run;               /* ms_pipe_step calls: the matmul pick times in the first only */
     int oom_stage;
     char err[512];
 } ms_pipeline;

@@ -150,6 +150,7 @@ int ms_session_step(ms_session *s)
     ms_dev_where(&s->dev, -1, MS_PH_INIT);
     s->last_loss = loss_sum / (double)tokens;
     s->step++;
+    if (s->dev.k.matmul_pick == 1) s->dev.k.matmul_pick = 2; /* timed in this step: keep what it found */
     return MS_OK;
 }
 

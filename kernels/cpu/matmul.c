@@ -13,9 +13,7 @@
  *    Cin may equal D: each element is read before it is written.
  *  - GELU: pre = alpha*AB + bias in float; aux = pre rounded to cd;
  *    D = gelu(pre) computed from the unrounded float pre.
- *  - DGELU: D = (alpha*AB) * gelu'(aux) with aux as stored (type cd);
- *  - BGRAD: D as with none; aux (float) += the column sums of A [K,M],
- *    not scaled by alpha, summed as bias_grad sums (the same bits). */
+ *  - DGELU: D = (alpha*AB) * gelu'(aux) with aux as stored (type cd). */
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <stdlib.h>
@@ -89,7 +87,7 @@ static void pack_b(const mm_in *in, float *bp, int k0, int kb, int j0, int nb, i
     }
 }
 
-static int check_args(ms_kctx *ctx, ms_dtype ab, ms_dtype cd, int transA, int M, int N, int K,
+static int check_args(ms_kctx *ctx, ms_dtype ab, ms_dtype cd, int M, int N, int K,
                       const void *A, const void *B, float beta, const void *Cin, void *D,
                       const void *bias, ms_epilogue epi, void *aux)
 {
@@ -98,23 +96,19 @@ static int check_args(ms_kctx *ctx, ms_dtype ab, ms_dtype cd, int transA, int M,
         why = "dtype pair (cd must be ab or f32)";
     else if (M < 0 || N < 0 || K < 0)
         why = "negative size";
-    else if (epi != MS_EPI_NONE && epi != MS_EPI_GELU && epi != MS_EPI_DGELU && epi != MS_EPI_BGRAD)
+    else if (epi != MS_EPI_NONE && epi != MS_EPI_GELU && epi != MS_EPI_DGELU)
         why = "unknown epilogue";
-    else if (epi == MS_EPI_BGRAD && (!transA || bias))
-        why = "BGRAD epilogue needs transA = 1 and no bias";
-    else if (epi == MS_EPI_BGRAD && !aux && M && K)
-        why = "BGRAD epilogue needs aux";
     else if (M && N && !D)
         why = "D is NULL";
     else if (M && N && K && (!A || !B))
         why = "A or B is NULL";
     else if (beta != 0.0f && !Cin && M && N)
         why = "beta != 0 with Cin NULL";
-    else if ((epi == MS_EPI_GELU || epi == MS_EPI_DGELU) && beta != 0.0f)
+    else if (epi != MS_EPI_NONE && beta != 0.0f)
         why = "GELU epilogues need beta = 0";
     else if (epi == MS_EPI_DGELU && bias)
         why = "DGELU epilogue takes no bias";
-    else if ((epi == MS_EPI_GELU || epi == MS_EPI_DGELU) && !aux && M && N)
+    else if (epi != MS_EPI_NONE && !aux && M && N)
         why = "GELU epilogues need aux";
     if (why) {
         ms_cpu_fail(ctx, MS_CPU_EARG, "matmul: %s (M=%d N=%d K=%d)", why, M, N, K);
@@ -154,9 +148,7 @@ void ms_cpu_matmul(ms_kctx *ctx, ms_dtype ab, ms_dtype cd, int transA, int trans
                    float beta, const void *Cin, void *D, const void *bias,
                    ms_epilogue epi, void *aux)
 {
-    if (check_args(ctx, ab, cd, transA, M, N, K, A, B, beta, Cin, D, bias, epi, aux)) return;
-    /* the bias gradient: column sums of A [K,M], as bias_grad takes them (the same bits) */
-    if (epi == MS_EPI_BGRAD && M && K) ms_cpu_bias_grad(ctx, ab, (float *)aux, A, K, M);
+    if (check_args(ctx, ab, cd, M, N, K, A, B, beta, Cin, D, bias, epi, aux)) return;
     if (M == 0 || N == 0) return;
     mm_in in = {ab, transA, transB, M, N, K, A, B};
 

@@ -27,15 +27,19 @@
  * so concurrent calls from several threads never share a mutable object.
  *
  * The timed pick (ctx->matmul_pick): the heuristic's first algorithm is not
- * always the fastest for a shape. With the pick, a shape's first
+ * always the fastest for a shape. With matmul_pick 1, a shape's first
  * MM_CAND * MM_REPS calls run the heuristic's top MM_CAND algorithms in turn,
- * each between two CUDA events, and the first call after all of them have
- * finished keeps the fastest (its quickest run) for good. Every timed call
- * is a real one (each algorithm computes the same product, in its own
- * summation order), so the pick takes no memory, repeats no work and never
- * waits for the GPU; its cost is the slower candidates' few calls. The
- * choice depends on timing, so results may differ in the last bits from
- * run to run: the trainer picks only where it trains, never in a trial. */
+ * each between two CUDA events; with 2 no more calls are timed. The first
+ * call after the timed ones have finished (all of them, or with 2 those
+ * handed out) keeps the fastest for good: its quickest run, where it beats
+ * the heuristic's first by MM_MARGIN (single runs vary by a percent or two,
+ * and a worse pick would cost every later call). Every timed call is a real
+ * one (each algorithm computes the same product, in its own summation
+ * order), so the pick takes no memory, repeats no work and never waits for
+ * the GPU; its cost is the slower candidates' few calls. The trainer times
+ * in the first step of a run (which also allocates everything) and keeps
+ * from the second. The choice depends on timing, so results may differ in
+ * the last bits from run to run: only train picks, never a trial. */
 #include "kernels/cuda/cuda_common.cuh"
 
 #include <cublasLt.h>
@@ -54,6 +58,7 @@ struct mm_key {
 };
 
 enum { MM_CAND = 8, MM_REPS = 2, MM_SLOTS_TIMED = MM_CAND * MM_REPS };
+const float MM_MARGIN = 0.98f; /* another candidate's time must be under this x the first's */
 
 /* A shape's timed pick (see the top); all fields under g_mu. Slot s runs
  * candidate s % n. */
@@ -276,12 +281,12 @@ void clear_own_error()
     if (cudaPeekAtLastError() != cudaSuccess) cudaGetLastError();
 }
 
-/* Keeps the fastest candidate once every timed call has finished; returns
- * without waiting otherwise. Under g_mu. */
+/* Keeps the fastest candidate once every timed call handed out has
+ * finished; returns without waiting otherwise. Under g_mu. */
 void pick_settle(mm_pick *pk)
 {
     if (!last_error_clean()) return;
-    for (int s = 0; s < MM_SLOTS_TIMED; s++) {
+    for (int s = 0; s < pk->issued; s++) {
         if (pk->slot[s] == mm_pick::SLOT_OUT) return; /* handed out, not yet recorded */
         if (pk->slot[s] != mm_pick::SLOT_TIMED) continue;
         cudaError_t q = cudaEventQuery(pk->ev[s][1]);
@@ -296,7 +301,7 @@ void pick_settle(mm_pick *pk)
     }
     float best[MM_CAND];
     for (int c = 0; c < MM_CAND; c++) best[c] = -1.0f;
-    for (int s = 0; s < MM_SLOTS_TIMED; s++) {
+    for (int s = 0; s < pk->issued; s++) {
         float ms = 0.0f;
         if (pk->slot[s] != mm_pick::SLOT_TIMED) continue;
         if (cudaEventElapsedTime(&ms, pk->ev[s][0], pk->ev[s][1]) != cudaSuccess) {
@@ -307,8 +312,9 @@ void pick_settle(mm_pick *pk)
         if (!pk->failed[c] && (best[c] < 0.0f || ms < best[c])) best[c] = ms;
     }
     int chosen = 0; /* nothing timed: the heuristic's first */
-    for (int c = 0; c < pk->n; c++)
-        if (best[c] >= 0.0f && (best[chosen] < 0.0f || best[c] < best[chosen])) chosen = c;
+    for (int c = 1; c < pk->n; c++)
+        if (best[c] >= 0.0f && (best[chosen] < 0.0f || best[c] < (chosen ? 1.0f : MM_MARGIN) * best[chosen]))
+            chosen = c;
     pk->chosen = chosen;
     for (int s = 0; s < MM_SLOTS_TIMED; s++)
         for (int j = 0; j < 2; j++)
@@ -318,18 +324,20 @@ void pick_settle(mm_pick *pk)
             }
 }
 
-/* The algorithm for this call of a picked shape. Returns the timed slot the
- * caller records events for, or -1 for an untimed call. */
-int pick_next(mm_pick *pk, cublasLtMatmulAlgo_t *algo)
+/* The algorithm for this call of a picked shape (mode: ctx->matmul_pick).
+ * Returns the timed slot the caller records events for, or -1 for an
+ * untimed call. */
+int pick_next(mm_pick *pk, int mode, cublasLtMatmulAlgo_t *algo)
 {
     std::lock_guard<std::mutex> lock(g_mu);
     *algo = pk->algo[0];
-    if (pk->chosen < 0 && pk->issued == MM_SLOTS_TIMED) pick_settle(pk);
+    const bool timing = mode == 1 && pk->issued < MM_SLOTS_TIMED;
+    if (pk->chosen < 0 && !timing) pick_settle(pk);
     if (pk->chosen >= 0) {
         *algo = pk->algo[pk->chosen];
         return -1;
     }
-    if (pk->issued == MM_SLOTS_TIMED) return -1; /* still running: the first, untimed */
+    if (!timing) return -1; /* still running: the first, untimed */
     int s = pk->issued++, c = s % pk->n;
     bool ok = !pk->failed[c] && last_error_clean();
     for (int j = 0; ok && j < 2; j++)
@@ -407,7 +415,7 @@ int run_lt(ms_kctx *ctx, const mm_call &c, cublasLtEpilogue_t epi, const void *b
         st = make_desc(k, bias, aux, &desc);
         if (st == CUBLAS_STATUS_SUCCESS) {
             cublasLtMatmulAlgo_t algo = p.algo;
-            int slot = p.pick ? pick_next(p.pick, &algo) : -1;
+            int slot = p.pick ? pick_next(p.pick, ctx->matmul_pick, &algo) : -1;
             cudaStream_t stream = ms_stream(ctx);
             bool rec = slot >= 0 && cudaEventRecord(p.pick->ev[slot][0], stream) == cudaSuccess;
             st = cublasLtMatmul((cublasLtHandle_t)ctx->lt, desc, &c.alpha, c.B, p.la, c.A, p.lb, &c.beta, c.C,
@@ -502,58 +510,18 @@ void launch_epilogue(ms_kctx *ctx, ms_dtype cd, void *D, const void *src, const 
     ms_cuda_check(ctx, "matmul epilogue");
 }
 
-__global__ void mm_add_k(float *dst, const float *src, int n)
+const char *check_args(ms_dtype ab, ms_dtype cd, int M, int N, int K, const void *A, const void *B, float beta,
+                       const void *Cin, void *D, const void *bias, ms_epilogue epi, void *aux)
 {
-    for (size_t i = ms_tid(); i < (size_t)n; i += ms_nthreads()) dst[i] += src[i];
-}
-
-/* MS_EPI_BGRAD. cuBLASLt's BGRADB epilogue (the sums of its B = our op(A)
- * over k) writes the bias gradient, in D's type, into the tail of the
- * workspace, and a small kernel adds it to aux: the epilogue overwrites,
- * aux accumulates. That takes fp32 D, alpha 1 (whether cuBLASLt scales the
- * sums by alpha is not documented) and a workspace of at least 4x the tail.
- * Otherwise, or with no algorithm for it, the plain product and bias_grad
- * (one more pass over A). */
-void matmul_bgrad(ms_kctx *ctx, const mm_call &c, float *db)
-{
-    const size_t tail = ((size_t)c.M * sizeof(float) + 255) / 256 * 256;
-    if (c.cd == MS_F32 && c.alpha == 1.0f && c.ws >= 4 * tail) {
-        float *sums = (float *)(void *)((char *)ctx->workspace + (c.ws - tail)); /* 256-aligned */
-        mm_call f = c;
-        f.ws = c.ws - tail;
-        int rc = run_lt(ctx, f, CUBLASLT_EPILOGUE_BGRADB, sums, NULL);
-        if (rc < 0) return;
-        if (rc == 0) {
-            mm_add_k<<<ms_grid((size_t)c.M, 256, 4), 256, 0, ms_stream(ctx)>>>(db, sums, c.M);
-            ms_cuda_check(ctx, "matmul bias-gradient add");
-            return;
-        }
-    }
-    int rc = run_lt(ctx, c, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL);
-    if (rc < 0) return;
-    if (rc > 0) {
-        ms_cuda_fail(ctx, MS_CUDA_EBLAS, "matmul: cuBLASLt has no algorithm (%s x %s -> %s, M=%d N=%d K=%d)",
-                     ms_dtype_name(c.ab), ms_dtype_name(c.ab), ms_dtype_name(c.cd), c.M, c.N, c.K);
-        return;
-    }
-    ms_cuda_bias_grad(ctx, c.ab, db, c.A, c.K, c.M);
-}
-
-const char *check_args(ms_dtype ab, ms_dtype cd, int transA, int M, int N, int K, const void *A, const void *B,
-                       float beta, const void *Cin, void *D, const void *bias, ms_epilogue epi, void *aux)
-{
-    const bool gelu = epi == MS_EPI_GELU || epi == MS_EPI_DGELU;
     if (!ms_dt_ok(ab) || !ms_dt_ok(cd) || (cd != ab && cd != MS_F32)) return "dtype pair (cd must be ab or f32)";
     if (M < 0 || N < 0 || K < 0) return "negative size";
-    if (epi != MS_EPI_NONE && !gelu && epi != MS_EPI_BGRAD) return "unknown epilogue";
-    if (epi == MS_EPI_BGRAD && (!transA || bias)) return "BGRAD epilogue needs transA = 1 and no bias";
-    if (epi == MS_EPI_BGRAD && !aux && M && K) return "BGRAD epilogue needs aux";
+    if (epi != MS_EPI_NONE && epi != MS_EPI_GELU && epi != MS_EPI_DGELU) return "unknown epilogue";
     if (M && N && !D) return "D is NULL";
     if (M && N && K && (!A || !B)) return "A or B is NULL";
     if (beta != 0.0f && !Cin && M && N) return "beta != 0 with Cin NULL";
-    if (gelu && beta != 0.0f) return "GELU epilogues need beta = 0";
+    if (epi != MS_EPI_NONE && beta != 0.0f) return "GELU epilogues need beta = 0";
     if (epi == MS_EPI_DGELU && bias) return "DGELU epilogue takes no bias";
-    if (gelu && !aux && M && N) return "GELU epilogues need aux";
+    if (epi != MS_EPI_NONE && !aux && M && N) return "GELU epilogues need aux";
     if (epi == MS_EPI_GELU && aux == D && M && N) return "GELU aux must not be D";
     return NULL;
 }
@@ -565,19 +533,14 @@ extern "C" void ms_cuda_matmul(ms_kctx *ctx, ms_dtype ab, ms_dtype cd, int trans
                                void *D, const void *bias, ms_epilogue epi, void *aux)
 {
     if (!ctx) return;
-    const char *why = check_args(ab, cd, transA, M, N, K, A, B, beta, Cin, D, bias, epi, aux);
+    const char *why = check_args(ab, cd, M, N, K, A, B, beta, Cin, D, bias, epi, aux);
     if (why) {
         ms_cuda_fail(ctx, MS_CUDA_EARG, "matmul: %s (M=%d N=%d K=%d)", why, M, N, K);
         return;
     }
-    if (epi == MS_EPI_BGRAD && M && K && N == 0) { /* no product, still the sums */
-        ms_cuda_bias_grad(ctx, ab, (float *)aux, A, K, M);
-        return;
-    }
     if (M == 0 || N == 0) return;
-    if (K == 0) { /* empty product: only beta*Cin, bias and the epilogue remain (BGRAD adds nothing) */
-        launch_epilogue(ctx, cd, D, NULL, Cin, beta, bias, epi == MS_EPI_BGRAD ? NULL : aux,
-                        epi == MS_EPI_BGRAD ? MS_EPI_NONE : epi, 1, M, N);
+    if (K == 0) { /* empty product: only beta*Cin, bias and the epilogue remain */
+        launch_epilogue(ctx, cd, D, NULL, Cin, beta, bias, aux, epi, 1, M, N);
         return;
     }
     mm_call c;
@@ -595,10 +558,6 @@ extern "C" void ms_cuda_matmul(ms_kctx *ctx, ms_dtype ab, ms_dtype cd, int trans
     c.C = beta != 0.0f ? Cin : D; /* with beta = 0 C is not read */
     c.D = D;
     c.ws = ctx->workspace ? ctx->workspace_bytes : 0;
-    if (epi == MS_EPI_BGRAD) {
-        matmul_bgrad(ctx, c, (float *)aux);
-        return;
-    }
 
     /* 1. the fused epilogue */
     cublasLtEpilogue_t fused = CUBLASLT_EPILOGUE_DEFAULT;

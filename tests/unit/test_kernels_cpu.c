@@ -505,39 +505,6 @@ static void test_matmul_gelu_epilogues_vs_naive(void **state)
     }
 }
 
-/* BGRAD: D as without it, and aux += the column sums of A [K,M], the same
- * bits as bias_grad (the trainer's bias gradients before the epilogue),
- * against a double sum, and accumulated onto what aux held */
-static void test_matmul_bgrad_epilogue(void **state)
-{
-    (void)state;
-    int M = 13, N = 6, Kd = 37;
-    size_t mn = (size_t)M * N;
-    const ms_dtype dts[2] = {MS_F32, MS_BF16};
-    for (int d = 0; d < 2; d++) {
-        ms_dtype dt = dts[d];
-        void *A = rnd_dt(dt, (size_t)Kd * M, -1, 1), *B = rnd_dt(dt, (size_t)Kd * N, -1, 1);
-        float *D = rnd(mn, -1, 1), *D2 = talloc(mn * 4), *db = rnd(M, -1, 1), *db2 = talloc((size_t)M * 4);
-        memcpy(D2, D, mn * 4);
-        memcpy(db2, db, (size_t)M * 4);
-        double *want = calloc((size_t)M, sizeof *want);
-        assert_non_null(want);
-        for (int m = 0; m < M; m++) {
-            want[m] = db[m];
-            for (int k = 0; k < Kd; k++) want[m] += ms_ld(A, dt, (size_t)k * M + m);
-        }
-        K->matmul(&g_ctx, dt, MS_F32, 1, 0, M, N, Kd, 0.5f, A, B, 1.0f, D, D, NULL, MS_EPI_BGRAD, db);
-        expect_ok();
-        K->matmul(&g_ctx, dt, MS_F32, 1, 0, M, N, Kd, 0.5f, A, B, 1.0f, D2, D2, NULL, MS_EPI_NONE, NULL);
-        K->bias_grad(&g_ctx, dt, db2, A, Kd, M);
-        expect_ok();
-        assert_memory_equal(D, D2, mn * 4);
-        assert_memory_equal(db, db2, (size_t)M * 4);
-        for (int m = 0; m < M; m++) assert_float_equal(db[m], want[m], 1e-5 * (1 + fabs(want[m])));
-        free(want);
-    }
-}
-
 /* D = A B + bias, L = sum(D * R): dA = R B^T, dB = A^T R, dbias = colsum R */
 typedef struct {
     int M, N, K;
@@ -645,15 +612,6 @@ static void test_matmul_bad_arguments(void **state)
     memset(&g_ctx, 0, sizeof g_ctx);
     K->matmul(&g_ctx, MS_F16, MS_BF16, 0, 0, 2, 2, 2, 1.0f, A, A, 0.0f, NULL, D, NULL, MS_EPI_NONE, NULL);
     assert_int_equal(K->sync(&g_ctx), MS_CPU_EARG);
-    /* BGRAD: transA must be 1, aux is needed, no bias */
-    const char *const bgrad_why[] = {"transA", "needs aux", "transA"};
-    for (int i = 0; i < 3; i++) {
-        memset(&g_ctx, 0, sizeof g_ctx);
-        K->matmul(&g_ctx, MS_F32, MS_F32, i != 0, 0, 2, 2, 2, 1.0f, A, A, 0.0f, NULL, D, i == 2 ? A : NULL,
-                  MS_EPI_BGRAD, i == 1 ? NULL : aux);
-        assert_int_equal(K->sync(&g_ctx), MS_CPU_EARG);
-        assert_non_null(strstr(g_ctx.error, bgrad_why[i]));
-    }
 
     /* other ops: NULL buffers and negative sizes are errors, never crashes */
     memset(&g_ctx, 0, sizeof g_ctx);
@@ -973,7 +931,6 @@ int main(void)
         T(test_matmul_fp32_vs_naive),
         T(test_matmul_low_precision),
         T(test_matmul_gelu_epilogues_vs_naive),
-        T(test_matmul_bgrad_epilogue),
         T(test_matmul_grad),
         T(test_matmul_gelu_chain_grad),
         T(test_matmul_bad_arguments),

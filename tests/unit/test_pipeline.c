@@ -44,6 +44,9 @@ static void base_config(ms_config *c, ms_norm norm)
     c->batch = 2;
     c->accum = g_micro;
     c->norm = norm;
+    /* the session never picks (only cmd_train sets it): the split run keeps
+     * the heuristic's algorithms too, so both run the same kernels */
+    c->matmul_pick = 0;
 }
 
 static void single_run(const ms_config *c, double *losses, float **weights)
