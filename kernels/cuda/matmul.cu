@@ -111,12 +111,20 @@ size_t key_hash(const mm_key &k)
     return h;
 }
 
+void destroy_events(mm_pick *pk)
+{
+    for (int i = 0; i < MM_SLOTS_TIMED; i++)
+        for (int j = 0; j < 2; j++)
+            if (pk->ev[i][j]) {
+                cudaEventDestroy(pk->ev[i][j]);
+                pk->ev[i][j] = NULL;
+            }
+}
+
 void destroy_pick(mm_pick *pk)
 {
     if (!pk) return;
-    for (int i = 0; i < MM_SLOTS_TIMED; i++)
-        for (int j = 0; j < 2; j++)
-            if (pk->ev[i][j]) cudaEventDestroy(pk->ev[i][j]);
+    destroy_events(pk);
     delete pk;
 }
 
@@ -316,12 +324,7 @@ void pick_settle(mm_pick *pk)
         if (best[c] >= 0.0f && (best[chosen] < 0.0f || best[c] < (chosen ? 1.0f : MM_MARGIN) * best[chosen]))
             chosen = c;
     pk->chosen = chosen;
-    for (int s = 0; s < MM_SLOTS_TIMED; s++)
-        for (int j = 0; j < 2; j++)
-            if (pk->ev[s][j]) {
-                cudaEventDestroy(pk->ev[s][j]);
-                pk->ev[s][j] = NULL;
-            }
+    destroy_events(pk);
 }
 
 /* The algorithm for this call of a picked shape (mode: ctx->matmul_pick).
@@ -369,7 +372,6 @@ struct mm_call {
     float alpha, beta;
     const void *A, *B, *C;
     void *D;
-    size_t ws; /* bytes of ctx->workspace cuBLASLt may use (0: none) */
 };
 
 /* One cublasLtMatmul with the given epilogue. Returns 0 on success, 1 when
@@ -399,7 +401,7 @@ int run_lt(ms_kctx *ctx, const mm_call &c, cublasLtEpilogue_t epi, const void *b
     k.al_d = align_class(c.D);
     k.al_bias = bias ? align_class(bias) : 0;
     k.al_aux = aux ? align_class(aux) : 0;
-    k.ws = c.ws;
+    k.ws = ctx->workspace ? ctx->workspace_bytes : 0;
     k.pick = ctx->matmul_pick ? 1 : 0;
 
     mm_plan p;
@@ -419,15 +421,15 @@ int run_lt(ms_kctx *ctx, const mm_call &c, cublasLtEpilogue_t epi, const void *b
             cudaStream_t stream = ms_stream(ctx);
             bool rec = slot >= 0 && cudaEventRecord(p.pick->ev[slot][0], stream) == cudaSuccess;
             st = cublasLtMatmul((cublasLtHandle_t)ctx->lt, desc, &c.alpha, c.B, p.la, c.A, p.lb, &c.beta, c.C,
-                                p.lc, c.D, p.lc, &algo, c.ws ? ctx->workspace : NULL, c.ws, stream);
+                                p.lc, c.D, p.lc, &algo, k.ws ? ctx->workspace : NULL, (size_t)k.ws, stream);
             if (slot >= 0) {
                 bool refused = st != CUBLAS_STATUS_SUCCESS;
                 rec = rec && !refused && cudaEventRecord(p.pick->ev[slot][1], stream) == cudaSuccess;
                 pick_done(p.pick, slot, rec, refused);
                 if (refused && memcmp(&algo, &p.algo, sizeof algo) != 0) /* the heuristic's first, then */
                     st = cublasLtMatmul((cublasLtHandle_t)ctx->lt, desc, &c.alpha, c.B, p.la, c.A, p.lb, &c.beta,
-                                        c.C, p.lc, c.D, p.lc, &p.algo, c.ws ? ctx->workspace : NULL, c.ws,
-                                        stream);
+                                        c.C, p.lc, c.D, p.lc, &p.algo, k.ws ? ctx->workspace : NULL,
+                                        (size_t)k.ws, stream);
             }
             cublasLtMatmulDescDestroy(desc);
             if (st == CUBLAS_STATUS_SUCCESS) rc = 0;
@@ -557,7 +559,6 @@ extern "C" void ms_cuda_matmul(ms_kctx *ctx, ms_dtype ab, ms_dtype cd, int trans
     c.B = B;
     c.C = beta != 0.0f ? Cin : D; /* with beta = 0 C is not read */
     c.D = D;
-    c.ws = ctx->workspace ? ctx->workspace_bytes : 0;
 
     /* 1. the fused epilogue */
     cublasLtEpilogue_t fused = CUBLASLT_EPILOGUE_DEFAULT;
