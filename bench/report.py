@@ -161,6 +161,14 @@ def print_kernels(rows, groups):
             pk = {"busy_ms": "busy_pct", "gap_ms": "gap_pct"}.get(key)
             cells = "".join(f"{k.get(key, 0):11.2f} " + (f"{k.get(pk, 0):6.1f}%" if pk else "       ") + " " for k in ks)
             print(f"  {label:<32}{cells}")
+        # the gap by the length of its idle stretches (kernel_times.h)
+        for key, label in (("under_5us", "  idle < 5 us (device launch)"), ("5_to_50us", "  idle 5-50 us"),
+                           ("over_50us", "  idle > 50 us (host, waits)")):
+            cells = "".join(f"{(k.get('idle') or {}).get(key, {}).get('ms', 0):11.2f} "
+                            f"{(k.get('idle') or {}).get(key, {}).get('count', 0):6.0f}x " for k in ks)
+            print(f"  {label:<32}{cells}")
+        cells = "".join(f"{(k.get('idle') or {}).get('edges_ms', 0):11.2f}        " for k in ks)
+        print(f"  {'  before/after the step':<32}{cells}")
         for r in grp:
             top = r["kernels"].get("top") or []
             if top:

@@ -63,13 +63,25 @@ static int by_start(const void *a, const void *b)
     return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
 }
 
-/* Length of the union of n intervals (sorted here, in place). */
-static uint64_t union_ns(ms_kevent *iv, int n)
+/* Idle stretches between busy ones, by length: under 5 us (the device's
+ * own launch latency), 5 to 50 us, and longer (the host or a wait). */
+enum { IDLE_SHORT, IDLE_MID, IDLE_LONG, IDLE_N };
+static const char *const idle_names[IDLE_N] = { "under_5us", "5_to_50us", "over_50us" };
+
+/* Length of the union of n intervals (sorted here, in place); the idle
+ * stretches inside it are added to idle_ns / idle_n by length. */
+static uint64_t union_ns(ms_kevent *iv, int n, double idle_ns[IDLE_N], double idle_n[IDLE_N])
 {
     qsort(iv, (size_t)n, sizeof *iv, by_start);
     uint64_t total = 0, cur_s = 0, cur_e = 0;
     for (int i = 0; i < n; i++) {
         if (i == 0 || iv[i].start_ns > cur_e) {
+            if (i) {
+                uint64_t idle = iv[i].start_ns - cur_e;
+                int b = idle < 5000 ? IDLE_SHORT : idle < 50000 ? IDLE_MID : IDLE_LONG;
+                idle_ns[b] += (double)idle;
+                idle_n[b] += 1;
+            }
             total += cur_e - cur_s;
             cur_s = iv[i].start_ns;
             cur_e = iv[i].end_ns;
@@ -134,7 +146,8 @@ json_t *ms_ktimes_summary(const ms_ktimes *k, int steps, uint64_t begin_ns, uint
         if (s < first) first = s;
         if (e > last) last = e;
     }
-    uint64_t busy = m ? union_ns(iv, m) : 0;
+    double idle_ns[IDLE_N] = { 0 }, idle_n[IDLE_N] = { 0 };
+    uint64_t busy = m ? union_ns(iv, m, idle_ns, idle_n) : 0;
     free(iv);
     double wall = wall_ns ? (double)wall_ns : clip ? (double)(end_ns - begin_ns) : m ? (double)(last - first) : 0;
     double step_ms = wall / steps / 1e6, busy_ms = (double)busy / steps / 1e6;
@@ -161,6 +174,17 @@ json_t *ms_ktimes_summary(const ms_ktimes *k, int steps, uint64_t begin_ns, uint
                             entry("label", ms_kernel_family_label(f), fam_ns[f] / steps / 1e6, step_ms,
                                   fam_calls[f] / steps));
     json_object_set_new(o, "families", fams);
+    json_t *idle = json_object();
+    double inner_ms = 0;
+    for (int b = 0; b < IDLE_N; b++) {
+        json_t *e = json_object();
+        json_object_set_new(e, "ms", json_real(idle_ns[b] / steps / 1e6));
+        json_object_set_new(e, "count", json_real(idle_n[b] / steps));
+        json_object_set_new(idle, idle_names[b], e);
+        inner_ms += idle_ns[b] / steps / 1e6;
+    }
+    json_object_set_new(idle, "edges_ms", json_real(gap_ms > inner_ms ? gap_ms - inner_ms : 0.0));
+    json_object_set_new(o, "idle", idle);
     json_t *tops = json_array();
     qsort(per, (size_t)k->n_names, sizeof *per, by_time_desc);
     for (int i = 0; i < k->n_names && i < top && per[i].calls; i++) {

@@ -23,8 +23,13 @@
  *      {"steps", "step_ms", "busy_ms", "gap_ms", "busy_pct", "gap_pct",
  *       "kernel_ms", "calls_per_step",
  *       "families": {name: {"label", "ms", "pct", "calls"}} in enum order,
- *       "top": [{"name", "family", "ms", "pct", "calls"}], "skipped"}
- *    where ms and calls are per step and pct is of step_ms.
+ *       "top": [{"name", "family", "ms", "pct", "calls"}],
+ *       "idle": {"under_5us", "5_to_50us", "over_50us": {"ms", "count"},
+ *                "edges_ms"}, "skipped"}
+ *    where ms and calls are per step and pct is of step_ms. "idle" splits
+ *    the gap: the idle stretches between busy ones by length (short ones
+ *    are the device's launch latency, long ones the host or a wait), and
+ *    edges_ms, the rest of the gap (before the first and after the last).
  *  - The event file: {"steps": N, "wall_ns": W, "names": [...],
  *    "events": [[name_index, start_ns, end_ns], ...]}; ms_ktimes_read_json
  *    appends its events to k and gives steps and wall_ns (0 when absent),

@@ -231,6 +231,11 @@ static void test_summary_window(void **st)
     NEAR(num(s, NULL, NULL, "kernel_ms"), (3.0 + 2.0 + 1.0 + 0.5 + 3.0) / 2);
     NEAR(num(s, NULL, NULL, "gap_ms"), 10.0 - 4.25);
     NEAR(num(s, NULL, NULL, "gap_pct"), 57.5);
+    /* idle inside the window: 1 ms, 5 ms and 0.5 ms; the edges 1 ms and 4 ms */
+    NEAR(num(s, "idle", "over_50us", "ms"), 6.5 / 2);
+    NEAR(num(s, "idle", "over_50us", "count"), 1.5);
+    NEAR(num(s, "idle", "under_5us", "ms"), 0.0);
+    NEAR(num(s, "idle", NULL, "edges_ms"), 5.0 / 2);
     NEAR(num(s, "families", "matmul", "ms"), 4.0);
     NEAR(num(s, "families", "matmul", "pct"), 40.0);
     NEAR(num(s, "families", "matmul", "calls"), 1.5);
@@ -268,6 +273,29 @@ static void test_summary_window(void **st)
     s = ms_ktimes_summary(&k, 3, 0, 0, 0, 5);
     NEAR(num(s, NULL, NULL, "step_ms"), 0.0);
     NEAR(num(s, NULL, NULL, "gap_pct"), 0.0);
+    json_decref(s);
+    ms_ktimes_free(&k);
+}
+
+/* Idle stretches by length: 2 us, 3 us, 20 us and 80 us between five 10 us
+ * kernels of one step of 200 us. */
+static void test_idle_buckets(void **st)
+{
+    (void)st;
+    ms_ktimes k;
+    ms_ktimes_init(&k);
+    const uint64_t at[] = { 10000, 22000, 35000, 65000, 155000 };
+    for (int i = 0; i < 5; i++) assert_int_equal(ms_ktimes_add(&k, "_Z1kv", at[i], at[i] + 10000), 0);
+    json_t *s = ms_ktimes_summary(&k, 1, 0, 200000, 0, 0);
+    assert_non_null(s);
+    NEAR(num(s, "idle", "under_5us", "ms"), 0.005);
+    NEAR(num(s, "idle", "under_5us", "count"), 2);
+    NEAR(num(s, "idle", "5_to_50us", "ms"), 0.020);
+    NEAR(num(s, "idle", "5_to_50us", "count"), 1);
+    NEAR(num(s, "idle", "over_50us", "ms"), 0.080);
+    NEAR(num(s, "idle", "over_50us", "count"), 1);
+    NEAR(num(s, NULL, NULL, "gap_ms"), 0.150);
+    NEAR(num(s, "idle", NULL, "edges_ms"), 0.150 - 0.105); /* 10 us before, 35 us after */
     json_decref(s);
     ms_ktimes_free(&k);
 }
@@ -332,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_classify_real_names),
         cmocka_unit_test(test_family_names),
         cmocka_unit_test(test_summary_window),
+        cmocka_unit_test(test_idle_buckets),
         cmocka_unit_test(test_event_file_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
