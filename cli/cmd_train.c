@@ -202,6 +202,7 @@ int ms_cmd_train(int argc, char **argv)
     int rc = ms_session_open(&s, &cfg, NULL);
     /* here, not in the session: a trial never picks (matmul.cu); the first step times, the rest keep */
     s.dev.k.matmul_pick = cfg.matmul_pick;
+    s.use_graph = cfg.cuda_graph;
     if (rc == MS_OK && cfg.resume) {
         char path[1024], note[1200];
         rc = ms_session_resume(&s, cfg.checkpoint_dir, path, sizeof path, note, sizeof note);
@@ -269,6 +270,11 @@ int ms_cmd_train(int argc, char **argv)
         if (exit_code == MS_EXIT_OK) exit_code = MS_EXIT_RUNTIME;
     }
     double tps = t_steady > 0 ? tokens_steady / t_steady : 0;
+    if (!quiet && s.graph.why_not[0] && s.use_graph && s.dev.backend == MS_BACKEND_CUDA)
+        fprintf(stderr, "train: ran without a CUDA graph: %s\n", s.graph.why_not);
+    else if (!quiet && s.graph.captures)
+        fprintf(stderr, "train: steps replayed a CUDA graph (%d captured; the last took %.1f ms to capture, %.1f MiB)\n",
+                s.graph.captures, s.graph.capture_ms, s.graph.bytes / 1048576.0);
     if (!quiet && rc == MS_OK) {
         char pk[32];
         fprintf(stderr, "done: %d steps in %.2f s, %.0f tokens/s, peak %s on %s\n", steps_run, now_s() - t_start, tps,
@@ -314,6 +320,16 @@ int ms_cmd_train(int argc, char **argv)
         json_object_set_new(o, "kernel_times_error", kt.error[0] ? json_string(kt.error) : json_null());
         json_object_set_new(o, "skipped_steps", json_integer(s.opt.skipped));
         json_object_set_new(o, "loss_scale", json_real(s.opt.loss_scale));
+        json_t *gj = json_object();
+        json_object_set_new(gj, "enabled", json_boolean(s.use_graph));
+        json_object_set_new(gj, "captures", json_integer(s.graph.captures));
+        json_object_set_new(gj, "thrown_away", json_integer(s.graph.thrown));
+        json_object_set_new(gj, "bytes", json_integer((json_int_t)s.graph.bytes));
+        json_object_set_new(gj, "capture_ms", json_real(s.graph.capture_ms));
+        const char *no_graph = s.graph.why_not[0] ? s.graph.why_not
+                               : s.use_graph && s.dev.backend != MS_BACKEND_CUDA ? "CUDA graphs need a GPU" : NULL;
+        json_object_set_new(gj, "not_used", no_graph ? json_string(no_graph) : json_null());
+        json_object_set_new(o, "cuda_graph", gj);
         json_t *pk = json_object(), *devs = json_array();
         if (s.dev.ops) {
             json_object_set_new(pk, s.dev.name, json_integer((json_int_t)s.dev.peak_total));

@@ -46,6 +46,8 @@ typedef struct ms_config {
     int head_chunk;           /* rows of logits computed at once in the fused head (0 = auto) */
     int matmul_pick;          /* 1: train times cuBLASLt's top algorithms per matmul shape in its first
                                  step and keeps the fastest (kernels/cuda/matmul.cu); 0: the heuristic's first */
+    int cuda_graph;           /* 1: train replays each micro-batch as a CUDA graph from the second step on
+                                 (trainer/step_graph.h); 0: launches every kernel from the host */
     uint64_t seed;
     int log_every;            /* progress line every N steps (0 = auto) */
     /* [data] */

@@ -251,6 +251,10 @@ static void fill_oom(ms_device *d, size_t bytes, ms_cat cat, const char *what, i
 
 void *ms_dev_alloc(ms_device *d, size_t bytes, ms_cat cat, const char *what, int zero)
 {
+    if (d->capturing) {
+        d->capture_broken = 1;
+        return NULL;
+    }
     if (bytes == 0) bytes = 1;
     size_t g = d->grain;
     size_t rounded = (bytes + g - 1) / g * g;
@@ -304,6 +308,10 @@ size_t ms_dev_size_of(const ms_device *d, const void *p)
 void ms_dev_free(ms_device *d, void *p)
 {
     if (!p) return;
+    if (d->capturing) {
+        d->capture_broken = 1;
+        return;
+    }
     ms_alloc_rec *r = recs_find(d, (uintptr_t)p);
     if (!r) return; /* not ours: ignoring is safer than freeing a stranger */
     ms_alloc_rec rec = *r;

@@ -87,6 +87,12 @@ typedef struct ms_device {
     int cur_layer;
     ms_phase cur_phase;
 
+    /* While a CUDA graph records the stream (trainer/step_graph.h), an
+     * allocation or a free would not happen again when the graph replays:
+     * both are refused (alloc returns NULL, free keeps the buffer), with
+     * no OOM recorded, and capture_broken says the capture is unusable. */
+    int capturing, capture_broken;
+
     ms_dev_oom oom;
     ms_alloc_hook hook;
     void *hook_user;

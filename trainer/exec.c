@@ -14,6 +14,10 @@ void *ms_scratch_get(ms_scratch *s, int slot, size_t bytes)
 void *ms_scratch_get_as(ms_scratch *s, int slot, size_t bytes, ms_cat cat)
 {
     if (s->bytes[slot] >= bytes && s->buf[slot]) return s->buf[slot];
+    if (s->dev->capturing) { /* growing would free what a graph may hold: refused (device.h) */
+        s->dev->capture_broken = 1;
+        return NULL;
+    }
     if (s->buf[slot]) ms_dev_free(s->dev, s->buf[slot]);
     s->buf[slot] = NULL;
     s->bytes[slot] = 0;
@@ -186,6 +190,12 @@ int ms_layer_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, fl
     case MS_LAYER_HEAD: rc = ms_head_backward(m, L, s, x, dscale, loss_sum); break;
     }
     return status_of(L, rc);
+}
+
+int ms_layer_add_loss(ms_model *m, ms_layer *L, double *loss_sum)
+{
+    if (L->kind != MS_LAYER_HEAD) return MS_EFAIL;
+    return status_of(L, ms_head_add_loss(m, L, loss_sum));
 }
 
 const void *ms_layer_output(const ms_layer *L)

@@ -54,8 +54,12 @@ int ms_layer_forward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, con
  * device's MS_TR_DRES scratch): in, the gradient of L's output (ignored for
  * the head); out, the gradient of L's input (not for the embedding).
  * dscale multiplies the loss gradient (1/tokens per step, times the loss
- * scale under fp16). The head adds the micro-batch's summed loss to *loss_sum. */
+ * scale under fp16). The head adds the micro-batch's summed loss to *loss_sum
+ * (reading it waits for the device), or leaves it on the device when
+ * loss_sum is NULL, for ms_layer_add_loss to read later. */
 int ms_layer_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, float dscale, double *loss_sum);
+/* Adds the summed loss of head L's last backward to *loss_sum; waits for L's device. */
+int ms_layer_add_loss(ms_model *m, ms_layer *L, double *loss_sum);
 
 /* Allocate, now, every buffer L's forward and backward would allocate
  * lazily in the current activation slot (saved activations, gradients) and

@@ -48,5 +48,6 @@ int ms_block_forward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x);
 int ms_block_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x);
 int ms_head_forward(ms_model *m, ms_layer *L, const void *x, const int32_t *ids);
 int ms_head_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, float dscale, double *loss_sum);
+int ms_head_add_loss(ms_model *m, ms_layer *L, double *loss_sum);
 
 #endif

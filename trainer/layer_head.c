@@ -78,15 +78,19 @@ int ms_head_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, flo
     }
     ms_exec_norm_bwd(m, L, dres, NULL, g_of(L, "lnf_w"), g_of(L, "lnf_b"), dlnf, x, L->a.lnf_mean,
                      L->a.lnf_rstd, w_of(L, "lnf_w"));
-    if (loss_sum) {
-        float *h = malloc((size_t)N * 4);
-        if (!h) return MS_EFAIL;
-        int rc = ms_dev_d2h(d, h, L->a.losses, (size_t)N * 4);
-        double sum = 0;
-        for (int i = 0; i < N; i++) sum += h[i];
-        free(h);
-        if (rc) return MS_EFAIL;
-        *loss_sum += sum;
-    }
+    return loss_sum ? ms_head_add_loss(m, L, loss_sum) : MS_OK;
+}
+
+int ms_head_add_loss(ms_model *m, ms_layer *L, double *loss_sum)
+{
+    size_t N = (size_t)m->B * m->T;
+    float *h = malloc(N * 4);
+    if (!h) return MS_EFAIL;
+    int rc = ms_dev_d2h(L->dev, h, L->a.losses, N * 4);
+    double sum = 0;
+    for (size_t i = 0; i < N; i++) sum += h[i];
+    free(h);
+    if (rc) return MS_EFAIL;
+    *loss_sum += sum;
     return MS_OK;
 }

@@ -93,18 +93,18 @@ static double dev_ms(ms_session *s, double t0)
     return now_ms() - t0;
 }
 
-/* Forward and backward of one micro-batch (gradients accumulate). */
-static int run_microbatch(ms_session *s, float dscale, double *loss_sum)
+/* Forward and backward of one micro-batch whose token ids are in ids and
+ * targets (gradients accumulate). loss_sum NULL: the loss stays on the device. */
+static int run_layers(ms_session *s, const int32_t *ids, const int32_t *targets, float dscale, double *loss_sum)
 {
     ms_model *m = &s->model;
     int nl = m->n_layers, rc;
-    if (ms_data_next(s->data, s->inputs, s->targets, m->B, m->T)) return fail(s, MS_EFAIL, "data read failed");
     for (int i = 0; i < nl; i++) {
         ms_layer *L = &m->layers[i];
-        const int32_t *ids = L->kind == MS_LAYER_EMBED ? s->inputs : L->kind == MS_LAYER_HEAD ? s->targets : NULL;
+        const int32_t *li = L->kind == MS_LAYER_EMBED ? ids : L->kind == MS_LAYER_HEAD ? targets : NULL;
         double t0 = s->measure ? now_ms() : 0;
         ms_range_push(s->fwd_range[i]);
-        rc = ms_layer_forward(m, L, &s->scr, i ? ms_layer_output(&m->layers[i - 1]) : NULL, ids);
+        rc = ms_layer_forward(m, L, &s->scr, i ? ms_layer_output(&m->layers[i - 1]) : NULL, li);
         ms_range_pop();
         if (rc) return fail(s, rc, NULL);
         if (s->measure) {
@@ -125,6 +125,56 @@ static int run_microbatch(ms_session *s, float dscale, double *loss_sum)
             if (s->scr.last_need > s->need_bwd[i]) s->need_bwd[i] = s->scr.last_need;
         }
     }
+    s->mb_bwd++;
+    return MS_OK;
+}
+
+/* Captures thrown away (the step allocated) before graphs are given up. */
+enum { GRAPH_TRIES = 3 };
+
+static int graph_wanted(const ms_session *s)
+{
+    return s->use_graph && !s->graph.why_not[0] && s->dev.backend == MS_BACKEND_CUDA && s->steps_run > 0 &&
+           !s->measure && !s->dev.hook && s->dev.k.matmul_pick != 1;
+}
+
+/* Records one micro-batch into s->graph; nothing runs. Returns MS_OK whether
+ * or not a graph came of it (without one, micro-batches run as before), or
+ * the error of a layer that failed for another reason than the capture's
+ * refusal to allocate. */
+static int capture(ms_session *s, float dscale)
+{
+    ms_step_graph *g = &s->graph;
+    if (g->thrown >= GRAPH_TRIES) {
+        snprintf(g->why_not, sizeof g->why_not, "the step still allocated after %d captures", GRAPH_TRIES);
+        return MS_OK;
+    }
+    if (ms_step_graph_begin(g, &s->dev, (size_t)s->model.B * s->model.T)) return MS_OK;
+    int mb_fwd = s->mb_fwd, mb_bwd = s->mb_bwd;
+    int rc = run_layers(s, g->ids, g->targets, dscale, NULL);
+    int refused = s->dev.capture_broken;
+    s->mb_fwd = mb_fwd;
+    s->mb_bwd = mb_bwd;
+    ms_step_graph_end(g, &s->dev, rc == MS_OK, dscale);
+    if (rc != MS_OK && !refused) return rc;
+    if (rc != MS_OK) s->err[0] = s->oom_msg[0] = '\0'; /* the refusal, not an OOM: nothing ran */
+    return MS_OK;
+}
+
+/* One micro-batch: the next data, then its graph or its layers one by one. */
+static int run_microbatch(ms_session *s, float dscale, double *loss_sum)
+{
+    ms_model *m = &s->model;
+    int rc;
+    if (ms_data_next(s->data, s->inputs, s->targets, m->B, m->T)) return fail(s, MS_EFAIL, "data read failed");
+    if (graph_wanted(s) && !ms_step_graph_ready(&s->graph, &s->dev, dscale) && (rc = capture(s, dscale)))
+        return rc;
+    if (!graph_wanted(s) || !ms_step_graph_ready(&s->graph, &s->dev, dscale))
+        return run_layers(s, s->inputs, s->targets, dscale, loss_sum);
+    if (ms_step_graph_launch(&s->graph, &s->dev, s->inputs, s->targets)) return fail(s, MS_EFAIL, NULL);
+    /* reading the loss waits for the graph, so the next launch may refill its ids */
+    if ((rc = ms_layer_add_loss(m, &m->layers[m->n_layers - 1], loss_sum))) return fail(s, rc, NULL);
+    s->mb_fwd++;
     s->mb_bwd++;
     return MS_OK;
 }
@@ -150,7 +200,12 @@ int ms_session_step(ms_session *s)
     ms_dev_where(&s->dev, -1, MS_PH_INIT);
     s->last_loss = loss_sum / (double)tokens;
     s->step++;
+    s->steps_run++;
     if (s->dev.k.matmul_pick == 1) s->dev.k.matmul_pick = 2; /* timed in this step: keep what it found */
+    /* the next step's graph, made now while the device is idle (normally
+     * once, in the first step, which also allocates and times the pick) */
+    float next = s->opt.loss_scale / (float)tokens;
+    if (graph_wanted(s) && !ms_step_graph_ready(&s->graph, &s->dev, next) && (rc = capture(s, next))) return rc;
     return MS_OK;
 }
 
@@ -173,6 +228,7 @@ int ms_session_timing_pass(ms_session *s)
 
 void ms_session_close(ms_session *s)
 {
+    ms_step_graph_free(&s->graph); /* before the device's stream goes */
     if (s->dev.ops) ms_dev_close(&s->dev);
     if (s->data) ms_data_close(s->data);
     ms_model_free(&s->model);

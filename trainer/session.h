@@ -11,6 +11,7 @@
 
 #include "trainer/data.h"
 #include "trainer/optimizer.h"
+#include "trainer/step_graph.h"
 
 typedef struct ms_session {
     ms_config cfg;
@@ -21,6 +22,7 @@ typedef struct ms_session {
     ms_data *data;
     ms_opt_state opt;
     int step;                  /* optimizer steps completed */
+    int steps_run;             /* of those, the steps this process ran (not resumed) */
     int32_t *inputs, *targets; /* host, one micro-batch */
     double last_loss;          /* mean loss of the last step */
     ms_opt_result last_opt;
@@ -31,6 +33,13 @@ typedef struct ms_session {
     size_t *need_fwd, *need_bwd; /* arena bytes each layer asked for (max over micro-batches) */
     double opt_ms;             /* the last optimizer step's time */
     char (*fwd_range)[48], (*bwd_range)[48]; /* NVTX range names: "block 17/forward" */
+    /* use_graph (set by the caller; train sets it from train.cuda_graph): on
+     * a GPU, micro-batches replay a CUDA graph (step_graph.h) once a step has
+     * run, unless measure is set, an allocator hook is installed or the
+     * matmul pick is still timing. The step that makes one (normally the
+     * first) captures it at its end, so its time includes the capture. */
+    int use_graph;
+    ms_step_graph graph;
     char err[512];
     char oom_msg[512];
 } ms_session;

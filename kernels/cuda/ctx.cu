@@ -38,6 +38,55 @@ extern "C" int ms_cuda_sync(ms_kctx *ctx)
     return ctx->status;
 }
 
+extern "C" int ms_cuda_capture_begin(ms_kctx *ctx, char *err, size_t errlen)
+{
+    cudaError_t e = cudaStreamBeginCapture(ms_stream(ctx), cudaStreamCaptureModeRelaxed);
+    if (e == cudaSuccess) return 0;
+    cudaGetLastError();
+    snprintf(err, errlen, "cudaStreamBeginCapture: %s", cudaGetErrorString(e));
+    return -1;
+}
+
+extern "C" int ms_cuda_capture_end(ms_kctx *ctx, int keep, void **exec, char *err, size_t errlen)
+{
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    *exec = NULL;
+    cudaError_t e = cudaStreamEndCapture(ms_stream(ctx), &g);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* an invalidated capture is not a sticky error */
+        snprintf(err, errlen, "cudaStreamEndCapture: %s", cudaGetErrorString(e));
+        if (g) cudaGraphDestroy(g);
+        return -1;
+    }
+    if (keep) {
+        e = cudaGraphInstantiateWithFlags(&x, g, 0);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            snprintf(err, errlen, "cudaGraphInstantiate: %s", cudaGetErrorString(e));
+            x = NULL;
+        }
+    }
+    cudaGraphDestroy(g);
+    if (keep && !x) return -1;
+    *exec = x;
+    return 0;
+}
+
+extern "C" int ms_cuda_graph_launch(ms_kctx *ctx, void *exec)
+{
+    cudaError_t e = cudaGraphLaunch((cudaGraphExec_t)exec, ms_stream(ctx));
+    if (e == cudaSuccess) return 0;
+    ms_cuda_fail(ctx, (int)e, "cudaGraphLaunch: %s", cudaGetErrorString(e));
+    cudaGetLastError();
+    return -1;
+}
+
+extern "C" void ms_cuda_graph_destroy(void *exec)
+{
+    if (exec) cudaGraphExecDestroy((cudaGraphExec_t)exec);
+}
+
 extern "C" int ms_cuda_ctx_init(ms_kctx *ctx, void *workspace, size_t workspace_bytes)
 {
     if (!ctx) return -1;

@@ -53,6 +53,23 @@ int ms_cuda_check(ms_kctx *ctx, const char *what);
 
 int ms_cuda_sync(ms_kctx *ctx);
 
+/* Stream capture of ctx's stream into a CUDA graph (the trainer's
+ * steady-state micro-batch, trainer/step_graph.h). Capture is relaxed, so
+ * host-only calls made while the ops enqueue stay legal; nothing captured
+ * runs until the graph is launched. capture_end instantiates when keep is
+ * nonzero and returns the executable graph in *exec. These never touch
+ * ctx's error state: a graph that cannot be made is a reason to run
+ * without one, in err, not a failed step. Each returns 0 or -1. */
+int ms_cuda_capture_begin(ms_kctx *ctx, char *err, size_t errlen);
+int ms_cuda_capture_end(ms_kctx *ctx, int keep, void **exec, char *err, size_t errlen);
+/* Enqueues the graph on ctx's stream; a failure is recorded in ctx. */
+int ms_cuda_graph_launch(ms_kctx *ctx, void *exec);
+void ms_cuda_graph_destroy(void *exec);
+/* Keeps the fastest candidate of every timed matmul pick whose timed calls
+ * have all finished (matmul.cu), so that a capture after a sync bakes in the
+ * final algorithms instead of settling while it records. */
+void ms_cuda_matmul_settle(void);
+
 void ms_cuda_embedding_fwd(ms_kctx *, ms_dtype dt, void *out, const int32_t *tok,
                            const void *wte, const void *wpe, int B, int T, int C);
 void ms_cuda_embedding_bwd(ms_kctx *, ms_dtype dt, float *dwte, float *dwpe, const void *dout,

@@ -603,6 +603,13 @@ extern "C" void ms_cuda_matmul(ms_kctx *ctx, ms_dtype ab, ms_dtype cd, int trans
     launch_epilogue(ctx, cd, D, plain.D, NULL, 0.0f, bias, aux, epi, 0, M, N);
 }
 
+extern "C" void ms_cuda_matmul_settle(void)
+{
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (int i = 0; i < MM_SLOTS; i++)
+        if (g_plans[i].used && g_plans[i].pick && g_plans[i].pick->chosen < 0) pick_settle(g_plans[i].pick);
+}
+
 void ms_cuda_matmul_cache_clear(void)
 {
     std::lock_guard<std::mutex> lock(g_mu);
