@@ -203,9 +203,12 @@ int ms_session_step(ms_session *s)
     s->steps_run++;
     if (s->dev.k.matmul_pick == 1) s->dev.k.matmul_pick = 2; /* timed in this step: keep what it found */
     /* the next step's graph, made now while the device is idle (normally
-     * once, in the first step, which also allocates and times the pick) */
+     * once, in the first step, which also allocates and times the pick);
+     * none after the run's last step */
     float next = s->opt.loss_scale / (float)tokens;
-    if (graph_wanted(s) && !ms_step_graph_ready(&s->graph, &s->dev, next) && (rc = capture(s, next))) return rc;
+    if (s->step < s->cfg.steps && graph_wanted(s) && !ms_step_graph_ready(&s->graph, &s->dev, next) &&
+        (rc = capture(s, next)))
+        return rc;
     return MS_OK;
 }
 

@@ -56,6 +56,7 @@ static void config(ms_config *c, ms_precision prec, int accum)
     c->precision = prec;
     c->loss_scale = 1024.0f;
     c->loss_scale_window = 2;
+    c->steps = STEPS;
     c->matmul_pick = 0; /* both runs on the heuristic's algorithms */
     snprintf(c->device, sizeof c->device, "%s", GRAPH_DEVICE);
 }
