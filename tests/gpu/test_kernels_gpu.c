@@ -260,12 +260,13 @@ static void test_layernorm(void **state)
     ku_rng r;
     ku_seed(&r, 202);
     /* 256: vectorised + cached row; 77: scalar; 3200: too long to cache (16-bit);
-     * 7000: backward needs > 48 KiB of shared memory */
-    const int Cs[] = {256, 77, 3200, 7000};
+     * 7000: backward needs > 48 KiB of shared memory; 768 and 2048: the
+     * widths of gpt2-small and seed17 */
+    const int Cs[] = {256, 77, 3200, 7000, 768, 2048};
     int bad = 0;
     char name[96];
     for (int di = 0; di < 3; di++)
-        for (int ci = 0; ci < 4; ci++) {
+        for (int ci = 0; ci < 6; ci++) {
             ms_dtype dt = k_dts[di];
             int C = Cs[ci], N = C > 1000 ? 9 : 37;
             size_t nc = (size_t)N * C;
@@ -596,11 +597,13 @@ static void test_softmax_xent(void **state)
     (void)state;
     ku_rng r;
     ku_seed(&r, 808);
-    const int shapes[][3] = {{6, 50304, 50257}, {5, 1001, 999}}; /* N, V, Vreal: vectorised, scalar */
+    /* N, V, Vreal: vectorised at the LM head's width and at a narrower
+     * one, scalar */
+    const int shapes[][3] = {{6, 50304, 50257}, {4, 20000, 19993}, {5, 1001, 999}};
     int bad = 0;
     char name[96];
     for (int di = 0; di < 3; di++)
-        for (int si = 0; si < 2; si++) {
+        for (int si = 0; si < 3; si++) {
             ms_dtype dt = k_dts[di];
             int N = shapes[si][0], V = shapes[si][1], Vreal = shapes[si][2];
             int32_t tg[8];
