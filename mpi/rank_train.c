@@ -169,6 +169,12 @@ typedef struct rank_run {
     ms_steplog *steps;      /* rank 0's step rows on their way into db */
     int db_failed;          /* records that could not be written: exit 2 */
     int own_run;            /* rank 0 began the run row (no --db-run): it records the run's end */
+    /* every rank: the database and the run rank 0 records in (run_all 0:
+     * none, or doctor's --db-run, whose end doctor records), so that a rank
+     * failing alone can record the run's end itself before it aborts */
+    const char *db_path;
+    int db_timeout_ms;
+    int64_t run_all;
     json_t *losses;
 } rank_run;
 
@@ -189,19 +195,43 @@ static void flush_records(rank_run *r, int code)
     r->own_run = 0;
 }
 
+/* Another rank than 0, failing alone: rank 0 may be waiting on it inside a
+ * step and cannot record the run's end before the abort kills it, so this
+ * rank records it in rank 0's run row (its own connection to the same
+ * database; the step rows rank 0 wrote stay as they are). What cannot be
+ * written is said. */
+static void record_lone_end(rank_run *r, int code)
+{
+    if (r->rank == 0 || !r->db_path || r->run_all <= 0) return;
+    char err[512];
+    ms_db *db = ms_db_open(r->db_path, 0, err, sizeof err);
+    if (db) {
+        ms_db_set_busy_timeout(db, r->db_timeout_ms);
+        if (ms_db_run_finish(db, r->run_all, code == MS_EXIT_OOM ? "oom" : "failed"))
+            snprintf(err, sizeof err, "%s", ms_db_errmsg(db));
+        else
+            err[0] = 0;
+        ms_db_close(db);
+    }
+    if (err[0])
+        fprintf(stderr, "memsplit train: rank %d could not record the run's end in %s: %s\n", r->rank, r->db_path, err);
+}
+
 /* Says which rank failed and why, lets rank 0 write its records, and ends
  * the run. agreed: every rank has the same verdict and comes here (a
  * checkpoint: its parts are saved collectively), so no rank aborts before
  * rank 0 has written, since the first abort kills all. Otherwise (a failure
  * of this rank alone) the others may be waiting on it inside a step: it
- * aborts at once, and a failure on another rank at the same time can still
- * cut rank 0 short. */
+ * aborts at once, after recording the run's end itself (record_lone_end);
+ * step rows still waiting in rank 0 for a busy database are then lost with
+ * rank 0, and said by nobody. */
 static void end_run(rank_run *r, int code, const char *what, const char *msg, int agreed)
 {
     fprintf(stderr, "memsplit train: rank %d (stage %d, replica %d, %s): %s: %s\n", r->rank, r->stage, r->replica,
             r->name, what, msg);
     fflush(stderr);
     flush_records(r, code);
+    if (!agreed) record_lone_end(r, code);
     fflush(stderr);
     if (agreed) MPI_Barrier(MPI_COMM_WORLD);
     MPI_Abort(MPI_COMM_WORLD, code);
@@ -431,6 +461,11 @@ static int train(rank_run *r, const rank_opts *o, const ms_config *cfg, const ms
     snprintf(r->name, sizeof r->name, "%s", p.devs[0].name);
     MPI_Allgather(r->name, sizeof r->name, MPI_CHAR, r->names, sizeof r->name, MPI_CHAR, MPI_COMM_WORLD);
     if (open_db(r, o, &c, err, sizeof err)) die(r, MS_EXIT_RUNTIME, "database", err);
+    int64_t run = r->own_run ? r->run : 0; /* doctor's own run row (--db-run) is doctor's to end */
+    MPI_Bcast(&run, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    r->db_path = o->db;
+    r->db_timeout_ms = o->db_timeout_ms;
+    r->run_all = run;
     if (o->resume) resume(r, &p);
     double t_steady = 0, tok_steady = 0;
     int first = 1;

@@ -103,6 +103,18 @@ if [ $rc -eq 2 ] && [ "$got" = "$(printf '4|1|4\nfailed')" ] && grep -q "rank 0 
    grep -q "rank 1 .*checkpoint: rank 0 could not create" "$T/ckfail.err"; then
     ok "a checkpoint no rank can write: exit 2, rows 1..4 written after the lock, the run failed"
 else bad "a checkpoint no rank can write (exit $rc, rows and status: $got)"; tail -4 "$T/ckfail.err"; fi
+# a rank failing alone (rank 1's device too small for the step): rank 0 waits on it inside
+# the step and dies by its abort, so rank 1 records the run's end itself ("oom", never "running")
+python3 - "$T/p2x1.json" "$T/small1.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1])); p["devices"][1]["capacity_bytes"] = 200000; json.dump(p, open(sys.argv[2], "w"))
+PY
+"$M" train --preset tiny --steps 1 --db "$T/lone.db" --quiet 2>/dev/null
+$MPIRUN -np 2 "$M" train --preset tiny --plan "$T/small1.json" --device cpu --steps 3 --db "$T/lone.db" >/dev/null 2>"$T/lone.err"
+rc=$?; st=$(sqlite3 "$T/lone.db" "select status from runs where id = 2")
+if [ $rc -eq 3 ] && [ "$st" = oom ] && grep -q "rank 1 (stage 1, replica 0, cpu/v1): out of memory" "$T/lone.err"; then
+    ok "rank 1 out of memory alone: exit 3, and it recorded the run as oom before the abort"
+else bad "a rank failing alone (exit $rc, run status '$st')"; grep "memsplit train" "$T/lone.err" | tail -3; fi
 # a plan of replicas made by memsplit plan itself: every rank's measured peak against the
 # prediction (the optimizer state a ZeRO-1 chunk, exactly)
 "$M" profile --preset seed17-cpu --precision fp32 --db "$T/s17.db" --quiet >/dev/null 2>&1
