@@ -270,7 +270,7 @@ int ms_cmd_train(int argc, char **argv)
         if (exit_code == MS_EXIT_OK) exit_code = MS_EXIT_RUNTIME;
     }
     double tps = t_steady > 0 ? tokens_steady / t_steady : 0;
-    if (!quiet && s.graph.why_not[0] && s.use_graph && s.dev.backend == MS_BACKEND_CUDA)
+    if (!quiet && s.graph.why_not[0]) /* set only where a graph was tried: train on a GPU */
         fprintf(stderr, "train: ran without a CUDA graph: %s\n", s.graph.why_not);
     else if (!quiet && s.graph.captures)
         fprintf(stderr, "train: steps replayed a CUDA graph (%d captured; the last took %.1f ms to capture, %.1f MiB)\n",
