@@ -178,9 +178,12 @@ attn-tune: $(BUILD)/attn_tune
 
 # The matmul's timed pick against the heuristic's first, on a bf16 step's
 # products (bench/gemm_pick.c); a developer's tool like attn_tune.
-$(BUILD)/gemm_pick: bench/gemm_pick.c $(LIB)
+$(BUILD)/gemm_pick: bench/gemm_pick.c bench/fill_uniform.h $(LIB)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIB) -o $@ $(LDLIBS)
-gemm-pick: $(BUILD)/gemm_pick
+# Other cuBLASLt choices on the same products, called directly (bench/gemm_alts.c).
+$(BUILD)/gemm_alts: bench/gemm_alts.c bench/fill_uniform.h | $(DEPS_STAMP)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ $(LDLIBS)
+gemm-pick: $(BUILD)/gemm_pick $(BUILD)/gemm_alts
 .PHONY: gemm-pick
 
 $(BUILD)/nccl_bw: bench/nccl_bw.c

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/fill_uniform.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 #define CALLS 20
@@ -37,27 +38,6 @@ typedef struct product {
     ms_epilogue epi;
     int per_step; /* calls a step */
 } product;
-
-static int fill(void *dev, size_t n, int f32, uint64_t seed)
-{
-    size_t es = f32 ? 4 : 2;
-    unsigned char *h = malloc(n * es);
-    if (!h) return -1;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t z = (seed += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        float f = (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
-        uint32_t bits;
-        memcpy(&bits, &f, 4);
-        if (f32) memcpy(h + i * 4, &f, 4);
-        else { uint16_t b = (uint16_t)(bits >> 16); memcpy(h + i * 2, &b, 2); }
-    }
-    int rc = cudaMemcpy(dev, h, n * es, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
-    free(h);
-    return rc;
-}
 
 static int parse(const char *s, int *out)
 {
@@ -155,8 +135,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "gemm_pick: cudaMalloc failed (no GPU, or too little memory)\n");
         return 1;
     }
-    if (fill(u.a, big, 0, 1) || fill(u.b, big, 0, 2) || fill(u.c, big, 0, 3) || fill(u.aux, big, 0, 4) ||
-        fill(u.bias, (size_t)V + 2 * H, 0, 5) || fill(u.d, big, 1, 6) || fill(u.db, (size_t)H, 1, 7)) {
+    if (fill_uniform(u.a, big, 0, 1) || fill_uniform(u.b, big, 0, 2) || fill_uniform(u.c, big, 0, 3) ||
+        fill_uniform(u.aux, big, 0, 4) || fill_uniform(u.bias, (size_t)V + 2 * H, 0, 5) ||
+        fill_uniform(u.d, big, 1, 6) || fill_uniform(u.db, (size_t)H, 1, 7)) {
         fprintf(stderr, "gemm_pick: filling the operands failed\n");
         return 1;
     }

@@ -87,6 +87,14 @@ int ms_train_kt_finish(ms_train_kt *kt, const ms_config *cfg, const char *dev_na
     json_object_set_new(o, "records", json_integer(k.n));
     json_object_set_new(o, "dropped_records", json_integer((json_int_t)dropped));
     json_object_set_new(o, "error", kt->error[0] ? json_string(kt->error) : json_null());
+    /* The intervals themselves, in kernel_times.h's event form (names, events), so a
+     * step's kernels can be read in order beside another implementation's. */
+    json_t *ev = kt->completed ? ms_ktimes_events_json(&k, kt->completed, (uint64_t)(kt->wall_s * 1e9)) : NULL;
+    if (ev) {
+        json_object_set(o, "names", json_object_get(ev, "names"));
+        json_object_set(o, "events", json_object_get(ev, "events"));
+        json_decref(ev);
+    }
     ms_ktimes_free(&k);
     int rc = json_dump_file(o, kt->path, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     json_decref(o);

@@ -22,7 +22,9 @@
  *    line or a database row, is left out).
  *  - ms_train_kt_finish stops tracing after the last step and writes FILE
  *    (also when training failed or tracing never started: then FILE says
- *    why). Returns 0, or -1 with err when FILE cannot be written. */
+ *    why): the summary, and with any traced step also the intervals in
+ *    kernel_times.h's event form ("names", "events"). Returns 0, or -1 with
+ *    err when FILE cannot be written. */
 #ifndef MS_CLI_TRAIN_KTIMES_H
 #define MS_CLI_TRAIN_KTIMES_H
 
