@@ -45,6 +45,12 @@ typedef enum {
     MS_EPI_DGELU = 2, /* D = (alpha*op(A)op(B)) * gelu'(aux). beta must be 0, no bias */
 } ms_epilogue;
 
+/* A gradient-statistics record: grad_stats accumulates into its two fields. */
+typedef struct ms_grad_stat {
+    float sumsq;
+    int nonfinite;
+} ms_grad_stat;
+
 typedef struct ms_ops {
     const char *name; /* "cpu" or "cuda" */
 
@@ -130,10 +136,24 @@ typedef struct ms_ops {
      *   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      *   p -= lr * ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + wd * p )
      * t is the 1-based step. If copy != NULL, also writes copy[i] = p[i]
-     * rounded to copy_dt for i < n_copy (the low-precision compute copy). */
+     * rounded to copy_dt for i < n_copy (the low-precision compute copy).
+     * With dmul (NULL: none; device memory, as clip_scale writes it) the
+     * multiplier is dmul[0] instead of grad_scale, and when dmul[1] == 0 the
+     * call changes nothing (a skipped step), decided on the device. */
     void (*adamw)(ms_kctx *, float *p, const float *grad, float *m, float *v, size_t n,
                   float lr, float b1, float b2, float eps, float wd, int t, float grad_scale,
-                  void *copy, ms_dtype copy_dt, size_t n_copy);
+                  const float *dmul, void *copy, ms_dtype copy_dt, size_t n_copy);
+
+    /* The AdamW multiplier from n gradient statistics records (grad_stats
+     * accumulated into each), computed on the device so that the host need
+     * not read them before the update: norm = sqrt(sum of the records'
+     * sumsq, in double, in record order) / loss_scale; out[0] = clip /
+     * loss_scale (float), with clip = (float)(grad_clip / norm) where
+     * grad_clip > 0 and norm > grad_clip, else 1; out[1] = 1 when every
+     * nonfinite count is 0 and norm is finite, else 0. The same arithmetic
+     * as trainer/optimizer.c's on the host, so both give the same bits. */
+    void (*clip_scale)(ms_kctx *, float *out, const ms_grad_stat *stats, int n, float loss_scale,
+                       float grad_clip);
 
     /* dst[i] = src[i] converted (rounded to nearest even), n elements. */
     void (*cast)(ms_kctx *, ms_dtype dst_dt, void *dst, ms_dtype src_dt, const void *src, size_t n);

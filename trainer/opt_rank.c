@@ -61,7 +61,7 @@ static void update_share(ms_model *m, ms_layer *L, size_t lo, size_t hi, int t, 
     size_t n_copy = !mixed || L->n_copy <= lo ? 0 : (L->n_copy - lo < n ? L->n_copy - lo : n);
     void *copy = n_copy ? (char *)L->wc + lo * ms_dtype_size(m->dt) : NULL;
     d->ops->adamw(&d->k, L->w + lo, L->g + lo, L->mv, L->mv + n, n, c->lr, c->beta1, c->beta2, c->eps,
-                  c->weight_decay, t, grad_scale, copy, m->dt, n_copy);
+                  c->weight_decay, t, grad_scale, NULL, copy, m->dt, n_copy);
 }
 
 int ms_opt_rank_apply(ms_model *m, int first, int last, ms_opt_state *st, const ms_dist *dist, double grad_norm,

@@ -20,22 +20,24 @@ int ms_opt_ensure_state(ms_model *m, ms_layer *L)
     return L->mv ? MS_OK : MS_EOOM;
 }
 
-typedef struct { float sumsq; int nonfinite; } grad_stats_t;
-
 float ms_opt_clip_factor(const ms_config *c, double grad_norm)
 {
     if (c->grad_clip > 0 && grad_norm > c->grad_clip) return (float)(c->grad_clip / grad_norm);
     return 1.0f;
 }
 
-void ms_opt_end_step(ms_model *m, int first, int last, ms_opt_state *st, int finite)
+static void zero_grads(ms_model *m, int first, int last)
 {
-    const ms_config *c = &m->cfg;
-    if (!finite) st->skipped++;
     for (int i = first; i <= last; i++) {
         ms_layer *L = &m->layers[i];
         if (L->g) ms_dev_memset0(L->dev, L->g, L->n_params * 4);
     }
+}
+
+/* The skipped count and the fp16 loss scale, after a step applied or not. */
+static void count_step(const ms_config *c, ms_opt_state *st, int finite)
+{
+    if (!finite) st->skipped++;
     /* dynamic loss scaling (fp16 only): halve on overflow, double after a window of good steps */
     if (c->precision != MS_PREC_FP16) return;
     if (!finite) {
@@ -47,6 +49,71 @@ void ms_opt_end_step(ms_model *m, int first, int last, ms_opt_state *st, int fin
     }
 }
 
+void ms_opt_end_step(ms_model *m, int first, int last, ms_opt_state *st, int finite)
+{
+    zero_grads(m, first, last);
+    count_step(&m->cfg, st, finite);
+}
+
+/* Layers [first, last] on one device: the statistics, the multiplier
+ * (clip_scale) and the update are all queued without the host waiting for
+ * any of them, and the records are read back once, at the end, for the
+ * norm the step reports. The multiplier and the skip decision are made on
+ * the device from the same records with the host's arithmetic, so the
+ * result is the same as the path below, bit for bit. */
+static int step_one_device(ms_model *m, int first, int last, ms_scratch *s, ms_opt_state *st, ms_opt_result *res)
+{
+    const ms_config *c = &m->cfg;
+    ms_device *d = m->layers[first].dev;
+    int n = last - first + 1;
+    size_t bytes = (size_t)n * sizeof(ms_grad_stat) + 2 * sizeof(float);
+    ms_dev_where(d, first, MS_PH_OPTIMIZER);
+    /* the records borrow the layer-scratch arena, idle between steps (the
+     * step's last micro-batch is queued before them on the same stream) */
+    ms_grad_stat *gs = ms_scratch_arena(s, bytes);
+    if (!gs) return MS_EOOM;
+    float *mul = (float *)(void *)(gs + n);
+    ms_dev_memset0(d, gs, bytes);
+    for (int k = 0; k < n; k++) {
+        ms_layer *L = &m->layers[first + k];
+        if (L->g) d->ops->grad_stats(&d->k, L->g, L->n_params, &gs[k].sumsq, &gs[k].nonfinite);
+    }
+    d->ops->clip_scale(&d->k, mul, gs, n, st->loss_scale, c->grad_clip);
+    /* every layer's state first: running out there leaves no layer updated */
+    for (int i = first; i <= last; i++) {
+        int rc = m->layers[i].g ? ms_opt_ensure_state(m, &m->layers[i]) : MS_OK;
+        if (rc) return rc;
+    }
+    int t = st->t + 1; /* taken only if the device applies the step */
+    for (int i = first; i <= last; i++) {
+        ms_layer *L = &m->layers[i];
+        if (!L->g) continue;
+        ms_dev_where(d, i, MS_PH_OPTIMIZER);
+        int mixed = L->wc != (void *)L->w;
+        d->ops->adamw(&d->k, L->w, L->g, L->mv, L->mv + L->n_params, L->n_params, c->lr, c->beta1, c->beta2,
+                      c->eps, c->weight_decay, t, 1.0f, mul, mixed ? L->wc : NULL, m->dt, mixed ? L->n_copy : 0);
+    }
+    zero_grads(m, first, last);
+    ms_grad_stat *h = malloc(bytes);
+    if (!h) return MS_EFAIL;
+    int rc = ms_dev_d2h(d, h, gs, bytes); /* waits for the whole step */
+    if (rc == 0 && ms_dev_sync(d)) rc = MS_EFAIL;
+    if (rc) {
+        free(h);
+        return MS_EFAIL;
+    }
+    double sumsq = 0;
+    for (int k = 0; k < n; k++) sumsq += h[k].sumsq;
+    float hmul[2];
+    memcpy(hmul, h + n, sizeof hmul);
+    free(h);
+    res->grad_norm = sqrt(sumsq) / (double)st->loss_scale;
+    res->applied = hmul[1] != 0.0f; /* the device's decision, which the kernels followed */
+    if (res->applied) st->t = t;
+    count_step(c, st, res->applied);
+    return MS_OK;
+}
+
 int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_state *st, ms_opt_result *res)
 {
     const ms_config *c = &m->cfg;
@@ -56,6 +123,9 @@ int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_s
     /* 1. statistics: one accumulator per layer, summed on the host in layer
      * order, so the global norm (and the clipping) is the same however the
      * layers are split over devices */
+    int one = 1;
+    for (int i = first + 1; i <= last; i++) one &= m->layers[i].dev == m->layers[first].dev;
+    if (one) return step_one_device(m, first, last, scratch[first], st, res);
     double *per_layer = calloc((size_t)(last - first + 1), sizeof(double));
     if (!per_layer) return MS_EFAIL;
     for (int i = first; i <= last;) {
@@ -67,14 +137,14 @@ int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_s
         ms_dev_where(d, i, MS_PH_OPTIMIZER);
         /* the statistics borrow the layer-scratch arena, idle between steps,
          * so the optimizer adds nothing to the device's transient peak */
-        grad_stats_t *gs = ms_scratch_arena(s, (size_t)n * sizeof(grad_stats_t));
+        ms_grad_stat *gs = ms_scratch_arena(s, (size_t)n * sizeof(ms_grad_stat));
         if (!gs) { free(per_layer); return MS_EOOM; }
         ms_dev_memset0(d, gs, (size_t)n * sizeof *gs);
         for (int k = 0; k < n; k++) {
             ms_layer *L = &m->layers[i + k];
             if (L->g) d->ops->grad_stats(&d->k, L->g, L->n_params, &gs[k].sumsq, &gs[k].nonfinite);
         }
-        grad_stats_t h[64];
+        ms_grad_stat h[64];
         for (int k0 = 0; k0 < n; k0 += 64) {
             int c = n - k0 < 64 ? n - k0 : 64;
             if (ms_dev_d2h(d, h, gs + k0, (size_t)c * sizeof *h)) { free(per_layer); return MS_EFAIL; }
@@ -102,7 +172,7 @@ int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_s
             ms_dev_where(d, i, MS_PH_OPTIMIZER);
             int mixed = L->wc != (void *)L->w;
             d->ops->adamw(&d->k, L->w, L->g, L->mv, L->mv + L->n_params, L->n_params, c->lr, c->beta1, c->beta2,
-                          c->eps, c->weight_decay, st->t, clip / (float)scale, mixed ? L->wc : NULL, m->dt,
+                          c->eps, c->weight_decay, st->t, clip / (float)scale, NULL, mixed ? L->wc : NULL, m->dt,
                           mixed ? L->n_copy : 0);
         }
         res->applied = 1;

@@ -3,7 +3,14 @@
  * either a skipped step (non-finite gradients: fp16 overflow) or clipping and
  * the fused AdamW update, which also refreshes the low-precision copy; then
  * the gradients are zeroed for the next accumulation. Optimizer state is
- * allocated at the first step (phase optimizer). */
+ * allocated at the first step (phase optimizer).
+ * When every layer of the range is on one device, nothing waits for the
+ * device until the end: the clipping multiplier and the skip decision are
+ * made on the device (ops clip_scale, adamw's dmul) from the statistics,
+ * with the host's arithmetic, and the statistics are read back once, after
+ * the update is queued, for the reported norm. Over several devices the
+ * per-device statistics are read and summed on the host first, as the
+ * global norm needs all of them. Both give the same numbers. */
 #ifndef MS_OPTIMIZER_H
 #define MS_OPTIMIZER_H
 

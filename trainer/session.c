@@ -161,9 +161,15 @@ static int capture(ms_session *s, float dscale)
     return MS_OK;
 }
 
-/* One micro-batch: the next data, then its graph or its layers one by one. */
-static int run_microbatch(ms_session *s, float dscale, double *loss_sum)
+/* One micro-batch: the next data, then its graph or its layers one by one.
+ * A replayed graph's loss is read at once (the read waits for the graph, so
+ * the next launch may refill its ids), except with *defer_loss set (the
+ * step's last micro-batch): then it is left to the caller, which queues the
+ * optimizer first, and *defer_loss says whether it was left. */
+static int run_microbatch(ms_session *s, float dscale, double *loss_sum, int *defer_loss)
 {
+    int defer = defer_loss && *defer_loss;
+    if (defer_loss) *defer_loss = 0;
     ms_model *m = &s->model;
     int rc;
     if (ms_data_next(s->data, s->inputs, s->targets, m->B, m->T)) return fail(s, MS_EFAIL, "data read failed");
@@ -172,8 +178,10 @@ static int run_microbatch(ms_session *s, float dscale, double *loss_sum)
     if (!graph_wanted(s) || !ms_step_graph_ready(&s->graph, &s->dev, dscale))
         return run_layers(s, s->inputs, s->targets, dscale, loss_sum);
     if (ms_step_graph_launch(&s->graph, &s->dev, s->inputs, s->targets)) return fail(s, MS_EFAIL, NULL);
-    /* reading the loss waits for the graph, so the next launch may refill its ids */
-    if ((rc = ms_layer_add_loss(m, &m->layers[m->n_layers - 1], loss_sum))) return fail(s, rc, NULL);
+    if (defer)
+        *defer_loss = 1;
+    else if ((rc = ms_layer_add_loss(m, &m->layers[m->n_layers - 1], loss_sum)))
+        return fail(s, rc, NULL);
     s->mb_fwd++;
     s->mb_bwd++;
     return MS_OK;
@@ -189,13 +197,19 @@ int ms_session_step(ms_session *s)
     if (s->measure)
         for (int i = 0; i < nl; i++) s->fwd_ms[i] = s->bwd_ms[i] = 0;
     s->mb_fwd = s->mb_bwd = 0;
-    for (int mb = 0; mb < s->cfg.accum; mb++)
-        if ((rc = run_microbatch(s, dscale, &loss_sum))) return rc;
+    int deferred = 0;
+    for (int mb = 0; mb < s->cfg.accum; mb++) {
+        deferred = mb == s->cfg.accum - 1;
+        if ((rc = run_microbatch(s, dscale, &loss_sum, &deferred))) return rc;
+    }
     double t0 = now_ms();
     ms_range_push("optimizer");
     rc = ms_opt_step(m, 0, nl - 1, s->scr_of, &s->opt, &s->last_opt);
     ms_range_pop();
     if (rc) return fail(s, rc, NULL);
+    /* the last graph's loss: its buffer outlives the optimizer, which was
+     * queued behind the graph without waiting for it */
+    if (deferred && (rc = ms_layer_add_loss(m, &m->layers[nl - 1], &loss_sum))) return fail(s, rc, NULL);
     s->opt_ms = now_ms() - t0; /* ms_opt_step ends with a sync */
     ms_dev_where(&s->dev, -1, MS_PH_INIT);
     s->last_loss = loss_sum / (double)tokens;
@@ -220,7 +234,7 @@ int ms_session_timing_pass(ms_session *s)
     s->measure = 1;
     for (int i = 0; i < m->n_layers; i++) s->fwd_ms[i] = s->bwd_ms[i] = 0;
     s->mb_fwd = s->mb_bwd = 0;
-    rc = run_microbatch(s, 1.0f / (float)((size_t)m->B * m->T), &loss);
+    rc = run_microbatch(s, 1.0f / (float)((size_t)m->B * m->T), &loss, NULL);
     s->measure = saved;
     if (rc) return rc;
     for (int i = 0; i < m->n_layers; i++)

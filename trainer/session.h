@@ -31,7 +31,8 @@ typedef struct ms_session {
     double *fwd_ms, *bwd_ms;   /* summed over the micro-batches of the last step (or timing pass) */
     int mb_fwd, mb_bwd;        /* micro-batches those sums cover (a layer may have fewer after an OOM) */
     size_t *need_fwd, *need_bwd; /* arena bytes each layer asked for (max over micro-batches) */
-    double opt_ms;             /* the last optimizer step's time */
+    double opt_ms;             /* the last optimizer step's time (after a replayed graph it includes
+                                * the wait for the graph: the optimizer is queued behind it) */
     char (*fwd_range)[48], (*bwd_range)[48]; /* NVTX range names: "block 17/forward" */
     /* use_graph (set by the caller; train sets it from train.cuda_graph): on
      * a GPU, micro-batches replay a CUDA graph (step_graph.h) once a step has

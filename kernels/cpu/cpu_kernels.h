@@ -79,11 +79,12 @@ void ms_cpu_softmax_xent(ms_kctx *, ms_dtype dt, float *losses, void *logits,
 
 void ms_cpu_adamw(ms_kctx *, float *p, const float *grad, float *m, float *v, size_t n,
                   float lr, float b1, float b2, float eps, float wd, int t, float grad_scale,
-                  void *copy, ms_dtype copy_dt, size_t n_copy);
+                  const float *dmul, void *copy, ms_dtype copy_dt, size_t n_copy);
 
 void ms_cpu_cast(ms_kctx *, ms_dtype dst_dt, void *dst, ms_dtype src_dt, const void *src, size_t n);
 
 void ms_cpu_grad_stats(ms_kctx *, const float *x, size_t n, float *sumsq, int *nonfinite);
+void ms_cpu_clip_scale(ms_kctx *, float *out, const ms_grad_stat *stats, int n, float loss_scale, float grad_clip);
 void ms_cpu_scale(ms_kctx *, float *x, size_t n, float s);
 
 #endif

@@ -1,8 +1,10 @@
 /* grad_stats.c — gradient norm pieces and scaling on fp32 buffers:
  * grad_stats accumulates the sum of squares (summed in double, added to
  * *sumsq as float; NaN/Inf propagate into it) and counts NaN/Inf values;
- * scale multiplies in place. */
+ * clip_scale turns the records into AdamW's multiplier (ops.h); scale
+ * multiplies in place. */
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/clip_scale.h"
 
 #include <math.h>
 
@@ -20,6 +22,16 @@ void ms_cpu_grad_stats(ms_kctx *ctx, const float *x, size_t n, float *sumsq, int
     }
     *sumsq += (float)s;
     *nonfinite += bad;
+}
+
+void ms_cpu_clip_scale(ms_kctx *ctx, float *out, const ms_grad_stat *stats, int n, float loss_scale,
+                       float grad_clip)
+{
+    if (!out || n < 0 || (n && !stats) || !(loss_scale > 0)) {
+        ms_cpu_fail(ctx, MS_CPU_EARG, "clip_scale: bad arguments (n=%d)", n);
+        return;
+    }
+    ms_clip_scale_of(out, stats, n, loss_scale, grad_clip);
 }
 
 void ms_cpu_scale(ms_kctx *ctx, float *x, size_t n, float s)

@@ -37,6 +37,7 @@ const ms_ops ms_ops_cpu = {
     .residual_fwd = ms_cpu_residual_fwd,
     .softmax_xent = ms_cpu_softmax_xent,
     .adamw = ms_cpu_adamw,
+    .clip_scale = ms_cpu_clip_scale,
     .cast = ms_cpu_cast,
     .grad_stats = ms_cpu_grad_stats,
     .scale = ms_cpu_scale,

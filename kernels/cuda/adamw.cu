@@ -1,7 +1,9 @@
 /* adamw.cu — one fused AdamW pass over fp32 parameters (p, grad, m, v read
  * once, p, m, v written once) that also writes the low-precision compute
  * copy. float4 accesses when every pointer allows; grid-stride. The bias
- * corrections are computed on the host exactly as the CPU twin does. */
+ * corrections are computed on the host exactly as the CPU twin does; with
+ * dmul the multiplier (and whether to step at all) is read on the device,
+ * where clip_scale wrote it, so the host launches without waiting. */
 #include "kernels/cuda/cuda_common.cuh"
 
 #include <math.h>
@@ -22,9 +24,13 @@ __device__ __forceinline__ float adamw_one(const adamw_args &a, float &p, float 
 
 /* V = 4 (float4) or 1. copy elements < n_copy are written as TC. */
 template <typename TC, int V>
-__global__ void adamw_k(float *p, const float *grad, float *m, float *v, size_t n, adamw_args a, TC *copy,
-                        size_t n_copy)
+__global__ void adamw_k(float *p, const float *grad, float *m, float *v, size_t n, adamw_args a,
+                        const float *dmul, TC *copy, size_t n_copy)
 {
+    if (dmul) {
+        if (dmul[1] == 0.0f) return; /* a skipped step: uniform over the grid */
+        a.grad_scale = dmul[0];
+    }
     size_t nvec = n / V, tid = ms_tid(), stride = ms_nthreads();
     for (size_t i = tid; i < nvec; i += stride) {
         size_t e = i * V;
@@ -60,22 +66,22 @@ __global__ void adamw_k(float *p, const float *grad, float *m, float *v, size_t 
 
 template <typename TC>
 static void adamw_t(ms_kctx *ctx, float *p, const float *grad, float *m, float *v, size_t n,
-                    const adamw_args &a, TC *copy, size_t n_copy)
+                    const adamw_args &a, const float *dmul, TC *copy, size_t n_copy)
 {
     const int threads = 256;
     bool vec = ms_al(p, 16) && ms_al(grad, 16) && ms_al(m, 16) && ms_al(v, 16) &&
                (!copy || ms_al(copy, 4 * sizeof(TC)));
     if (vec)
         adamw_k<TC, 4><<<ms_grid(n / 4 + 1, threads, 8), threads, 0, ms_stream(ctx)>>>(p, grad, m, v, n, a,
-                                                                                        copy, n_copy);
+                                                                                        dmul, copy, n_copy);
     else
-        adamw_k<TC, 1><<<ms_grid(n, threads, 8), threads, 0, ms_stream(ctx)>>>(p, grad, m, v, n, a, copy,
+        adamw_k<TC, 1><<<ms_grid(n, threads, 8), threads, 0, ms_stream(ctx)>>>(p, grad, m, v, n, a, dmul, copy,
                                                                                 n_copy);
 }
 
 extern "C" void ms_cuda_adamw(ms_kctx *ctx, float *p, const float *grad, float *m, float *v, size_t n,
                               float lr, float b1, float b2, float eps, float wd, int t, float grad_scale,
-                              void *copy, ms_dtype copy_dt, size_t n_copy)
+                              const float *dmul, void *copy, ms_dtype copy_dt, size_t n_copy)
 {
     if (!ctx) return;
     if (t < 1 || (n && (!p || !grad || !m || !v)) || (copy && (!ms_dt_ok(copy_dt) || n_copy > n))) {
@@ -96,6 +102,6 @@ extern "C" void ms_cuda_adamw(ms_kctx *ctx, float *p, const float *grad, float *
         n_copy = 0;
         copy_dt = MS_F32; /* any valid type: nothing is written */
     }
-    MS_DISPATCH(copy_dt, TC, adamw_t<TC>(ctx, p, grad, m, v, n, a, (TC *)copy, n_copy));
+    MS_DISPATCH(copy_dt, TC, adamw_t<TC>(ctx, p, grad, m, v, n, a, dmul, (TC *)copy, n_copy));
     ms_cuda_check(ctx, "adamw");
 }

@@ -1,7 +1,10 @@
 /* grad_stats.cu — sum of squares and NaN/Inf count of fp32 buffers (block
- * reduction, one atomicAdd per block into the device accumulators), and the
- * in-place scale. float4 accesses when x is 16-byte aligned. */
+ * reduction, one atomicAdd per block into the device accumulators), AdamW's
+ * multiplier from those records (clip_scale: one thread, the CPU twin's
+ * double arithmetic in the same order, so the same bits), and the in-place
+ * scale. float4 accesses when x is 16-byte aligned. */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/clip_scale.h"
 
 template <int V>
 __global__ void grad_stats_k(const float *x, size_t n, float *sumsq, int *nonfinite)
@@ -43,6 +46,23 @@ __global__ void scale_k(float *x, size_t n, float s)
         ms_stf<V>(x + i * V, f);
     }
     for (size_t i = nvec * V + tid; i < n; i += stride) x[i] *= s;
+}
+
+__global__ void clip_scale_k(float *out, const ms_grad_stat *stats, int n, float loss_scale, float grad_clip)
+{
+    ms_clip_scale_of(out, stats, n, loss_scale, grad_clip);
+}
+
+extern "C" void ms_cuda_clip_scale(ms_kctx *ctx, float *out, const ms_grad_stat *stats, int n, float loss_scale,
+                                   float grad_clip)
+{
+    if (!ctx) return;
+    if (!out || n < 0 || (n && !stats) || !(loss_scale > 0)) {
+        ms_cuda_fail(ctx, MS_CUDA_EARG, "clip_scale: bad arguments (n=%d)", n);
+        return;
+    }
+    clip_scale_k<<<1, 1, 0, ms_stream(ctx)>>>(out, stats, n, loss_scale, grad_clip);
+    ms_cuda_check(ctx, "clip_scale");
 }
 
 extern "C" void ms_cuda_grad_stats(ms_kctx *ctx, const float *x, size_t n, float *sumsq, int *nonfinite)

@@ -23,6 +23,7 @@ const ms_ops ms_ops_cuda = {
     /* .residual_fwd = */ ms_cuda_residual_fwd,
     /* .softmax_xent = */ ms_cuda_softmax_xent,
     /* .adamw = */ ms_cuda_adamw,
+    /* .clip_scale = */ ms_cuda_clip_scale,
     /* .cast = */ ms_cuda_cast,
     /* .grad_stats = */ ms_cuda_grad_stats,
     /* .scale = */ ms_cuda_scale,

@@ -644,12 +644,19 @@ static void test_adamw(void **state)
         pair p = mk(&r, MS_F32, n + off, -1, 1), g = mk(&r, MS_F32, n + off, -1, 1);
         pair m = mk(&r, MS_F32, n + off, -0.1f, 0.1f), v = mk(&r, MS_F32, n + off, 0.0f, 0.01f);
         pair copy = cases[ci][0] < 0 ? k_none : mk(&r, cdt, n + off, -1, 1);
-        for (int step = 3; step <= 4; step++) { /* two steps: the second reads the first's state */
+        /* steps 3 and 4 (the second reads the first's state); 4 and 5 take
+         * the multiplier from memory, as clip_scale leaves it: 5 is skipped */
+        const float mul4[2] = {0.5f, 1.0f}, mul5[2] = {0.25f, 0.0f};
+        pair dm4 = mk_from(MS_F32, mul4, 2), dm5 = mk_from(MS_F32, mul5, 2);
+        for (int step = 3; step <= 5; step++) {
+            const pair *dm = step == 4 ? &dm4 : step == 5 ? &dm5 : &k_none;
             ms_ops_cpu.adamw(&g_cpu, ph(&p, off), ph(&g, off), ph(&m, off), ph(&v, off), n, 1e-2f, 0.9f, 0.95f,
-                             1e-8f, 0.1f, step, 0.5f, ph(&copy, off), cdt, n_copy);
+                             1e-8f, 0.1f, step, step == 3 ? 0.5f : 9.0f, dm->h, ph(&copy, off), cdt, n_copy);
             ms_ops_cuda.adamw(&g_gpu, pd(&p, off), pd(&g, off), pd(&m, off), pd(&v, off), n, 1e-2f, 0.9f, 0.95f,
-                              1e-8f, 0.1f, step, 0.5f, pd(&copy, off), cdt, n_copy);
+                              1e-8f, 0.1f, step, step == 3 ? 0.5f : 9.0f, dm->d, pd(&copy, off), cdt, n_copy);
         }
+        pfree(&dm4);
+        pfree(&dm5);
         cpu_done("adamw");
         gpu_done("adamw");
         snprintf(name, sizeof name, "adamw case %d p", ci);
@@ -754,6 +761,49 @@ static void test_grad_stats_scale(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* clip_scale on the device against its CPU twin: the same bits (the host's
+ * double arithmetic), clipped or not, with a loss scale, and skipped steps. */
+static void test_clip_scale(void **state)
+{
+    (void)state;
+    ku_rng r;
+    ku_seed(&r, 31);
+    int bad = 0;
+    const int n = 29;
+    ms_grad_stat st[29];
+    for (int c = 0; c < 6; c++) {
+        for (int i = 0; i < n; i++) {
+            st[i].sumsq = (float)(ku_range(&r, 0, 1) * pow(10.0, ku_range(&r, -6, 3)));
+            st[i].nonfinite = 0;
+        }
+        if (c == 4) st[7].nonfinite = 3;
+        if (c == 5) st[11].sumsq = NAN;
+        float scale = c == 3 ? 65536.0f : 1.0f, clip = c == 0 ? 0.0f : c == 2 ? 1e9f : 1.0f;
+        float ho[2] = {-1, -1};
+        void *ds = NULL, *dout = NULL;
+        assert_int_equal(cudaMalloc(&ds, sizeof st), cudaSuccess);
+        assert_int_equal(cudaMalloc(&dout, sizeof ho), cudaSuccess);
+        assert_int_equal(cudaMemcpy(ds, st, sizeof st, cudaMemcpyHostToDevice), cudaSuccess);
+        ms_ops_cpu.clip_scale(&g_cpu, ho, st, n, scale, clip);
+        ms_ops_cuda.clip_scale(&g_gpu, (float *)dout, (const ms_grad_stat *)ds, n, scale, clip);
+        cpu_done("clip_scale");
+        gpu_done("clip_scale");
+        float *go = fetch(dout, sizeof ho);
+        if (memcmp(go, ho, sizeof ho) != 0) {
+            fprintf(stderr, "clip_scale case %d: gpu %.9g %g, cpu %.9g %g\n", c, go[0], go[1], ho[0], ho[1]);
+            bad++;
+        }
+        if ((c >= 4) != (ho[1] == 0.0f)) {
+            fprintf(stderr, "clip_scale case %d: finite flag %g\n", c, ho[1]);
+            bad++;
+        }
+        free(go);
+        cudaFree(ds);
+        cudaFree(dout);
+    }
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     int ndev = ms_cuda_device_count();
@@ -767,6 +817,7 @@ int main(void)
         cmocka_unit_test(test_matmul_pick),     cmocka_unit_test(test_bias_grad),
         cmocka_unit_test(test_gelu),        cmocka_unit_test(test_residual),   cmocka_unit_test(test_softmax_xent),
         cmocka_unit_test(test_adamw),       cmocka_unit_test(test_cast),       cmocka_unit_test(test_grad_stats_scale),
+        cmocka_unit_test(test_clip_scale),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

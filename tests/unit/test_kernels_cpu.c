@@ -625,7 +625,7 @@ static void test_matmul_bad_arguments(void **state)
     assert_int_equal(K->sync(&g_ctx), MS_CPU_EARG);
     memset(&g_ctx, 0, sizeof g_ctx);
     float m[1] = {0}, v[1] = {0};
-    K->adamw(&g_ctx, A, A, m, v, 1, 0.1f, 0.9f, 0.99f, 1e-8f, 0, 0 /* t must be >= 1 */, 1, NULL, MS_F32, 0);
+    K->adamw(&g_ctx, A, A, m, v, 1, 0.1f, 0.9f, 0.99f, 1e-8f, 0, 0 /* t must be >= 1 */, 1, NULL, NULL, MS_F32, 0);
     assert_int_equal(K->sync(&g_ctx), MS_CPU_EARG);
 }
 
@@ -801,14 +801,14 @@ static void test_adamw(void **state)
     const double v2[4] = {2.49971801e-05, 1.24898397e-05, 3.99994862e-05, 0.00499593573};
     uint16_t copy[4] = {0xdead, 0xdead, 0xdead, 0xdead};
 
-    K->adamw(&g_ctx, p, g1, m, v, 4, 0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 1, 0.5f, NULL, MS_BF16, 0);
+    K->adamw(&g_ctx, p, g1, m, v, 4, 0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 1, 0.5f, NULL, NULL, MS_BF16, 0);
     expect_ok();
     for (int i = 0; i < 4; i++) {
         assert_float_equal(p[i], p1[i], 1e-6 * fabs(p1[i]));
         assert_float_equal(m[i], m1[i], 1e-6 * fabs(m1[i]));
         assert_float_equal(v[i], v1[i], 1e-6 * fabs(v1[i]));
     }
-    K->adamw(&g_ctx, p, g2, m, v, 4, 0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 2, 0.5f, copy, MS_BF16, 3);
+    K->adamw(&g_ctx, p, g2, m, v, 4, 0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 2, 0.5f, NULL, copy, MS_BF16, 3);
     expect_ok();
     for (int i = 0; i < 4; i++) {
         assert_float_equal(p[i], p2[i], 1e-6 * fabs(p2[i]));
@@ -822,9 +822,75 @@ static void test_adamw(void **state)
     size_t n = 100;
     float *pp = rnd(n, -1, 1), *gg = rnd(n, -1, 1), *mm = zeros(n), *vv = zeros(n);
     uint16_t *c16 = talloc(n * 2);
-    K->adamw(&g_ctx, pp, gg, mm, vv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1, 1.0f, c16, MS_F16, n);
+    K->adamw(&g_ctx, pp, gg, mm, vv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1, 1.0f, NULL, c16, MS_F16, n);
     expect_ok();
     for (size_t i = 0; i < n; i++) assert_int_equal(c16[i], ms_f32_to_f16(pp[i]));
+}
+
+/* AdamW with its multiplier read from memory (clip_scale's output): the
+ * same numbers as with grad_scale, and nothing touched when skipped. */
+static void test_adamw_dmul(void **state)
+{
+    (void)state;
+    size_t n = 37;
+    float *p = rnd(n, -1, 1), *g = rnd(n, -1, 1), *m = rnd(n, -0.1f, 0.1f), *v = rnd(n, 0, 0.01f);
+    float *p2 = copyf(p, n), *m2 = copyf(m, n), *v2 = copyf(v, n);
+    uint16_t *c1 = talloc(n * 2), *c2 = talloc(n * 2);
+    K->adamw(&g_ctx, p, g, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.37f, NULL, c1, MS_BF16, n);
+    float mul[2] = {0.37f, 1.0f};
+    K->adamw(&g_ctx, p2, g, m2, v2, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 123.0f /* ignored */, mul, c2,
+             MS_BF16, n);
+    expect_ok();
+    assert_memory_equal(p, p2, n * 4);
+    assert_memory_equal(m, m2, n * 4);
+    assert_memory_equal(v, v2, n * 4);
+    assert_memory_equal(c1, c2, n * 2);
+    float skip[2] = {0.37f, 0.0f};
+    K->adamw(&g_ctx, p2, g, m2, v2, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 4, 1.0f, skip, c2, MS_BF16, n);
+    expect_ok();
+    assert_memory_equal(p, p2, n * 4); /* a skipped step changes nothing */
+    assert_memory_equal(m, m2, n * 4);
+    assert_memory_equal(c1, c2, n * 2);
+}
+
+/* clip_scale against the host's formula (trainer/optimizer.c): the norm in
+ * double over the records in order, the clip factor, the loss scale, and
+ * the finite flag. */
+static void test_clip_scale(void **state)
+{
+    (void)state;
+    ms_grad_stat st[5];
+    double sumsq = 0;
+    for (int i = 0; i < 5; i++) {
+        float *r = rnd(1, 0.5f, 40.0f);
+        st[i].sumsq = r[0];
+        st[i].nonfinite = 0;
+        sumsq += st[i].sumsq;
+    }
+    float out[2];
+    const float scales[2] = {1.0f, 1024.0f}, clips[3] = {0.0f, 1.0f, 1e6f};
+    for (int si = 0; si < 2; si++)
+        for (int ci = 0; ci < 3; ci++) {
+            K->clip_scale(&g_ctx, out, st, 5, scales[si], clips[ci]);
+            expect_ok();
+            double norm = sqrt(sumsq) / scales[si];
+            float clip = clips[ci] > 0 && norm > clips[ci] ? (float)(clips[ci] / norm) : 1.0f;
+            assert_true(out[0] == clip / scales[si]);
+            assert_true(out[1] == 1.0f);
+            if (ci == 1 && si == 0) assert_true(out[0] < 1.0f); /* the norm is above 1: clipped */
+            if (ci == 2) assert_true(out[0] == 1.0f / scales[si]); /* far below the clip */
+        }
+    st[3].nonfinite = 2; /* an overflow: the step is skipped */
+    K->clip_scale(&g_ctx, out, st, 5, 1.0f, 1.0f);
+    expect_ok();
+    assert_true(out[1] == 0.0f);
+    st[3].nonfinite = 0;
+    st[1].sumsq = INFINITY; /* a norm that is not finite, counts of 0 */
+    K->clip_scale(&g_ctx, out, st, 5, 1.0f, 1.0f);
+    expect_ok();
+    assert_true(out[1] == 0.0f);
+    K->clip_scale(&g_ctx, out, st, 5, 0.0f, 1.0f); /* no loss scale: refused */
+    assert_int_equal(K->sync(&g_ctx), MS_CPU_EARG);
 }
 
 /* ================================================================ cast, grad_stats */
@@ -938,6 +1004,8 @@ int main(void)
         T(test_residual_and_bias_grad),
         T(test_softmax_xent),
         T(test_adamw),
+        T(test_adamw_dmul),
+        T(test_clip_scale),
         T(test_cast_round_trips),
         T(test_grad_stats_and_scale),
     };

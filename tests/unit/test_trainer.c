@@ -4,7 +4,8 @@
  *  - the tiny preset's loss falls within a few hundred steps;
  *  - save-then-resume reproduces the uninterrupted losses bit for bit;
  *  - an emulated capacity makes the OOM happen at the right layer and
- *    phase, and the reported boundary is the true one.
+ *    phase, and the reported boundary is the true one;
+ *  - the one-device optimizer skips a non-finite step and clips a finite one.
  * FD: Richardson-extrapolated central differences (fd_check), compared
  * within 3e-2 relative + 1e-4 absolute. */
 #include <setjmp.h>
@@ -20,6 +21,7 @@
 
 #include "tests/common/kern_util.h"
 #include "trainer/exec.h"
+#include "trainer/optimizer.h"
 #include "trainer/session.h"
 
 static void small_config(ms_config *c, ms_norm norm, int tied)
@@ -334,6 +336,60 @@ static void test_oom_boundary_monotone(void **st)
     assert_int_equal(oom_at(&c, peak, &o), 0);
 }
 
+/* The optimizer on one device decides clipping and skipping on the device
+ * (trainer/optimizer.h): a non-finite gradient skips the step (weights and
+ * step count untouched, gradients zeroed, the skip counted), and a finite
+ * one reports the true global norm and applies. */
+static void test_opt_step_one_device(void **st)
+{
+    (void)st;
+    ms_config c;
+    small_config(&c, MS_NORM_LAYER, 0);
+    ms_session s;
+    assert_int_equal(ms_session_open(&s, &c, NULL), MS_OK);
+    assert_int_equal(ms_session_step(&s), MS_OK); /* state allocated, t = 1 */
+    ms_model *m = &s.model;
+    int nl = m->n_layers;
+    size_t total = 0;
+    for (int i = 0; i < nl; i++) total += m->layers[i].n_params;
+    float *before = malloc(total * sizeof(float));
+    assert_non_null(before);
+
+    /* a NaN in one gradient: skipped */
+    loss_of(&s);
+    m->layers[nl - 1].g[3] = NAN;
+    for (size_t i = 0, o = 0; i < (size_t)nl; o += m->layers[i].n_params, i++)
+        memcpy(before + o, m->layers[i].w, m->layers[i].n_params * sizeof(float));
+    int t0 = s.opt.t, skipped0 = s.opt.skipped;
+    ms_opt_result res;
+    assert_int_equal(ms_opt_step(m, 0, nl - 1, s.scr_of, &s.opt, &res), MS_OK);
+    assert_int_equal(res.applied, 0);
+    assert_int_equal(s.opt.t, t0);
+    assert_int_equal(s.opt.skipped, skipped0 + 1);
+    for (size_t i = 0, o = 0; i < (size_t)nl; o += m->layers[i].n_params, i++) {
+        assert_memory_equal(before + o, m->layers[i].w, m->layers[i].n_params * sizeof(float));
+        for (size_t k = 0; k < m->layers[i].n_params; k++) assert_true(m->layers[i].g[k] == 0.0f);
+    }
+
+    /* finite, clipped at half the norm: applied, the norm as the host sums it */
+    loss_of(&s);
+    double sumsq = 0;
+    for (int i = 0; i < nl; i++)
+        for (size_t k = 0; k < m->layers[i].n_params; k++) sumsq += (double)m->layers[i].g[k] * m->layers[i].g[k];
+    double norm = sqrt(sumsq);
+    m->cfg.grad_clip = (float)(0.5 * norm);
+    assert_int_equal(ms_opt_step(m, 0, nl - 1, s.scr_of, &s.opt, &res), MS_OK);
+    assert_int_equal(res.applied, 1);
+    assert_int_equal(s.opt.t, t0 + 1);
+    assert_true(fabs(res.grad_norm - norm) <= 1e-5 * norm);
+    int moved = 0;
+    for (size_t i = 0, o = 0; i < (size_t)nl; o += m->layers[i].n_params, i++)
+        moved |= memcmp(before + o, m->layers[i].w, m->layers[i].n_params * sizeof(float)) != 0;
+    assert_true(moved);
+    free(before);
+    ms_session_close(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_seed17_cpu_oom),
         cmocka_unit_test(test_seed17_gpu_capacity),
         cmocka_unit_test(test_oom_boundary_monotone),
+        cmocka_unit_test(test_opt_step_one_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
