@@ -94,23 +94,23 @@ static int step_one_device(ms_model *m, int first, int last, ms_scratch *s, ms_o
                       c->eps, c->weight_decay, t, 1.0f, mul, mixed ? L->wc : NULL, m->dt, mixed ? L->n_copy : 0);
     }
     zero_grads(m, first, last);
-    ms_grad_stat *h = malloc(bytes);
-    if (!h) return MS_EFAIL;
-    int rc = ms_dev_d2h(d, h, gs, bytes); /* waits for the whole step */
-    if (rc == 0 && ms_dev_sync(d)) rc = MS_EFAIL;
-    if (rc) {
-        free(h);
-        return MS_EFAIL;
-    }
-    double sumsq = 0;
-    for (int k = 0; k < n; k++) sumsq += h[k].sumsq;
+    /* the device's decision first (the kernels followed it), so the step
+     * count and the loss scale stay in step with the weights whatever fails
+     * after; then the records, for the norm */
     float hmul[2];
-    memcpy(hmul, h + n, sizeof hmul);
-    free(h);
-    res->grad_norm = sqrt(sumsq) / (double)st->loss_scale;
-    res->applied = hmul[1] != 0.0f; /* the device's decision, which the kernels followed */
+    double scale = st->loss_scale; /* the step's, before count_step moves it */
+    if (ms_dev_d2h(d, hmul, mul, sizeof hmul) || ms_dev_sync(d)) return MS_EFAIL; /* waits for the whole step */
+    res->applied = hmul[1] != 0.0f;
     if (res->applied) st->t = t;
     count_step(c, st, res->applied);
+    ms_grad_stat *h = malloc((size_t)n * sizeof *h);
+    if (!h) return MS_EFAIL;
+    int rc = ms_dev_d2h(d, h, gs, (size_t)n * sizeof *h);
+    double sumsq = 0;
+    for (int k = 0; rc == 0 && k < n; k++) sumsq += h[k].sumsq;
+    free(h);
+    if (rc) return MS_EFAIL;
+    res->grad_norm = sqrt(sumsq) / scale;
     return MS_OK;
 }
 

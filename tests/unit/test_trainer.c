@@ -388,6 +388,25 @@ static void test_opt_step_one_device(void **st)
     assert_true(moved);
     free(before);
     ms_session_close(&s);
+
+    /* fp16: a finite step that doubles the loss scale reports its norm
+     * unscaled by the scale the step ran with, not the next one */
+    small_config(&c, MS_NORM_LAYER, 0);
+    c.precision = MS_PREC_FP16;
+    assert_int_equal(ms_session_open(&s, &c, NULL), MS_OK);
+    assert_int_equal(ms_session_step(&s), MS_OK);
+    m = &s.model;
+    loss_of(&s);
+    sumsq = 0;
+    for (int i = 0; i < nl; i++)
+        for (size_t k = 0; k < m->layers[i].n_params; k++) sumsq += (double)m->layers[i].g[k] * m->layers[i].g[k];
+    float scale0 = s.opt.loss_scale;
+    s.opt.good_steps = c.loss_scale_window - 1;
+    assert_int_equal(ms_opt_step(m, 0, nl - 1, s.scr_of, &s.opt, &res), MS_OK);
+    assert_int_equal(res.applied, 1);
+    assert_true(s.opt.loss_scale == 2 * scale0);
+    assert_true(fabs(res.grad_norm - sqrt(sumsq) / scale0) <= 1e-5 * res.grad_norm);
+    ms_session_close(&s);
 }
 
 int main(void)
