@@ -1,7 +1,8 @@
 /* optimizer.c — gradient statistics, clipping, loss scaling, AdamW. */
 #include "trainer/optimizer.h"
 
-#include <math.h>
+#include "kernels/clip_scale.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,7 +99,7 @@ static int step_one_device(ms_model *m, int first, int last, ms_scratch *s, ms_o
      * count and the loss scale stay in step with the weights whatever fails
      * after; then the records, for the norm */
     float hmul[2];
-    double scale = st->loss_scale; /* the step's, before count_step moves it */
+    float scale = st->loss_scale; /* the step's, before count_step moves it */
     if (ms_dev_d2h(d, hmul, mul, sizeof hmul) || ms_dev_sync(d)) return MS_EFAIL; /* waits for the whole step */
     res->applied = hmul[1] != 0.0f;
     if (res->applied) st->t = t;
@@ -106,19 +107,15 @@ static int step_one_device(ms_model *m, int first, int last, ms_scratch *s, ms_o
     ms_grad_stat *h = malloc((size_t)n * sizeof *h);
     if (!h) return MS_EFAIL;
     int rc = ms_dev_d2h(d, h, gs, (size_t)n * sizeof *h);
-    double sumsq = 0;
-    for (int k = 0; rc == 0 && k < n; k++) sumsq += h[k].sumsq;
+    float again[2]; /* what the device decided, from the same records */
+    if (rc == 0) res->grad_norm = ms_clip_scale_of(again, h, n, scale, c->grad_clip);
     free(h);
-    if (rc) return MS_EFAIL;
-    res->grad_norm = sqrt(sumsq) / scale;
-    return MS_OK;
+    return rc ? MS_EFAIL : MS_OK;
 }
 
 int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_state *st, ms_opt_result *res)
 {
     const ms_config *c = &m->cfg;
-    double sumsq = 0;
-    long nonfinite = 0;
     memset(res, 0, sizeof *res);
     /* 1. statistics: one accumulator per layer, summed on the host in layer
      * order, so the global norm (and the clipping) is the same however the
@@ -126,8 +123,8 @@ int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_s
     int one = 1;
     for (int i = first + 1; i <= last; i++) one &= m->layers[i].dev == m->layers[first].dev;
     if (one) return step_one_device(m, first, last, scratch[first], st, res);
-    double *per_layer = calloc((size_t)(last - first + 1), sizeof(double));
-    if (!per_layer) return MS_EFAIL;
+    ms_grad_stat *all = calloc((size_t)(last - first + 1), sizeof *all);
+    if (!all) return MS_EFAIL;
     for (int i = first; i <= last;) {
         ms_device *d = m->layers[i].dev;
         ms_scratch *s = scratch[i];
@@ -138,30 +135,20 @@ int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_s
         /* the statistics borrow the layer-scratch arena, idle between steps,
          * so the optimizer adds nothing to the device's transient peak */
         ms_grad_stat *gs = ms_scratch_arena(s, (size_t)n * sizeof(ms_grad_stat));
-        if (!gs) { free(per_layer); return MS_EOOM; }
+        if (!gs) { free(all); return MS_EOOM; }
         ms_dev_memset0(d, gs, (size_t)n * sizeof *gs);
         for (int k = 0; k < n; k++) {
             ms_layer *L = &m->layers[i + k];
             if (L->g) d->ops->grad_stats(&d->k, L->g, L->n_params, &gs[k].sumsq, &gs[k].nonfinite);
         }
-        ms_grad_stat h[64];
-        for (int k0 = 0; k0 < n; k0 += 64) {
-            int c = n - k0 < 64 ? n - k0 : 64;
-            if (ms_dev_d2h(d, h, gs + k0, (size_t)c * sizeof *h)) { free(per_layer); return MS_EFAIL; }
-            for (int k = 0; k < c; k++) {
-                per_layer[i - first + k0 + k] = h[k].sumsq;
-                nonfinite += h[k].nonfinite;
-            }
-        }
+        if (ms_dev_d2h(d, all + (i - first), gs, (size_t)n * sizeof *gs)) { free(all); return MS_EFAIL; }
         i = j;
     }
-    for (int i = first; i <= last; i++) sumsq += per_layer[i - first];
-    free(per_layer);
-    double scale = st->loss_scale;
-    res->grad_norm = sqrt(sumsq) / scale;
-    int finite = nonfinite == 0 && isfinite(res->grad_norm);
+    float mul[2];
+    res->grad_norm = ms_clip_scale_of(mul, all, last - first + 1, st->loss_scale, c->grad_clip);
+    free(all);
+    int finite = mul[1] != 0.0f;
     if (finite) {
-        float clip = ms_opt_clip_factor(c, res->grad_norm);
         st->t++;
         for (int i = first; i <= last; i++) {
             ms_layer *L = &m->layers[i];
@@ -172,7 +159,7 @@ int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_s
             ms_dev_where(d, i, MS_PH_OPTIMIZER);
             int mixed = L->wc != (void *)L->w;
             d->ops->adamw(&d->k, L->w, L->g, L->mv, L->mv + L->n_params, L->n_params, c->lr, c->beta1, c->beta2,
-                          c->eps, c->weight_decay, st->t, clip / (float)scale, NULL, mixed ? L->wc : NULL, m->dt,
+                          c->eps, c->weight_decay, st->t, mul[0], NULL, mixed ? L->wc : NULL, m->dt,
                           mixed ? L->n_copy : 0);
         }
         res->applied = 1;
