@@ -1,10 +1,10 @@
 /* adamw.cu — one fused AdamW pass over fp32 parameters (p, grad, m, v read
  * once, p, m, v written once) that also writes the low-precision compute
- * copy. float4 accesses when every pointer allows (then one a thread);
- * otherwise grid-stride. The bias
- * corrections are computed on the host exactly as the CPU twin does; with
- * dmul the multiplier (and whether to step at all) is read on the device,
- * where clip_scale wrote it, so the host launches without waiting. */
+ * copy. float4 accesses (one a thread) when every pointer allows, else
+ * grid-stride over single floats. The bias corrections are computed on
+ * the host exactly as the CPU twin does; with dmul the multiplier (and
+ * whether to step at all) is read on the device, where clip_scale wrote
+ * it, so the host launches without waiting. */
 #include "kernels/cuda/cuda_common.cuh"
 
 #include <math.h>
@@ -72,17 +72,16 @@ static void adamw_t(ms_kctx *ctx, float *p, const float *grad, float *m, float *
     const int threads = 256;
     bool vec = ms_al(p, 16) && ms_al(grad, 16) && ms_al(m, 16) && ms_al(v, 16) &&
                (!copy || ms_al(copy, 4 * sizeof(TC)));
-    /* one float4 a thread, no grid-stride (the loop runs once): measured on
-     * an H200 over gpt2-small's and seed17's parameters (14 and 25 calls),
-     * 0.941 and 9.40 ms a step against 1.008 and 10.23 with the grid capped
-     * at 8 blocks an SM; two float4 a thread 1.09 and 11.1 */
-    const size_t blocks = (n / 4 + threads) / threads;
-    if (vec && blocks <= 0x7fffffffu)
-        adamw_k<TC, 4><<<(unsigned)blocks, threads, 0, ms_stream(ctx)>>>(p, grad, m, v, n, a, dmul, copy, n_copy);
-    else if (vec)
-        adamw_k<TC, 4><<<ms_grid(n / 4 + 1, threads, 8), threads, 0, ms_stream(ctx)>>>(p, grad, m, v, n, a,
-                                                                                        dmul, copy, n_copy);
-    else
+    if (vec) {
+        /* one float4 a thread, the grid-stride loop running once: measured
+         * on an H200 over gpt2-small's and seed17's parameters (14 and 25
+         * tensors), 0.941 and 9.40 ms a step against 1.008 and 10.23 with
+         * the grid capped at 8 blocks an SM; two float4 a thread 1.09 and
+         * 11.1. Past the grid's limit the loop takes the rest. */
+        const size_t blocks = (n / 4 + threads) / threads;
+        const unsigned grid = blocks <= 0x7fffffffu ? (unsigned)blocks : ms_grid(n / 4 + 1, threads, 8);
+        adamw_k<TC, 4><<<grid, threads, 0, ms_stream(ctx)>>>(p, grad, m, v, n, a, dmul, copy, n_copy);
+    } else
         adamw_k<TC, 1><<<ms_grid(n, threads, 8), threads, 0, ms_stream(ctx)>>>(p, grad, m, v, n, a, dmul, copy,
                                                                                 n_copy);
 }
