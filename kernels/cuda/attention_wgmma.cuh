@@ -429,6 +429,9 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
         wg_wait<0>(); /* dV, dK (when dQ was skipped) */
         wg_hold(dk);
         wg_hold(dv);
+        /* every lane's reads of the stage's lse and D before lane 0 frees it
+         * (the producer's lanes rewrite them with plain stores) */
+        __syncwarp();
         if (lane == 0) mbar_arrive(bE + 8 * s); /* this warp is done with the stage */
     }
 
