@@ -41,6 +41,9 @@ void ms_exec_norm_bwd(ms_model *m, ms_layer *L, void *dx, const void *dresid, fl
  * for a block also at least what its forward asks for. */
 size_t ms_block_scratch_need(const ms_model *m, const ms_layer *L);
 size_t ms_head_scratch_need(const ms_model *m);
+/* Logit rows the head computes at once: train.head_chunk where set (at most
+ * B*T), else B*T split into the fewest equal chunks of at most 320 MiB. */
+int ms_head_chunk_rows(const ms_model *m);
 
 int ms_embed_forward(ms_model *m, ms_layer *L, const int32_t *ids);
 int ms_embed_backward(ms_model *m, ms_layer *L, ms_scratch *s);

@@ -21,6 +21,7 @@
 
 #include "tests/common/kern_util.h"
 #include "trainer/exec.h"
+#include "trainer/exec_internal.h"
 #include "trainer/optimizer.h"
 #include "trainer/session.h"
 
@@ -409,6 +410,39 @@ static void test_opt_step_one_device(void **st)
     ms_session_close(&s);
 }
 
+/* The head's auto chunking: the fewest chunks of at most 320 MiB of logits,
+ * all equal (the last at most one row short per chunk); the configured
+ * head_chunk wins, capped at B*T. */
+static void check_chunks(const char *preset, ms_precision prec, int want_rows)
+{
+    ms_config c;
+    char err[256];
+    assert_int_equal(ms_config_preset(&c, preset, err, sizeof err), 0);
+    c.precision = prec;
+    ms_model m;
+    assert_int_equal(ms_model_init(&m, &c, err, sizeof err), 0);
+    const size_t cap = (size_t)320 << 20, per_row = (size_t)m.V * ms_dtype_size(m.dt);
+    const int N = m.B * m.T, r = ms_head_chunk_rows(&m);
+    const int chunks = (N + r - 1) / r, last = N - (chunks - 1) * r;
+    if (want_rows) assert_int_equal(r, want_rows);
+    assert_true((size_t)r * per_row <= cap || r == 1);
+    assert_int_equal(chunks, (int)(((size_t)N + cap / per_row - 1) / (cap / per_row))); /* the fewest */
+    assert_true(last > 0 && r - last < chunks);                                      /* equal */
+    m.cfg.head_chunk = N / 2 + 1;
+    assert_int_equal(ms_head_chunk_rows(&m), N / 2 + 1);
+    m.cfg.head_chunk = N + 5;
+    assert_int_equal(ms_head_chunk_rows(&m), N);
+    ms_model_free(&m);
+}
+static void test_head_chunks(void **st)
+{
+    (void)st;
+    check_chunks("gpt2-small", MS_PREC_BF16, 3277); /* 16384 rows in five */
+    check_chunks("seed17", MS_PREC_BF16, 3072);     /* 30720 in ten */
+    check_chunks("gpt2-small", MS_PREC_FP32, 1639); /* 4-byte logits: ten */
+    check_chunks("tiny", MS_PREC_FP32, 128);        /* all rows in one */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -424,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_seed17_gpu_capacity),
         cmocka_unit_test(test_oom_boundary_monotone),
         cmocka_unit_test(test_opt_step_one_device),
+        cmocka_unit_test(test_head_chunks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
