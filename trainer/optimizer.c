@@ -95,22 +95,23 @@ static int step_one_device(ms_model *m, int first, int last, ms_scratch *s, ms_o
                       c->eps, c->weight_decay, t, 1.0f, mul, mixed ? L->wc : NULL, m->dt, mixed ? L->n_copy : 0);
     }
     zero_grads(m, first, last);
-    /* the device's decision first (the kernels followed it), so the step
-     * count and the loss scale stay in step with the weights whatever fails
-     * after; then the records, for the norm */
-    float hmul[2];
+    /* the device's decision and the records in one read (they are adjacent,
+     * and each read waits for the whole step: one wait, not two) */
+    ms_grad_stat *h = malloc(bytes);
+    if (!h) return MS_EFAIL;
+    if (ms_dev_d2h(d, h, gs, bytes)) {
+        free(h);
+        return MS_EFAIL;
+    }
+    const float *hmul = (const float *)(const void *)(h + n);
     float scale = st->loss_scale; /* the step's, before count_step moves it */
-    if (ms_dev_d2h(d, hmul, mul, sizeof hmul) || ms_dev_sync(d)) return MS_EFAIL; /* waits for the whole step */
     res->applied = hmul[1] != 0.0f;
     if (res->applied) st->t = t;
     count_step(c, st, res->applied);
-    ms_grad_stat *h = malloc((size_t)n * sizeof *h);
-    if (!h) return MS_EFAIL;
-    int rc = ms_dev_d2h(d, h, gs, (size_t)n * sizeof *h);
     float again[2]; /* what the device decided, from the same records */
-    if (rc == 0) res->grad_norm = ms_clip_scale_of(again, h, n, scale, c->grad_clip);
+    res->grad_norm = ms_clip_scale_of(again, h, n, scale, c->grad_clip);
     free(h);
-    return rc ? MS_EFAIL : MS_OK;
+    return MS_OK;
 }
 
 int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_state *st, ms_opt_result *res)
