@@ -46,6 +46,8 @@ static const char usage[] =
     "  --quiet              no progress lines\n"
     "  --inject-kill S:R    testing aid: in step S, rank R kills itself (SIGKILL) at\n"
     "                       its first transfer to another rank\n"
+    "  --inject-fail S:R    testing aid: rank R fails alone before step S, as a\n"
+    "                       failed step would (exit 2)\n"
     "  -h, --help           this text\n"
     "\n"
     "Exit status: 0 trained; 1 usage error or a launch that does not match the\n"
@@ -54,7 +56,7 @@ static const char usage[] =
 typedef struct rank_opts {
     const char *plan, *db, *ckdir;
     long db_run, ckevery;
-    int json, quiet, resume, kill_step, kill_rank, db_timeout_ms;
+    int json, quiet, resume, kill_step, kill_rank, fail_step, fail_rank, db_timeout_ms;
 } rank_opts;
 
 static double now_s(void)
@@ -67,7 +69,7 @@ static double now_s(void)
 /* Options: the same on every rank, so every rank decides alike; only rank 0 speaks. */
 static int parse(int argc, char **argv, int rank, ms_cli_model_args *ma, rank_opts *o)
 {
-    enum { O_MODEL = 1000, O_PLAN, O_DB, O_DBRUN, O_JSON, O_QUIET, O_KILL, O_CKDIR, O_CKEVERY, O_RESUME, O_DBTIME };
+    enum { O_MODEL = 1000, O_PLAN, O_DB, O_DBRUN, O_JSON, O_QUIET, O_KILL, O_CKDIR, O_CKEVERY, O_RESUME, O_DBTIME, O_FAIL };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
         { "set", required_argument, 0, O_MODEL }, { "device", required_argument, 0, O_MODEL },
@@ -75,12 +77,13 @@ static int parse(int argc, char **argv, int rank, ms_cli_model_args *ma, rank_op
         { "data", required_argument, 0, O_MODEL }, { "plan", required_argument, 0, O_PLAN },
         { "db", required_argument, 0, O_DB }, { "db-run", required_argument, 0, O_DBRUN },
         { "json", no_argument, 0, O_JSON }, { "quiet", no_argument, 0, O_QUIET },
-        { "inject-kill", required_argument, 0, O_KILL }, { "help", no_argument, 0, 'h' },
+        { "inject-kill", required_argument, 0, O_KILL }, { "inject-fail", required_argument, 0, O_FAIL },
+        { "help", no_argument, 0, 'h' },
         { "checkpoint-dir", required_argument, 0, O_CKDIR }, { "checkpoint-every", required_argument, 0, O_CKEVERY },
         { "resume", no_argument, 0, O_RESUME }, { "db-timeout", required_argument, 0, O_DBTIME }, { 0, 0, 0, 0 },
     };
     memset(o, 0, sizeof *o);
-    o->kill_step = -1;
+    o->kill_step = o->fail_step = -1;
     o->db_timeout_ms = MS_DB_BUSY_MS;
     char err[512];
     int idx = 0, c;
@@ -130,6 +133,12 @@ static int parse(int argc, char **argv, int rank, ms_cli_model_args *ma, rank_op
                 return MS_EXIT_USAGE;
             }
             break;
+        case O_FAIL:
+            if (sscanf(optarg, "%d:%d", &o->fail_step, &o->fail_rank) != 2 || o->fail_step < 1 || o->fail_rank < 0) {
+                if (rank == 0) fprintf(stderr, "memsplit train: --inject-fail takes STEP:RANK\n");
+                return MS_EXIT_USAGE;
+            }
+            break;
         case 'h':
             if (rank == 0) printf(usage, ms_cli_model_help);
             return -1;
@@ -175,6 +184,7 @@ typedef struct rank_run {
     const char *db_path;
     int db_timeout_ms;
     int64_t run_all;
+    int first_step, last_step; /* steps this run has done: first_step+1 .. last_step */
     json_t *losses;
 } rank_run;
 
@@ -195,26 +205,52 @@ static void flush_records(rank_run *r, int code)
     r->own_run = 0;
 }
 
+/* Counts the step rows in (ctx[0], ctx[1]] into ctx[2]. */
+static int count_rows(const ms_step_rec *s, void *ctx)
+{
+    int *c = ctx;
+    if (s->step > c[0] && s->step <= c[1]) c[2]++;
+    return 0;
+}
+
 /* Another rank than 0, failing alone: rank 0 may be waiting on it inside a
  * step and cannot record the run's end before the abort kills it, so this
  * rank records it in rank 0's run row (its own connection to the same
- * database; the step rows rank 0 wrote stay as they are). What cannot be
- * written is said. */
+ * database). Rank 0 dies with the step rows still waiting in it for a busy
+ * database, and cannot say so: this rank counts the rows the run's steps
+ * left in the database and says how many are missing (in the run's notes
+ * too, where it can). What cannot be written or read is said. */
 static void record_lone_end(rank_run *r, int code)
 {
     if (r->rank == 0 || !r->db_path || r->run_all <= 0) return;
-    char err[512];
+    char err[512], line[512];
     ms_db *db = ms_db_open(r->db_path, 0, err, sizeof err);
-    if (db) {
-        ms_db_set_busy_timeout(db, r->db_timeout_ms);
-        if (ms_db_run_finish(db, r->run_all, code == MS_EXIT_OOM ? "oom" : "failed"))
-            snprintf(err, sizeof err, "%s", ms_db_errmsg(db));
-        else
-            err[0] = 0;
-        ms_db_close(db);
-    }
-    if (err[0])
+    if (!db) {
         fprintf(stderr, "memsplit train: rank %d could not record the run's end in %s: %s\n", r->rank, r->db_path, err);
+        return;
+    }
+    ms_db_set_busy_timeout(db, r->db_timeout_ms);
+    if (ms_db_run_finish(db, r->run_all, code == MS_EXIT_OOM ? "oom" : "failed"))
+        fprintf(stderr, "memsplit train: rank %d could not record the run's end in %s: %s\n", r->rank, r->db_path,
+                ms_db_errmsg(db));
+    int c[3] = { r->first_step, r->last_step, 0 }, done = r->last_step - r->first_step;
+    if (done > 0 && ms_db_list_steps(db, r->run_all, count_rows, c))
+        snprintf(line, sizeof line, "rank %d failed alone after step %d; the database could not be read (%s), so "
+                 "the step rows rank 0 still held, lost with it, were not counted", r->rank, r->last_step,
+                 ms_db_errmsg(db));
+    else if (done > 0 && c[2] < done)
+        snprintf(line, sizeof line, "rank %d failed alone after step %d; the database holds %d of the %d step rows of "
+                 "steps %d..%d, and the other %d, still waiting in rank 0 for the busy database, are lost with it",
+                 r->rank, r->last_step, c[2], done, r->first_step + 1, r->last_step, done - c[2]);
+    else
+        line[0] = 0;
+    if (line[0]) {
+        fprintf(stderr, "memsplit train: %s\n", line);
+        if (ms_db_run_note(db, r->run_all, line))
+            fprintf(stderr, "memsplit train: rank %d could not note that in the run's record: %s\n", r->rank,
+                    ms_db_errmsg(db));
+    }
+    ms_db_close(db);
 }
 
 /* Says which rank failed and why, lets rank 0 write its records, and ends
@@ -222,9 +258,9 @@ static void record_lone_end(rank_run *r, int code)
  * checkpoint: its parts are saved collectively), so no rank aborts before
  * rank 0 has written, since the first abort kills all. Otherwise (a failure
  * of this rank alone) the others may be waiting on it inside a step: it
- * aborts at once, after recording the run's end itself (record_lone_end);
- * step rows still waiting in rank 0 for a busy database are then lost with
- * rank 0, and said by nobody. */
+ * aborts at once, after recording the run's end itself and saying how many
+ * step rows, still waiting in rank 0 for a busy database, are lost with rank
+ * 0 (record_lone_end). */
 static void end_run(rank_run *r, int code, const char *what, const char *msg, int agreed)
 {
     fprintf(stderr, "memsplit train: rank %d (stage %d, replica %d, %s): %s: %s\n", r->rank, r->stage, r->replica,
@@ -467,10 +503,12 @@ static int train(rank_run *r, const rank_opts *o, const ms_config *cfg, const ms
     r->db_timeout_ms = o->db_timeout_ms;
     r->run_all = run;
     if (o->resume) resume(r, &p);
+    r->first_step = r->last_step = p.step;
     double t_steady = 0, tok_steady = 0;
     int first = 1;
     while (p.step < c.steps) {
         if (p.step + 1 == o->kill_step && r->rank == o->kill_rank) ms_mpi_dist_arm_kill(&D);
+        if (p.step + 1 == o->fail_step && r->rank == o->fail_rank) die(r, MS_EXIT_RUNTIME, "step", "injected (--inject-fail)");
         double t0 = now_s();
         rc = ms_pipe_step(&p);
         if (rc) die(r, rc == MS_EOOM ? MS_EXIT_OOM : MS_EXIT_RUNTIME, rc == MS_EOOM ? "out of memory" : "step", p.err);
@@ -480,6 +518,7 @@ static int train(rank_run *r, const rank_opts *o, const ms_config *cfg, const ms
             tok_steady += (double)plan->global_batch * c.seq_len;
         }
         first = 0;
+        r->last_step = p.step;
         gather_recs(r, &p);
         record_step(r, &p, plan, dt, o, c.steps);
         if (o->ckdir && ((o->ckevery && p.step % o->ckevery == 0) || p.step == c.steps)) checkpoint(r, &p, o);

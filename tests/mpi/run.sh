@@ -51,6 +51,22 @@ done
 # rank 0 wrote every step once and every rank's peak
 if [ "$(sqlite3 "$T/r2x2.db" 'select count(*), count(distinct step) from steps; select count(*) from device_peaks')" = "$(printf '4|4\n4')" ]
 then ok "rank 0 recorded 4 steps and the 4 ranks' peaks"; else bad "database of a 4-rank run"; fi
+# hold_lock DB PID: once the ranks' run (run 2) has a step row, hold DB's write lock until PID ends
+hold_lock() {
+    python3 - "$1" "$2" <<'PY'
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], timeout=60, isolation_level=None); pid = int(sys.argv[2])
+def running(pid):
+    try: return open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError: return False
+t0 = time.time()
+while c.execute("SELECT count(*) FROM steps WHERE run_id = 2").fetchone()[0] < 1 and time.time() - t0 < 120:
+    time.sleep(0.005)
+c.execute("BEGIN IMMEDIATE")
+while running(pid): time.sleep(0.01)
+c.execute("COMMIT")
+PY
+}
 # rank 0's rows wait for a busy database as memsplit train's do (cli/steplog): a
 # lock held past the run is an error the user sees (exit 2), never a lost row
 $MPIRUN -np 2 "$M" train --preset tiny --plan "$T/p2x1.json" --device cpu --steps 2 --db-timeout x >/dev/null 2>"$T/dbt.err"
@@ -59,19 +75,7 @@ rc=$?; if [ $rc -eq 1 ] && grep -q "db-timeout: .x. is not a number of seconds" 
 $MPIRUN -np 2 "$M" train --preset tiny --plan "$T/p2x1.json" --device cpu --steps 30 --db "$T/busy.db" --db-timeout 1 \
     >/dev/null 2>"$T/busy.err" &
 pid=$!
-python3 - "$T/busy.db" $pid <<'PY'
-import sqlite3, sys, time
-c = sqlite3.connect(sys.argv[1], timeout=60, isolation_level=None); pid = int(sys.argv[2])
-def running(pid):
-    try: return open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError: return False
-t0 = time.time()  # once the ranks' run has a step row, hold the write lock until mpirun ends
-while c.execute("SELECT count(*) FROM steps WHERE run_id = 2").fetchone()[0] < 1 and time.time() - t0 < 120:
-    time.sleep(0.005)
-c.execute("BEGIN IMMEDIATE")
-while running(pid): time.sleep(0.01)
-c.execute("COMMIT")
-PY
+hold_lock "$T/busy.db" $pid
 wait $pid; rc=$?
 if [ $rc -eq 2 ] && grep -q "could not be written to the database" "$T/busy.err"; then
     ok "a lock held past a 2-rank run: exit 2, the unwritten step rows said"
@@ -115,6 +119,23 @@ rc=$?; st=$(sqlite3 "$T/lone.db" "select status from runs where id = 2")
 if [ $rc -eq 3 ] && [ "$st" = oom ] && grep -q "rank 1 (stage 1, replica 0, cpu/v1): out of memory" "$T/lone.err"; then
     ok "rank 1 out of memory alone: exit 3, and it recorded the run as oom before the abort"
 else bad "a rank failing alone (exit $rc, run status '$st')"; grep "memsplit train" "$T/lone.err" | tail -3; fi
+# a rank failing alone while rank 0's step rows wait for a busy database: rank 0 dies by
+# the abort with them, so the failing rank counts the rows the database holds and says how
+# many of the run's steps it lost (exit 2), and the count is the database's
+"$M" train --preset tiny --steps 1 --db "$T/lost.db" --quiet 2>/dev/null
+$MPIRUN -np 2 "$M" train --preset tiny --plan "$T/p2x1.json" --device cpu --steps 80 --db "$T/lost.db" --db-timeout 1 \
+    --inject-fail 60:1 --quiet >/dev/null 2>"$T/lost.err" &
+pid=$!
+hold_lock "$T/lost.db" $pid
+wait $pid; rc=$?
+held=$(sqlite3 "$T/lost.db" "select count(*) from steps where run_id = 2")
+if [ $rc -eq 2 ] && grep -q "rank 1 (stage 1, replica 0, cpu/v1): step: injected" "$T/lost.err" &&
+   grep -q "rank 1 failed alone after step 59; the database holds $held of the 59 step rows of steps 1..59, and the other $((59 - held)), still waiting in rank 0" "$T/lost.err" &&
+   [ "$held" -ge 1 ] && [ "$held" -lt 59 ]; then
+    ok "rank 1 failing alone while rank 0's rows wait: exit 2, the $((59 - held)) rows lost with rank 0 said"
+else bad "a rank failing alone while rows wait (exit $rc, $held rows)"; grep "memsplit train" "$T/lost.err" | tail -4; fi
+$MPIRUN -np 2 "$M" train --preset tiny --plan "$T/p2x1.json" --device cpu --steps 2 --inject-fail 0:1 >/dev/null 2>"$T/if.err"
+rc=$?; if [ $rc -eq 1 ] && grep -q "inject-fail takes STEP:RANK" "$T/if.err"; then ok "--inject-fail 0:1 refused"; else bad "--inject-fail 0:1 (exit $rc)"; fi
 # a plan of replicas made by memsplit plan itself: every rank's measured peak against the
 # prediction (the optimizer state a ZeRO-1 chunk, exactly)
 "$M" profile --preset seed17-cpu --precision fp32 --db "$T/s17.db" --quiet >/dev/null 2>&1
