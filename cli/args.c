@@ -63,6 +63,15 @@ int ms_arg_seconds(const char *flag, const char *s, double max_s, int *ms, char 
     return 0;
 }
 
+int ms_arg_step_rank(const char *flag, const char *s, int *step, int *rank, char *err, size_t errlen)
+{
+    int st, rk;
+    if (sscanf(s, "%d:%d", &st, &rk) != 2 || st < 1 || rk < 0) return ms_errf(err, errlen, "%s takes STEP:RANK", flag);
+    *step = st;
+    *rank = rk;
+    return 0;
+}
+
 int ms_arg_sizes(const char *flag, const char *s, uint64_t *out, int max, int *n, char *err, size_t errlen)
 {
     int k = 0;

@@ -26,6 +26,9 @@ int ms_arg_seconds(const char *flag, const char *s, double max_s, int *ms, char 
 /* "SIZE" or "SIZE,SIZE,..." (vocab/size.h): every element present and
  * above zero, at most max of them; *n gets the count. */
 int ms_arg_sizes(const char *flag, const char *s, uint64_t *out, int max, int *n, char *err, size_t errlen);
+/* "STEP:RANK" (the ranks' testing aids): STEP >= 1, RANK >= 0; the message
+ * is "FLAG takes STEP:RANK". */
+int ms_arg_step_rank(const char *flag, const char *s, int *step, int *rank, char *err, size_t errlen);
 
 /* --inject-oom STEP:DEVICE:SIZE or STEP:DEVICE:P% (a testing aid): at the
  * start of step `step` (>= 1), device `dev` shrinks to `bytes`, or, with

@@ -218,8 +218,8 @@ static int parse_args(int argc, char **argv, doctor_args *a)
         case O_LAUNCH: a->launch = optarg; break;
         case O_KILL: {
             int ks, kr;
-            if (sscanf(optarg, "%d:%d", &ks, &kr) != 2 || ks < 1 || kr < 0) {
-                fprintf(stderr, "memsplit doctor: --inject-kill takes STEP:RANK\n");
+            if (ms_arg_step_rank("--inject-kill", optarg, &ks, &kr, err, sizeof err)) {
+                fprintf(stderr, "memsplit doctor: %s\n", err);
                 return -1;
             }
             a->kill = optarg;

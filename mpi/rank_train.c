@@ -128,14 +128,10 @@ static int parse(int argc, char **argv, int rank, ms_cli_model_args *ma, rank_op
         case O_JSON: o->json = 1; break;
         case O_QUIET: o->quiet = 1; break;
         case O_KILL:
-            if (sscanf(optarg, "%d:%d", &o->kill_step, &o->kill_rank) != 2 || o->kill_step < 1 || o->kill_rank < 0) {
-                if (rank == 0) fprintf(stderr, "memsplit train: --inject-kill takes STEP:RANK\n");
-                return MS_EXIT_USAGE;
-            }
-            break;
         case O_FAIL:
-            if (sscanf(optarg, "%d:%d", &o->fail_step, &o->fail_rank) != 2 || o->fail_step < 1 || o->fail_rank < 0) {
-                if (rank == 0) fprintf(stderr, "memsplit train: --inject-fail takes STEP:RANK\n");
+            if (c == O_KILL ? ms_arg_step_rank("--inject-kill", optarg, &o->kill_step, &o->kill_rank, err, sizeof err)
+                            : ms_arg_step_rank("--inject-fail", optarg, &o->fail_step, &o->fail_rank, err, sizeof err)) {
+                if (rank == 0) fprintf(stderr, "memsplit train: %s\n", err);
                 return MS_EXIT_USAGE;
             }
             break;
@@ -225,14 +221,11 @@ static void record_lone_end(rank_run *r, int code)
     if (r->rank == 0 || !r->db_path || r->run_all <= 0) return;
     char err[512], line[512];
     ms_db *db = ms_db_open(r->db_path, 0, err, sizeof err);
-    if (!db) {
-        fprintf(stderr, "memsplit train: rank %d could not record the run's end in %s: %s\n", r->rank, r->db_path, err);
-        return;
-    }
-    ms_db_set_busy_timeout(db, r->db_timeout_ms);
-    if (ms_db_run_finish(db, r->run_all, code == MS_EXIT_OOM ? "oom" : "failed"))
-        fprintf(stderr, "memsplit train: rank %d could not record the run's end in %s: %s\n", r->rank, r->db_path,
-                ms_db_errmsg(db));
+    const char *why = db ? NULL : err;
+    if (db) ms_db_set_busy_timeout(db, r->db_timeout_ms);
+    if (db && ms_db_run_finish(db, r->run_all, code == MS_EXIT_OOM ? "oom" : "failed")) why = ms_db_errmsg(db);
+    if (why) fprintf(stderr, "memsplit train: rank %d could not record the run's end in %s: %s\n", r->rank, r->db_path, why);
+    if (!db) return;
     int c[3] = { r->first_step, r->last_step, 0 }, done = r->last_step - r->first_step;
     if (done > 0 && ms_db_list_steps(db, r->run_all, count_rows, c))
         snprintf(line, sizeof line, "rank %d failed alone after step %d; the database could not be read (%s), so "
