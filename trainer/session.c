@@ -151,7 +151,7 @@ static int capture(ms_session *s, float dscale)
     }
     if (ms_step_graph_begin(g, &s->dev, (size_t)s->model.B * s->model.T)) return MS_OK;
     int mb_fwd = s->mb_fwd, mb_bwd = s->mb_bwd;
-    int rc = run_layers(s, g->ids, g->targets, dscale, NULL);
+    int rc = run_layers(s, g->ids[0], g->targets[0], dscale, NULL);
     int refused = s->dev.capture_broken;
     s->mb_fwd = mb_fwd;
     s->mb_bwd = mb_bwd;

@@ -33,8 +33,19 @@ int ms_step_graph_ready(const ms_step_graph *g, const ms_device *d, float dscale
 
 static void drop_exec(ms_step_graph *g)
 {
-    ms_cuda_graph_destroy(g->exec);
-    g->exec = NULL;
+    ms_cuda_graph_destroy(g->exec, g->graph);
+    g->exec = g->graph = NULL;
+    g->copy[0] = g->copy[1] = NULL;
+}
+
+static void free_slots(ms_step_graph *g)
+{
+    for (int k = 0; k < 2; k++) {
+        if (g->ids[k]) cudaFreeHost(g->ids[k]);
+        if (g->targets[k]) cudaFreeHost(g->targets[k]);
+        g->ids[k] = g->targets[k] = NULL;
+    }
+    g->n = 0;
 }
 
 int ms_step_graph_begin(ms_step_graph *g, ms_device *d, size_t n)
@@ -46,19 +57,20 @@ int ms_step_graph_begin(ms_step_graph *g, ms_device *d, size_t n)
     cudaSetDevice(d->cuda_ordinal);
     drop_exec(g);
     if (g->n != n) {
-        cudaFreeHost(g->ids);
-        cudaFreeHost(g->targets);
-        g->ids = g->targets = NULL;
-        g->n = 0;
-        if (cudaMallocHost((void **)&g->ids, n * sizeof *g->ids) != cudaSuccess ||
-            cudaMallocHost((void **)&g->targets, n * sizeof *g->targets) != cudaSuccess) {
-            cudaGetLastError();
-            snprintf(g->why_not, sizeof g->why_not, "no pinned host memory for the graph's token ids");
-            return -1;
-        }
+        free_slots(g);
+        for (int k = 0; k < 2; k++)
+            if (cudaMallocHost((void **)&g->ids[k], n * sizeof *g->ids[k]) != cudaSuccess ||
+                cudaMallocHost((void **)&g->targets[k], n * sizeof *g->targets[k]) != cudaSuccess) {
+                cudaGetLastError();
+                free_slots(g);
+                snprintf(g->why_not, sizeof g->why_not, "no pinned host memory for the graph's token ids");
+                return -1;
+            }
         g->n = n;
-        memset(g->ids, 0, n * sizeof *g->ids);
-        memset(g->targets, 0, n * sizeof *g->targets);
+        for (int k = 0; k < 2; k++) {
+            memset(g->ids[k], 0, n * sizeof *g->ids[k]);
+            memset(g->targets[k], 0, n * sizeof *g->targets[k]);
+        }
     }
     /* a timed matmul pick settles now (the device is idle), not while the
      * capture records its calls */
@@ -80,8 +92,8 @@ int ms_step_graph_end(ms_step_graph *g, ms_device *d, int ok, float dscale)
     d->capturing = 0;
     int keep = ok && !d->capture_broken;
     char err[160] = "";
-    void *exec = NULL;
-    if (ms_cuda_capture_end(&d->k, keep, &exec, err, sizeof err)) {
+    void *exec = NULL, *graph = NULL;
+    if (ms_cuda_capture_end(&d->k, keep, &exec, &graph, err, sizeof err)) {
         snprintf(g->why_not, sizeof g->why_not, "%s", err);
         return -1;
     }
@@ -89,13 +101,20 @@ int ms_step_graph_end(ms_step_graph *g, ms_device *d, int ok, float dscale)
         g->thrown += d->capture_broken;
         return 0;
     }
+    /* the copies from slot 0 that launches re-point at their slot */
+    void *copy[2];
+    if (ms_cuda_graph_find_copy(graph, g->ids[0], &copy[0]) || ms_cuda_graph_find_copy(graph, g->targets[0], &copy[1])) {
+        ms_cuda_graph_destroy(exec, graph);
+        snprintf(g->why_not, sizeof g->why_not, "the graph holds no copy of the token ids");
+        return -1;
+    }
     /* upload now, so the memory the graph takes is seen here and not at
      * its first launch */
     cudaError_t e = cudaGraphUpload((cudaGraphExec_t)exec, (cudaStream_t)d->k.stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize((cudaStream_t)d->k.stream);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        ms_cuda_graph_destroy(exec);
+        ms_cuda_graph_destroy(exec, graph);
         snprintf(g->why_not, sizeof g->why_not, "cudaGraphUpload: %s", cudaGetErrorString(e));
         return -1;
     }
@@ -105,6 +124,10 @@ int ms_step_graph_end(ms_step_graph *g, ms_device *d, int ok, float dscale)
         g->bytes = took;
     }
     g->exec = exec;
+    g->graph = graph;
+    g->copy[0] = copy[0];
+    g->copy[1] = copy[1];
+    g->slot = 0;
     g->gen = generation(d);
     g->dscale = dscale;
     g->captures++;
@@ -114,16 +137,21 @@ int ms_step_graph_end(ms_step_graph *g, ms_device *d, int ok, float dscale)
 
 int ms_step_graph_launch(ms_step_graph *g, ms_device *d, const int32_t *ids, const int32_t *targets)
 {
-    memcpy(g->ids, ids, g->n * sizeof *g->ids);
-    memcpy(g->targets, targets, g->n * sizeof *g->targets);
+    int k = g->slot;
+    memcpy(g->ids[k], ids, g->n * sizeof *g->ids[k]);
+    memcpy(g->targets[k], targets, g->n * sizeof *g->targets[k]);
     cudaSetDevice(d->cuda_ordinal);
-    return ms_cuda_graph_launch(&d->k, g->exec) ? MS_EFAIL : MS_OK;
+    if (ms_cuda_graph_repoint_copy(&d->k, g->exec, g->copy[0], g->ids[k]) ||
+        ms_cuda_graph_repoint_copy(&d->k, g->exec, g->copy[1], g->targets[k]))
+        return MS_EFAIL;
+    if (ms_cuda_graph_launch(&d->k, g->exec)) return MS_EFAIL;
+    g->slot = k ^ 1;
+    return MS_OK;
 }
 
 void ms_step_graph_free(ms_step_graph *g)
 {
     drop_exec(g);
-    if (g->ids) cudaFreeHost(g->ids);
-    if (g->targets) cudaFreeHost(g->targets);
+    free_slots(g);
     memset(g, 0, sizeof *g);
 }

@@ -10,11 +10,12 @@
  * to allocate or free (device.h: capturing): such a capture is thrown away
  * (nothing captured ever ran) and the micro-batch runs as usual.
  *
- * Token ids reach the graph through two pinned host buffers, which its
- * copies read when it runs; the caller must wait for a launch to finish (it
- * reads the loss) before the next one refills them. Device memory the
- * instantiation takes (measured as the drop in the GPU's free memory) is
- * counted on the device as transient. CUDA only. */
+ * Token ids reach the graph through two slots of pinned host buffers, which
+ * its copies read when it runs: launches take the slots in turn, so the
+ * caller may queue a launch while the one before runs, but must wait for a
+ * launch to finish (it reads the loss) before the next but one. Device
+ * memory the instantiation takes (measured as the drop in the GPU's free
+ * memory) is counted on the device as transient. CUDA only. */
 #ifndef MS_STEP_GRAPH_H
 #define MS_STEP_GRAPH_H
 
@@ -22,7 +23,10 @@
 
 typedef struct ms_step_graph {
     void *exec;             /* cudaGraphExec_t, NULL when there is none */
-    int32_t *ids, *targets; /* pinned host buffers of n ids that the graph copies from */
+    void *graph;            /* the cudaGraph_t it was made from: its copy nodes are re-pointed a launch */
+    void *copy[2];          /* its nodes that copy ids and targets */
+    int32_t *ids[2], *targets[2]; /* two slots of pinned host buffers of n ids; captures read slot 0 */
+    int slot;               /* the slot the next launch fills */
     size_t n;
     size_t gen;             /* the device's n_allocs + n_frees at the capture */
     float dscale;           /* the loss gradient's scale it was captured with */
@@ -46,8 +50,9 @@ int ms_step_graph_begin(ms_step_graph *g, ms_device *d, size_t n);
  * wanted to allocate or free, or ok was 0), or -1 with why_not set. */
 int ms_step_graph_end(ms_step_graph *g, ms_device *d, int ok, float dscale);
 
-/* Copies one micro-batch's ids and targets into the pinned buffers and
- * enqueues the graph on d's stream. Returns MS_OK or MS_EFAIL (d->k.error). */
+/* Copies one micro-batch's ids and targets into the next slot, points the
+ * graph's copies at it and enqueues the graph on d's stream. Returns MS_OK
+ * or MS_EFAIL (d->k.error). */
 int ms_step_graph_launch(ms_step_graph *g, ms_device *d, const int32_t *ids, const int32_t *targets);
 
 void ms_step_graph_free(ms_step_graph *g);

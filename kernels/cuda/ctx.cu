@@ -6,6 +6,7 @@
 #include <atomic>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Live contexts: the matmul plan cache is released with the last one. */
@@ -47,11 +48,11 @@ extern "C" int ms_cuda_capture_begin(ms_kctx *ctx, char *err, size_t errlen)
     return -1;
 }
 
-extern "C" int ms_cuda_capture_end(ms_kctx *ctx, int keep, void **exec, char *err, size_t errlen)
+extern "C" int ms_cuda_capture_end(ms_kctx *ctx, int keep, void **exec, void **graph, char *err, size_t errlen)
 {
     cudaGraph_t g = NULL;
     cudaGraphExec_t x = NULL;
-    *exec = NULL;
+    *exec = *graph = NULL;
     cudaError_t e = cudaStreamEndCapture(ms_stream(ctx), &g);
     if (e != cudaSuccess) {
         cudaGetLastError(); /* an invalidated capture is not a sticky error */
@@ -59,17 +60,23 @@ extern "C" int ms_cuda_capture_end(ms_kctx *ctx, int keep, void **exec, char *er
         if (g) cudaGraphDestroy(g);
         return -1;
     }
-    if (keep) {
-        e = cudaGraphInstantiateWithFlags(&x, g, 0);
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            snprintf(err, errlen, "cudaGraphInstantiate: %s", cudaGetErrorString(e));
-            x = NULL;
-        }
+    if (!keep) {
+        cudaGraphDestroy(g);
+        return 0;
     }
-    cudaGraphDestroy(g);
-    if (keep && !x) return -1;
+    if (ms_cuda_graph_memsets_to_kernels(g, err, errlen) < 0) {
+        cudaGraphDestroy(g);
+        return -1;
+    }
+    e = cudaGraphInstantiateWithFlags(&x, g, 0);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(err, errlen, "cudaGraphInstantiate: %s", cudaGetErrorString(e));
+        cudaGraphDestroy(g);
+        return -1;
+    }
     *exec = x;
+    *graph = g;
     return 0;
 }
 
@@ -82,9 +89,54 @@ extern "C" int ms_cuda_graph_launch(ms_kctx *ctx, void *exec)
     return -1;
 }
 
-extern "C" void ms_cuda_graph_destroy(void *exec)
+extern "C" int ms_cuda_graph_find_copy(void *graph, const void *src, void **node)
+{
+    cudaGraph_t g = (cudaGraph_t)graph;
+    size_t n = 0;
+    *node = NULL;
+    if (cudaGraphGetNodes(g, NULL, &n) != cudaSuccess) goto fail;
+    {
+        cudaGraphNode_t *nodes = (cudaGraphNode_t *)calloc(n + 1, sizeof *nodes);
+        if (!nodes) return -1;
+        int found = 0;
+        if (cudaGraphGetNodes(g, nodes, &n) == cudaSuccess)
+            for (size_t i = 0; i < n && !found; i++) {
+                enum cudaGraphNodeType t;
+                struct cudaMemcpy3DParms p;
+                if (cudaGraphNodeGetType(nodes[i], &t) != cudaSuccess || t != cudaGraphNodeTypeMemcpy) continue;
+                if (cudaGraphMemcpyNodeGetParams(nodes[i], &p) != cudaSuccess) continue;
+                if (p.srcPtr.ptr == src) {
+                    *node = nodes[i];
+                    found = 1;
+                }
+            }
+        free(nodes);
+        cudaGetLastError();
+        return found ? 0 : -1;
+    }
+fail:
+    cudaGetLastError();
+    return -1;
+}
+
+extern "C" int ms_cuda_graph_repoint_copy(ms_kctx *ctx, void *exec, void *node, const void *src)
+{
+    struct cudaMemcpy3DParms p;
+    cudaError_t e = cudaGraphMemcpyNodeGetParams((cudaGraphNode_t)node, &p);
+    if (e == cudaSuccess) {
+        p.srcPtr.ptr = (void *)src;
+        e = cudaGraphExecMemcpyNodeSetParams((cudaGraphExec_t)exec, (cudaGraphNode_t)node, &p);
+    }
+    if (e == cudaSuccess) return 0;
+    ms_cuda_fail(ctx, (int)e, "graph copy update: %s", cudaGetErrorString(e));
+    cudaGetLastError();
+    return -1;
+}
+
+extern "C" void ms_cuda_graph_destroy(void *exec, void *graph)
 {
     if (exec) cudaGraphExecDestroy((cudaGraphExec_t)exec);
+    if (graph) cudaGraphDestroy((cudaGraph_t)graph);
 }
 
 extern "C" int ms_cuda_ctx_init(ms_kctx *ctx, void *workspace, size_t workspace_bytes)

@@ -56,15 +56,28 @@ int ms_cuda_sync(ms_kctx *ctx);
 /* Stream capture of ctx's stream into a CUDA graph (the trainer's
  * steady-state micro-batch, trainer/step_graph.h). Capture is relaxed, so
  * host-only calls made while the ops enqueue stay legal; nothing captured
- * runs until the graph is launched. capture_end instantiates when keep is
- * nonzero and returns the executable graph in *exec. These never touch
+ * runs until the graph is launched. capture_end, when keep is nonzero,
+ * rewrites the graph's small memsets as kernels (below), instantiates it
+ * and returns the executable graph in *exec and the graph it came from
+ * (cudaGraph_t, for updates of the executable's nodes) in *graph; both go
+ * with ms_cuda_graph_destroy. These never touch
  * ctx's error state: a graph that cannot be made is a reason to run
  * without one, in err, not a failed step. Each returns 0 or -1. */
 int ms_cuda_capture_begin(ms_kctx *ctx, char *err, size_t errlen);
-int ms_cuda_capture_end(ms_kctx *ctx, int keep, void **exec, char *err, size_t errlen);
+int ms_cuda_capture_end(ms_kctx *ctx, int keep, void **exec, void **graph, char *err, size_t errlen);
 /* Enqueues the graph on ctx's stream; a failure is recorded in ctx. */
 int ms_cuda_graph_launch(ms_kctx *ctx, void *exec);
-void ms_cuda_graph_destroy(void *exec);
+/* Rewrites the captured graph's (cudaGraph_t) memset nodes of at most 1 MiB
+ * as kernel nodes with the same edges (graph_memset.cu says why); returns
+ * how many, or -1 with err set. */
+int ms_cuda_graph_memsets_to_kernels(void *graph, char *err, size_t errlen);
+/* The graph's copy node whose source is src, in *node: 0, or -1 if none. */
+int ms_cuda_graph_find_copy(void *graph, const void *src, void **node);
+/* Points that node's copy in exec at src instead (same size, same kind of
+ * memory) for the launches queued after this call; a failure is recorded
+ * in ctx. */
+int ms_cuda_graph_repoint_copy(ms_kctx *ctx, void *exec, void *node, const void *src);
+void ms_cuda_graph_destroy(void *exec, void *graph);
 /* Keeps the fastest candidate of every timed matmul pick whose timed calls
  * have all finished (matmul.cu), so that a capture after a sync bakes in the
  * final algorithms instead of settling while it records. */

@@ -83,8 +83,7 @@ static void train(const ms_config *c, int use_graph, int early_capture, run_out 
         assert_int_equal(ms_dev_d2h(&s.dev, out->w[i], s.model.layers[i].w, n * 4), 0);
     }
     out->graph = s.graph;
-    out->graph.exec = NULL;
-    out->graph.ids = out->graph.targets = NULL;
+    out->graph.exec = out->graph.graph = NULL;
     ms_session_close(&s);
 }
 
