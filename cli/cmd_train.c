@@ -66,6 +66,12 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* A checkpoint is written after this step (numbered from 1). */
+static int checkpoint_after(const ms_config *c, int step)
+{
+    return c->checkpoint_dir[0] && ((c->checkpoint_every && step % c->checkpoint_every == 0) || step == c->steps);
+}
+
 static json_t *device_json(const ms_device *d)
 {
     json_t *o = json_object();
@@ -222,6 +228,11 @@ int ms_cmd_train(int argc, char **argv)
     while (rc == MS_OK && s.step < cfg.steps) {
         int traced = ms_train_kt_traced(&kt, s.step);
         ms_train_kt_before_step(&kt, s.step);
+        /* the next step may be queued before this one's loss is read where
+         * it follows at once: no checkpoint between, and not the first
+         * traced step (its kernels would run before tracing starts) */
+        s.launch_ahead = cfg.launch_ahead && s.step + 1 < cfg.steps && !checkpoint_after(&cfg, s.step + 1) &&
+                         ms_train_kt_traced(&kt, s.step + 1) == traced;
         double t0 = now_s();
         rc = ms_session_step(&s);
         if (rc) break;
@@ -252,7 +263,7 @@ int ms_cmd_train(int argc, char **argv)
                     tokens_per_step / dt, dt * 1e3, ms_fmt_bytes(s.dev.peak_total, pk, sizeof pk),
                     s.last_opt.applied ? "" : " | step skipped (non-finite gradients)");
         }
-        if (cfg.checkpoint_dir[0] && ((cfg.checkpoint_every && s.step % cfg.checkpoint_every == 0) || s.step == cfg.steps)) {
+        if (checkpoint_after(&cfg, s.step)) {
             char path[1024];
             rc = ms_session_checkpoint(&s, cfg.checkpoint_dir, path, sizeof path);
             if (rc == MS_OK && !quiet) fprintf(stderr, "checkpoint %s\n", path);
@@ -326,6 +337,7 @@ int ms_cmd_train(int argc, char **argv)
         json_object_set_new(gj, "thrown_away", json_integer(s.graph.thrown));
         json_object_set_new(gj, "bytes", json_integer((json_int_t)s.graph.bytes));
         json_object_set_new(gj, "capture_ms", json_real(s.graph.capture_ms));
+        json_object_set_new(gj, "launched_ahead", json_integer(s.launched_ahead));
         const char *no_graph = s.graph.why_not[0] ? s.graph.why_not
                                : s.use_graph && s.dev.backend != MS_BACKEND_CUDA ? "CUDA graphs need a GPU" : NULL;
         json_object_set_new(gj, "not_used", no_graph ? json_string(no_graph) : json_null());

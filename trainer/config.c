@@ -48,6 +48,7 @@ static void preset_defaults(ms_config *c) {
     c->head_chunk = 0;
     c->matmul_pick = 1;
     c->cuda_graph = 1;
+    c->launch_ahead = 1;
     c->seed = 1337;
     c->log_every = 0;
     c->data_format = MS_DATA_AUTO;

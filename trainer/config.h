@@ -48,6 +48,8 @@ typedef struct ms_config {
                                  step and keeps the fastest (kernels/cuda/matmul.cu); 0: the heuristic's first */
     int cuda_graph;           /* 1: train replays each micro-batch as a CUDA graph from the second step on
                                  (trainer/step_graph.h); 0: launches every kernel from the host */
+    int launch_ahead;         /* 1: with graphs, train queues the next step's first micro-batch before it
+                                 reads a step's loss back (trainer/session.h) */
     uint64_t seed;
     int log_every;            /* progress line every N steps (0 = auto) */
     /* [data] */

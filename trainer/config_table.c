@@ -55,6 +55,7 @@ static const ms_config_key keys[] = {
     {"train", "head_chunk", NULL, MS_KEY_INT, FIELD(head_chunk), 0, 0, INT_MAX, 0, NULL, "logit rows per fused-head chunk, 0 = auto"},
     {"train", "matmul_pick", NULL, MS_KEY_BOOL, FIELD(matmul_pick), 0, 0, 1, 0, NULL, "GPU train: time cuBLASLt's top algorithms per matmul shape in the first step, keep the fastest (0: the same bits every run)"},
     {"train", "cuda_graph", NULL, MS_KEY_BOOL, FIELD(cuda_graph), 0, 0, 1, 0, NULL, "GPU train on one device: replay each micro-batch as a CUDA graph, captured at the end of the first step"},
+    {"train", "launch_ahead", NULL, MS_KEY_BOOL, FIELD(launch_ahead), 0, 0, 1, 0, NULL, "with train.cuda_graph: queue the next step's first micro-batch before reading a step's loss back, so the GPU does not wait for the host (not under fp16, nor before a checkpoint)"},
     {"train", "seed", NULL, MS_KEY_U64, FIELD(seed), 0, 0, 0, 0, NULL, "seed of init, data and dropout"},
     {"train", "log_every", NULL, MS_KEY_INT, FIELD(log_every), 0, 0, INT_MAX, 0, NULL, "progress line every N steps, 0 = auto"},
     {"data", "path", "data_path", MS_KEY_STR, FIELD(data_path), CAP(data_path), 0, 0, 0, NULL, "token file, \"\" = built-in corpus"},

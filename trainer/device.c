@@ -208,6 +208,8 @@ void ms_dev_close(ms_device *d)
     if (d->backend == MS_BACKEND_CUDA) {
         cudaSetDevice(d->cuda_ordinal);
         cudaDeviceSynchronize();
+        if (d->mark) cudaEventDestroy((cudaEvent_t)d->mark);
+        d->mark = NULL;
         void *ws = d->k.workspace;
         ms_cuda_ctx_destroy(&d->k);
         for (size_t i = 0; i < d->recs_cap; i++)
@@ -353,6 +355,54 @@ int ms_dev_d2h(ms_device *d, void *dst, const void *src, size_t bytes)
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)d->k.stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize((cudaStream_t)d->k.stream);
     return cuda_status(d, e, "copy to host");
+}
+
+void *ms_dev_host_alloc(ms_device *d, size_t bytes)
+{
+    if (d->backend == MS_BACKEND_CPU) return malloc(bytes ? bytes : 1);
+    void *p = NULL;
+    if (cudaMallocHost(&p, bytes ? bytes : 1) == cudaSuccess) return p;
+    cudaGetLastError(); /* no pinned memory is not a device error */
+    return NULL;
+}
+
+void ms_dev_host_free(ms_device *d, void *p)
+{
+    if (!p) return;
+    if (d->backend == MS_BACKEND_CPU) free(p);
+    else cudaFreeHost(p);
+}
+
+int ms_dev_d2h_later(ms_device *d, void *dst, const void *src, size_t bytes)
+{
+    if (d->backend == MS_BACKEND_CPU) { memcpy(dst, src, bytes); return 0; }
+    cudaSetDevice(d->cuda_ordinal);
+    return cuda_status(d, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)d->k.stream),
+                       "copy to host");
+}
+
+int ms_dev_mark(ms_device *d)
+{
+    if (d->backend == MS_BACKEND_CPU) return 0;
+    cudaSetDevice(d->cuda_ordinal);
+    cudaError_t e = cudaSuccess;
+    if (!d->mark) {
+        cudaEvent_t ev;
+        e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+        if (e == cudaSuccess) d->mark = ev;
+    }
+    if (e == cudaSuccess) e = cudaEventRecord((cudaEvent_t)d->mark, (cudaStream_t)d->k.stream);
+    return cuda_status(d, e, "mark");
+}
+
+int ms_dev_wait_mark(ms_device *d)
+{
+    if (d->backend == MS_BACKEND_CPU || !d->mark) return ms_dev_sync(d);
+    cudaSetDevice(d->cuda_ordinal);
+    if (cuda_status(d, cudaEventSynchronize((cudaEvent_t)d->mark), "wait")) return MS_EFAIL;
+    /* a launch that failed since, as ms_dev_sync would see it */
+    if (ms_cuda_check(&d->k, "wait")) return MS_EFAIL;
+    return d->k.status ? MS_EFAIL : 0;
 }
 
 int ms_dev_d2d(ms_device *d, void *dst, const void *src, size_t bytes)

@@ -93,6 +93,8 @@ typedef struct ms_device {
      * no OOM recorded, and capture_broken says the capture is unusable. */
     int capturing, capture_broken;
 
+    void *mark;                /* cudaEvent_t of ms_dev_mark (made at its first call) */
+
     ms_dev_oom oom;
     ms_alloc_hook hook;
     void *hook_user;
@@ -131,6 +133,19 @@ int ms_dev_d2d(ms_device *d, void *dst, const void *src, size_t bytes);
 int ms_dev_memset0(ms_device *d, void *p, size_t bytes);
 /* Wait for queued work; returns 0 or the first kernel error (message in d->k.error). */
 int ms_dev_sync(ms_device *d);
+
+/* Reads the host takes later, so that more work can be queued before it
+ * waits: ms_dev_d2h_later queues a copy into dst without waiting (dst from
+ * ms_dev_host_alloc: pinned on a GPU, where a copy into pageable memory
+ * would wait for the stream), ms_dev_mark marks the stream's end, and
+ * ms_dev_wait_mark waits until the device has passed the mark, not for
+ * what was queued after it; it returns like ms_dev_sync. On the CPU the
+ * copy happens at once and the mark is the stream's end. */
+void *ms_dev_host_alloc(ms_device *d, size_t bytes);
+void ms_dev_host_free(ms_device *d, void *p);
+int ms_dev_d2h_later(ms_device *d, void *dst, const void *src, size_t bytes);
+int ms_dev_mark(ms_device *d);
+int ms_dev_wait_mark(ms_device *d);
 
 /* Number of CUDA GPUs visible (0 without a GPU or driver). */
 int ms_cuda_gpu_count(void);

@@ -198,6 +198,24 @@ int ms_layer_add_loss(ms_model *m, ms_layer *L, double *loss_sum)
     return status_of(L, ms_head_add_loss(m, L, loss_sum));
 }
 
+size_t ms_layer_loss_rows(const ms_model *m)
+{
+    return (size_t)m->B * m->T;
+}
+
+int ms_layer_read_loss_later(ms_model *m, ms_layer *L, float *host)
+{
+    if (L->kind != MS_LAYER_HEAD) return MS_EFAIL;
+    return status_of(L, ms_dev_d2h_later(L->dev, host, L->a.losses, ms_layer_loss_rows(m) * 4) ? MS_EFAIL : MS_OK);
+}
+
+double ms_layer_loss_sum(const ms_model *m, const float *host)
+{
+    double sum = 0;
+    for (size_t i = 0, n = ms_layer_loss_rows(m); i < n; i++) sum += host[i];
+    return sum;
+}
+
 const void *ms_layer_output(const ms_layer *L)
 {
     return L->a.out;

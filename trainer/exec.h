@@ -60,6 +60,13 @@ int ms_layer_forward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, con
 int ms_layer_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, float dscale, double *loss_sum);
 /* Adds the summed loss of head L's last backward to *loss_sum; waits for L's device. */
 int ms_layer_add_loss(ms_model *m, ms_layer *L, double *loss_sum);
+/* The same in two halves, so that more work can be queued before the wait:
+ * ms_layer_read_loss_later queues a copy of head L's per-row losses into
+ * host (ms_layer_loss_rows(m) floats from ms_dev_host_alloc); once the
+ * device has passed it (ms_dev_wait_mark), ms_layer_loss_sum sums them. */
+size_t ms_layer_loss_rows(const ms_model *m);
+int ms_layer_read_loss_later(ms_model *m, ms_layer *L, float *host);
+double ms_layer_loss_sum(const ms_model *m, const float *host);
 
 /* Allocate, now, every buffer L's forward and backward would allocate
  * lazily in the current activation slot (saved activations, gradients) and

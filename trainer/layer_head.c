@@ -93,14 +93,10 @@ int ms_head_backward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x, flo
 
 int ms_head_add_loss(ms_model *m, ms_layer *L, double *loss_sum)
 {
-    size_t N = (size_t)m->B * m->T;
-    float *h = malloc(N * 4);
+    float *h = malloc(ms_layer_loss_rows(m) * 4);
     if (!h) return MS_EFAIL;
-    int rc = ms_dev_d2h(L->dev, h, L->a.losses, N * 4);
-    double sum = 0;
-    for (size_t i = 0; i < N; i++) sum += h[i];
+    int rc = ms_dev_d2h(L->dev, h, L->a.losses, ms_layer_loss_rows(m) * 4);
+    if (!rc) *loss_sum += ms_layer_loss_sum(m, h);
     free(h);
-    if (rc) return MS_EFAIL;
-    *loss_sum += sum;
-    return MS_OK;
+    return rc ? MS_EFAIL : MS_OK;
 }

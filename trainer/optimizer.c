@@ -56,18 +56,23 @@ void ms_opt_end_step(ms_model *m, int first, int last, ms_opt_state *st, int fin
     count_step(&m->cfg, st, finite);
 }
 
+size_t ms_opt_rec_bytes(int n_layers)
+{
+    return (size_t)n_layers * sizeof(ms_grad_stat) + 2 * sizeof(float);
+}
+
 /* Layers [first, last] on one device: the statistics, the multiplier
  * (clip_scale) and the update are all queued without the host waiting for
  * any of them, and the records are read back once, at the end, for the
  * norm the step reports. The multiplier and the skip decision are made on
  * the device from the same records with the host's arithmetic, so the
  * result is the same as the path below, bit for bit. */
-static int step_one_device(ms_model *m, int first, int last, ms_scratch *s, ms_opt_state *st, ms_opt_result *res)
+int ms_opt_queue(ms_model *m, int first, int last, ms_scratch *s, ms_opt_state *st, void *rec)
 {
     const ms_config *c = &m->cfg;
     ms_device *d = m->layers[first].dev;
     int n = last - first + 1;
-    size_t bytes = (size_t)n * sizeof(ms_grad_stat) + 2 * sizeof(float);
+    size_t bytes = ms_opt_rec_bytes(n);
     ms_dev_where(d, first, MS_PH_OPTIMIZER);
     /* the records borrow the layer-scratch arena, idle between steps (the
      * step's last micro-batch is queued before them on the same stream) */
@@ -85,7 +90,7 @@ static int step_one_device(ms_model *m, int first, int last, ms_scratch *s, ms_o
         int rc = m->layers[i].g ? ms_opt_ensure_state(m, &m->layers[i]) : MS_OK;
         if (rc) return rc;
     }
-    int t = st->t + 1; /* taken only if the device applies the step */
+    int t = st->t + 1; /* taken only if the device applies the step (ms_opt_finish) */
     for (int i = first; i <= last; i++) {
         ms_layer *L = &m->layers[i];
         if (!L->g) continue;
@@ -95,23 +100,24 @@ static int step_one_device(ms_model *m, int first, int last, ms_scratch *s, ms_o
                       c->eps, c->weight_decay, t, 1.0f, mul, mixed ? L->wc : NULL, m->dt, mixed ? L->n_copy : 0);
     }
     zero_grads(m, first, last);
-    /* the device's decision and the records in one read (they are adjacent,
-     * and each read waits for the whole step: one wait, not two) */
-    ms_grad_stat *h = malloc(bytes);
-    if (!h) return MS_EFAIL;
-    if (ms_dev_d2h(d, h, gs, bytes)) {
-        free(h);
-        return MS_EFAIL;
-    }
+    /* the device's decision and the records in one read (they are adjacent):
+     * one wait, not two, and the caller says when */
+    return ms_dev_d2h_later(d, rec, gs, bytes) ? MS_EFAIL : MS_OK;
+}
+
+void ms_opt_finish(ms_model *m, int first, int last, ms_opt_state *st, const void *rec, ms_opt_result *res)
+{
+    const ms_config *c = &m->cfg;
+    int n = last - first + 1;
+    const ms_grad_stat *h = rec;
     const float *hmul = (const float *)(const void *)(h + n);
     float scale = st->loss_scale; /* the step's, before count_step moves it */
+    memset(res, 0, sizeof *res);
     res->applied = hmul[1] != 0.0f;
-    if (res->applied) st->t = t;
+    if (res->applied) st->t++;
     count_step(c, st, res->applied);
     float again[2]; /* what the device decided, from the same records */
     res->grad_norm = ms_clip_scale_of(again, h, n, scale, c->grad_clip);
-    free(h);
-    return MS_OK;
 }
 
 int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_state *st, ms_opt_result *res)
@@ -123,7 +129,15 @@ int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_s
      * layers are split over devices */
     int one = 1;
     for (int i = first + 1; i <= last; i++) one &= m->layers[i].dev == m->layers[first].dev;
-    if (one) return step_one_device(m, first, last, scratch[first], st, res);
+    if (one) {
+        void *rec = malloc(ms_opt_rec_bytes(last - first + 1));
+        if (!rec) return MS_EFAIL;
+        int rc = ms_opt_queue(m, first, last, scratch[first], st, rec);
+        if (rc == MS_OK && ms_dev_sync(m->layers[first].dev)) rc = MS_EFAIL;
+        if (rc == MS_OK) ms_opt_finish(m, first, last, st, rec, res);
+        free(rec);
+        return rc;
+    }
     ms_grad_stat *all = calloc((size_t)(last - first + 1), sizeof *all);
     if (!all) return MS_EFAIL;
     for (int i = first; i <= last;) {

@@ -32,6 +32,16 @@ void ms_opt_init(ms_opt_state *st, const ms_config *cfg);
 /* Layers [first,last] of m; scratch[i] is the scratch of the device that holds
  * layer i (the same pointer for layers on one device). */
 int ms_opt_step(ms_model *m, int first, int last, ms_scratch **scratch, ms_opt_state *st, ms_opt_result *res);
+/* ms_opt_step's one-device path in two halves, so that the caller can queue
+ * more work (the next step's graph) before it waits: ms_opt_queue queues
+ * the step and a read of its records into rec (ms_opt_rec_bytes(last -
+ * first + 1) bytes, ms_dev_host_alloc'd so that it does not wait) and
+ * returns MS_OK, MS_EOOM or MS_EFAIL; once the device has passed the read
+ * (ms_dev_wait_mark or a sync), ms_opt_finish takes st and res from rec.
+ * Layers [first, last] all on one device, all of them on scratch s. */
+size_t ms_opt_rec_bytes(int n_layers);
+int ms_opt_queue(ms_model *m, int first, int last, ms_scratch *s, ms_opt_state *st, void *rec);
+void ms_opt_finish(ms_model *m, int first, int last, ms_opt_state *st, const void *rec, ms_opt_result *res);
 /* The clipping factor for an (unscaled) global gradient norm: 1 unless it
  * exceeds cfg.grad_clip. */
 float ms_opt_clip_factor(const ms_config *c, double grad_norm);

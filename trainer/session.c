@@ -161,29 +161,79 @@ static int capture(ms_session *s, float dscale)
     return MS_OK;
 }
 
-/* One micro-batch: the next data, then its graph or its layers one by one.
- * A replayed graph's loss is read at once (the read waits for the graph, so
- * the next launch may refill its ids), except with *defer_loss set (the
- * step's last micro-batch): then it is left to the caller, which queues the
- * optimizer first, and *defer_loss says whether it was left. */
+/* One micro-batch: the next data, then its graph or its layers one by one
+ * (or nothing more, where the last step queued it: s->ahead). A replayed
+ * graph's loss is read at once (the read waits for the graph), except with
+ * *defer_loss set (the step's last micro-batch): then it is left to the
+ * caller, which queues the optimizer first, and *defer_loss says whether it
+ * was left. */
 static int run_microbatch(ms_session *s, float dscale, double *loss_sum, int *defer_loss)
 {
     int defer = defer_loss && *defer_loss;
     if (defer_loss) *defer_loss = 0;
     ms_model *m = &s->model;
     int rc;
-    if (ms_data_next(s->data, s->inputs, s->targets, m->B, m->T)) return fail(s, MS_EFAIL, "data read failed");
-    if (graph_wanted(s) && !ms_step_graph_ready(&s->graph, &s->dev, dscale) && (rc = capture(s, dscale)))
-        return rc;
-    if (!graph_wanted(s) || !ms_step_graph_ready(&s->graph, &s->dev, dscale))
-        return run_layers(s, s->inputs, s->targets, dscale, loss_sum);
-    if (ms_step_graph_launch(&s->graph, &s->dev, s->inputs, s->targets)) return fail(s, MS_EFAIL, NULL);
+    if (s->ahead) {
+        s->ahead = 0;
+    } else {
+        if (ms_data_next(s->data, s->inputs, s->targets, m->B, m->T)) return fail(s, MS_EFAIL, "data read failed");
+        if (graph_wanted(s) && !ms_step_graph_ready(&s->graph, &s->dev, dscale) && (rc = capture(s, dscale)))
+            return rc;
+        if (!graph_wanted(s) || !ms_step_graph_ready(&s->graph, &s->dev, dscale))
+            return run_layers(s, s->inputs, s->targets, dscale, loss_sum);
+        if (ms_step_graph_launch(&s->graph, &s->dev, s->inputs, s->targets)) return fail(s, MS_EFAIL, NULL);
+    }
     if (defer)
         *defer_loss = 1;
     else if ((rc = ms_layer_add_loss(m, &m->layers[m->n_layers - 1], loss_sum)))
         return fail(s, rc, NULL);
     s->mb_fwd++;
     s->mb_bwd++;
+    return MS_OK;
+}
+
+/* Host buffers for the step's reads: pinned where the next step may be
+ * queued before the wait (a copy into pageable memory waits for the whole
+ * stream), plain otherwise (so a trial makes no pinned allocation). */
+static void free_readback(ms_session *s)
+{
+    if (s->rb_pinned) {
+        ms_dev_host_free(&s->dev, s->rb_opt);
+        ms_dev_host_free(&s->dev, s->rb_loss);
+    } else {
+        free(s->rb_opt);
+        free(s->rb_loss);
+    }
+    s->rb_opt = s->rb_loss = NULL;
+}
+
+static int readback_buffers(ms_session *s)
+{
+    int pinned = s->rb_pinned || (s->launch_ahead && s->dev.backend == MS_BACKEND_CUDA); /* once pinned, kept */
+    if (s->rb_opt && s->rb_pinned == pinned) return MS_OK;
+    free_readback(s);
+    size_t opt = ms_opt_rec_bytes(s->model.n_layers), loss = ms_layer_loss_rows(&s->model) * sizeof *s->rb_loss;
+    s->rb_pinned = pinned;
+    s->rb_opt = pinned ? ms_dev_host_alloc(&s->dev, opt) : malloc(opt);
+    s->rb_loss = pinned ? ms_dev_host_alloc(&s->dev, loss) : malloc(loss);
+    return s->rb_opt && s->rb_loss ? MS_OK : fail(s, MS_EFAIL, "out of host memory");
+}
+
+/* The next step's first micro-batch, queued now behind this step's
+ * optimizer and reads (launch_ahead): only as a replayed graph, and only
+ * where its loss scale is known before the reads (not fp16, whose scale
+ * moves with what they say) and a next step is due. */
+static int launch_next(ms_session *s, size_t tokens)
+{
+    float next = s->opt.loss_scale / (float)tokens;
+    if (!s->launch_ahead || s->cfg.precision == MS_PREC_FP16 || s->step + 2 > s->cfg.steps ||
+        !graph_wanted(s) || !ms_step_graph_ready(&s->graph, &s->dev, next))
+        return MS_OK;
+    ms_model *m = &s->model;
+    if (ms_data_next(s->data, s->inputs, s->targets, m->B, m->T)) return fail(s, MS_EFAIL, "data read failed");
+    if (ms_step_graph_launch(&s->graph, &s->dev, s->inputs, s->targets)) return fail(s, MS_EFAIL, NULL);
+    s->ahead = 1;
+    s->launched_ahead++;
     return MS_OK;
 }
 
@@ -196,6 +246,7 @@ int ms_session_step(ms_session *s)
     float dscale = s->opt.loss_scale / (float)tokens;
     if (s->measure)
         for (int i = 0; i < nl; i++) s->fwd_ms[i] = s->bwd_ms[i] = 0;
+    if ((rc = readback_buffers(s))) return rc;
     s->mb_fwd = s->mb_bwd = 0;
     int deferred = 0;
     for (int mb = 0; mb < s->cfg.accum; mb++) {
@@ -204,13 +255,20 @@ int ms_session_step(ms_session *s)
     }
     double t0 = now_ms();
     ms_range_push("optimizer");
-    rc = ms_opt_step(m, 0, nl - 1, s->scr_of, &s->opt, &s->last_opt);
+    rc = ms_opt_queue(m, 0, nl - 1, &s->scr, &s->opt, s->rb_opt);
     ms_range_pop();
     if (rc) return fail(s, rc, NULL);
     /* the last graph's loss: its buffer outlives the optimizer, which was
      * queued behind the graph without waiting for it */
-    if (deferred && (rc = ms_layer_add_loss(m, &m->layers[nl - 1], &loss_sum))) return fail(s, rc, NULL);
-    s->opt_ms = now_ms() - t0; /* ms_opt_step ends with a sync */
+    if (deferred && (rc = ms_layer_read_loss_later(m, &m->layers[nl - 1], s->rb_loss))) return fail(s, rc, NULL);
+    /* with pinned buffers the next step may be queued before the wait */
+    if (s->rb_pinned)
+        rc = ms_dev_mark(&s->dev) ? MS_EFAIL : launch_next(s, tokens);
+    if (!rc && (s->rb_pinned ? ms_dev_wait_mark(&s->dev) : ms_dev_sync(&s->dev))) rc = MS_EFAIL;
+    if (rc) return fail(s, rc, NULL);
+    ms_opt_finish(m, 0, nl - 1, &s->opt, s->rb_opt, &s->last_opt);
+    if (deferred) loss_sum += ms_layer_loss_sum(m, s->rb_loss);
+    s->opt_ms = now_ms() - t0; /* it ends with the wait for the reads */
     ms_dev_where(&s->dev, -1, MS_PH_INIT);
     s->last_loss = loss_sum / (double)tokens;
     s->step++;
@@ -218,12 +276,21 @@ int ms_session_step(ms_session *s)
     if (s->dev.k.matmul_pick == 1) s->dev.k.matmul_pick = 2; /* timed in this step: keep what it found */
     /* the next step's graph, made now while the device is idle (normally
      * once, in the first step, which also allocates and times the pick);
-     * none after the run's last step */
+     * none after the run's last step, nor while the next one runs */
     float next = s->opt.loss_scale / (float)tokens;
-    if (s->step < s->cfg.steps && graph_wanted(s) && !ms_step_graph_ready(&s->graph, &s->dev, next) &&
+    if (!s->ahead && s->step < s->cfg.steps && graph_wanted(s) && !ms_step_graph_ready(&s->graph, &s->dev, next) &&
         (rc = capture(s, next)))
         return rc;
     return MS_OK;
+}
+
+/* What must not happen while the next step's micro-batch is queued (the
+ * data has moved on by it, and it is adding to the gradients). */
+static int refuse_ahead(ms_session *s, const char *what)
+{
+    if (!s->ahead) return MS_OK;
+    snprintf(s->err, sizeof s->err, "%s while the next step is queued (launch_ahead was set for the last step)", what);
+    return MS_EFAIL;
 }
 
 int ms_session_timing_pass(ms_session *s)
@@ -231,6 +298,7 @@ int ms_session_timing_pass(ms_session *s)
     ms_model *m = &s->model;
     int saved = s->measure, rc;
     double loss = 0;
+    if ((rc = refuse_ahead(s, "no timing pass"))) return rc;
     s->measure = 1;
     for (int i = 0; i < m->n_layers; i++) s->fwd_ms[i] = s->bwd_ms[i] = 0;
     s->mb_fwd = s->mb_bwd = 0;
@@ -245,7 +313,9 @@ int ms_session_timing_pass(ms_session *s)
 
 void ms_session_close(ms_session *s)
 {
+    if (s->ahead) ms_dev_sync(&s->dev); /* a queued graph still reads its slot */
     ms_step_graph_free(&s->graph); /* before the device's stream goes */
+    free_readback(s);
     if (s->dev.ops) ms_dev_close(&s->dev);
     if (s->data) ms_data_close(s->data);
     ms_model_free(&s->model);
@@ -272,7 +342,9 @@ static ms_train_state state_of(ms_session *s)
 int ms_session_save(ms_session *s, const char *path)
 {
     ms_train_state t = state_of(s);
-    int rc = ms_train_state_save(&t, path, s->err, sizeof s->err);
+    int rc = refuse_ahead(s, "no checkpoint");
+    if (rc) return rc;
+    rc = ms_train_state_save(&t, path, s->err, sizeof s->err);
     if (rc == MS_EOOM) fail(s, rc, NULL);
     return rc;
 }
@@ -280,7 +352,9 @@ int ms_session_save(ms_session *s, const char *path)
 int ms_session_load(ms_session *s, const char *path)
 {
     ms_train_state t = state_of(s);
-    int rc = ms_train_state_load(&t, path, s->err, sizeof s->err);
+    int rc = refuse_ahead(s, "no checkpoint loads");
+    if (rc) return rc;
+    rc = ms_train_state_load(&t, path, s->err, sizeof s->err);
     if (rc == MS_EOOM) fail(s, rc, NULL);
     ms_dev_where(&s->dev, -1, MS_PH_INIT);
     return rc;
@@ -289,7 +363,9 @@ int ms_session_load(ms_session *s, const char *path)
 int ms_session_resume(ms_session *s, const char *dir, char *path_out, size_t len, char *note, size_t notelen)
 {
     ms_train_state t = state_of(s);
-    int rc = ms_train_state_resume(&t, dir, path_out, len, note, notelen, s->err, sizeof s->err);
+    int rc = refuse_ahead(s, "no resume");
+    if (rc) return rc;
+    rc = ms_train_state_resume(&t, dir, path_out, len, note, notelen, s->err, sizeof s->err);
     if (rc == MS_EOOM) fail(s, rc, NULL);
     ms_dev_where(&s->dev, -1, MS_PH_INIT);
     return rc;
@@ -298,5 +374,6 @@ int ms_session_resume(ms_session *s, const char *dir, char *path_out, size_t len
 int ms_session_checkpoint(ms_session *s, const char *dir, char *path_out, size_t len)
 {
     ms_train_state t = state_of(s);
+    if (refuse_ahead(s, "no checkpoint")) return MS_EFAIL;
     return ms_train_state_checkpoint(&t, dir, path_out, len, s->err, sizeof s->err);
 }

@@ -41,6 +41,22 @@ typedef struct ms_session {
      * first) captures it at its end, so its time includes the capture. */
     int use_graph;
     ms_step_graph graph;
+    /* launch_ahead (set by the caller before each step; train sets it from
+     * train.launch_ahead where the next step follows at once, with no
+     * checkpoint between): a step that replays graphs queues the next
+     * step's first micro-batch behind its optimizer, before it waits for
+     * its loss and gradient norm, so that the GPU does not idle while the
+     * host reads them and launches again. Not under fp16 (the next scale
+     * depends on what is read), nor past cfg.steps. The next call must then
+     * be ms_session_step (ahead is set: the data has moved on by that
+     * micro-batch); a checkpoint, a load or a timing pass refuses with
+     * MS_EFAIL, and close waits for it. */
+    int launch_ahead;
+    int ahead;
+    int launched_ahead;        /* micro-batches queued so in this session */
+    void *rb_opt;              /* host copies of the optimizer's records */
+    float *rb_loss;            /* and of the head's per-row losses */
+    int rb_pinned;             /* 1: both are pinned (once launch_ahead was set on a GPU) */
     char err[512];
     char oom_msg[512];
 } ms_session;

@@ -7,7 +7,11 @@
  *  - a capture begun while the step still allocates is thrown away: the
  *    micro-batch runs as usual, no OOM is reported, the next capture holds;
  *  - while capturing, the device refuses to allocate or free and says so,
- *    and a scratch buffer that would have to grow is refused, not freed.
+ *    and a scratch buffer that would have to grow is refused, not freed;
+ *  - with launch_ahead (the next step's first micro-batch queued before a
+ *    step's reads), the same losses and weights, in fp32 and bf16, with one
+ *    and two micro-batches; never under fp16; while one is queued a
+ *    checkpoint is refused and the run goes on unharmed.
  * On the CPU (GRAPH_DEVICE "cpu") no graph is ever made and the runs are
  * bit for bit the same. tests/gpu/test_step_graph_gpu.c runs this on cuda:0,
  * where every run must replay graphs, within GRAPH_TOL: the kernels and
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "trainer/exec.h"
 #include "trainer/session.h"
@@ -40,6 +45,7 @@ typedef struct run_out {
     float **w;
     int n_layers;
     ms_step_graph graph;
+    int launched_ahead;
 } run_out;
 
 static void config(ms_config *c, ms_precision prec, int accum)
@@ -62,17 +68,35 @@ static void config(ms_config *c, ms_precision prec, int accum)
 }
 
 /* early_capture: claim a step has run, so that the first micro-batch tries
- * to capture while every buffer is still to be allocated */
-static void train(const ms_config *c, int use_graph, int early_capture, run_out *out)
+ * to capture while every buffer is still to be allocated. ahead: set
+ * launch_ahead before every step but the last, as train does; with
+ * ckpt_step, also try a checkpoint after that step while the next one is
+ * queued (it must be refused). */
+static void train_ex(const ms_config *c, int use_graph, int early_capture, int ahead, int ckpt_step, run_out *out)
 {
     ms_session s;
     assert_int_equal(ms_session_open(&s, c, NULL), MS_OK);
     s.use_graph = use_graph;
     if (early_capture) s.steps_run = 1;
     for (int i = 0; i < STEPS; i++) {
+        s.launch_ahead = ahead && i + 1 < STEPS;
         int rc = ms_session_step(&s);
         if (rc != MS_OK) fail_msg("step %d: %s", i + 1, s.err);
         out->loss[i] = s.last_loss;
+        if (i + 1 == ckpt_step) {
+            char path[64];
+            snprintf(path, sizeof path, "/tmp/ms_step_graph_%d.ckpt", (int)getpid());
+            rc = ms_session_save(&s, path);
+            if (GRAPH_ON_GPU) assert_true(s.ahead);
+            if (s.ahead) {
+                assert_int_equal(rc, MS_EFAIL);
+                assert_non_null(strstr(s.err, "while the next step is queued"));
+                s.err[0] = '\0';
+            } else {
+                assert_int_equal(rc, MS_OK);
+            }
+            remove(path);
+        }
     }
     assert_false(s.dev.oom.happened);
     out->n_layers = s.model.n_layers;
@@ -82,9 +106,16 @@ static void train(const ms_config *c, int use_graph, int early_capture, run_out 
         out->w[i] = malloc(n * 4);
         assert_int_equal(ms_dev_d2h(&s.dev, out->w[i], s.model.layers[i].w, n * 4), 0);
     }
+    assert_false(s.ahead); /* never past the last step */
     out->graph = s.graph;
     out->graph.exec = out->graph.graph = NULL;
+    out->launched_ahead = s.launched_ahead;
     ms_session_close(&s);
+}
+
+static void train(const ms_config *c, int use_graph, int early_capture, run_out *out)
+{
+    train_ex(c, use_graph, early_capture, 0, 0, out);
 }
 
 static void free_out(run_out *o)
@@ -144,7 +175,35 @@ static void check_run(ms_precision prec, int accum, double tol)
     free_out(&without);
 }
 
+/* The same with launch_ahead: from the second replayed step on, each step
+ * queues the next (steps 2..STEPS-1 do: the first makes the graph at its
+ * end, the last has no next), except under fp16. */
+static void check_ahead(ms_precision prec, int accum, double tol, int ckpt_step)
+{
+    ms_config c;
+    config(&c, prec, accum);
+    run_out ahead, plain;
+    train_ex(&c, 1, 0, 1, ckpt_step, &ahead);
+    train(&c, 0, 0, &plain);
+    compare(&c, &ahead, &plain, tol);
+    if (GRAPH_ON_GPU) {
+        if (ahead.graph.why_not[0]) fail_msg("no graph: %s", ahead.graph.why_not);
+        assert_int_equal(ahead.launched_ahead, prec == MS_PREC_FP16 ? 0 : STEPS - 2);
+    } else {
+        assert_int_equal(ahead.launched_ahead, 0);
+    }
+    free_out(&ahead);
+    free_out(&plain);
+}
+
 static void test_fp32(void **st) { (void)st; check_run(MS_PREC_FP32, 1, GRAPH_TOL); }
+static void test_fp32_ahead(void **st) { (void)st; check_ahead(MS_PREC_FP32, 1, GRAPH_TOL, 0); }
+static void test_fp32_two_micro_ahead(void **st) { (void)st; check_ahead(MS_PREC_FP32, 2, GRAPH_TOL, 0); }
+static void test_bf16_ahead(void **st) { (void)st; check_ahead(MS_PREC_BF16, 1, GRAPH_TOL16, 0); }
+static void test_fp16_never_ahead(void **st) { (void)st; check_ahead(MS_PREC_FP16, 1, GRAPH_TOL16, 0); }
+/* a checkpoint tried after step 3, while step 4 is queued: refused, and the
+ * run's losses and weights are still the plain run's */
+static void test_checkpoint_refused_ahead(void **st) { (void)st; check_ahead(MS_PREC_FP32, 1, GRAPH_TOL, 3); }
 static void test_fp32_two_micro(void **st) { (void)st; check_run(MS_PREC_FP32, 2, GRAPH_TOL); }
 static void test_bf16(void **st) { (void)st; check_run(MS_PREC_BF16, 1, GRAPH_TOL16); }
 static void test_fp16_scale_moves(void **st) { (void)st; check_run(MS_PREC_FP16, 2, GRAPH_TOL16); }
@@ -221,6 +280,11 @@ int main(void)
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_fp16_scale_moves),
         cmocka_unit_test(test_capture_while_allocating),
+        cmocka_unit_test(test_fp32_ahead),
+        cmocka_unit_test(test_fp32_two_micro_ahead),
+        cmocka_unit_test(test_bf16_ahead),
+        cmocka_unit_test(test_fp16_never_ahead),
+        cmocka_unit_test(test_checkpoint_refused_ahead),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
