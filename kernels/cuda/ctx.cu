@@ -4,6 +4,7 @@
 
 #include <cublasLt.h>
 #include <atomic>
+#include <mutex>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,24 +191,66 @@ extern "C" int ms_cuda_device_count(void)
     return n;
 }
 
-int ms_cuda_sm_count(void)
+/* An attribute of the current device, read once per device and kept in
+ * cache[]; fallback where it cannot be read (or is not positive). */
+enum { MS_ATTR_MAXDEV = 64 };
+static int cached_attr(std::atomic<int> *cache, cudaDeviceAttr attr, int fallback)
 {
-    enum { MAXDEV = 64 };
-    static std::atomic<int> cache[MAXDEV];
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) {
         cudaGetLastError();
         dev = 0;
     }
-    if (dev >= 0 && dev < MAXDEV) {
+    if (dev >= 0 && dev < MS_ATTR_MAXDEV) {
         int n = cache[dev].load(std::memory_order_relaxed);
         if (n > 0) return n;
     }
     int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+    if (cudaDeviceGetAttribute(&n, attr, dev) != cudaSuccess || n <= 0) {
         cudaGetLastError();
-        n = 132; /* H100/H200; only sizes grids, never correctness */
+        n = fallback;
     }
-    if (dev >= 0 && dev < MAXDEV) cache[dev].store(n, std::memory_order_relaxed);
+    if (dev >= 0 && dev < MS_ATTR_MAXDEV) cache[dev].store(n, std::memory_order_relaxed);
     return n;
+}
+
+int ms_cuda_smem_optin(void)
+{
+    static std::atomic<int> cache[MS_ATTR_MAXDEV];
+    /* fallback: what every device allows without opting in */
+    return cached_attr(cache, cudaDevAttrMaxSharedMemoryPerBlockOptin, 48 << 10);
+}
+
+int ms_cuda_allow_smem(const void *kernel)
+{
+    enum { MAXDEV = 64, MAXK = 8 };
+    static std::mutex mu;
+    static const void *done[MAXDEV][MAXK]; /* kernels already allowed, per device, */
+    static int bytes[MAXDEV][MAXK];        /* and what each may ask for */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return -1;
+    std::lock_guard<std::mutex> lock(mu);
+    int slot = -1;
+    if (dev >= 0 && dev < MAXDEV)
+        for (int i = 0; i < MAXK; i++) {
+            if (done[dev][i] == kernel) return bytes[dev][i];
+            if (!done[dev][i] && slot < 0) slot = i;
+        }
+    /* the ceiling holds static and dynamic shared memory together */
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess) return -1;
+    int allow = ms_cuda_smem_optin() - (int)fa.sharedSizeBytes;
+    if (allow < 0) allow = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, allow) != cudaSuccess) return -1;
+    if (slot >= 0) { /* no slot left: set again next time (harmless) */
+        done[dev][slot] = kernel;
+        bytes[dev][slot] = allow;
+    }
+    return allow;
+}
+
+int ms_cuda_sm_count(void)
+{
+    static std::atomic<int> cache[MS_ATTR_MAXDEV];
+    return cached_attr(cache, cudaDevAttrMultiProcessorCount, 132); /* H100/H200; only sizes grids */
 }

@@ -33,6 +33,13 @@ static inline bool ms_dt_ok(ms_dtype dt) { return dt == MS_F32 || dt == MS_BF16 
 /* Multiprocessor count of the current device (cached). */
 int ms_cuda_sm_count(void);
 
+/* The most shared memory a block may have on the current device (cached);
+ * and a kernel allowed as much dynamic shared memory as that leaves beside
+ * its static arrays (once per kernel and device): returns those bytes, or
+ * -1 with the CUDA error left for ms_cuda_check. */
+int ms_cuda_smem_optin(void);
+int ms_cuda_allow_smem(const void *kernel);
+
 /* Releases the cached matmul plans (matmul.cu); ctx.cu calls it when the
  * last context is destroyed. */
 void ms_cuda_matmul_cache_clear(void);

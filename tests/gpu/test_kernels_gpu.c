@@ -598,18 +598,21 @@ static void test_softmax_xent(void **state)
     ku_rng r;
     ku_seed(&r, 808);
     /* N, V, Vreal: vectorised at the LM head's width and at a narrower
-     * one, scalar */
-    const int shapes[][3] = {{6, 50304, 50257}, {4, 20000, 19993}, {5, 1001, 999}};
+     * one (16-bit: rows in shared memory, a block each), scalar, and more
+     * rows than an H200 has SMs (16-bit: each block walks several rows
+     * through its two buffers) */
+    const int shapes[][3] = {{6, 50304, 50257}, {4, 20000, 19993}, {5, 1001, 999}, {700, 12288, 12283}};
     int bad = 0;
     char name[96];
     for (int di = 0; di < 3; di++)
-        for (int si = 0; si < 3; si++) {
+        for (int si = 0; si < 4; si++) {
             ms_dtype dt = k_dts[di];
             int N = shapes[si][0], V = shapes[si][1], Vreal = shapes[si][2];
-            int32_t tg[8];
+            int32_t tg[700];
             for (int i = 0; i < N; i++) tg[i] = ku_int(&r, Vreal);
             tg[1] = -1;         /* ignored row */
             tg[2] = Vreal - 1;  /* last real column */
+            if (N > 400) tg[400] = -7; /* an ignored row a block meets after others */
             pair ptg = mk_from(MS_F32, tg, N);
             pair logits = mk(&r, dt, (size_t)N * V, -8, 8), loss = mk(&r, MS_F32, N, -1, 1);
             ms_ops_cpu.softmax_xent(&g_cpu, dt, loss.h, logits.h, tg, N, V, Vreal, 0.2f);
