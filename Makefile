@@ -184,6 +184,9 @@ $(BUILD)/gemm_pick: bench/gemm_pick.c bench/fill_uniform.h $(LIB)
 $(BUILD)/gemm_alts: bench/gemm_alts.c bench/fill_uniform.h | $(DEPS_STAMP)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ $(LDLIBS)
 gemm-pick: $(BUILD)/gemm_pick $(BUILD)/gemm_alts
+# The fused softmax cross-entropy alone, on the LM head's chunk (bench/sx_time.c).
+$(BUILD)/sx_time: bench/sx_time.c bench/fill_uniform.h $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIB) -o $@ $(LDLIBS)
 .PHONY: gemm-pick
 
 $(BUILD)/nccl_bw: bench/nccl_bw.c

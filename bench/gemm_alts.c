@@ -7,7 +7,9 @@
  *     printing the heuristic's first and the fastest (with its rank);
  *   - variants of the call: the epilogue left out (plain product, bias only),
  *     a weight gradient written as bf16 (beta 0) instead of accumulated into
- *     fp32 (beta 1), DGELU with the bias gradient fused (DGELU_BGRAD).
+ *     fp32 (beta 1), DGELU with the bias gradient fused (DGELU_BGRAD), a
+ *     weight gradient with its bias gradient fused (BGRADB; BGRADA, the
+ *     other operand, as a check that the heuristic tells them apart).
  * Each algorithm: 3 warm-up calls, then ms a call over CALLS back-to-back
  * calls between CUDA events. Operands hold uniform random values in [-1, 1).
  *
@@ -154,7 +156,8 @@ static result run(const call *c)
     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &c->epi, sizeof c->epi);
     if (c->bias) cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c->bias, sizeof c->bias);
-    if (c->epi == CUBLASLT_EPILOGUE_DGELU_BGRAD && c->f32_out == 2) {
+    if ((c->epi == CUBLASLT_EPILOGUE_DGELU_BGRAD && c->f32_out == 2) || c->epi == CUBLASLT_EPILOGUE_BGRADA ||
+        c->epi == CUBLASLT_EPILOGUE_BGRADB) {
         cudaDataType_t bt = CUDA_R_32F; /* the bias gradient in fp32, as the trainer keeps it */
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
     }
@@ -320,6 +323,14 @@ int main(int argc, char **argv)
         show(wg[i].name, "bf16 out", &x);
         x.f32_out = 1;
         show(wg[i].name, "f32 out, beta 0", &x);
+        /* the bias gradient (a sum over the tokens: the GEMM's k) fused:
+         * in these operand terms dY is cuBLASLt's B */
+        x.beta = 1.0f;
+        x.bias = bias;
+        x.epi = CUBLASLT_EPILOGUE_BGRADB;
+        show(wg[i].name, "f32 +=, bgradb (f32 bias)", &x);
+        x.epi = CUBLASLT_EPILOGUE_BGRADA;
+        show(wg[i].name, "f32 +=, bgrada (f32 bias)", &x);
     }
     call h = { 0, 1, R, V, C, 0, 0.0f, E0, a, b, NULL, d, NULL, NULL };
     show("head logits", "plain (trainer)", &h);
