@@ -223,15 +223,15 @@ int ms_cuda_smem_optin(void)
 
 int ms_cuda_allow_smem(const void *kernel)
 {
-    enum { MAXDEV = 64, MAXK = 8 };
+    enum { MAXK = 8 };
     static std::mutex mu;
-    static const void *done[MAXDEV][MAXK]; /* kernels already allowed, per device, */
-    static int bytes[MAXDEV][MAXK];        /* and what each may ask for */
+    static const void *done[MS_ATTR_MAXDEV][MAXK]; /* kernels already allowed, per device, */
+    static int bytes[MS_ATTR_MAXDEV][MAXK];        /* and what each may ask for */
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) return -1;
     std::lock_guard<std::mutex> lock(mu);
     int slot = -1;
-    if (dev >= 0 && dev < MAXDEV)
+    if (dev >= 0 && dev < MS_ATTR_MAXDEV)
         for (int i = 0; i < MAXK; i++) {
             if (done[dev][i] == kernel) return bytes[dev][i];
             if (!done[dev][i] && slot < 0) slot = i;
