@@ -34,6 +34,13 @@ static int parse(const char *s, int *out)
     return 0;
 }
 
+/* Says what failed and returns the exit status 1. */
+static int fail(const char *what)
+{
+    fprintf(stderr, "sx_time: %s failed\n", what);
+    return 1;
+}
+
 static int cmp_float(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;
@@ -76,8 +83,8 @@ int main(int argc, char **argv)
     uint16_t *h = malloc(bytes);
     int32_t *ht = malloc((size_t)N * 4);
     float *hl = malloc((size_t)N * 4);
-    if (!h || !ht || !hl) return 1;
-    if (cudaMemcpy(h, pristine, bytes, cudaMemcpyDeviceToHost)) return 1;
+    if (!h || !ht || !hl) return fail("host allocation");
+    if (cudaMemcpy(h, pristine, bytes, cudaMemcpyDeviceToHost)) return fail("copying the logits back");
     for (size_t i = 0; i < n; i++) {
         float f = bf16_to_f(h[i]) * 4.0f;
         uint32_t u;
@@ -91,7 +98,7 @@ int main(int argc, char **argv)
     }
     if (cudaMemcpy(pristine, h, bytes, cudaMemcpyHostToDevice) ||
         cudaMemcpy(targets, ht, (size_t)N * 4, cudaMemcpyHostToDevice))
-        return 1;
+        return fail("copying the logits and targets to the GPU");
 
     ms_kctx k;
     if (ms_cuda_ctx_init(&k, ws, MS_CUDA_WORKSPACE_BYTES)) {
@@ -100,7 +107,7 @@ int main(int argc, char **argv)
     }
     cudaStream_t st = (cudaStream_t)k.stream;
     cudaEvent_t e0, e1;
-    if (cudaEventCreate(&e0) || cudaEventCreate(&e1)) return 1;
+    if (cudaEventCreate(&e0) || cudaEventCreate(&e1)) return fail("cudaEventCreate");
     float ms[CALLS];
     for (int c = 0; c < WARMUP + CALLS; c++) {
         cudaMemcpyAsync(logits, pristine, bytes, cudaMemcpyDeviceToDevice, st);
@@ -119,7 +126,7 @@ int main(int argc, char **argv)
     double med = ms[CALLS / 2];
     if (cudaMemcpy(h, logits, bytes, cudaMemcpyDeviceToHost) ||
         cudaMemcpy(hl, losses, (size_t)N * 4, cudaMemcpyDeviceToHost))
-        return 1;
+        return fail("copying the results back");
     double lsum = 0, gsum = 0;
     for (int i = 0; i < N; i++) lsum += hl[i];
     for (size_t i = 0; i < n; i++) gsum += fabs((double)bf16_to_f(h[i]));
