@@ -9,10 +9,13 @@
  * adds dout*xhat, dout into the warp's own dw/db partials in shared memory;
  * pass 2 writes dx. Blocks loop over rows; at the end each block sums its
  * warps' partials and adds them into dw/db with float atomics (so dw/db may
- * differ in the last bits between runs).
+ * differ in the last bits between runs). Widths that split into whole
+ * warps of V-wide vectors take layernorm_bwd_cols_k instead (its comment).
  * 16-byte vectors when C is a multiple of the vector width and every row
  * pointer is aligned; scalar otherwise. */
 #include "kernels/cuda/cuda_common.cuh"
+
+#include <algorithm>
 
 #define LN_EPS 1e-5f
 #define LN_WARPS 8 /* rows (warps) per block */
@@ -143,6 +146,112 @@ __global__ void layernorm_bwd_k(T *dx, const T *dresid, float *dw, float *db, co
     }
 }
 
+/* Backward with column-owned partials: a row takes C/V threads (TPR, a
+ * multiple of 32), each owning the same V columns of every row, so its dw,
+ * db partials stay in registers and dout, x are read once; a block holds
+ * RPB such row groups (TPR * RPB <= 512), each walking its rows with a
+ * named barrier of its own (id 1 + group) for the row's two sums, staged
+ * by warp in shared memory, two slots alternating so that a row's reads
+ * come before the slot is written again. The per-warp partial arrays of
+ * layernorm_bwd_k (8C bytes a warp) held seed17's C = 2048 to 12 warps an
+ * SM; this kernel runs 32 (64 registers a thread) at any C it takes. At the end the groups'
+ * partials meet in shared memory and the first group adds them into dw, db
+ * by float atomics. */
+constexpr int kLnColsThreads = 512;
+template <typename T, int V>
+__global__ void __launch_bounds__(kLnColsThreads, 2048 / kLnColsThreads / 2) /* 64 registers: 32 warps an SM */
+    layernorm_bwd_cols_k(T *dx, const T *dresid, float *dw, float *db, const T *dout, const T *x, const float *mean,
+                         const float *rstd, const float *w, int N, int C)
+{
+    extern __shared__ __align__(16) unsigned char ln_smem[];
+    const int tpr = C / V, rpb = blockDim.x / tpr, wpr = tpr / 32; /* threads, groups, warps a row */
+    const int grp = threadIdx.x / tpr, t = threadIdx.x % tpr, lane = t & 31, wr = t >> 5;
+    float *red = reinterpret_cast<float *>(ln_smem); /* [group][2 slots][warp][2 sums] */
+    float *mine = red + (size_t)grp * 4 * wpr;
+    const int c0 = t * V;
+    float pw[V], pb[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) pw[k] = pb[k] = 0.f;
+
+    int it = 0;
+    for (int row = blockIdx.x * rpb + grp; row < N; row += gridDim.x * rpb, it ^= 1) {
+        const size_t base = (size_t)row * C + c0;
+        const float mu = mean[row], r = rstd[row];
+        float go[V], xh[V], fw[V], sg = 0.f, sgx = 0.f;
+        ms_ldf<V>(fw, w + c0); /* per row, from L1: held across rows it would spill */
+        ms_ldv<V>(go, dout + base);
+        ms_ldv<V>(xh, x + base);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            xh[k] = (xh[k] - mu) * r;
+            const float g = go[k] * fw[k];
+            sg += g;
+            sgx += g * xh[k];
+            pw[k] += go[k] * xh[k];
+            pb[k] += go[k];
+        }
+        sg = ms_warp_sum(sg);
+        sgx = ms_warp_sum(sgx);
+        float *slot = mine + it * 2 * wpr;
+        if (lane == 0) {
+            slot[2 * wr] = sg;
+            slot[2 * wr + 1] = sgx;
+        }
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + grp), "r"(tpr) : "memory");
+        float mg = 0.f, mgx = 0.f;
+        for (int i = 0; i < wpr; i++) {
+            mg += slot[2 * i];
+            mgx += slot[2 * i + 1];
+        }
+        mg /= (float)C;
+        mgx /= (float)C;
+        float v[V];
+#pragma unroll
+        for (int k = 0; k < V; k++) v[k] = r * (go[k] * fw[k] - mg - xh[k] * mgx);
+        if (dresid) { /* read before the store: dresid may alias dx */
+            float fr[V];
+            ms_ldv<V>(fr, dresid + base);
+#pragma unroll
+            for (int k = 0; k < V; k++) v[k] += fr[k];
+        }
+        ms_stv<V>(dx + base, v);
+    }
+    __syncthreads(); /* every group is past its last row: the sums' slots are free */
+    float *part = red; /* [group][2C]: dw then db */
+    ms_stf<V>(part + (size_t)grp * 2 * C + c0, pw);
+    ms_stf<V>(part + (size_t)grp * 2 * C + C + c0, pb);
+    __syncthreads();
+    if (grp == 0) {
+        for (int g2 = 1; g2 < rpb; g2++) {
+            float qw[V], qb[V];
+            ms_ldf<V>(qw, part + (size_t)g2 * 2 * C + c0);
+            ms_ldf<V>(qb, part + (size_t)g2 * 2 * C + C + c0);
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                pw[k] += qw[k];
+                pb[k] += qb[k];
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            atomicAdd(dw + c0 + k, pw[k]);
+            atomicAdd(db + c0 + k, pb[k]);
+        }
+    }
+}
+
+/* 1 if layernorm_bwd_cols_k takes C (V-wide vectors, whole warps a row);
+ * MS_LN_COLS=0, read once, turns it off (an A/B switch for measurements) */
+static bool ln_cols_wants(int C, int V)
+{
+    static int off = -1;
+    if (off < 0) {
+        const char *e = getenv("MS_LN_COLS");
+        off = e && e[0] == '0' && e[1] == '\0';
+    }
+    return !off && C % (32 * V) == 0 && C / V <= kLnColsThreads;
+}
+
 template <typename T>
 static void layernorm_fwd_t(ms_kctx *ctx, T *out, float *mean, float *rstd, const T *x, const float *w,
                             const float *b, int N, int C)
@@ -176,6 +285,15 @@ static int layernorm_bwd_t(ms_kctx *ctx, T *dx, const T *dresid, float *dw, floa
     size_t per_warp = 8 * (size_t)C;
     int warps = LN_WARPS;
     while (warps > 1 && warps * per_warp > 100 * 1024) warps /= 2;
+    if (vec && ln_cols_wants(C, V)) {
+        const int tpr = C / V, rpb = std::min(kLnColsThreads / tpr, 15), threads = tpr * rpb; /* barriers 1..15 */
+        const size_t csmem = (size_t)rpb * 2 * C * sizeof(float); /* >= the sums' 4 floats a warp */
+        const int per_sm = 1024 / threads; /* the launch bound's 64 registers a thread */
+        const long long blocks = (N + rpb - 1) / rpb, cap = (long long)ms_cuda_sm_count() * per_sm;
+        layernorm_bwd_cols_k<T, V><<<(unsigned)(blocks < cap ? blocks : cap), threads, csmem, ms_stream(ctx)>>>(
+            dx, dresid, dw, db, dout, x, mean, rstd, w, N, C);
+        return 0;
+    }
     size_t smem = warps * per_warp;
     if (smem > 227 * 1024) {
         ms_cuda_fail(ctx, MS_CUDA_EARG, "layernorm_bwd: C=%d is too wide for shared memory", C);
