@@ -13,7 +13,8 @@
  * normwise ||c - r||_2 / ||r||_2 <= 1e-2 and max|c - r| <= 1e-2 * max|r|
  * per tensor, lse |c - r| <= 1e-2 * max(1, |r|); outputs are poisoned with
  * NaN before each checked run. Times: cudaEvent around each launch (the
- * whole backward: prep, main kernel, dq store), 3 warm-ups, median of 15.
+ * whole backward: prep, main kernel, dq store), 3 warm-ups (ATTN_TUNE_WARM=n:
+ * n), median of 15.
  * TFLOP/s with causal FLOPs: fwd 2*B*nh*T^2*hs, bwd 2.5x fwd.
  *
  * Build: make attn-tune (build/attn_tune, static cudart; ATTN_REF=<commit>
@@ -126,7 +127,16 @@ double compare_lse(const float *c_d, const float *r_d, size_t n)
     return w;
 }
 
-template <class F> float time_median(F f, int warm = 3, int reps = 15)
+/* ATTN_TUNE_WARM=n: n warm-up runs instead of 3 (thousands keep the GPU
+ * busy for seconds, so the timed runs see the clocks of a power-bound
+ * training step rather than those of a short burst) */
+int warm_runs()
+{
+    const char *e = getenv("ATTN_TUNE_WARM");
+    const int n = e ? atoi(e) : 3;
+    return n > 0 ? n : 3;
+}
+template <class F> float time_median(F f, int warm = warm_runs(), int reps = 15)
 {
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
@@ -222,12 +232,14 @@ void check_bwd_and_report(Bufs &u, const char *cfg, float ms)
 
 /* ---- candidates */
 /* WG > 0: the warpgroup-MMA kernel with WG warpgroups and BC keys a tile */
-template <int HD, class CF, int WG = 0, int BC = 64, int MINB = 1> void fwd_cand(Bufs &u, const char *cfg)
+/* PP: the warpgroups' ping-pong (attn_fwd_wg), where it applies */
+template <int HD, class CF, int WG = 0, int BC = 64, int MINB = 1, bool PP = wg::fwd_pingpong<WG, BC>()>
+void fwd_cand(Bufs &u, const char *cfg)
 {
     const Shape &s = u.sh;
     cudaStream_t st = 0;
     auto f = [&] {
-        if constexpr (WG > 0) fwd_wg<bf, HD, WG, BC, MINB>(&u.ctx, st, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh);
+        if constexpr (WG > 0) fwd_wg<bf, HD, WG, BC, MINB, PP>(&u.ctx, st, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh);
         else fwd_tc<bf, HD, CF>(&u.ctx, st, u.out, u.lse, u.qkv, s.B, s.T, s.C, s.nh);
     };
     CK(cudaMemset(u.out, 0xff, u.nout * 2));
@@ -315,6 +327,7 @@ template <int HD> void wg_fwd_cands(Bufs &u)
     if constexpr (HD == 64) fwd_cand<HD, CF, 1, 64, 3>(u, "fwd wgmma NWG=1 BC=64 MINB=3");
     fwd_cand<HD, CF, 2, 64, 1>(u, "fwd wgmma NWG=2 BC=64 MINB=1");
     fwd_cand<HD, CF, 2, 128, 1>(u, "fwd wgmma NWG=2 BC=128 MINB=1");
+    fwd_cand<HD, CF, 2, 128, 1, false>(u, "fwd wgmma NWG=2 BC=128 no ping-pong");
     fwd_cand<HD, CF, 1, 128, 2>(u, "fwd wgmma NWG=1 BC=128 MINB=2");
     if constexpr (HD == 64) fwd_cand<HD, CF, 2, 64, 2>(u, "fwd wgmma NWG=2 BC=64 MINB=2");
 }
