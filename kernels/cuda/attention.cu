@@ -1094,7 +1094,8 @@ template <typename E> bool tmap_2d(CUtensorMap *m, const void *p, size_t n, size
 }
 
 /* false: no tensor map (nothing launched, nothing recorded) */
-template <typename E, int HD, int NWG = wg_fwd_nwg(HD), int BC = wg_fwd_bc(HD), int MINB = wg_fwd_minb(HD, NWG)>
+template <typename E, int HD, int NWG = wg_fwd_nwg(HD), int BC = wg_fwd_bc(HD), int MINB = wg_fwd_minb(HD, NWG),
+          bool PP = wg::fwd_pingpong<NWG, BC>()>
 bool fwd_wg(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qkv, int B, int T, int C, int nh)
 {
     CUtensorMap tq, tkv;
@@ -1103,11 +1104,11 @@ bool fwd_wg(ms_kctx *ctx, cudaStream_t st, void *out, float *lse, const void *qk
     if (BC == wg::kRows) tkv = tq; /* the same boxes */
     else if (!tmap_2d<E>(&tkv, qkv, n, w, BC)) return false;
     constexpr size_t smem = wg::fwd_smem_bytes<HD, NWG, BC>();
-    if (!allow_smem(ctx, wg::attn_fwd_wg<E, HD, NWG, BC, MINB>, smem, "attention_fwd")) return true;
+    if (!allow_smem(ctx, wg::attn_fwd_wg<E, HD, NWG, BC, MINB, PP>, smem, "attention_fwd")) return true;
     const int rows = wg::kRows * NWG;
     const dim3 grid(nh, B, (T + rows - 1) / rows);
-    wg::attn_fwd_wg<E, HD, NWG, BC, MINB><<<grid, 128 * (NWG + 1), smem, st>>>(static_cast<E *>(out), lse, tq, tkv, T,
-                                                                              C, nh, kLog2e / sqrtf((float)HD));
+    wg::attn_fwd_wg<E, HD, NWG, BC, MINB, PP><<<grid, 128 * (NWG + 1), smem, st>>>(static_cast<E *>(out), lse, tq, tkv,
+                                                                                  T, C, nh, kLog2e / sqrtf((float)HD));
     launched(ctx, "attention_fwd (wgmma)");
     return true;
 }

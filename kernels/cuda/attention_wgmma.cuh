@@ -212,6 +212,11 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
     constexpr int KS = HD / 16, NA = HD / 64;
     constexpr int QC = HD / NWG;       /* dQ columns of a warpgroup */
     constexpr int QN = QC < 64 ? QC : 64; /* ... in MMAs of QN columns */
+    /* SPLIT: S^T and dP^T in commit groups of their own, dV issued as soon
+     * as P^T is made and dK behind dQ's first product, so each elementwise
+     * stretch runs beside a product; with NWG = 1 (two blocks an SM, which
+     * overlap each other) the one-group order measured faster */
+    constexpr bool SPLIT = NWG > 1;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
     const uint32_t sK = base, sV = sK + NWG * TB, sQ = sV + NWG * TB, sdO = sQ + 2 * TB, sdS = sdO + 2 * TB;
@@ -293,8 +298,11 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
          * it skips its MMAs, and dQ skips its keys */
         const bool live = kw0 <= q0 + kRows - 1;
 
+        uint32_t pa[4][4], sa[4][4]; /* P^T, dS^T: A operands of dV's and dK's products */
         if (live) {
-            /* S^T = K Q^T and dP^T = V dO^T: 64 keys x 64 queries each */
+            /* S^T = K Q^T and dP^T = V dO^T: 64 keys x 64 queries each (SPLIT:
+             * one commit group each, so P^T is made while dP^T is on the
+             * tensor cores, and dS^T while dV's product is) */
             float st[32], dp[32];
 #pragma unroll
             for (int i = 0; i < 32; i++) st[i] = dp[i] = 0.f;
@@ -303,37 +311,53 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) Wg<T, 64>::template ss<0, 0>(st, desc_k(myK, kk), desc_k(qs, kk), kk);
+            if constexpr (SPLIT) wg_commit();
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) Wg<T, 64>::template ss<0, 0>(dp, desc_k(myV, kk), desc_k(dos, kk), kk);
             wg_commit();
-            wg_wait<0>();
+            if constexpr (SPLIT) wg_wait<1>(); /* S^T */
+            else wg_wait<0>();
             wg_hold(st);
-            wg_hold(dp);
 
-            /* P^T = exp(s*scale - lse) (0 where key > query), dS^T = P^T (dP^T - D);
-             * row (key) kw0 + 16*wl + g + 8*(e/2), column (query) q0 + 8j + 2*tig + e%2 */
+            /* P^T = exp(s*scale - lse) (0 where key > query); row (key)
+             * kw0 + 16*wl + g + 8*(e/2), column (query) q0 + 8j + 2*tig + e%2 */
             const bool diag = kw0 + kRows - 1 > q0;
-            uint32_t pa[4][4], sa[4][4];
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 const float2 l2 = *reinterpret_cast<const float2 *>(ls + 8 * j + 2 * tig);
-                const float2 d2 = *reinterpret_cast<const float2 *>(ds_ + 8 * j + 2 * tig);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int kr = kw0 + 16 * wl + g + 8 * (e >> 1), qc = q0 + 8 * j + 2 * tig + (e & 1);
                     float p = fast_exp2(st[4 * j + e] * sl2 - ((e & 1) ? l2.y : l2.x));
                     if (diag && kr > qc) p = 0.f;
                     st[4 * j + e] = p;
-                    dp[4 * j + e] = p * (dp[4 * j + e] - ((e & 1) ? d2.y : d2.x));
                 }
             }
 #pragma unroll
             for (int kk = 0; kk < 4; kk++)
 #pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    pa[kk][r] = pack2<T>(st[8 * kk + 2 * r], st[8 * kk + 2 * r + 1]);
-                    sa[kk][r] = pack2<T>(dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
-                }
+                for (int r = 0; r < 4; r++) pa[kk][r] = pack2<T>(st[8 * kk + 2 * r], st[8 * kk + 2 * r + 1]);
+            if constexpr (SPLIT) { /* dV += P^T dO (B = dO read N-major) */
+                wg_hold_a(pa);
+                wg_fence();
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) Wg<T, HD>::template rs<1>(dv, pa[kk], desc_mn(dos, kk), 1);
+                wg_commit();
+                wg_wait<1>(); /* dP^T (dV's product may still run) */
+            }
+            wg_hold(dp);
+
+            /* dS^T = P^T (dP^T - D) */
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float2 d2 = *reinterpret_cast<const float2 *>(ds_ + 8 * j + 2 * tig);
+#pragma unroll
+                for (int e = 0; e < 4; e++) dp[4 * j + e] = st[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? d2.y : d2.x));
+            }
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) sa[kk][r] = pack2<T>(dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
             /* dS^T to shared (rows = keys): dQ reads it M-major */
 #pragma unroll
             for (int j = 0; j < 8; j++)
@@ -344,16 +368,16 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
                     asm volatile("st.shared.b32 [%0], %1;" ::"r"(a), "r"(sa[j >> 1][2 * (j & 1) + hh]) : "memory");
                 }
             fence_proxy_async();
-
-            /* dV += P^T dO, dK += dS^T Q (B = dO, Q read N-major) */
-            wg_hold_a(pa);
-            wg_hold_a(sa);
-            wg_fence();
+            if constexpr (!SPLIT) { /* dV += P^T dO, dK += dS^T Q (B = dO, Q read N-major) */
+                wg_hold_a(pa);
+                wg_hold_a(sa);
+                wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++) Wg<T, HD>::template rs<1>(dv, pa[kk], desc_mn(dos, kk), 1);
+                for (int kk = 0; kk < 4; kk++) Wg<T, HD>::template rs<1>(dv, pa[kk], desc_mn(dos, kk), 1);
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++) Wg<T, HD>::template rs<1>(dk, sa[kk], desc_mn(qs, kk), 1);
-            wg_commit();
+                for (int kk = 0; kk < 4; kk++) Wg<T, HD>::template rs<1>(dk, sa[kk], desc_mn(qs, kk), 1);
+                wg_commit();
+            }
         }
         asm volatile("bar.sync 1, %0;" ::"n"(NC) : "memory"); /* dS^T complete (the consumers only) */
 
@@ -385,7 +409,16 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
                     Wg<T, QN>::template ss<1, 1>(dq, desc_mn(dS, kk), desc_mn(sK + kcol, kk), kk);
             }
             wg_commit();
-            wg_wait<0>();
+            if (SPLIT && part == 0 && live) {
+                /* dK += dS^T Q (Q read N-major) after dQ's first product, so
+                 * it runs while dQ is staged */
+                wg_hold_a(sa);
+                wg_fence();
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) Wg<T, HD>::template rs<1>(dk, sa[kk], desc_mn(qs, kk), 1);
+                wg_commit();
+                wg_wait<1>();
+            } else wg_wait<0>();
             wg_hold(dq);
             if (VAR == 0) {
                 /* into this warpgroup's staging boxes (the previous tile's
@@ -426,7 +459,14 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
                 }
             }
         }
-        wg_wait<0>(); /* dV, dK (when dQ was skipped) */
+        if (SPLIT && VAR == 2 && live) { /* no dQ: dK on its own */
+            wg_hold_a(sa);
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) Wg<T, HD>::template rs<1>(dk, sa[kk], desc_mn(qs, kk), 1);
+            wg_commit();
+        }
+        wg_wait<0>(); /* dK (dV and dK when not SPLIT and dQ was skipped) */
         wg_hold(dk);
         wg_hold(dv);
         /* every lane's reads of the stage's lse and D before lane 0 frees it
@@ -459,9 +499,9 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
  * V tiles of BC keys, by TMA (cp.async.bulk.tensor on the tensor maps tq,
  * tkv of qkv, 128-byte swizzle) into two stages each; a tile's arrival
  * completes its stage's "full" mbarrier, and each consumer warp arrives on
- * the stage's "empty" one when its products have read it, so no barrier
- * holds the warpgroups in step. Per key tile j a warpgroup issues, back to
- * back,
+ * the stage's "empty" one when its products have read it; only the
+ * ping-pong (below) holds two warpgroups in step. Per key tile j a
+ * warpgroup issues, back to back,
  *   S_j = Q K_j^T            (A = Q, B = K from shared, K-major; N = BC)
  *   O  += P_{j-1} V_{j-1}    (A = P from registers, B = V read N-major)
  * and runs the online softmax of S_j while the second product is still on
@@ -475,12 +515,14 @@ template <int HD, int NWG, int BC> constexpr size_t fwd_smem_bytes()
 {
     return NWG * (size_t)tile_bytes<HD>() + 4 * (size_t)(HD / 64) * BC * 128 + 1024 + 9 * 8;
 }
-template <typename T, int HD, int NWG, int BC, int MINB>
+template <int NWG, int BC> __host__ __device__ constexpr bool fwd_pingpong() { return NWG == 2 && BC == 2 * kRows; }
+template <typename T, int HD, int NWG, int BC, int MINB, bool PP = fwd_pingpong<NWG, BC>()>
 __global__ void __launch_bounds__(128 * (NWG + 1), MINB)
     attn_fwd_wg(T *__restrict__ out, float *__restrict__ lse, const __grid_constant__ CUtensorMap tq,
                 const __grid_constant__ CUtensorMap tkv, int Tn, int C, int nh, float sl2 /* scale*log2(e) */)
 {
 #if MS_WGMMA
+    static_assert(!PP || fwd_pingpong<NWG, BC>(), "ping-pong needs two warpgroups with the same key tiles");
     constexpr int KS = HD / 16, NA = HD / 64;
     constexpr uint32_t TQ = tile_bytes<HD>(), AK = BC * 128, TK = NA * AK;
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -607,6 +649,21 @@ __global__ void __launch_bounds__(128 * (NWG + 1), MINB)
             for (int e = 0; e < 4; e++) o[4 * jj + e] *= alpha[e >> 1];
     };
 
+    /* Ping-pong (PP): the two warpgroups take turns to issue their
+     * products, so one's softmax runs while the other's products hold the
+     * tensor cores, where both would otherwise reach their products and
+     * their softmax together. Named barriers 3 + w: warpgroup w waits on its
+     * own before issuing and arrives on the other's after; warpgroup 1
+     * opens warpgroup 0's first turn. Both warpgroups see the same key tiles
+     * (BC = 128 keys, 64 queries each), so their turns pair up to the end,
+     * where warpgroup 0 takes the last arrival. */
+    auto my_turn = [&] {
+        if (PP) asm volatile("bar.sync %0, 256;" ::"r"(3 + wgi) : "memory");
+    };
+    auto your_turn = [&] {
+        if (PP) asm volatile("bar.arrive %0, 256;" ::"r"(4 - wgi) : "memory");
+    };
+    if (PP && wgi == 1) asm volatile("bar.arrive 3, 256;" ::: "memory");
     mbar_wait(bQ, 0);
     /* three straight runs (a branch between the MMAs of one run makes ptxas
      * add waits): the first tile, the steady state, the last O */
@@ -614,6 +671,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), MINB)
         if (j >= 1 && j < nkw) {
             k_full(j);
             v_full(j - 1);
+            my_turn();
             wg_fence();
             issue_s(j);
             rescale();
@@ -621,6 +679,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), MINB)
             wg_hold_a(pa);
             wg_fence();
             issue_pv(j);
+            your_turn();
             wg_wait<1>();
             wg_hold(s);
             k_free(j);
@@ -631,8 +690,10 @@ __global__ void __launch_bounds__(128 * (NWG + 1), MINB)
             pack_p();
         } else if (j == 0) {
             k_full(0);
+            my_turn();
             wg_fence();
             issue_s(0);
+            your_turn();
             wg_wait<0>();
             wg_hold(s);
             k_free(0);
@@ -640,16 +701,19 @@ __global__ void __launch_bounds__(128 * (NWG + 1), MINB)
             pack_p(); /* O is still zero: the first alpha is not needed */
         } else {
             v_full(j - 1);
+            my_turn();
             rescale();
             wg_hold(o);
             wg_hold_a(pa);
             wg_fence();
             issue_pv(j);
+            your_turn();
             wg_wait<0>();
             wg_hold(o);
             v_free(j - 1);
         }
     }
+    if (PP && wgi == 0) my_turn(); /* warpgroup 1's last arrival */
     /* tiles past this warpgroup's last query: released unread, in order
      * (an arrival before the stage's previous phase completes would count
      * toward that phase) */
