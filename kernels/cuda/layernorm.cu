@@ -9,8 +9,9 @@
  * adds dout*xhat, dout into the warp's own dw/db partials in shared memory;
  * pass 2 writes dx. Blocks loop over rows; at the end each block sums its
  * warps' partials and adds them into dw/db with float atomics (so dw/db may
- * differ in the last bits between runs). Widths that split into whole
- * warps of V-wide vectors take layernorm_bwd_cols_k instead (its comment).
+ * differ in the last bits between runs). Wide rows (C > 1600) that split
+ * into whole warps of V-wide vectors take layernorm_bwd_cols_k instead
+ * (its comment).
  * 16-byte vectors when C is a multiple of the vector width and every row
  * pointer is aligned; scalar otherwise. */
 #include "kernels/cuda/cuda_common.cuh"
@@ -154,7 +155,9 @@ __global__ void layernorm_bwd_k(T *dx, const T *dresid, float *dw, float *db, co
  * by warp in shared memory, two slots alternating so that a row's reads
  * come before the slot is written again. The per-warp partial arrays of
  * layernorm_bwd_k (8C bytes a warp) held seed17's C = 2048 to 12 warps an
- * SM; this kernel runs 32 (64 registers a thread) at any C it takes. At the end the groups'
+ * SM; this kernel runs 32 (64 registers a thread) at any C it takes (it
+ * is used only where layernorm_bwd_k gets fewer than 8 warps a block: at
+ * gpt2-small's 768 columns, one chunk a thread, it was slower). At the end the groups'
  * partials meet in shared memory and the first group adds them into dw, db
  * by float atomics. */
 constexpr int kLnColsThreads = 512;
@@ -280,12 +283,16 @@ static int layernorm_bwd_t(ms_kctx *ctx, T *dx, const T *dresid, float *dw, floa
     constexpr int V = 16 / sizeof(T);
     bool vec = C % V == 0 && ms_al(dx, 16) && ms_al(dout, 16) && ms_al(x, 16) && ms_al(w, 16) &&
                (!dresid || ms_al(dresid, 16));
-    /* warps per block: up to 8, fewer when their partials (8 C bytes each)
-     * would pass ~100 KiB; one warp may use up to 227 KiB (C <= 29056) */
+    /* layernorm_bwd_k's warps per block: up to 8, fewer when their partials
+     * (8 C bytes each) would pass ~100 KiB; one warp may use up to 227 KiB
+     * (C <= 29056) */
     size_t per_warp = 8 * (size_t)C;
     int warps = LN_WARPS;
     while (warps > 1 && warps * per_warp > 100 * 1024) warps /= 2;
-    if (vec && ln_cols_wants(C, V)) {
+    /* the column-owned kernel only where the per-warp partials cost the old
+     * one its warps (C > 1600): at gpt2-small's 768 the old one measured
+     * 1.64 ms a step against 1.98, at seed17's 2048 18.3 against 15.2 */
+    if (vec && warps < LN_WARPS && ln_cols_wants(C, V)) {
         const int tpr = C / V, rpb = std::min(kLnColsThreads / tpr, 15), threads = tpr * rpb; /* barriers 1..15 */
         const size_t csmem = (size_t)rpb * 2 * C * sizeof(float); /* >= the sums' 4 floats a warp */
         const int per_sm = 1024 / threads; /* the launch bound's 64 registers a thread */
