@@ -150,16 +150,16 @@ __global__ void layernorm_bwd_k(T *dx, const T *dresid, float *dw, float *db, co
 /* Backward with column-owned partials: a row takes C/V threads (TPR, a
  * multiple of 32), each owning the same V columns of every row, so its dw,
  * db partials stay in registers and dout, x are read once; a block holds
- * RPB such row groups (TPR * RPB <= 512), each walking its rows with a
- * named barrier of its own (id 1 + group) for the row's two sums, staged
- * by warp in shared memory, two slots alternating so that a row's reads
- * come before the slot is written again. The per-warp partial arrays of
- * layernorm_bwd_k (8C bytes a warp) held seed17's C = 2048 to 12 warps an
- * SM; this kernel runs 32 (64 registers a thread) at any C it takes (it
- * is used only where layernorm_bwd_k gets fewer than 8 warps a block: at
- * gpt2-small's 768 columns, one chunk a thread, it was slower). At the end the groups'
- * partials meet in shared memory and the first group adds them into dw, db
- * by float atomics. */
+ * RPB such row groups (TPR * RPB <= 512, RPB <= 15), each walking its rows
+ * with a named barrier of its own (id 1 + group) for the row's two sums,
+ * staged by warp in shared memory, two slots alternating so that a row's
+ * reads come before the slot is written again. At the end the groups'
+ * partials meet in shared memory and the first group adds them into dw,
+ * db by float atomics. The per-warp partial arrays of layernorm_bwd_k (8C
+ * bytes a warp) held seed17's C = 2048 to 12 warps an SM; this kernel runs
+ * 32 (64 registers a thread) at any C it takes. It is used only where
+ * layernorm_bwd_k gets fewer than 8 warps a block: at gpt2-small's 768
+ * columns (one vector a thread) it was the slower one. */
 constexpr int kLnColsThreads = 512;
 template <typename T, int V>
 __global__ void __launch_bounds__(kLnColsThreads, 2048 / kLnColsThreads / 2) /* 64 registers: 32 warps an SM */
