@@ -299,6 +299,13 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
         const bool live = kw0 <= q0 + kRows - 1;
 
         uint32_t pa[4][4], sa[4][4]; /* P^T, dS^T: A operands of dV's and dK's products */
+        auto issue_dk = [&] { /* SPLIT: dK += dS^T Q (Q read N-major), a commit group of its own */
+            wg_hold_a(sa);
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) Wg<T, HD>::template rs<1>(dk, sa[kk], desc_mn(qs, kk), 1);
+            wg_commit();
+        };
         if (live) {
             /* S^T = K Q^T and dP^T = V dO^T: 64 keys x 64 queries each (SPLIT:
              * one commit group each, so P^T is made while dP^T is on the
@@ -410,13 +417,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
             }
             wg_commit();
             if (SPLIT && part == 0 && live) {
-                /* dK += dS^T Q (Q read N-major) after dQ's first product, so
-                 * it runs while dQ is staged */
-                wg_hold_a(sa);
-                wg_fence();
-#pragma unroll
-                for (int kk = 0; kk < 4; kk++) Wg<T, HD>::template rs<1>(dk, sa[kk], desc_mn(qs, kk), 1);
-                wg_commit();
+                issue_dk(); /* behind dQ's first product, so it runs while dQ is staged */
                 wg_wait<1>();
             } else wg_wait<0>();
             wg_hold(dq);
@@ -459,13 +460,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), bwd_minb<NWG>())
                 }
             }
         }
-        if (SPLIT && VAR == 2 && live) { /* no dQ: dK on its own */
-            wg_hold_a(sa);
-            wg_fence();
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++) Wg<T, HD>::template rs<1>(dk, sa[kk], desc_mn(qs, kk), 1);
-            wg_commit();
-        }
+        if (SPLIT && VAR == 2 && live) issue_dk(); /* no dQ: dK on its own */
         wg_wait<0>(); /* dK (dV and dK when not SPLIT and dQ was skipped) */
         wg_hold(dk);
         wg_hold(dv);

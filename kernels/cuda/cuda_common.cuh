@@ -14,6 +14,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/ops.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -29,6 +31,15 @@ static inline cudaStream_t ms_stream(const ms_kctx *ctx) { return (cudaStream_t)
 static inline bool ms_al(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 
 static inline bool ms_dt_ok(ms_dtype dt) { return dt == MS_F32 || dt == MS_BF16 || dt == MS_F16; }
+
+/* Whether environment variable `name` is exactly "0": how a kernel's A/B
+ * switch (MS_SX_SMEM, MS_LN_COLS) turns its fast path off; callers read it
+ * once into a static. */
+static inline bool ms_env_is_zero(const char *name)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, "0") == 0;
+}
 
 /* Multiprocessor count of the current device (cached). */
 int ms_cuda_sm_count(void);

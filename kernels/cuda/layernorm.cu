@@ -247,11 +247,7 @@ __global__ void __launch_bounds__(kLnColsThreads, 2048 / kLnColsThreads / 2) /* 
  * MS_LN_COLS=0, read once, turns it off (an A/B switch for measurements) */
 static bool ln_cols_wants(int C, int V)
 {
-    static int off = -1;
-    if (off < 0) {
-        const char *e = getenv("MS_LN_COLS");
-        off = e && e[0] == '0' && e[1] == '\0';
-    }
+    static const bool off = ms_env_is_zero("MS_LN_COLS");
     return !off && C % (32 * V) == 0 && C / V <= kLnColsThreads;
 }
 

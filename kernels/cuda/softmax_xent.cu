@@ -298,11 +298,7 @@ __global__ void __launch_bounds__(SXS_THREADS, 1)
  * the caller then checks that two rows fit in its shared memory. */
 static bool sxs_wants(size_t es, const void *logits, int V)
 {
-    static int off = -1; /* MS_SX_SMEM=0: never (an A/B switch for measurements) */
-    if (off < 0) {
-        const char *v = getenv("MS_SX_SMEM");
-        off = v && v[0] == '0' && v[1] == '\0';
-    }
+    static const bool off = ms_env_is_zero("MS_SX_SMEM"); /* never (an A/B switch for measurements) */
     return !off && es == 2 && V % 8 == 0 && ms_al(logits, 16) && (size_t)V * es >= (16u << 10);
 }
 
