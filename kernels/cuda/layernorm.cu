@@ -4,7 +4,11 @@
  * Forward: the warp copies its row into shared memory while summing it (the
  * only read of x from global memory), takes the exact two-pass variance from
  * shared memory, then writes out. Rows too long for shared memory are read
- * from global memory again instead (L1/L2 hits).
+ * from global memory again instead (L1/L2 hits). Rows of 32 V NV columns
+ * (NV 1, 2, 3, 4, 6, 8: gpt2-small's 768, seed17's 2048) are held in
+ * registers instead, every load issued first (layernorm_fwd_reg_k):
+ * H200, `memsplit train --kernel-times`, bf16, ms a step: gpt2-small 0.57
+ * against 0.73, seed17 5.57 against 6.39.
  * Backward: per row, pass 1 sums g = dout*w and g*xhat (warp reduction) and
  * adds dout*xhat, dout into the warp's own dw/db partials in shared memory;
  * pass 2 writes dx. Blocks loop over rows; at the end each block sums its
@@ -20,6 +24,18 @@
 
 #define LN_EPS 1e-5f
 #define LN_WARPS 8 /* rows (warps) per block */
+
+/* rstd from a lane's sum of squared deviations; lane 0 writes the row's
+ * statistics */
+__device__ __forceinline__ float ln_row_stats(float *mean, float *rstd, int row, int lane, float mu, float ss, int C)
+{
+    const float r = 1.0f / sqrtf(ms_warp_sum(ss) / (float)C + LN_EPS);
+    if (lane == 0) {
+        mean[row] = mu;
+        rstd[row] = r;
+    }
+    return r;
+}
 
 template <typename T, int V, bool CACHE>
 __global__ void __launch_bounds__(LN_WARPS * 32)
@@ -59,11 +75,7 @@ __global__ void __launch_bounds__(LN_WARPS * 32)
             ss += d * d;
         }
     }
-    float r = 1.0f / sqrtf(ms_warp_sum(ss) / (float)C + LN_EPS);
-    if (lane == 0) {
-        mean[row] = mu;
-        rstd[row] = r;
-    }
+    float r = ln_row_stats(mean, rstd, row, lane, mu, ss, C);
 
     T *orow = out + (size_t)row * C;
     for (int c = lane * V; c < C; c += 32 * V) {
@@ -73,6 +85,49 @@ __global__ void __launch_bounds__(LN_WARPS * 32)
         ms_ldf<V>(fb, b + c);
 #pragma unroll
         for (int k = 0; k < V; k++) f[k] = (f[k] - mu) * r * fw[k] + fb[k];
+        ms_stv<V>(orow + c, f);
+    }
+}
+
+/* layernorm_fwd_k for rows of C = 32 * V * NV: each lane's NV vectors are
+ * loaded before any is used and stay in registers (raw, converted where
+ * used), so a lane has NV * 16 bytes in flight where the loop above has
+ * one vector; same arithmetic, in the same order. */
+template <typename T, int V, int NV>
+__global__ void __launch_bounds__(LN_WARPS * 32)
+    layernorm_fwd_reg_k(T *out, float *mean, float *rstd, const T *x, const float *w, const float *b, int N, int C)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int row = blockIdx.x * LN_WARPS + warp;
+    if (row >= N) return;
+    const T *xr = x + (size_t)row * C;
+    ms_pack<T, V> pk[NV];
+#pragma unroll
+    for (int i = 0; i < NV; i++) pk[i] = *reinterpret_cast<const ms_pack<T, V> *>(xr + (32 * i + lane) * V);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; i++)
+#pragma unroll
+        for (int k = 0; k < V; k++) s += ms_to_f(pk[i].v[k]);
+    float mu = ms_warp_sum(s) / (float)C;
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; i++)
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float d = ms_to_f(pk[i].v[k]) - mu;
+            ss += d * d;
+        }
+    float r = ln_row_stats(mean, rstd, row, lane, mu, ss, C);
+    T *orow = out + (size_t)row * C;
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        const int c = (32 * i + lane) * V;
+        float f[V], fw[V], fb[V];
+        ms_ldf<V>(fw, w + c);
+        ms_ldf<V>(fb, b + c);
+#pragma unroll
+        for (int k = 0; k < V; k++) f[k] = (ms_to_f(pk[i].v[k]) - mu) * r * fw[k] + fb[k];
         ms_stv<V>(orow + c, f);
     }
 }
@@ -161,7 +216,19 @@ __global__ void layernorm_bwd_k(T *dx, const T *dresid, float *dw, float *db, co
  * layernorm_bwd_k gets fewer than 8 warps a block: at gpt2-small's 768
  * columns (one vector a thread) it was the slower one. */
 constexpr int kLnColsThreads = 512;
-template <typename T, int V>
+/* PF: the group's next row of dout, x and dresid is copied into shared
+ * memory (cp.async, the thread's own vectors; two stages a group after the
+ * sums, ln_cols_smem) while this row is worked on, so a group has two rows
+ * in flight and the row's loads leave its chain of waits. H200, seed17
+ * bf16, `memsplit train --kernel-times`: 7.71 ms a step against 8.99
+ * without (MS_LN_PF=0); loading dresid early alone had not helped. */
+__device__ __forceinline__ void ln_cp_async16(void *dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src)
+                 : "memory");
+}
+template <typename T, int V, bool PF>
 __global__ void __launch_bounds__(kLnColsThreads, 2048 / kLnColsThreads / 2) /* 64 registers: 32 warps an SM */
     layernorm_bwd_cols_k(T *dx, const T *dresid, float *dw, float *db, const T *dout, const T *x, const float *mean,
                          const float *rstd, const float *w, int N, int C)
@@ -175,15 +242,42 @@ __global__ void __launch_bounds__(kLnColsThreads, 2048 / kLnColsThreads / 2) /* 
     float pw[V], pb[V];
 #pragma unroll
     for (int k = 0; k < V; k++) pw[k] = pb[k] = 0.f;
+    /* PF: stage s of this group holds [dout, x, dresid][C] */
+    T *stg = reinterpret_cast<T *>(ln_smem + ((size_t)rpb * 4 * wpr * sizeof(float) + 15) / 16 * 16) +
+             (size_t)grp * 6 * C + c0;
+    const int stride = gridDim.x * rpb;
+    float nmu = 0.f, nr = 0.f; /* PF: the next row's statistics */
+    auto issue = [&](int row, int s) {
+        if (row < N) {
+            const size_t base = (size_t)row * C + c0;
+            ln_cp_async16(stg + (size_t)s * 3 * C, dout + base);
+            ln_cp_async16(stg + (size_t)s * 3 * C + C, x + base);
+            if (dresid) ln_cp_async16(stg + (size_t)s * 3 * C + 2 * C, dresid + base);
+            nmu = mean[row];
+            nr = rstd[row];
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory"); /* empty past the last row: the count stays even */
+    };
+    if (PF) issue(blockIdx.x * rpb + grp, 0);
 
     int it = 0;
-    for (int row = blockIdx.x * rpb + grp; row < N; row += gridDim.x * rpb, it ^= 1) {
+    for (int row = blockIdx.x * rpb + grp; row < N; row += stride, it ^= 1) {
         const size_t base = (size_t)row * C + c0;
-        const float mu = mean[row], r = rstd[row];
-        float go[V], xh[V], fw[V], sg = 0.f, sgx = 0.f;
+        float mu, r, go[V], xh[V], fw[V], sg = 0.f, sgx = 0.f;
         ms_ldf<V>(fw, w + c0); /* per row, from L1: held across rows it would spill */
-        ms_ldv<V>(go, dout + base);
-        ms_ldv<V>(xh, x + base);
+        if constexpr (PF) {
+            mu = nmu;
+            r = nr;
+            issue(row + stride, it ^ 1);
+            asm volatile("cp.async.wait_group 1;" ::: "memory"); /* this row's copies (the thread's own) landed */
+            ms_ldv<V>(go, stg + (size_t)it * 3 * C);
+            ms_ldv<V>(xh, stg + (size_t)it * 3 * C + C);
+        } else {
+            mu = mean[row];
+            r = rstd[row];
+            ms_ldv<V>(go, dout + base);
+            ms_ldv<V>(xh, x + base);
+        }
 #pragma unroll
         for (int k = 0; k < V; k++) {
             xh[k] = (xh[k] - mu) * r;
@@ -213,12 +307,13 @@ __global__ void __launch_bounds__(kLnColsThreads, 2048 / kLnColsThreads / 2) /* 
         for (int k = 0; k < V; k++) v[k] = r * (go[k] * fw[k] - mg - xh[k] * mgx);
         if (dresid) { /* read before the store: dresid may alias dx */
             float fr[V];
-            ms_ldv<V>(fr, dresid + base);
+            ms_ldv<V>(fr, PF ? stg + (size_t)it * 3 * C + 2 * C : dresid + base);
 #pragma unroll
             for (int k = 0; k < V; k++) v[k] += fr[k];
         }
         ms_stv<V>(dx + base, v);
     }
+    if (PF) asm volatile("cp.async.wait_all;" ::: "memory"); /* (the last groups are empty) */
     __syncthreads(); /* every group is past its last row: the sums' slots are free */
     float *part = red; /* [group][2C]: dw then db */
     ms_stf<V>(part + (size_t)grp * 2 * C + c0, pw);
@@ -250,6 +345,39 @@ static bool ln_cols_wants(int C, int V)
     static const bool off = ms_env_is_zero("MS_LN_COLS");
     return !off && C % (32 * V) == 0 && C / V <= kLnColsThreads;
 }
+/* layernorm_bwd_cols_k's dynamic shared memory for rpb groups of C columns:
+ * the partials at the end, or (PF) the sums then two stages of three rows a
+ * group */
+template <typename T> static size_t ln_cols_smem(int rpb, int C, bool pf)
+{
+    const size_t part = (size_t)rpb * 2 * C * sizeof(float), sums = (size_t)rpb * 4 * (C / (16 / sizeof(T)) / 32);
+    const size_t staged = (sums * sizeof(float) + 15) / 16 * 16 + (size_t)rpb * 6 * C * sizeof(T);
+    return pf && staged > part ? staged : part;
+}
+
+/* NV = C / (32 V), the vectors a lane of layernorm_fwd_reg_k holds, where
+ * it is instantiated for it (0 otherwise); MS_LN_REG=0, read once, turns it
+ * off (an A/B switch for measurements) */
+static int ln_reg_nv(int C, int V)
+{
+    static const bool off = ms_env_is_zero("MS_LN_REG");
+    const int nv = C % (32 * V) == 0 ? C / (32 * V) : 0;
+    return !off && (nv == 1 || nv == 2 || nv == 3 || nv == 4 || nv == 6 || nv == 8) ? nv : 0;
+}
+
+/* layernorm_fwd_reg_k's instance for nv (one of ln_reg_nv's) */
+template <typename T> static auto ln_fwd_reg(int nv)
+{
+    constexpr int V = 16 / sizeof(T);
+    switch (nv) {
+    case 1: return layernorm_fwd_reg_k<T, V, 1>;
+    case 2: return layernorm_fwd_reg_k<T, V, 2>;
+    case 3: return layernorm_fwd_reg_k<T, V, 3>;
+    case 4: return layernorm_fwd_reg_k<T, V, 4>;
+    case 6: return layernorm_fwd_reg_k<T, V, 6>;
+    default: return layernorm_fwd_reg_k<T, V, 8>;
+    }
+}
 
 template <typename T>
 static void layernorm_fwd_t(ms_kctx *ctx, T *out, float *mean, float *rstd, const T *x, const float *w,
@@ -262,7 +390,10 @@ static void layernorm_fwd_t(ms_kctx *ctx, T *out, float *mean, float *rstd, cons
     bool vec = C % V == 0 && ms_al(out, 16) && ms_al(x, 16) && ms_al(w, 16) && ms_al(b, 16);
     bool use_cache = cache <= 48 * 1024; /* the default dynamic shared memory limit */
     cudaStream_t st = ms_stream(ctx);
-    if (vec && use_cache)
+    const int nv = vec ? ln_reg_nv(C, V) : 0;
+    if (nv) {
+        ln_fwd_reg<T>(nv)<<<grid, threads, 0, st>>>(out, mean, rstd, x, w, b, N, C);
+    } else if (vec && use_cache)
         layernorm_fwd_k<T, V, true><<<grid, threads, cache, st>>>(out, mean, rstd, x, w, b, N, C);
     else if (vec)
         layernorm_fwd_k<T, V, false><<<grid, threads, 0, st>>>(out, mean, rstd, x, w, b, N, C);
@@ -289,12 +420,19 @@ static int layernorm_bwd_t(ms_kctx *ctx, T *dx, const T *dresid, float *dw, floa
      * one its warps (C > 1600): at gpt2-small's 768 the old one measured
      * 1.64 ms a step against 1.98, at seed17's 2048 18.3 against 15.2 */
     if (vec && warps < LN_WARPS && ln_cols_wants(C, V)) {
+        static const bool pf = !ms_env_is_zero("MS_LN_PF"); /* an A/B switch, read once */
         const int tpr = C / V, rpb = std::min(kLnColsThreads / tpr, 15), threads = tpr * rpb; /* barriers 1..15 */
-        const size_t csmem = (size_t)rpb * 2 * C * sizeof(float); /* >= the sums' 4 floats a warp */
+        const size_t csmem = ln_cols_smem<T>(rpb, C, pf);
         const int per_sm = 1024 / threads; /* the launch bound's 64 registers a thread */
         const long long blocks = (N + rpb - 1) / rpb, cap = (long long)ms_cuda_sm_count() * per_sm;
-        layernorm_bwd_cols_k<T, V><<<(unsigned)(blocks < cap ? blocks : cap), threads, csmem, ms_stream(ctx)>>>(
-            dx, dresid, dw, db, dout, x, mean, rstd, w, N, C);
+        auto kern = pf ? layernorm_bwd_cols_k<T, V, true> : layernorm_bwd_cols_k<T, V, false>;
+        if (csmem > 48 * 1024 &&
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)csmem) != cudaSuccess) {
+            ms_cuda_check(ctx, "layernorm_bwd: shared memory opt-in");
+            return -1;
+        }
+        kern<<<(unsigned)(blocks < cap ? blocks : cap), threads, csmem, ms_stream(ctx)>>>(dx, dresid, dw, db, dout, x,
+                                                                                        mean, rstd, w, N, C);
         return 0;
     }
     size_t smem = warps * per_warp;
