@@ -35,13 +35,15 @@ int ms_block_forward(ms_model *m, ms_layer *L, ms_scratch *s, const void *x)
     return MS_OK;
 }
 
-/* Weight gradient dW[out,in] += dy[N,out]^T · x[N,in] and db += colsum(dy). */
+/* Weight gradient dW[out,in] += dy[N,out]^T · x[N,in] (= with
+ * m->wgrad_overwrite: dW is grad_whole, model.c) and db += colsum(dy). */
 static void linear_wgrad(const ms_model *m, ms_layer *L, const char *wname, const char *bname,
                          const void *dy, const void *xin, int N, int out, int in)
 {
     ms_device *d = L->dev;
     float *gw = g_of(L, wname);
-    d->ops->matmul(&d->k, m->dt, MS_F32, 1, 0, out, in, N, 1.0f, dy, xin, 1.0f, gw, gw, NULL, MS_EPI_NONE, NULL);
+    const float beta = m->wgrad_overwrite ? 0.0f : 1.0f;
+    d->ops->matmul(&d->k, m->dt, MS_F32, 1, 0, out, in, N, 1.0f, dy, xin, beta, gw, gw, NULL, MS_EPI_NONE, NULL);
     d->ops->bias_grad(&d->k, m->dt, g_of(L, bname), dy, N, out);
 }
 

@@ -8,7 +8,7 @@
 
 #define ALIGN_ELEMS 64  /* tensor offsets: 256 B in fp32, 128 B in 16-bit — enough for cuBLASLt */
 
-static void add_tensor(ms_layer *L, const char *name, size_t rows, size_t cols, int lowp, float std, float c)
+static ms_tensor *add_tensor(ms_layer *L, const char *name, size_t rows, size_t cols, int lowp, float std, float c)
 {
     ms_tensor *t = &L->t[L->n_tensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -17,6 +17,8 @@ static void add_tensor(ms_layer *L, const char *name, size_t rows, size_t cols, 
     t->lowp = lowp;
     t->init_std = std;
     t->init_const = c;
+    t->grad_whole = 0;
+    return t;
 }
 
 /* Offsets: low-precision tensors first (so the compute copy is one prefix). */
@@ -66,13 +68,13 @@ int ms_model_init(ms_model *m, const ms_config *cfg, char *err, size_t errlen)
         } else if (i <= cfg->n_layer) {
             L->kind = MS_LAYER_BLOCK;
             snprintf(L->name, sizeof L->name, "block %d", i);
-            add_tensor(L, "qkv_w", 3 * C, C, 1, std, 0);
+            add_tensor(L, "qkv_w", 3 * C, C, 1, std, 0)->grad_whole = 1;
             add_tensor(L, "qkv_b", 1, 3 * C, 1, 0, 0);
-            add_tensor(L, "att_w", C, C, 1, proj_std, 0);
+            add_tensor(L, "att_w", C, C, 1, proj_std, 0)->grad_whole = 1;
             add_tensor(L, "att_b", 1, C, 1, 0, 0);
-            add_tensor(L, "fc_w", H, C, 1, std, 0);
+            add_tensor(L, "fc_w", H, C, 1, std, 0)->grad_whole = 1;
             add_tensor(L, "fc_b", 1, H, 1, 0, 0);
-            add_tensor(L, "proj_w", C, H, 1, proj_std, 0);
+            add_tensor(L, "proj_w", C, H, 1, proj_std, 0)->grad_whole = 1;
             add_tensor(L, "proj_b", 1, C, 1, 0, 0);
             add_tensor(L, "ln1_w", 1, C, 0, 0, 1);
             add_tensor(L, "ln1_b", 1, C, 0, 0, 0);

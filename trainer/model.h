@@ -28,6 +28,10 @@ typedef struct ms_tensor {
     size_t rows, cols;  /* numel = rows * cols */
     size_t off;         /* element offset into w / g / m / v */
     int lowp;           /* 1: also in the compute copy wc (same offset) */
+    int grad_whole;     /* 1: the layer's backward writes this tensor's whole
+                           gradient in one product (a block's weight
+                           matrices), so with wgrad_overwrite it needs no
+                           zeroing between steps */
     float init_std;     /* normal(0, std) init; 0 = constant init_const */
     float init_const;
 } ms_tensor;
@@ -71,6 +75,12 @@ typedef struct ms_model {
     int n_layers;           /* n_layer + 2 */
     ms_layer *layers;
     int B, T, C, V, NH, H;  /* micro-batch, seq, width, vocab, heads, mlp hidden */
+    /* 1: every backward is its step's only one (one micro-batch a step, one
+     * device), so the grad_whole tensors' gradients are written (beta 0),
+     * not added, and the optimizer leaves them unzeroed: a step saves a
+     * memset and a read of those gradients. Set by the session; 0 (add
+     * into zeroed gradients) everywhere else. */
+    int wgrad_overwrite;
 } ms_model;
 
 /* Build the layer list and layouts (no allocation). */

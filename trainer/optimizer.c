@@ -27,11 +27,29 @@ float ms_opt_clip_factor(const ms_config *c, double grad_norm)
     return 1.0f;
 }
 
+/* The grad_whole tensor at the lowest offset >= from, or NULL. */
+static const ms_tensor *next_whole(const ms_layer *L, size_t from)
+{
+    const ms_tensor *best = NULL;
+    for (int t = 0; t < L->n_tensors; t++)
+        if (L->t[t].grad_whole && L->t[t].off >= from && (!best || L->t[t].off < best->off)) best = &L->t[t];
+    return best;
+}
+
+/* Gradients to zero for the next step; with m->wgrad_overwrite, all but
+ * the grad_whole tensors' (the next backward writes those without reading
+ * them): the stretches between them, padding included. */
 static void zero_grads(ms_model *m, int first, int last)
 {
     for (int i = first; i <= last; i++) {
         ms_layer *L = &m->layers[i];
-        if (L->g) ms_dev_memset0(L->dev, L->g, L->n_params * 4);
+        if (!L->g) continue;
+        size_t from = 0;
+        for (const ms_tensor *next; m->wgrad_overwrite && (next = next_whole(L, from)); ) {
+            if (next->off > from) ms_dev_memset0(L->dev, L->g + from, (next->off - from) * 4);
+            from = next->off + next->rows * next->cols;
+        }
+        if (L->n_params > from) ms_dev_memset0(L->dev, L->g + from, (L->n_params - from) * 4);
     }
 }
 

@@ -37,6 +37,12 @@ int ms_session_open(ms_session *s, const ms_config *cfg, const ms_session_hooks 
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
     if (ms_model_init(&s->model, cfg, s->err, sizeof s->err)) return MS_EFAIL;
+    /* one device, and with one micro-batch a step each backward is its
+     * step's only one: the weight matrices' gradients are written, not
+     * added (ms_model.wgrad_overwrite); MS_WGRAD_ADD=1 adds them anyway
+     * (an A/B switch for measurements) */
+    const char *add = getenv("MS_WGRAD_ADD");
+    s->model.wgrad_overwrite = cfg->accum == 1 && !(add && strcmp(add, "1") == 0);
     s->data = ms_data_open(cfg, s->err, sizeof s->err);
     if (!s->data) return MS_EFAIL;
     if (ms_data_vocab_needed(s->data) > cfg->vocab) {

@@ -5,7 +5,9 @@
  *  - save-then-resume reproduces the uninterrupted losses bit for bit;
  *  - an emulated capacity makes the OOM happen at the right layer and
  *    phase, and the reported boundary is the true one;
- *  - the one-device optimizer skips a non-finite step and clips a finite one.
+ *  - the one-device optimizer skips a non-finite step and clips a finite one;
+ *  - one micro-batch a step writes the block weight gradients instead of
+ *    adding them, with the same result.
  * FD: Richardson-extrapolated central differences (fd_check), compared
  * within 3e-2 relative + 1e-4 absolute. */
 #include <setjmp.h>
@@ -337,10 +339,24 @@ static void test_oom_boundary_monotone(void **st)
     assert_int_equal(oom_at(&c, peak, &o), 0);
 }
 
+/* 1 if L's gradients are as the optimizer leaves them for the next step:
+ * zero, except (with m->wgrad_overwrite) the grad_whole tensors', which the
+ * next backward writes without reading. */
+static int grads_zeroed(const ms_model *m, const ms_layer *L)
+{
+    for (size_t k = 0; k < L->n_params; k++) {
+        int whole = 0;
+        for (int t = 0; t < L->n_tensors; t++)
+            whole |= L->t[t].grad_whole && k >= L->t[t].off && k < L->t[t].off + L->t[t].rows * L->t[t].cols;
+        if (!(m->wgrad_overwrite && whole) && L->g[k] != 0.0f) return 0;
+    }
+    return 1;
+}
+
 /* The optimizer on one device decides clipping and skipping on the device
  * (trainer/optimizer.h): a non-finite gradient skips the step (weights and
- * step count untouched, gradients zeroed, the skip counted), and a finite
- * one reports the true global norm and applies. */
+ * step count untouched, gradients zeroed as grads_zeroed says, the skip
+ * counted), and a finite one reports the true global norm and applies. */
 static void test_opt_step_one_device(void **st)
 {
     (void)st;
@@ -369,7 +385,7 @@ static void test_opt_step_one_device(void **st)
     assert_int_equal(s.opt.skipped, skipped0 + 1);
     for (size_t i = 0, o = 0; i < (size_t)nl; o += m->layers[i].n_params, i++) {
         assert_memory_equal(before + o, m->layers[i].w, m->layers[i].n_params * sizeof(float));
-        for (size_t k = 0; k < m->layers[i].n_params; k++) assert_true(m->layers[i].g[k] == 0.0f);
+        assert_true(grads_zeroed(m, &m->layers[i]));
     }
 
     /* finite, clipped at half the norm: applied, the norm as the host sums it */
@@ -409,6 +425,67 @@ static void test_opt_step_one_device(void **st)
     assert_true(fabs(res.grad_norm - sqrt(sumsq) / scale0) <= 1e-5 * res.grad_norm);
     ms_session_close(&s);
 }
+
+/* With one micro-batch a step the session writes the block weight
+ * matrices' gradients instead of adding them into zeroed ones
+ * (ms_model.wgrad_overwrite): the same losses and weights, bit for bit,
+ * as adding (the flag cleared), in fp32 and bf16, even with NaN left in
+ * those gradients between steps (nothing reads them before the write);
+ * the optimizer zeroes the rest; two micro-batches a step add. */
+static void check_wgrad_overwrite(ms_precision prec)
+{
+    ms_config c;
+    small_config(&c, MS_NORM_LAYER, 0);
+    c.precision = prec;
+    enum { STEPS = 4 };
+    double loss[2][STEPS];
+    float *w[2] = { NULL, NULL };
+    size_t total = 0;
+    for (int run = 0; run < 2; run++) {
+        ms_session s;
+        assert_int_equal(ms_session_open(&s, &c, NULL), MS_OK);
+        ms_model *m = &s.model;
+        assert_int_equal(m->wgrad_overwrite, 1);
+        if (run == 1) m->wgrad_overwrite = 0;
+        for (int i = 0; i < STEPS; i++) {
+            assert_int_equal(ms_session_step(&s), MS_OK);
+            loss[run][i] = s.last_loss;
+            int blocks = 0;
+            for (int l = 0; l < m->n_layers; l++) {
+                ms_layer *L = &m->layers[l];
+                assert_true(grads_zeroed(m, L));
+                for (int t = 0; run == 0 && t < L->n_tensors; t++)
+                    if (L->t[t].grad_whole) {
+                        for (size_t k = 0; k < L->t[t].rows * L->t[t].cols; k++) L->g[L->t[t].off + k] = NAN;
+                        blocks += L->kind == MS_LAYER_BLOCK;
+                    }
+            }
+            if (run == 0) assert_int_equal(blocks, 4 * c.n_layer); /* qkv, att, fc, proj */
+        }
+        total = 0;
+        for (int l = 0; l < m->n_layers; l++) total += m->layers[l].n_params;
+        w[run] = malloc(total * sizeof(float));
+        assert_non_null(w[run]);
+        for (size_t l = 0, o = 0; l < (size_t)m->n_layers; o += m->layers[l].n_params, l++)
+            memcpy(w[run] + o, m->layers[l].w, m->layers[l].n_params * sizeof(float));
+        ms_session_close(&s);
+    }
+    for (int i = 0; i < STEPS; i++) {
+        assert_true(isfinite(loss[0][i]));
+        assert_true(loss[0][i] == loss[1][i]);
+    }
+    for (size_t k = 0; k < total; k++) assert_true(w[0][k] == w[1][k]);
+    free(w[0]);
+    free(w[1]);
+
+    c.accum = 2;
+    ms_session s;
+    assert_int_equal(ms_session_open(&s, &c, NULL), MS_OK);
+    assert_int_equal(s.model.wgrad_overwrite, 0);
+    ms_session_close(&s);
+}
+static void test_wgrad_overwrite_fp32(void **st) { (void)st; check_wgrad_overwrite(MS_PREC_FP32); }
+static void test_wgrad_overwrite_bf16(void **st) { (void)st; check_wgrad_overwrite(MS_PREC_BF16); }
 
 /* The head's auto chunking: the fewest chunks of at most 320 MiB of logits,
  * all equal (the last at most one row short per chunk); the configured
@@ -458,6 +535,8 @@ int main(void)
         cmocka_unit_test(test_seed17_gpu_capacity),
         cmocka_unit_test(test_oom_boundary_monotone),
         cmocka_unit_test(test_opt_step_one_device),
+        cmocka_unit_test(test_wgrad_overwrite_fp32),
+        cmocka_unit_test(test_wgrad_overwrite_bf16),
         cmocka_unit_test(test_head_chunks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
