@@ -2,7 +2,9 @@
  * devices): gradient statistics (global norm, non-finite count) first, then
  * either a skipped step (non-finite gradients: fp16 overflow) or clipping and
  * the fused AdamW update, which also refreshes the low-precision copy; then
- * the gradients are zeroed for the next accumulation. Optimizer state is
+ * the gradients are zeroed for the next accumulation (with
+ * m->wgrad_overwrite all but the grad_whole tensors', which the next
+ * backward writes without reading). Optimizer state is
  * allocated at the first step (phase optimizer).
  * When every layer of the range is on one device, nothing waits for the
  * device until the end: the clipping multiplier and the skip decision are
@@ -46,7 +48,7 @@ void ms_opt_finish(ms_model *m, int first, int last, ms_opt_state *st, const voi
  * exceeds cfg.grad_clip. */
 float ms_opt_clip_factor(const ms_config *c, double grad_norm);
 /* The end of every step, applied or not: count a skipped one, zero layers
- * [first, last]'s gradients, and adjust the fp16 loss scale (halve on
+ * [first, last]'s gradients (as above), and adjust the fp16 loss scale (halve on
  * overflow, double after a window of good steps). */
 void ms_opt_end_step(ms_model *m, int first, int last, ms_opt_state *st, int finite);
 /* Make sure m/v exist for layer L (used by resume). */
