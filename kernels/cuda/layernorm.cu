@@ -256,7 +256,9 @@ __global__ void __launch_bounds__(kLnColsThreads, 2048 / kLnColsThreads / 2) /* 
             nmu = mean[row];
             nr = rstd[row];
         }
-        asm volatile("cp.async.commit_group;" ::: "memory"); /* empty past the last row: the count stays even */
+        /* one group a call, empty past the last row, so "all but the newest
+         * group" below is always this row's */
+        asm volatile("cp.async.commit_group;" ::: "memory");
     };
     if (PF) issue(blockIdx.x * rpb + grp, 0);
 
