@@ -97,6 +97,8 @@ def _report(path, model, opt, times):
     if torch.cuda.is_available():
         out["max_allocated"] = torch.cuda.max_memory_allocated()
         out["max_reserved"] = torch.cuda.max_memory_reserved()
+        free, total = torch.cuda.mem_get_info()
+        out["context"] = total - free - torch.cuda.memory_reserved()   # beyond the allocator (no ballast: uncapped)
     with open(path, "w") as f:
         json.dump(out, f)
 

@@ -106,6 +106,9 @@ check "own sitecustomize chain-loaded" 0 "" -- env PYTHONPATH="$T/site" MARK="$T
     "$PY" "$MODELS" --model seq
 [ -s "$T/mark" ] && ok "the program's sitecustomize ran too" || bad "own sitecustomize did not run" ""
 
+# ---- the applier's crossing path, real and virtual devices (unit tests) ----
+check "applier unit tests (tests/bridge/test_apply.py)" 0 "" -- "$PY" "$HERE/test_apply.py"
+
 # ---- bad input -----------------------------------------------------------
 check "no program" 1 "no program after --" -- "$M" profile --
 check "missing program" 2 "cannot run" -- "$M" profile -- /nonexistent/python
@@ -177,7 +180,7 @@ if [ "$(py "d['trial']['oom']['layer'] >= 1 and len(d['plan']['stages']) == 2 an
     ok "doctor: the trial runs out, 2 stages on cpu,cpu, every measured peak within 2% ($(py "[round(100*x['gap'],2) for x in d['train']['devices']]")%)"
 else bad "doctor json" "$(py "d.get('train', d)")"; fi
 # each stage's peak comes with what it held, by category (the ledger's breakdown), in the JSON and the database
-if [ "$(py "all(isinstance(x['measured_by_category'], dict) and sum(x['measured_by_category'].values()) == x['measured_bytes'] and x['measured_by_category']['param'] > 0 and x['measured_by_category']['act'] > 0 for x in d['train']['devices'])")" = True ] &&
+if [ "$(py "all(isinstance(x['measured_by_category'], dict) and sum(x['measured_by_category'].values()) == x['measured_peak_bytes'] and x['measured_by_category']['param'] > 0 and x['measured_by_category']['act'] > 0 for x in d['train']['devices'])")" = True ] &&
    [ "$(sqlite3 "$T/doc.db" "select count(*) from device_peaks where measured_by_cat like '%\"act\":0,%' or measured_by_cat like '%\"param\":0,%'")" = 0 ]; then
     ok "doctor: each stage's measured peak by category, summing to the peak, in the JSON and the database"
 else bad "measured by category" "$(py "[x.get('measured_by_category') for x in d['train']['devices']]")" "$(sqlite3 "$T/doc.db" "select measured_by_cat from device_peaks")"; fi
@@ -218,6 +221,23 @@ check "plan refuses the program's own options" 1 "precision is its own" -- \
 grep -q "snippet True 8" "$T/snip.out" && ok "the printed snippet runs and places all 8 layers" || bad "snippet" "$(tail -3 "$T/snip.out")"
 check "train --plan" 0 "" -- "$M" train --plan "$T/plan.json" --json --db "$T/plan.db" -- "${P6[@]}"
 [ "$(py "','.join('%.4f' % x for x in d['losses'])")" = "$want" ] && ok "train --plan: losses equal the unsplit run's" || bad "train losses" "$(py "d['losses']")"
+# One crossing path (docs/bridge.md): the same plan with the real devices'
+# primitive (.to) in place of the clone crosses at the same places, in the
+# same order, with the same losses and the same measured peaks
+for how in clone to; do
+    rm -f "$T/cross_$how.tsv"
+    prim=; [ $how = to ] && prim=to
+    check "train --plan, crossings by $how" 0 "" -- env MEMSPLIT_BRIDGE_TEST_CROSSINGS="$T/cross_$how.tsv" \
+        MEMSPLIT_BRIDGE_TEST_PRIMITIVE=$prim "$M" train --plan "$T/plan.json" --json -- "${P6[@]}"
+    py "[(x['measured_peak_bytes'], round(x['gap'], 6)) for x in d['devices']], d['losses']" > "$T/cross_$how.res"
+done
+if [ -s "$T/cross_clone.tsv" ] && cmp -s <(cut -f1-5,7 "$T/cross_clone.tsv") <(cut -f1-5,7 "$T/cross_to.tsv") &&
+   [ "$(cut -f6 "$T/cross_clone.tsv" | sort -u)" = clone ] && [ "$(cut -f6 "$T/cross_to.tsv" | sort -u)" = to ] &&
+   cmp -s "$T/cross_clone.res" "$T/cross_to.res" &&
+   [ "$(awk -F'\t' '$2 == 1' "$T/cross_clone.tsv" | wc -l)" -gt 0 ] && [ "$(awk -F'\t' '$2 == 2' "$T/cross_clone.tsv" | wc -l)" -gt 0 ]; then
+    ok "one crossing path: $(wc -l < "$T/cross_clone.tsv") crossings (forward and backward) by clone and by .to alike, same losses and peaks"
+else bad "crossings differ by primitive" "$(diff <(cut -f1-5,7 "$T/cross_clone.tsv") <(cut -f1-5,7 "$T/cross_to.tsv") | head -5)" \
+    "$(cat "$T/cross_clone.res" "$T/cross_to.res")"; fi
 check "framework moves the model again" 0 "" -- "$M" train --plan "$T/plan.json" --json -- "${P6[@]}" --move-each-step
 [ "$(py "all(abs(x['gap']) <= 0.02 for x in d['devices'])")" = True ] && ok "re-placed after every move: peaks still within 2%" || bad "re-placement" "$(py "d['devices']")"
 check "state_dict save" 0 "" -- "$M" train --plan "$T/plan.json" --quiet -- "${P6[@]}" --save "$T/ck.pt"
@@ -329,6 +349,8 @@ capl=$(py "int(d['peak_bytes'] * 0.75)")
 check "leak plan" 0 "" -- "$M" plan --db "$T/leak.db" --gpus 2 --gpu-mem "$capl" --devices cpu,cpu -o "$T/leak.json"
 check "a module moving tensors across stages" 2 "without the boundary copy" -- \
     "$M" train --plan "$T/leak.json" -- "${PL[@]}"
+check "a module moving tensors across stages, the real primitive" 2 "without the boundary copy" -- \
+    env MEMSPLIT_BRIDGE_TEST_PRIMITIVE=to "$M" train --plan "$T/leak.json" -- "${PL[@]}"
 # the ledger must catch a left-out boundary copy: the split tests above mean
 # something only because this fails
 check "boundary copy left out (test knob)" 2 "without the boundary copy" -- \

@@ -9,11 +9,21 @@ so that its tensor inputs (positional and keyword) follow it; the root's
 outputs come back to the root device. Placement is applied at the first
 training forward and again after every move the framework makes
 (Module._apply: Lightning's fit, teardown and test), and optimizer state
-moves with its parameters. Stages that share a physical device (virtual
-devices, for testing) are told apart by the ledger: a crossing copies the
-tensor (clone) so that it belongs to the stage that uses it, and a tensor
-that reaches a stage's operator from another stage without that copy is an
-error, as it would be on two real GPUs.
+moves with its parameters.
+
+One crossing path serves real and virtual devices (several stages on one
+physical device, for testing). A tensor's stage is the stage alone on its
+device, or on a shared device the one the ledger counts it on; a tensor
+that must go to another stage crosses through one autograd Function whose
+backward brings the gradient back the same way. The crossing runs on the
+destination stage, inside the `moving` guard, so the device checks never
+see memsplit's own copies. Only the primitive at the bottom differs: a
+clone (the copy then counts on the destination in the ledger) where both
+stages share a device, `.to(device)` where they do not. A module of one
+stage that computes with another stage's tensor without that crossing is
+refused, with the same message on both: on a shared device the ledger sees
+it (check_inputs), on distinct devices torch's own device check does and
+the stage's wrapper names the module (refuse_mismatch).
 """
 import functools
 
@@ -29,7 +39,8 @@ class Applier:
     def __init__(self, torch, session, plan):
         self.torch, self.s, self.plan = torch, session, plan
         self.stages = plan["stages"]                       # [{"device", "first", "last"}]
-        self.devices = [torch.device(st["device"]) for st in self.stages]
+        # a plan may name virtual devices cuda:0/v0, cuda:0/v1: the physical device is before the slash
+        self.devices = [torch.device(st["device"].split("/")[0]) for st in self.stages]
         self.stage_of_layer = {}
         for i, st in enumerate(self.stages):
             for l in range(st["first"], st["last"] + 1):
@@ -46,9 +57,14 @@ class Applier:
         self.placed = False
         self.moving = 0
         self._cross = None                                 # the autograd Function of a crossing
-        # tests only: leave out the boundary copy, to see the ledger catch it
         import os
+        # tests only: leave out the boundary copy on a shared device, to see the ledger catch it
         self.skip_copy = os.environ.get("MEMSPLIT_BRIDGE_TEST_SKIP_COPY") == "1"
+        # tests only: every crossing as a line (phase, from, to, how, shape), so that a run on
+        # real devices and one on virtual devices can be compared crossing by crossing
+        self.crossing_log = os.environ.get("MEMSPLIT_BRIDGE_TEST_CROSSINGS") or None
+        # tests only: the real devices' primitive (.to, with copy=True) on a shared device too
+        self.force_to = os.environ.get("MEMSPLIT_BRIDGE_TEST_PRIMITIVE") == "to"
 
     # ---- where things are --------------------------------------------------
     def stage_now(self):
@@ -64,10 +80,29 @@ class Applier:
 
     def ledger_device(self, t):
         """The ledger device (a stage) an allocation of tensor t belongs to."""
-        st = self.by_device.get(str(t.device))
+        st = self.by_device.get(str(self.device_of(t)))
         if st and len(st) == 1:
             return st[0]
         return self.stage_now()
+
+    @staticmethod
+    def device_of(t):
+        """The physical device of tensor t (a unit test gives tensors other
+        devices here, to run the distinct-device logic on one CPU)."""
+        return t.device
+
+    def holder(self, t):
+        """The stage that holds tensor t: the stage alone on t's device, or,
+        on a device that several stages share, the one the ledger counts t
+        on. None for a tensor on no stage's device, or one the ledger does
+        not know (a tensor that is no stage's yet)."""
+        stages = self.by_device.get(str(self.device_of(t)))
+        if not stages:
+            return None
+        if len(stages) == 1:
+            return stages[0]
+        key, _ = self.s.storage_key(t)
+        return self.s.lib.owner_device(key) if key else None
 
     # ---- placement ----------------------------------------------------------
     def place(self, root):
@@ -119,6 +154,12 @@ class Applier:
             finally:
                 self.moving -= 1
         self.move_optimizer_state()
+        if any(d.type == "cuda" for d in self.devices) and torch.cuda.is_available():
+            # what moved off a GPU goes back to the device, not into the caching
+            # allocator's cache: a library that allocates outside the cache
+            # (cublasCreate for the backward thread) must find it free, as on a
+            # GPU the model never filled
+            torch.cuda.empty_cache()
         self.wrap_boundaries(root)
         # each stage that shares its physical device is held to its own
         # size, from now on: before the split the model is one device's
@@ -139,13 +180,17 @@ class Applier:
                 self.s.lib.c.msb_move(key, st)
 
     def move_optimizer_state(self):
-        for opt in self.s.optimizers:
-            for p, st in opt.state.items():
-                for k, v in list(st.items()):
-                    if isinstance(v, self.torch.Tensor) and v.device != p.device and v.dim() > 0:
-                        st[k] = v = v.to(p.device)
-                    if isinstance(v, self.torch.Tensor) and id(p) in self.param_stage:
-                        self.rehome(v, self.param_stage[id(p)])
+        self.moving += 1
+        try:
+            for opt in self.s.optimizers:
+                for p, st in opt.state.items():
+                    for k, v in list(st.items()):
+                        if isinstance(v, self.torch.Tensor) and v.device != p.device and v.dim() > 0:
+                            st[k] = v = v.to(p.device)
+                        if isinstance(v, self.torch.Tensor) and id(p) in self.param_stage:
+                            self.rehome(v, self.param_stage[id(p)])
+        finally:
+            self.moving -= 1
 
     def exec_stage_of(self, m):
         """A module runs where its own parameters are (a tied weight's home),
@@ -187,6 +232,9 @@ class Applier:
             ap.exec.append(st)
             try:
                 out = fwd(*args, **kwargs)
+            except RuntimeError as exc:
+                ap.refuse_mismatch(exc, m, st)
+                raise
             finally:
                 ap.exec.pop()
             return ap.follow(out, caller) if caller != st else out
@@ -201,51 +249,71 @@ class Applier:
         @functools.wraps(fwd)
         def forward(*args, **kwargs):
             out = fwd(*args, **kwargs)
-            return ap.follow(out, 0, to_root=True)
+            return ap.follow(out, 0)
 
         root.forward = forward
         self.wrapped.add(id(root))
 
     # ---- crossing a boundary -------------------------------------------------
-    def follow(self, obj, st, to_root=False):
-        """obj's tensors on stage st's device (copied when they are another
-        stage's, so the copy is the destination's, as on two GPUs). Under
+    def follow(self, obj, dst):
+        """obj's tensors on stage dst: each one another stage holds crosses to
+        dst (a copy that is dst's, as on two GPUs); a tensor on no stage's
+        device (the program's batch on the CPU) crosses to dst's device. Under
         torch.no_grad() too: a boundary copy in evaluation is a copy."""
         torch = self.torch
-        dev = self.devices[st]
-        lib = self.s.lib
+        dev = self.devices[dst]
 
         def move(t):
             if not isinstance(t, torch.Tensor):
                 return t
-            if t.device != dev:
-                return t.to(dev)
-            if self.virtual and not to_root and not self.skip_copy:
-                key, _ = self.s.storage_key(t)
-                owner = lib.owner_device(key) if key else None
-                if owner is not None and owner != st:
-                    return self.cross(t, owner, st)
-            return t
+            src = self.holder(t)
+            if src == dst or (src is None and self.device_of(t) == dev):
+                return t
+            if self.skip_copy and self.device_of(t) == dev:
+                return t
+            return self.cross(t, src, dst)
 
         return _map(torch, obj, move)
 
     def cross(self, t, src, dst):
-        """The copy of t from stage src to stage dst on a shared physical
-        device, with the backward of a copy between two GPUs: the gradient
-        comes back as a copy on src (a plain clone would hand dst's gradient
-        tensor to src's operators, and the ledger would keep it on dst)."""
+        """The copy of t from stage src (None: no stage's device) to stage
+        dst, with the backward of a copy between two devices: the gradient
+        comes back as a copy on src (a plain clone on a shared device would
+        hand dst's gradient tensor to src's operators, and the ledger would
+        keep it on dst)."""
         if self._cross is None:
             self._cross = _crossing(self.torch)
         return self._cross.apply(t, self, src, dst)
 
-    def copy_on(self, t, st):
-        self.exec.append(st)
+    def copy_on(self, t, src, st, dev):
+        """t, which stage src holds, copied to device dev by stage st (None:
+        no stage's device; the root runs that copy): the stage switch and
+        the `moving` guard are the same for every device; only primitive()
+        differs."""
+        self.exec.append(st if st is not None else 0)
         self.moving += 1       # the copy itself reads the other stage's tensor
         try:
-            return t.clone()
+            out = self.primitive(t, dev)
         finally:
             self.moving -= 1
             self.exec.pop()
+        if self.crossing_log:
+            self.log_crossing(t, src, st, dev)
+        return out
+
+    def primitive(self, t, dev):
+        """The one place real and virtual devices differ: on the same
+        physical device a clone (the ledger counts it on the stage running
+        the copy), else .to(dev)."""
+        if self.device_of(t) == dev and not self.force_to:
+            return t.clone()
+        return t.to(dev, copy=True)
+
+    def log_crossing(self, t, src, st, dev):
+        how = "clone" if self.device_of(t) == dev and not self.force_to else "to"
+        with open(self.crossing_log, "a") as f:
+            f.write("%d\t%d\t%s\t%s\t%s\t%s\t%s\n" % (self.s.steps, self.s.phase, self.s.layer, src, st, how,
+                                                      "x".join(str(n) for n in t.shape)))
 
     # ---- checks on every operator (forward only) --------------------------------
     def check_inputs(self, func, args):
@@ -276,25 +344,42 @@ class Applier:
         """A tensor created on another stage's physical device in this stage."""
         if not self.placed or self.moving or self.s.phase == PH_BACKWARD:
             return
-        st = self.stage_now()
-        if t.device.type == self.devices[st].type and str(t.device) != str(self.devices[st]) and \
-                str(t.device) in self.by_device:
+        st, dev = self.stage_now(), self.device_of(t)
+        if dev.type == self.devices[st].type and dev != self.devices[st] and str(dev) in self.by_device:
             raise PlanRefused(
                 "memsplit: %s made a tensor on %s while it runs on stage %d (%s): the module moves its own "
                 "tensors to another stage's device (e.g. .to(x.device) on a tensor of another stage)"
-                % (self.s.where_text(), t.device, st, self.devices[st]))
+                % (self.s.where_text(), dev, st, self.devices[st]))
+
+    def refuse_mismatch(self, exc, module, st):
+        """torch's own device check failed inside module, which runs on stage
+        st of distinct devices: the module computed with a tensor of another
+        stage that never crossed (the ledger's check_inputs on a shared
+        device). Refused with the same words, naming the module, once: the
+        innermost wrapper converts it."""
+        text = str(exc)
+        if not any(m in text for m in _MISMATCH):
+            return
+        path = self.s.path_of.get(id(module), type(module).__name__)
+        raise PlanRefused(
+            "memsplit: a tensor of another stage reached stage %d (%s) in layer %d (module %s) without the boundary "
+            "copy: a module moves tensors across stages itself (torch: %s)"
+            % (st, self.devices[st], self.s.layer, path, text.strip().splitlines()[0][:300])) from None
+
+
+_MISMATCH = ("Expected all tensors to be on the same device", "found at least two devices")
 
 
 def _crossing(torch):
     class Cross(torch.autograd.Function):
         @staticmethod
         def forward(ctx, t, ap, src, dst):
-            ctx.ap, ctx.src = ap, src
-            return ap.copy_on(t, dst)
+            ctx.ap, ctx.src, ctx.dst, ctx.src_device = ap, src, dst, ap.device_of(t)
+            return ap.copy_on(t, src, dst, ap.devices[dst])
 
         @staticmethod
         def backward(ctx, g):
-            return ctx.ap.copy_on(g, ctx.src), None, None, None
+            return ctx.ap.copy_on(g, ctx.dst, ctx.src, ctx.src_device), None, None, None
 
     return Cross
 

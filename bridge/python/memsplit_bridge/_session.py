@@ -68,6 +68,7 @@ class Session:
         self.losses = []            # what the program passed to backward() (or to GradScaler.scale) this step
         self.real = {}              # torch.cuda's peak functions, before _keep_peaks wrapped them
         self.peaks = [0, 0]         # the program's own view: allocated and reserved peaks
+        self.ballast = {}           # GPU ordinal -> bytes the ballast took there
 
     # ---- reporting -------------------------------------------------------
     def send(self, ev, **f):
@@ -97,6 +98,15 @@ class Session:
         d = self.torch.device(d)
         real = self.real["memory_stats"](d).get("allocated_bytes.all.peak", 0)
         return max(real, self.peaks[0]) if d == self.torch.device(self.device) else real
+
+    def device_context(self, d):
+        """What GPU d holds beyond the caching allocator: the CUDA context
+        and libraries (as the trial's reserve counts them), less the ballast
+        memsplit took there."""
+        d = self.torch.device(d)
+        free, total = self.torch.cuda.mem_get_info(d)
+        reserved = self.real["memory_stats"](d).get("reserved_bytes.all.current", 0)
+        return max(0, total - free - reserved - self.ballast.get(d.index or 0, 0))
 
     def transition(self, layer, phase, xin=-1, xl=-1):
         """The program moved to (layer, phase): close the previous interval.
@@ -185,8 +195,16 @@ class Session:
                             % (plan.get("fingerprint"), fingerprint))
             from ._apply import Applier
             self.applier = Applier(torch, self, plan)
+            kinds = sorted({d.type for d in self.applier.devices})
+            if self.autocast is not None and len(kinds) > 1:
+                self.refuse("plan", "the program trains in %s under torch.autocast, which works on one device type: "
+                            "the plan's stages on %s would run in another precision than on %s. Plan with every stage "
+                            "on GPUs, or train the program in fp32 (Lightning: precision='32-true') to run a stage on "
+                            "the CPU" % (self.precision, ", ".join(k for k in kinds if k != self.device.type) or "cpu",
+                                         self.device.type))
             self.applier.place(root)
             self.device = self.applier.root_device
+            self.cuda = self.device.type == "cuda"     # the allocator's counters are the root GPU's, if any
         self.label_params(root)
         return True
 
@@ -501,20 +519,27 @@ class Session:
             self.losses = []
         peaks = peak_cats = None
         if self.applier is not None:
-            stages = range(len(self.applier.stages))
-            peaks = [int(self.lib.c.msb_peak(i)) for i in stages]
-            # what each stage's peak held, by category (vocab.h's order)
-            peak_cats = [[int(self.lib.c.msb_peak_cat(i, c)) for c in range(len(CAT))] for i in stages]
+            # the ledger's peak of each stage, and what it held by category (vocab.h's
+            # order); None for a stage on a device whose tensors are not counted (a CPU
+            # stage beside a GPU: the ledger follows the GPU's tensors only)
+            counted = [d.type == self.track_type for d in self.applier.devices]
+            peaks = [int(self.lib.c.msb_peak(i)) if c else None for i, c in enumerate(counted)]
+            peak_cats = [[int(self.lib.c.msb_peak_cat(i, k)) for k in range(len(CAT))] if c else None
+                         for i, c in enumerate(counted)]
         mem = None
         if self.cuda:
             free, total = self.torch.cuda.mem_get_info(self.device)
             mem = [free, total, self.torch.cuda.memory_reserved(self.device)]
-        dev_peaks = None
+        dev_peaks = dev_context = None
         if self.cuda and self.applier is not None:
-            dev_peaks = {d: self.device_peak(d) for d in self.applier.by_device}
+            # the caching allocator's peak on each GPU a stage is on (a CPU stage has no such
+            # counter), and what that GPU holds beyond the allocator: its context and libraries
+            gpus = [d for d in self.applier.by_device if d.startswith("cuda")]
+            dev_peaks = {d: self.device_peak(d) for d in gpus}
+            dev_context = {d: self.device_context(d) for d in gpus}
         self.send("step", n=self.steps, accum=self.forwards, micro_batch=self.micro_batch,
                   intervals=self.intervals(), mem=mem, loss=loss, stage_peaks=peaks, stage_peak_cats=peak_cats,
-                  device_peaks=dev_peaks)
+                  device_peaks=dev_peaks, device_context=dev_context)
         self.forwards = 0
         if self.steps_wanted and self.steps >= self.steps_wanted:
             self.finish("steps")
@@ -531,11 +556,19 @@ class Session:
         self.times = self.times[-1:]
         return out
 
-    def oom(self, requested, source, message, device_free=-1):
+    def oom(self, requested, source, message, device_free=-1, stage=None, ordinal=None):
+        """The program ran out: where (the innermost module, layer, phase,
+        the step it is in) and, under a plan, on which stage: the ledger's
+        (stage) or the stage alone on the GPU that refused (ordinal)."""
         m = self.stack[-1] if self.stack else None
         path = self.path_of.get(id(m), type(m).__name__ if m is not None else "")
+        ap = self.applier
+        if stage is None and ap is not None and ordinal is not None:
+            on = ap.by_device.get("cuda:%d" % ordinal, [])
+            stage = on[0] if len(on) == 1 else (ap.stage_now() if on else None)
         self.send("oom", l=self.layer, p=self.phase, module=path, type=type(m).__name__ if m is not None else "",
-                  requested=int(requested), source=source, message=message[:400], free=int(device_free))
+                  requested=int(requested), source=source, message=message[:400], free=int(device_free),
+                  step=self.steps + 1, stage=-1 if stage is None else int(stage))
 
     def finish(self, reason, exc=None):
         if self.done_sent:
@@ -891,9 +924,10 @@ def _install_plan(torch, lib, s, plan, cuda):
     for dev, idx in by_device.items():
         shared = len(idx) > 1 or dev.startswith("cpu")   # the ledger holds these to their size (_apply.place)
         if cuda and not shared and stages[idx[0]].get("capacity"):
-            ordinal = torch.device(dev).index or 0
-            cap = int(stages[idx[0]]["capacity"])
-            torch.cuda._lazy_call(lambda o=ordinal, c=cap: _take(lib, o, c))
+            ordinal = torch.device(dev.split("/")[0]).index or 0
+            # the whole device, context included, as the trial's ballast emulated it
+            cap = int(stages[idx[0]].get("device_capacity") or stages[idx[0]]["capacity"])
+            torch.cuda._lazy_call(lambda o=ordinal, c=cap: _take(lib, o, c, s))
     real_apply = torch.nn.Module._apply
 
     def _apply(self, fn, *a, **k):
@@ -909,10 +943,12 @@ def _install_plan(torch, lib, s, plan, cuda):
     torch.nn.Module._apply = _apply
 
 
-def _take(lib, ordinal, capacity):
+def _take(lib, ordinal, capacity, s):
     taken, err = lib.ballast(ordinal, capacity)
     if taken < 0:
         lib.warn("ballast", err)
+    else:
+        s.ballast[ordinal] = taken
 
 
 def _install_oom_observer(torch, s):
@@ -922,7 +958,7 @@ def _install_oom_observer(torch, s):
 
     def observer(device, alloc, device_allocated, device_free):
         s.oom(alloc, "cuda", "CUDA out of memory: tried to allocate %d bytes (%d allocated, %d free)"
-              % (alloc, device_allocated, device_free), device_free)
+              % (alloc, device_allocated, device_free), device_free, ordinal=device)
 
     try:
         attach(observer)

@@ -114,11 +114,13 @@ class Tracker:
                 layer = owners[i][1]      # the optimizer's temporary counts with its parameter's layer
             rc, b = self.record(st, key, nbytes, cat, layer, t.device.type == "cuda", t, dev)
             if rc == 1:
-                s.oom(b, "cap", "")
+                d = None
+                if s.applier is not None:
+                    d = dev if dev is not None else s.applier.ledger_device(t)
+                s.oom(b, "cap", "", stage=d)
                 cap = int(s.cfg.get("capacity", 0))
                 where = ""
                 if s.applier is not None:
-                    d = dev if dev is not None else s.applier.ledger_device(t)
                     cap = int(s.applier.stages[d].get("capacity") or 0)
                     where = " of stage %d (%s), less the device's reserve," % (d, s.applier.devices[d])
                 raise self.torch.cuda.OutOfMemoryError(

@@ -1,0 +1,268 @@
+"""The applier's crossing path on one CPU (issue 35): virtual devices and
+distinct devices run the same code, and only the copy primitive differs.
+
+Distinct devices are emulated here at the very bottom only: every storage
+carries a device tag, an operator's outputs get its inputs' device and an
+operator whose inputs are on two devices fails with torch's own message
+(what a real GPU does), and the applier's primitive is recorded, then made a
+clone tagged with its destination. Everything above it (which stage holds a
+tensor, where a crossing happens, the stage switch, the `moving` guard, the
+device checks, the gradient's way back) is the applier's own code, run as
+it runs on two GPUs. The same program runs over a plan of two stages on one
+device (virtual) and on two devices; the crossings must be the same ones,
+in the same order, with a clone in the first run and `.to` in the second.
+
+Run: /usr/bin/python3 tests/bridge/test_apply.py  (torch 1.13 or 2.x, CPU)
+"""
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bridge", "python"))
+
+import torch  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+from memsplit_bridge import _apply  # noqa: E402
+from memsplit_bridge._lib import PH_BACKWARD, PH_FORWARD  # noqa: E402
+
+
+def key_of(t):
+    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return s.data_ptr()
+
+
+class Ledger:
+    """The C ledger's answers that the applier asks for: the stage a storage counts on."""
+
+    def __init__(self):
+        self.stage = {}
+
+    def owner_device(self, key):
+        return self.stage.get(key)
+
+    def owner(self, key, cat):
+        return None
+
+
+class Session:
+    def __init__(self):
+        self.lib = Ledger()
+        self.phase, self.layer, self.steps = PH_FORWARD, 1, 0
+        self.path_of = {}
+
+    @staticmethod
+    def storage_key(t):
+        s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+        return s.data_ptr(), s.nbytes()
+
+    def where_text(self):
+        return "layer %d" % self.layer
+
+
+class World(TorchDispatchMode):
+    """Devices as tags on one CPU: outputs take their inputs' device, mixed
+    inputs fail as torch fails, and (as memsplit's tracker does) every new
+    storage counts on the stage running and passes the applier's checks."""
+
+    def __init__(self, ap, session):
+        super().__init__()
+        self.ap, self.s, self.tag = ap, session, {}
+
+    def device_of(self, t):
+        return self.tag.get(key_of(t), t.device)
+
+    def put(self, t, dev, stage):
+        self.tag[key_of(t)] = dev
+        self.s.lib.stage[key_of(t)] = stage
+
+    def stage_for(self, t, inputs):
+        """The stage a new tensor counts on, as memsplit's tracker says: the
+        stage running; in backward outside every module, its inputs' stage."""
+        if self.s.phase == PH_BACKWARD and not self.ap.exec:
+            for a in inputs:
+                st = self.s.lib.owner_device(key_of(a))
+                if st is not None:
+                    return st
+        return self.ap.ledger_device(t)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        ins = [a for a in _apply_flat(args) if isinstance(a, torch.Tensor) and a.dim() > 0]
+        devs = {str(self.device_of(a)) for a in ins}
+        if len(devs) > 1:
+            raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
+                               "%s!" % " and ".join(sorted(devs)))
+        self.ap.check_inputs(func, args)
+        out = func(*args, **(kwargs or {}))
+        every = [a for a in _apply_flat(args) if isinstance(a, torch.Tensor)]
+        dev = self.device_of((ins or every)[0]) if every else self.ap.devices[self.ap.stage_now()]
+        views = {key_of(a) for a in every}
+        for t in _apply_flat(out):
+            # a new storage (an address may be given out again: its tag is new too)
+            if isinstance(t, torch.Tensor) and key_of(t) not in views:
+                self.tag[key_of(t)] = dev              # made on its inputs' device
+                self.put(t, dev, self.stage_for(t, every))
+                self.ap.check_output(t)
+        return out
+
+
+def _apply_flat(obj):
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [x for o in obj for x in _apply_flat(o)]
+    return []
+
+
+class Keep(torch.nn.Linear):
+    """Keeps its output in a list that a later module reads (the leak)."""
+
+    def __init__(self, i, o, kept):
+        super().__init__(i, o)
+        self.kept = kept
+
+    def forward(self, x):
+        y = super().forward(x)
+        if self.kept is not None:
+            self.kept[:] = [y]
+        return y
+
+
+class Use(torch.nn.Linear):
+    """Adds what Keep kept: a tensor of another stage that never crossed."""
+
+    def __init__(self, i, o, kept):
+        super().__init__(i, o)
+        self.kept = kept
+
+    def forward(self, x):
+        y = super().forward(x)
+        return y + self.kept[0].sum(dim=1, keepdim=True) if self.kept else y
+
+
+class Net(torch.nn.Module):
+    def __init__(self, leak=False):
+        super().__init__()
+        torch.manual_seed(7)
+        kept = [] if leak else None
+        self.a, self.b, self.c = Keep(8, 16, kept), Use(16, 16, kept), torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.c(self.b(self.a(x)))
+
+
+def data():
+    torch.manual_seed(11)
+    return torch.randn(4, 8)
+
+
+def unsplit():
+    net = Net()
+    y = net(data())
+    loss = (y * y).sum()
+    loss.backward()
+    return float(loss), [p.grad.clone() for p in net.parameters()]
+
+
+def run(devices, leak=False):
+    """Forward and backward of Net with a on stage 0, b on stage 1, c on
+    stage 0, over `devices`: (crossings, loss, gradients, applier)."""
+    s = Session()
+    net = Net(leak)
+    plan = {"stages": [{"device": d, "first": i, "last": i} for i, d in enumerate(devices)]}
+    ap = _apply.Applier(torch, s, plan)
+    world = World(ap, s)
+    crossings = []
+
+    def primitive(t, dev):
+        crossings.append((s.phase, ap.holder(t), ap.stage_now(), "clone" if world.device_of(t) == dev else "to",
+                          tuple(t.shape)))
+        out = t.clone()
+        world.put(out, dev, ap.stage_now())
+        return out
+
+    ap.device_of = world.device_of
+    ap.primitive = primitive
+    x = data()
+    with world:
+        for m, st in ((net.a, 0), (net.b, 1), (net.c, 0)):
+            for p in m.parameters():
+                world.put(p, ap.devices[st], st)
+            ap.wrap(m, st)
+        world.put(x, ap.devices[0], 0)
+        ap.placed = True
+        y = net(x)
+        loss = (y * y).sum()
+        s.phase = PH_BACKWARD
+        loss.backward()
+    return crossings, float(loss), [p.grad.clone() for p in net.parameters()], ap
+
+
+class CrossingPath(unittest.TestCase):
+    def test_same_crossings_clone_against_to(self):
+        virt, loss_v, grads_v, _ = run(["cuda:0", "cuda:0"])
+        real, loss_r, grads_r, _ = run(["cuda:0", "cuda:1"])
+        # a's output into b, b's output back to the root's stage for c; in
+        # backward each gradient goes back the way its tensor came
+        self.assertEqual([c[:3] + c[4:] for c in virt], [c[:3] + c[4:] for c in real])
+        self.assertEqual([c[:3] for c in virt], [(PH_FORWARD, 0, 1), (PH_FORWARD, 1, 0),
+                                                 (PH_BACKWARD, 0, 1), (PH_BACKWARD, 1, 0)])
+        self.assertEqual({c[3] for c in virt}, {"clone"})
+        self.assertEqual({c[3] for c in real}, {"to"})
+        self.assertEqual(loss_v, loss_r)
+        for gv, gr in zip(grads_v, grads_r):
+            self.assertTrue(torch.equal(gv, gr))
+
+    def test_split_equals_unsplit(self):
+        want_loss, want_grads = unsplit()
+        for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
+            _, loss, grads, _ = run(devices)
+            self.assertEqual(loss, want_loss)
+            self.assertTrue(all(torch.equal(a, b) for a, b in zip(grads, want_grads)))
+
+    def test_checks_quiet_for_own_copies(self):
+        # the crossing's copy is a tensor of the destination made while the
+        # source stage's module returned: inside the guard, no check fires
+        for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
+            crossings, _, _, ap = run(devices)
+            self.assertEqual(len(crossings), 4)
+            self.assertEqual(ap.moving, 0)
+            self.assertEqual(ap.exec, [])
+
+    def test_check_output_fires_outside_the_guard(self):
+        s = Session()
+        ap = _apply.Applier(torch, s, {"stages": [{"device": "cuda:0", "first": 0, "last": 0},
+                                                   {"device": "cuda:1", "first": 1, "last": 1}]})
+        ap.placed = True
+        t = torch.zeros(2)
+        ap.device_of = lambda _t: torch.device("cuda:1")
+        ap.exec.append(0)                     # stage 0 runs and makes a tensor on stage 1's device
+        with self.assertRaisesRegex(_apply.PlanRefused, "made a tensor on cuda:1 while it runs on stage 0"):
+            ap.check_output(t)
+        ap.moving += 1                        # the same tensor made by memsplit's own crossing
+        ap.check_output(t)
+        ap.moving -= 1
+
+    def test_module_moving_tensors_refused_on_both(self):
+        for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
+            with self.assertRaisesRegex(_apply.PlanRefused, "without the boundary copy"):
+                run(devices, leak=True)
+
+    def test_other_errors_pass_through(self):
+        s = Session()
+        ap = _apply.Applier(torch, s, {"stages": [{"device": "cpu", "first": 0, "last": 0}]})
+        m = torch.nn.Linear(2, 2)
+        ap.wrap(m, 0)
+        with self.assertRaisesRegex(RuntimeError, "mat1 and mat2|size mismatch|shapes cannot be multiplied"):
+            m(torch.zeros(3, 5))
+
+    def test_virtual_names(self):
+        ap = _apply.Applier(torch, Session(), {"stages": [{"device": "cuda:0/v0", "first": 0, "last": 0},
+                                                           {"device": "cuda:0/v1", "first": 1, "last": 1}]})
+        self.assertEqual([str(d) for d in ap.devices], ["cuda:0", "cuda:0"])
+        self.assertTrue(ap.virtual)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
