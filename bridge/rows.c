@@ -43,6 +43,9 @@ typedef struct pass_meas {
     /* at the OOM marker */
     uint64_t oom_cat[MS_CAT_N];
     uint64_t oom_untracked;       /* GPU: the allocator's count beyond the tensors the ledger saw */
+    uint64_t persist;             /* GPU: the same at the last complete step's end: buffers that
+                                     libraries keep in the caching allocator (cuBLAS workspaces, one
+                                     per thread that multiplies), made by no operator, living on */
     uint64_t *oom_layer;          /* n entries */
 } pass_meas;
 
@@ -269,6 +272,7 @@ static int measure(const msb_trace *t, pass_meas *pm)
             break;
         case MSB_EV_STEP:
             /* the step's last interval (layer -1, init) closed at its 'w' */
+            pm->persist = untracked > 0 ? (uint64_t)untracked : 0;
             memcpy(pm->L, cur, (size_t)n * sizeof *cur);
             pm->opt_transient = opt_cur;
             pm->carry = carry;
@@ -535,8 +539,20 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
     p->global_batch = mb * (accum > 0 ? accum : 1);
     snprintf(p->device, sizeof p->device, "%s", t->device[0] ? t->device : "cpu");
     p->capacity = o ? o->capacity : 0;
-    p->reserve = reserve_of(t);
-    p->peak = mt.peak_alloc + p->reserve;
+    /* the reserve, what a GPU costs before any tensor of the program: its
+     * context and libraries, and the buffers libraries keep in the caching
+     * allocator, as the last complete step left them (measured, not a rule:
+     * the rows count operators' outputs, so those buffers are no layer's);
+     * the peak is the allocator's own peak, which counts them, plus the
+     * context */
+    uint64_t context = reserve_of(t);
+    const pass_meas *sm = om->steps_complete ? om : NULL;
+    uint64_t libs = t->cuda && sm ? sm->persist : 0;
+    /* from the pass the rows come from: a trial that ran out before its
+     * first step ended read its context when the ballast was taken, before
+     * the libraries loaded theirs */
+    p->reserve = (use_u ? reserve_of(u) : context) + libs;
+    p->peak = mt.peak_alloc + context;
     p->reserved_peak = mt.peak_reserved;
     p->grads_freed = use_u ? mu.grads_freed : mt.grads_freed;
     /* the loss as the rows: from the trial when it measured the loss's
@@ -559,7 +575,8 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         x->requested = t->oom.requested;
         x->capacity = p->capacity;
         memcpy(x->live_by_cat, mt.oom_cat, sizeof x->live_by_cat);
-        x->live_by_cat[MS_CAT_TRANSIENT] += mt.oom_untracked;   /* allocated, but by no operator's output */
+        /* allocated, but by no operator's output, beyond the libraries' buffers the reserve holds */
+        x->live_by_cat[MS_CAT_TRANSIENT] += mt.oom_untracked > libs ? mt.oom_untracked - libs : 0;
         x->live_by_cat[MS_CAT_RESERVE] += p->reserve;
         if (t->oom.device_free >= 0 && p->capacity > (uint64_t)t->oom.device_free) {
             /* a real CUDA OOM: the device says what is in use; beyond the

@@ -123,10 +123,12 @@ static int on_step(msb_trace *t, const json_t *o, int conn)
     /* [[bytes per category] per stage]: kept only when whole and one per stage */
     const json_t *sc = json_object_get(o, "stage_peak_cats");
     if (json_is_array(sc) && s->n_stage_peaks > 0 && json_array_size(sc) == (size_t)s->n_stage_peaks) {
+        /* a stage whose tensors were not counted sends null: its breakdown stays 0 */
         s->stage_peak_cats = calloc((size_t)s->n_stage_peaks, sizeof *s->stage_peak_cats);
         if (!s->stage_peak_cats) return -1;
         for (int i = 0; i < s->n_stage_peaks; i++) {
             const json_t *row = json_array_get(sc, (size_t)i);
+            if (json_is_null(row)) continue;
             if (!json_is_array(row) || json_array_size(row) != MS_CAT_N) {
                 free(s->stage_peak_cats);
                 s->stage_peak_cats = NULL;
@@ -138,13 +140,15 @@ static int on_step(msb_trace *t, const json_t *o, int conn)
             }
         }
     }
-    const json_t *dp = json_object_get(o, "device_peaks");
+    const json_t *dp = json_object_get(o, "device_peaks"), *dc = json_object_get(o, "device_context");
     const char *dk;
     json_t *dv;
     if (json_is_object(dp))
         json_object_foreach((json_t *)dp, dk, dv) {
             if (s->n_device_peaks == 8) break;
             snprintf(s->device_names[s->n_device_peaks], sizeof s->device_names[0], "%s", dk);
+            const json_t *cv = json_is_object(dc) ? json_object_get(dc, dk) : NULL;
+            s->device_context[s->n_device_peaks] = json_is_integer(cv) ? json_integer_value(cv) : -1;
             s->device_peaks[s->n_device_peaks++] = (uint64_t)json_integer_value(dv);
         }
     const json_t *iv = json_object_get(o, "intervals");
@@ -168,6 +172,8 @@ static int on_oom(msb_trace *t, const json_t *o, int conn)
     t->oom.happened = 1;
     t->oom.layer = (int)num(o, "l", -1);
     t->oom.phase = (int)num(o, "p", MS_PH_FORWARD);
+    t->oom.step = (int)num(o, "step", 0);
+    t->oom.stage = (int)num(o, "stage", -1);
     t->oom.requested = (uint64_t)num(o, "requested", 0);
     t->oom.device_free = num(o, "free", -1);
     str(o, "module", t->oom.module, sizeof t->oom.module);

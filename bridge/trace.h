@@ -57,6 +57,8 @@ typedef struct msb_step {
     int n_device_peaks;        /* a plan's run on GPUs: max_memory_allocated of each device so far */
     char device_names[8][32];
     uint64_t device_peaks[8];
+    int64_t device_context[8]; /* what each of them holds beyond the allocator (context,
+                                  libraries), less the ballast; -1 not sent */
 } msb_step;
 
 typedef struct msb_trace {
@@ -77,6 +79,8 @@ typedef struct msb_trace {
     msb_step *steps;           /* owned */
     struct {
         int happened, layer, phase;
+        int step;              /* the optimizer step it happened in (1 = the first), 0 unknown */
+        int stage;             /* under a plan: the stage that ran out, -1 unknown */
         char module[MS_NAME_MAX], type[64], source[8], message[512];
         uint64_t requested;
         int64_t device_free;   /* the device's free bytes at a CUDA OOM, -1 unknown */

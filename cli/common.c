@@ -84,6 +84,22 @@ json_t *ms_cli_cat_json(const size_t *bytes)
     return o;
 }
 
+json_t *ms_cli_device_row(const char *name, size_t capacity, size_t predicted, size_t measured,
+                          const size_t *pred_cat, const size_t *meas_cat, double *gap)
+{
+    double g = predicted && measured ? ((double)measured - (double)predicted) / (double)predicted : 0;
+    if (gap) *gap = g;
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(name));
+    json_object_set_new(o, "capacity_bytes", capacity == SIZE_MAX ? json_null() : json_integer((json_int_t)capacity));
+    json_object_set_new(o, "predicted_peak_bytes", json_integer((json_int_t)predicted));
+    json_object_set_new(o, "measured_peak_bytes", measured ? json_integer((json_int_t)measured) : json_null());
+    json_object_set_new(o, "gap", measured && predicted ? json_real(g) : json_null());
+    json_object_set_new(o, "predicted_by_category", ms_cli_cat_json(pred_cat));
+    json_object_set_new(o, "measured_by_category", meas_cat ? ms_cli_cat_json(meas_cat) : json_null());
+    return o;
+}
+
 char *ms_cli_cmdline(int argc, char **argv)
 {
     size_t n = 16;

@@ -80,6 +80,14 @@ void ms_cli_print_wrapped(FILE *f, const char *s, int width);
 void ms_cli_print_json(json_t *j);
 /* Per-category object {"param": n, ...} from an array of MS_CAT_N sizes. */
 json_t *ms_cli_cat_json(const size_t *bytes);
+/* One device's row of a rerun, the same for the built-in model, its MPI
+ * ranks and a program (docs/database.md, "Device rows"): name,
+ * capacity_bytes (null when unbounded: SIZE_MAX), predicted_peak_bytes,
+ * measured_peak_bytes and gap (null when the device's peak was not
+ * measured: measured 0), predicted_by_category and measured_by_category
+ * (null when meas_cat is NULL). *gap gets the gap (0 when not measured). */
+json_t *ms_cli_device_row(const char *name, size_t capacity, size_t predicted, size_t measured,
+                          const size_t *pred_cat, const size_t *meas_cat, double *gap);
 
 int ms_cmd_train(int argc, char **argv);
 int ms_cmd_profile(int argc, char **argv);

@@ -96,6 +96,7 @@ typedef struct ms_program_run {
     int n_dev;
     ms_program_device dev[MS_MAX_STAGES];   /* one per stage */
     int oom, oom_stage;        /* a device ran out: which stage, where */
+    int oom_step;              /* the step it ran out in (the program's own count), 0 unknown */
     uint64_t oom_need;         /* the bytes live there and asked for when it did (0 unknown) */
     int step_base;             /* steps finished before this run began: it resumed from a
                                   checkpoint saved after that many (0: from the start) */

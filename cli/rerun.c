@@ -93,18 +93,10 @@ static json_t *device_entry(const ms_pipeline *p, const ms_plan *plan, int k, in
     const ms_plan_stage *st = NULL;
     for (int s = 0; s < plan->n_stages; s++)
         if (plan->stages[s].device == d) st = &plan->stages[s];
-    json_t *o = json_object();
-    json_object_set_new(o, "name", json_string(dev->name));
-    json_object_set_new(o, "plan_device", json_integer(d));
-    json_object_set_new(o, "capacity_bytes", json_integer((json_int_t)dev->capacity));
-    json_object_set_new(o, "predicted_peak_bytes", json_integer(st ? (json_int_t)st->peak : 0));
-    json_object_set_new(o, "measured_peak_bytes", json_integer((json_int_t)dev->peak_total));
-    *gap = st && st->peak ? ((double)dev->peak_total - (double)st->peak) / (double)st->peak : 0;
-    json_object_set_new(o, "gap", json_real(*gap));
-    json_object_set_new(o, "measured_by_category", ms_cli_cat_json(dev->peak));
     size_t pred[MS_CAT_N] = { 0 };
     for (int c = 0; st && c < MS_CAT_N; c++) pred[c] = st->bytes[c];
-    json_object_set_new(o, "predicted_by_category", ms_cli_cat_json(pred));
+    json_t *o = ms_cli_device_row(dev->name, dev->capacity, st ? st->peak : 0, dev->peak_total, pred, dev->peak, gap);
+    json_object_set_new(o, "plan_device", json_integer(d));
     return o;
 }
 

@@ -45,16 +45,18 @@ static const char usage[] =
  * stage's capacity there is what its tensors may hold (the ledger holds a
  * stage that shares its device to it): the device's, less the reserve
  * (CUDA context, workspaces) that a GPU of that size also carries and the
- * ledger does not count. */
+ * ledger does not count; device_capacity is the whole device's, which the
+ * ballast leaves to a GPU that a stage has alone (context included). */
 static json_t *plan_config(const ms_plan *pl)
 {
     json_t *stages = json_array(), *names = json_array();
     for (int s = 0; s < pl->n_stages; s++) {
         const ms_plan_stage *st = &pl->stages[s];
         uint64_t cap = pl->devices[st->device].capacity, reserve = st->bytes[MS_CAT_RESERVE];
-        json_array_append_new(stages, json_pack("{s:s, s:i, s:i, s:I}", "device", pl->devices[st->device].name,
+        json_array_append_new(stages, json_pack("{s:s, s:i, s:i, s:I, s:I}", "device", pl->devices[st->device].name,
                                                 "first", st->first, "last", st->last, "capacity",
-                                                (json_int_t)(cap > reserve ? cap - reserve : cap)));
+                                                (json_int_t)(cap > reserve ? cap - reserve : cap), "device_capacity",
+                                                (json_int_t)cap));
     }
     for (int l = 0; l < pl->n_layers; l++) json_array_append_new(names, json_string(pl->layer_names[l]));
     return json_pack("{s:s, s:o, s:o}", "fingerprint", pl->fingerprint, "stages", stages, "layer_names", names);
@@ -176,15 +178,20 @@ int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json,
         d->capacity = pl->devices[st->device].capacity;
         d->predicted = st->peak;
         uint64_t tensors = last && s < last->n_stage_peaks ? last->stage_peaks[s] : 0;
-        /* a stage alone on its GPU: the caching allocator's own peak there */
+        uint64_t beyond = st->bytes[MS_CAT_RESERVE];   /* the ledger counts tensors: the reserve is on top */
+        /* a stage alone on its GPU: the caching allocator's own peak there (library buffers in it
+         * included), and what the device holds beyond the allocator, as this run measured it */
         int alone = 1;
         for (int o = 0; o < pl->n_stages; o++)
             if (o != s && !strcmp(pl->devices[pl->stages[o].device].name, d->name)) alone = 0;
         for (int k = 0; alone && last && k < last->n_device_peaks; k++)
-            if (!strcmp(last->device_names[k], d->name)) tensors = last->device_peaks[k];
-        d->measured = tensors ? tensors + st->bytes[MS_CAT_RESERVE] : 0;
+            if (!strcmp(last->device_names[k], d->name)) {
+                tensors = last->device_peaks[k];
+                if (last->device_context[k] >= 0) beyond = (uint64_t)last->device_context[k];
+            }
+        d->measured = tensors ? tensors + beyond : 0;
         memcpy(d->predicted_by_cat, st->bytes, sizeof d->predicted_by_cat);
-        d->has_cats = last && last->stage_peak_cats && s < last->n_stage_peaks;
+        d->has_cats = d->measured && last && last->stage_peak_cats && s < last->n_stage_peaks;
         for (int c = 0; d->has_cats && c < MS_CAT_N; c++) d->measured_by_cat[c] = last->stage_peak_cats[s][c];
         if (d->has_cats) d->measured_by_cat[MS_CAT_RESERVE] += st->bytes[MS_CAT_RESERVE];
         d->gap = d->predicted && d->measured ? ((double)d->measured - (double)d->predicted) / (double)d->predicted : 0;
@@ -197,7 +204,7 @@ int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json,
     for (int i = 0; i < t->n_steps && i < MS_PROGRAM_MAX_LOSSES; i++) out->losses[out->n_losses++] = t->steps[i].loss;
     if (t->oom.happened) {
         out->oom = 1;
-        out->oom_stage = -1;
+        out->oom_stage = t->oom.stage < pl->n_stages ? t->oom.stage : -1;
         for (int i = t->oom.ev_index - 1; i >= 0 && i >= t->oom.ev_index - 4; i--)
             if (t->ev[i].kind == MSB_EV_REFUSED) {
                 out->oom_stage = t->ev[i].dev;
@@ -205,12 +212,17 @@ int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json,
             }
         for (int s = 0; out->oom_stage < 0 && s < pl->n_stages; s++)
             if (t->oom.layer >= pl->stages[s].first && t->oom.layer <= pl->stages[s].last) out->oom_stage = s;
+        /* past the last layer: the program's own code after the model (its loss) runs on the root stage */
+        if (out->oom_stage < 0 && t->oom.layer > pl->stages[pl->n_stages - 1].last) out->oom_stage = 0;
+        out->oom_step = t->oom.step > 0 ? t->oom.step + out->step_base : 0;
+        char step[32] = "";
+        if (out->oom_step) snprintf(step, sizeof step, ", step %d", out->oom_step);
         if (t->oom.module[0])
-            snprintf(out->oom_what, sizeof out->oom_what, "%.200s (%.40s), layer %d, %s", t->oom.module,
-                     t->oom.type, t->oom.layer, ms_phase_name((ms_phase)t->oom.phase));
+            snprintf(out->oom_what, sizeof out->oom_what, "%.200s (%.40s), layer %d, %s%s", t->oom.module,
+                     t->oom.type, t->oom.layer, ms_phase_name((ms_phase)t->oom.phase), step);
         else   /* no module ran (a backward, the program's own code) */
-            snprintf(out->oom_what, sizeof out->oom_what, "layer %d, %s", t->oom.layer,
-                     ms_phase_name((ms_phase)t->oom.phase));
+            snprintf(out->oom_what, sizeof out->oom_what, "layer %d, %s%s", t->oom.layer,
+                     ms_phase_name((ms_phase)t->oom.phase), step);
     }
     if (db && run > 0) {
         int ok = 1;
@@ -254,9 +266,11 @@ void ms_program_print_devices(FILE *f, const ms_program_run *r)
     fprintf(f, "%-4s %-10s %12s %12s %12s %8s\n", "dev", "device", "capacity", "predicted", "measured", "gap");
     for (int s = 0; s < r->n_dev; s++) {
         const ms_program_device *d = &r->dev[s];
-        fprintf(f, "%-4d %-10s %12s %12s %12s %+7.2f%%\n", s, d->name, ms_fmt_bytes(d->capacity, a, sizeof a),
+        char gap[16] = "-";      /* a device whose peak was not measured (a CPU stage beside a GPU) */
+        if (d->measured) snprintf(gap, sizeof gap, "%+7.2f%%", 100.0 * d->gap);
+        fprintf(f, "%-4d %-10s %12s %12s %12s %8s\n", s, d->name, ms_fmt_bytes(d->capacity, a, sizeof a),
                 ms_fmt_bytes(d->predicted, b, sizeof b), d->measured ? ms_fmt_bytes(d->measured, c, sizeof c) : "-",
-                100.0 * d->gap);
+                gap);
     }
 }
 
@@ -264,19 +278,15 @@ json_t *ms_program_run_json(const ms_program_run *r)
 {
     json_t *devs = json_array(), *losses = json_array();
     for (int s = 0; s < r->n_dev; s++) {
-        json_t *d = json_pack("{s:i, s:s, s:I, s:I, s:I, s:f}", "stage", s, "device", r->dev[s].name, "capacity_bytes",
-                              (json_int_t)r->dev[s].capacity, "predicted_bytes", (json_int_t)r->dev[s].predicted,
-                              "measured_bytes", (json_int_t)r->dev[s].measured, "gap", r->dev[s].gap);
-        if (d) {
-            size_t pred[MS_CAT_N], meas[MS_CAT_N];
-            for (int c = 0; c < MS_CAT_N; c++) {
-                pred[c] = (size_t)r->dev[s].predicted_by_cat[c];
-                meas[c] = (size_t)r->dev[s].measured_by_cat[c];
-            }
-            json_object_set_new(d, "predicted_by_category", ms_cli_cat_json(pred));
-            /* the ledger's breakdown at the stage's own peak: null when the program did not send it */
-            json_object_set_new(d, "measured_by_category", r->dev[s].has_cats ? ms_cli_cat_json(meas) : json_null());
+        size_t pred[MS_CAT_N], meas[MS_CAT_N];
+        for (int c = 0; c < MS_CAT_N; c++) {
+            pred[c] = (size_t)r->dev[s].predicted_by_cat[c];
+            meas[c] = (size_t)r->dev[s].measured_by_cat[c];
         }
+        /* the ledger's breakdown at the stage's own peak: null when the program did not send it */
+        json_t *d = ms_cli_device_row(r->dev[s].name, r->dev[s].capacity, r->dev[s].predicted, r->dev[s].measured, pred,
+                                      r->dev[s].has_cats ? meas : NULL, NULL);
+        json_object_set_new(d, "stage", json_integer(s));
         json_array_append_new(devs, d);
     }
     for (int i = 0; i < r->n_losses; i++)
@@ -287,6 +297,7 @@ json_t *ms_program_run_json(const ms_program_run *r)
     if (r->oom) {
         json_object_set_new(o, "oom_stage", json_integer(r->oom_stage));
         json_object_set_new(o, "oom_where", json_string(r->oom_what));
+        json_object_set_new(o, "oom_step", r->oom_step ? json_integer(r->oom_step) : json_null());
     }
     if (r->failure[0]) json_object_set_new(o, "error", json_string(r->failure));
     if (r->run_id > 0) json_object_set_new(o, "run_id", json_integer(r->run_id));

@@ -351,18 +351,11 @@ static json_t *devices_json(rank_run *r, const ms_plan *plan, double *worst)
             meas[c] = (size_t)x->peak[c];
             pred[c] = (size_t)st->bytes[c];
         }
-        json_t *o = json_object();
+        json_t *o = ms_cli_device_row(r->names[k], x->capacity, st->peak, x->peak_total, pred, meas, NULL);
         json_object_set_new(o, "rank", json_integer(k));
         json_object_set_new(o, "stage", json_integer(s));
         json_object_set_new(o, "replica", json_integer(rep));
         json_object_set_new(o, "plan_device", json_integer(dev));
-        json_object_set_new(o, "name", json_string(r->names[k]));
-        json_object_set_new(o, "capacity_bytes", x->capacity == SIZE_MAX ? json_null() : json_integer((json_int_t)x->capacity));
-        json_object_set_new(o, "predicted_peak_bytes", json_integer((json_int_t)st->peak));
-        json_object_set_new(o, "measured_peak_bytes", json_integer((json_int_t)x->peak_total));
-        json_object_set_new(o, "gap", json_real(gap));
-        json_object_set_new(o, "measured_by_category", ms_cli_cat_json(meas));
-        json_object_set_new(o, "predicted_by_category", ms_cli_cat_json(pred));
         json_array_append_new(a, o);
         if (r->db) {
             ms_device_peak dp;

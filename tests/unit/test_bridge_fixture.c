@@ -17,6 +17,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "bridge/ledger.h"
 #include "bridge/rows.h"
 #include "bridge/trace.h"
 
@@ -52,6 +53,26 @@ static void load(msb_trace *t, json_t **torch)
 
 static uint64_t num(const json_t *o, const char *k) { return (uint64_t)json_integer_value(json_object_get(o, k)); }
 
+/* The caching allocator's bytes beyond the tensors the ledger saw, at the
+ * last step's end (the buffers cuBLAS keeps there), replayed here apart
+ * from the row builder. */
+static uint64_t library_buffers(const msb_trace *t)
+{
+    msl_ledger L;
+    msl_init(&L);
+    int64_t untracked = 0, at_step = 0;
+    for (int i = 0; i < t->n_ev; i++) {
+        const msb_ev *e = &t->ev[i];
+        if (e->conn != t->model_conn) continue;
+        if (e->kind == MSB_EV_ALLOC) msl_alloc(&L, 0, e->key, e->bytes, e->cat, e->layer, NULL);
+        else if (e->kind == MSB_EV_FREE) msl_free(&L, e->key, NULL);
+        else if (e->kind == MSB_EV_WHERE && e->alloc >= 0) untracked = e->alloc - (int64_t)L.dev[0].live;
+        else if (e->kind == MSB_EV_STEP) at_step = untracked;
+    }
+    msl_free_all(&L);
+    return at_step > 0 ? (uint64_t)at_step : 0;
+}
+
 static void test_rows_equal_torchs_accounting(void **state)
 {
     (void)state;
@@ -82,8 +103,13 @@ static void test_rows_equal_torchs_accounting(void **state)
     assert_int_equal(grad, num(torch, "grad"));
     assert_int_equal(optim, num(torch, "optim"));
     assert_true(param > 0 && param < master);    /* the 16-bit copies autocast made */
-    /* the allocated peak is max_memory_allocated() (1% is the target; it is exact) */
-    uint64_t peak = p.peak - p.reserve, want = num(torch, "max_allocated");
+    /* the reserve holds the device's context and the buffers libraries keep
+     * in the caching allocator (cuBLAS workspaces: tens of MiB, no
+     * operator's output); the allocated peak, those buffers included, is
+     * max_memory_allocated() (1% is the target; it is exact) */
+    uint64_t libs = library_buffers(&t);
+    assert_true(libs >= (16u << 20) && libs <= p.reserve);
+    uint64_t peak = p.peak - p.reserve + libs, want = num(torch, "max_allocated");
     assert_true(peak >= want - want / 100 && peak <= want + want / 100);
     /* identical blocks, identical rows; forward, backward and the
      * optimizer's transients all measured */

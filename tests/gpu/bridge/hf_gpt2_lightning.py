@@ -38,7 +38,9 @@ class LM(L.LightningModule):
     def write_report(self):
         if self.a.report:
             with open(self.a.report, "w") as f:
-                json.dump({"step_ms": self.times, "max_allocated": torch.cuda.max_memory_allocated()}, f)
+                free, total = torch.cuda.mem_get_info()
+                json.dump({"step_ms": self.times, "max_allocated": torch.cuda.max_memory_allocated(),
+                           "context": total - free - torch.cuda.memory_reserved()}, f)
 
     def configure_optimizers(self):
         return torch.optim.AdamW(self.parameters(), lr=1e-4)
