@@ -24,6 +24,8 @@ void ms_term_report_profile(FILE *f, const ms_profile *p, int width);
 void ms_term_report_oom(FILE *f, const ms_profile *p, int width);
 /* Only its first sentence: where, what was requested, what was live, what was missing. */
 void ms_term_report_oom_headline(FILE *f, const ms_profile *p, int width);
+/* That sentence as one line of text into line (the HTML report says it too). */
+void ms_term_report_oom_sentence(const ms_profile *p, char *line, size_t len);
 
 /* Compact table form of a byte count into buf (at least 8 bytes): at most
  * 4 characters. Returns buf. */

@@ -1,7 +1,8 @@
 /* test_term_report.c — the terminal report: compact byte units, the
  * per-layer table and the OOM diagnosis rendered from synthetic profiles
  * (random, seeded) into a memory stream: every line within 80 columns, the
- * key numbers and phrases present, totals right; and the word wrapper. */
+ * key numbers and phrases present, totals right; long and UTF-8 layer names
+ * whole or cut at character boundaries; and the word wrapper. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -338,6 +339,108 @@ static void test_wrap_keeps_words_and_width(void **state)
     }
 }
 
+/* ---- names ------------------------------------------------------------------ */
+
+/* Every byte sequence well-formed UTF-8 (no character cut in two). */
+static void assert_utf8(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    while (*u) {
+        int n = *u < 0x80 ? 0 : (*u & 0xE0) == 0xC0 ? 1 : (*u & 0xF0) == 0xE0 ? 2 : (*u & 0xF8) == 0xF0 ? 3 : -1;
+        if (n < 0) fprintf(stderr, "bad UTF-8 lead byte at: %.20s\n", (const char *)u);
+        assert_true(n >= 0);
+        for (int k = 1; k <= n; k++) {
+            if ((u[k] & 0xC0) != 0x80) fprintf(stderr, "cut UTF-8 character at: %.20s\n", (const char *)u);
+            assert_true((u[k] & 0xC0) == 0x80);
+        }
+        u += n + 1;
+    }
+}
+
+/* A program whose module paths are longer than the table's room: the list's
+ * path is said once and each block by its index; the rest is cut in the
+ * middle, never inside a character, and named whole under the table. The
+ * diagnosis's "Layers holding the most" keeps them whole where they fit. */
+static void test_long_names(void **state)
+{
+    (void)state;
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 6);
+    ms_profile p;
+    rp_profile_spec spec = { .n_blocks = 24, .n_prec = 2, .n_mb = 1, .isolated_from = -1, .oom = 1, .oom_layer = 18,
+                             .capacity = 40ull << 30, .requested = 1ull << 30, .missing = 1ull << 28 };
+    assert_int_equal(rp_make_profile(&p, &spec, &rng), 0);
+    snprintf(p.fingerprint, sizeof p.fingerprint, "fnv64:0123456789abcdef");
+    const char *pre = "model.embed_tokens,model.embed_positions,model.dropout_of_the_embeddings";
+    const char *post = "model.norm_f\xc3\xbcr_\xe5\x90\x8d\xe5\x89\x8d_der_Ausgabe,model.lm_head_projection";
+    for (int i = 0; i < p.n_rows; i++) {
+        ms_layer_row *r = &p.rows[i];
+        if (r->layer == 0) snprintf(r->name, sizeof r->name, "%s", pre);
+        else if (r->layer == spec.n_blocks + 1) snprintf(r->name, sizeof r->name, "%s", post);
+        else snprintf(r->name, sizeof r->name, "model.backbone.encoder.layers.%d", r->layer - 1);
+    }
+    snprintf(p.oom.layer_name, sizeof p.oom.layer_name, "model.backbone.encoder.layers.17");
+    capture c;
+    cap_open(&c);
+    ms_term_report_profile(c.f, &p, 80);
+    cap_close(&c);
+    assert_lines_fit(c.text, 80);
+    assert_utf8(c.text);
+    assert_has(c.text, "(.N below is model.backbone.encoder.layers.N)");
+    assert_has(c.text, "\n 18 .17 ");
+    assert_null(strstr(c.text, "~ormers"));
+    /* the names still too long: cut in the middle, then said whole */
+    assert_has(c.text, "\n  0 model.em");
+    const char *whole = strstr(c.text, "Names cut above, whole:");
+    assert_non_null(whole);
+    char *sq = squashed(whole), want[256];
+    snprintf(want, sizeof want, "layer 0: %s", pre);
+    assert_has(sq, want);
+    snprintf(want, sizeof want, "layer 25: %s", post);
+    assert_has(sq, want);
+    free(sq);
+    /* the diagnosis: block names whole, in the room the line leaves */
+    const char *top = strstr(c.text, "Layers holding the most");
+    assert_non_null(top);
+    assert_has(top, "  layer  18  model.backbone.encoder.layers.17 ");
+    free(c.text);
+
+    /* A narrower diagnosis: the names cut in the middle, keeping the index. */
+    cap_open(&c);
+    ms_term_report_oom(c.f, &p, 50);
+    cap_close(&c);
+    assert_lines_fit(c.text, 50);
+    assert_utf8(c.text);
+    top = strstr(c.text, "Layers holding the most");
+    assert_non_null(top);
+    assert_has(top, "  layer  18  model.ba~yers.17 ");
+    free(c.text);
+    ms_profile_free(&p);
+}
+
+static void test_cut_keeps_characters(void **state)
+{
+    (void)state;
+    char buf[256];
+    /* fits: itself */
+    assert_string_equal(rep_cut("transformers.0", 14, buf, sizeof buf), "transformers.0");
+    /* head and tail around '~', the index kept */
+    const char *cut = rep_cut("model.transformers.23", 12, buf, sizeof buf);
+    assert_int_equal(rep_columns(cut, (int)strlen(cut)), 12);
+    assert_non_null(strstr(cut, "~"));
+    assert_int_equal(strcmp(cut + strlen(cut) - 3, ".23"), 0);
+    /* multi-byte characters on both sides of the cut */
+    const char *s = "\xe5\x90\x8d\xe5\x89\x8d\xe5\x90\x8d\xe5\x89\x8d.\xc3\xbc\xc3\xbc\xc3\xbc.\xe5\x90\x8d\xe5\x89\x8d";
+    for (int w = 3; w < 14; w++) {
+        cut = rep_cut(s, w, buf, sizeof buf);
+        assert_true(rep_columns(cut, (int)strlen(cut)) <= w);
+        assert_utf8(cut);
+    }
+    assert_int_equal(rep_prefix("a\xc3\xbc", 2), 1);
+    assert_int_equal(rep_prefix("a\xc3\xbc", 3), 3);
+    assert_int_equal(rep_prefix("ab", 9), 2);
+}
+
 int main(void)
 {
     rp_test_seed();
@@ -349,6 +452,8 @@ int main(void)
         cmocka_unit_test(test_oom_outside_a_layer_without_shortfall),
         cmocka_unit_test(test_wide_profiles_fit),
         cmocka_unit_test(test_wrap_keeps_words_and_width),
+        cmocka_unit_test(test_long_names),
+        cmocka_unit_test(test_cut_keeps_characters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
