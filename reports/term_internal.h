@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "reports/answer.h"
 #include "vocab/profile.h"
 
 /* Prints text as lines of at most width columns, breaking at spaces (a
@@ -28,5 +29,10 @@ int rep_prefix(const char *s, int max_bytes);
 const char *rep_cut(const char *s, int w, char *buf, size_t len);
 /* s (at most w columns) left-aligned in w columns. */
 void rep_pad(FILE *f, const char *s, int w);
+
+/* The lead of a program's doctor run (answer.h): the program, the module
+ * that overflowed, the placement, measured against predicted per device,
+ * the losses; one labelled field each, within width. */
+void rep_answer(FILE *f, const ms_answer *a, int width);
 
 #endif

@@ -2,7 +2,9 @@
  * per-layer table and the OOM diagnosis rendered from synthetic profiles
  * (random, seeded) into a memory stream: every line within 80 columns, the
  * key numbers and phrases present, totals right; long and UTF-8 layer names
- * whole or cut at character boundaries; and the word wrapper. */
+ * whole or cut at character boundaries; the word wrapper; and a real doctor
+ * run of a program under bf16 autocast (tests/browser/program_db.sh): its
+ * answer first, in the program's own words, every figure the database's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "reports/term_internal.h"
 #include "reports/term_report.h"
@@ -441,6 +444,144 @@ static void test_cut_keeps_characters(void **state)
     assert_int_equal(rep_prefix("ab", 9), 2);
 }
 
+/* ---- a program's doctor run, recorded for real -------------------------------- */
+
+static char fixture_dir[64], fixture_db[160];
+static int fixture_state;   /* 0 not made, 1 made, -1 not here (skip), -2 failed */
+
+static int make_fixture(void)
+{
+    if (fixture_state) return fixture_state;
+    snprintf(fixture_dir, sizeof fixture_dir, "/tmp/ms_test_term_XXXXXX");
+    if (!mkdtemp(fixture_dir)) return fixture_state = -2;
+    int rc = rp_program_db(fixture_dir, fixture_db, sizeof fixture_db);
+    return fixture_state = rc == 0 ? 1 : rc == 1 ? -1 : -2;
+}
+
+static ms_db *open_fixture(void)
+{
+    int st = make_fixture();
+    if (st == -1) return NULL;
+    assert_int_equal(st, 1);
+    char err[256];
+    ms_db *db = ms_db_open_readonly(fixture_db, err, sizeof err);
+    if (!db) fprintf(stderr, "%s\n", err);
+    assert_non_null(db);
+    return db;
+}
+
+static int collect_peak(const ms_device_peak *d, void *ctx)
+{
+    ms_device_peak *out = ctx;
+    if (d->device >= 0 && d->device < 2) out[d->device] = *d;
+    return 0;
+}
+
+typedef struct { int n, first_step, last_step; double first, last; } loss_span;
+
+static int collect_loss(const ms_step_rec *s, void *ctx)
+{
+    loss_span *l = ctx;
+    if (l->n++ == 0) { l->first = s->loss; l->first_step = s->step; }
+    l->last = s->loss;
+    l->last_step = s->step;
+    return 0;
+}
+
+static void test_program_doctor_run(void **state)
+{
+    (void)state;
+    ms_db *db = open_fixture();
+    if (!db) skip();
+    ms_profile p;
+    char err[256], want[512], b1[32], b2[32], b3[32];
+    assert_int_equal(ms_db_load_profile(db, 2, &p, err, sizeof err), 0);
+    assert_true(p.oom.happened && p.oom.layer >= 1 && p.oom.layer <= 6);
+    ms_device_peak dp[2];
+    memset(dp, 0, sizeof dp);
+    assert_int_equal(ms_db_list_device_peaks(db, 3, collect_peak, dp), 0);
+    loss_span ls = { 0 };
+    assert_int_equal(ms_db_list_steps(db, 3, collect_loss, &ls), 0);
+    assert_int_equal(ls.n, 6);
+
+    /* --brief leads with the answer, in the program's words, then the runs */
+    capture c;
+    cap_open(&c);
+    assert_int_equal(ms_term_report_run_brief(c.f, db, 1, 80), 0);
+    cap_close(&c);
+    assert_lines_fit(c.text, 80);
+    char *sq = squashed(c.text);
+    assert_has(sq, "program models.py: 8 layers in its own module paths (segment1, transformers.0-5, segment2); "
+                   "bf16 under autocast (fp32 master weights); batch 4;");
+    snprintf(want, sizeof want, "overflow OUT OF MEMORY in the forward pass of %s (layer %d): requested %s",
+             p.oom.layer_name, p.oom.layer, "");
+    want[strlen(want) - 1] = '\0';
+    assert_has(sq, want);
+    assert_has(sq, "placement segment1, transformers.0-");
+    assert_has(sq, "-> device 0, cpu (");
+    assert_has(sq, "-> device 1, cpu (");
+    for (int d = 0; d < 2; d++) {
+        assert_true(dp[d].predicted_peak > 0);
+        snprintf(want, sizeof want, "%d cpu %s %s %s %+.2f%%", d, ms_term_bytes(dp[d].capacity, b1, sizeof b1),
+                 ms_term_bytes(dp[d].predicted_peak, b2, sizeof b2), ms_term_bytes(dp[d].measured_peak, b3, sizeof b3),
+                 100.0 * ((double)dp[d].measured_peak - (double)dp[d].predicted_peak) / (double)dp[d].predicted_peak);
+        assert_has(sq, want);
+    }
+    snprintf(want, sizeof want, "loss %.4f at step %d -> %.4f at step %d (6 steps,", ls.first, ls.first_step, ls.last,
+             ls.last_step);
+    assert_has(sq, want);
+    assert_true(strstr(c.text, "overflow") < strstr(c.text, "-- run 2"));
+    assert_null(strstr(c.text, "0 tokens/s"));
+    assert_null(strstr(c.text, "d_model 0"));
+    free(sq);
+    free(c.text);
+
+    /* the whole report: devices with capacities, no raw JSON, names whole,
+     * the master weights as master, no throughput that was not measured */
+    cap_open(&c);
+    assert_int_equal(ms_term_report_run(c.f, db, 1, 80), 0);
+    cap_close(&c);
+    assert_lines_fit(c.text, 80);
+    sq = squashed(c.text);
+    snprintf(want, sizeof want, "devices cpu (%s), cpu (%s) (as run 3, train, recorded them)",
+             ms_term_bytes(dp[0].capacity, b1, sizeof b1), ms_term_bytes(dp[1].capacity, b2, sizeof b2));
+    assert_has(sq, want);
+    snprintf(want, sizeof want, "devices cpu (%s) command", ms_term_bytes(p.capacity, b1, sizeof b1));
+    assert_has(sq, want);
+    assert_null(strstr(c.text, "capacity_bytes"));
+    assert_null(strstr(c.text, "[{"));
+    assert_has(sq, "Profile of models.py: 8 layers in its own module paths");
+    assert_null(strstr(c.text, "d_model 0"));
+    for (int l = 1; l <= 6; l++) {
+        snprintf(want, sizeof want, "\n%3d transformers.%d ", l, l - 1);
+        assert_has(c.text, want);
+    }
+    assert_null(strstr(c.text, "~"));
+    snprintf(want, sizeof want, " master %s ", ms_term_bytes(p.oom.live_by_cat[MS_CAT_MASTER], b1, sizeof b1));
+    assert_true(p.oom.live_by_cat[MS_CAT_MASTER] > 0);
+    assert_has(sq, want);
+    const char *top = strstr(c.text, "Layers holding the most");
+    assert_non_null(top);
+    assert_has(top, "  transformers.");
+    assert_has(sq, "tokens/s not measured");
+    assert_null(strstr(c.text, "0 tokens/s"));
+    free(sq);
+    free(c.text);
+    ms_profile_free(&p);
+    ms_db_close(db);
+}
+
+static int remove_fixture(void **state)
+{
+    (void)state;
+    if (fixture_state == 1 || fixture_state == -2) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", fixture_dir);
+        if (fixture_dir[0] && system(cmd) != 0) return -1;
+    }
+    return 0;
+}
+
 int main(void)
 {
     rp_test_seed();
@@ -454,6 +595,7 @@ int main(void)
         cmocka_unit_test(test_wrap_keeps_words_and_width),
         cmocka_unit_test(test_long_names),
         cmocka_unit_test(test_cut_keeps_characters),
+        cmocka_unit_test(test_program_doctor_run),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, remove_fixture);
 }
