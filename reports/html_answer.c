@@ -27,7 +27,7 @@ static void overflow(FILE *f, const ms_answer *a)
         fprintf(f, " <a href=\"#trial-%" PRId64 "\">The diagnosis</a></dd>", a->trial_run);
         return;
     }
-    fprintf(f, "<dd data-k=\"overflow\">none: the trial %s with a peak of %s of %s on ", p->fits ? "fit" : "stopped",
+    fprintf(f, "<dd data-k=\"overflow\">none: the trial %s: peak %s of %s on ", p->fits ? "fit" : "stopped",
             h_bytes(p->peak, b1, sizeof b1), h_bytes(p->capacity, b2, sizeof b2));
     h_escn(f, p->device, sizeof p->device);
     fputs("</dd>", f);

@@ -182,7 +182,7 @@ static void header(FILE *f, ms_db *db, const ms_run_info *runs, int n, int answe
         field(f, "finished", "- (no end recorded)");
     }
     char devs[1024];
-    if (rf_run_devices(db, r, devs, sizeof devs) == 0) snprintf(devs, sizeof devs, "- (none recorded)");
+    if (rf_run_devices(db, r, devs, sizeof devs) == 0 || !devs[0]) snprintf(devs, sizeof devs, "- (none recorded)");
     field(f, "devices", devs);
     if (r->cmdline[0]) {
         fputs("<dt>command</dt><dd><code>", f);

@@ -30,8 +30,8 @@ static void say_trial(FILE *f, const ms_answer *a, int width)
     if (p->oom.happened) {
         ms_term_report_oom_sentence(p, line, sizeof line);
     } else {
-        snprintf(line, sizeof line, "none: the trial %s with a peak of %s on %s of %s", p->fits ? "fit" : "stopped",
-                 ms_term_bytes(p->peak, b1, sizeof b1), p->device, ms_term_bytes(p->capacity, b2, sizeof b2));
+        snprintf(line, sizeof line, "none: the trial %s: peak %s of %s on %s", p->fits ? "fit" : "stopped",
+                 ms_term_bytes(p->peak, b1, sizeof b1), ms_term_bytes(p->capacity, b2, sizeof b2), p->device);
     }
     field(f, width, "overflow", line);
 }

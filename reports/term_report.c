@@ -89,9 +89,10 @@ static void print_bytes_cell(FILE *f, uint64_t v, int w)
  * path (".15" for "transformers.15") when the table says the path once. */
 static const char *shown_name(const table_layout *t, const char *name)
 {
-    if (t->stem && strncmp(name, t->stem, (size_t)t->stem_len) == 0 && name[t->stem_len])
-        return name + t->stem_len - 1;
-    return name;
+    if (!t->stem || strncmp(name, t->stem, (size_t)t->stem_len) != 0 || !name[t->stem_len]) return name;
+    for (const char *d = name + t->stem_len; *d; d++)
+        if (*d < '0' || *d > '9') return name;   /* only the list's own elements */
+    return name + t->stem_len - 1;
 }
 
 static void print_row(FILE *f, const table_layout *t, const char *idx, const char *name, const char *src,

@@ -53,7 +53,7 @@ static void print_header(FILE *f, ms_db *db, const ms_run_info *r, int width)
     print_field(f, width, "finished", line);
     print_field(f, width, "model", r->model[0] ? r->model : "-");
     char devs[1024];
-    if (rf_run_devices(db, r, devs, sizeof devs) == 0) snprintf(devs, sizeof devs, "- (none recorded)");
+    if (rf_run_devices(db, r, devs, sizeof devs) == 0 || !devs[0]) snprintf(devs, sizeof devs, "- (none recorded)");
     print_field(f, width, "devices", devs);
     if (r->cmdline[0]) print_field(f, width, "command", r->cmdline);
     if (r->parent) {
