@@ -51,9 +51,7 @@ typedef struct pass_meas {
 
 static int is_static(int cat) { return cat <= MS_CAT_OPTIM; }
 
-/* Final (category, layer) of every allocation event: later relabels of the
- * storage apply from its allocation on. fin[i] for ev[i] (ALLOC only). */
-static int final_labels(const msb_trace *t, int (*fin)[2])
+int msb_final_labels(const msb_trace *t, int (*fin)[2])
 {
     ms_addr_map live = { 0 };
     for (int i = 0; i < t->n_ev; i++) {
@@ -196,7 +194,7 @@ static int measure(const msb_trace *t, pass_meas *pm)
     r.dl = calloc((size_t)(n + 1) * 3, sizeof *r.dl);
     int64_t *opt_start = r.dl ? r.dl + (n + 1) : NULL, *opt_peak = r.dl ? r.dl + 2 * (n + 1) : NULL;
     pm->oom_layer = calloc((size_t)n, sizeof *pm->oom_layer);
-    int rc = (!pm->L || !cur || !fin || !r.lc || !r.dl || !pm->oom_layer) ? -1 : final_labels(t, fin);
+    int rc = (!pm->L || !cur || !fin || !r.lc || !r.dl || !pm->oom_layer) ? -1 : msb_final_labels(t, fin);
     msl_init(&r.led);
     for (int i = 0; i < n; i++) pm->L[i].xin = cur[i].xin = -1;
     interval iv = { 0 };

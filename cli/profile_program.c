@@ -158,12 +158,20 @@ void ms_program_name(char *const *prog, char *out, size_t len)
     snprintf(out, len, "%s", base_name(prog[0]));
 }
 
-/* The trace's ledger events as the database's memory events. */
+/* The trace's ledger events as the database's memory events, each
+ * allocation with its storage's final category, as the rows count it (the
+ * report replays these: a master weight stored as the transient it was
+ * first seen as would be drawn as a workspace). */
 static int to_mem_events(const msb_trace *t, ms_mem_event **out)
 {
     int n = 0;
     ms_mem_event *ev = calloc((size_t)t->n_ev + 1, sizeof *ev);
-    if (!ev) return -1;
+    int (*fin)[2] = calloc((size_t)t->n_ev + 1, sizeof *fin);
+    if (!ev || !fin || msb_final_labels(t, fin) != 0) {
+        free(ev);
+        free(fin);
+        return -1;
+    }
     for (int i = 0; i < t->n_ev; i++) {
         const msb_ev *e = &t->ev[i];
         if (e->conn != t->model_conn) continue;
@@ -180,11 +188,14 @@ static int to_mem_events(const msb_trace *t, ms_mem_event **out)
         m->kind = kind;
         m->layer = e->layer;
         m->phase = e->phase;
-        m->category = e->kind == MSB_EV_SEGMENT || e->kind == MSB_EV_FREE ? -1 : e->cat;
+        m->category = e->kind == MSB_EV_SEGMENT || e->kind == MSB_EV_FREE ? -1
+                      : e->kind == MSB_EV_ALLOC                          ? fin[i][0]
+                                                                         : e->cat;
         m->bytes = e->bytes;
         m->address = e->kind == MSB_EV_REFUSED ? 0 : e->key;
         m->source = source;
     }
+    free(fin);
     *out = ev;
     return n;
 }

@@ -42,8 +42,21 @@ static void stacked(FILE *f, const h_plot *pl, double x, double w, const uint64_
     fputc('\n', f);
 }
 
+/* A device's label: its name, with its index when another device has
+ * the same name (virtual devices of one GPU or CPU: "cpu", "cpu"). */
+static const char *label(const h_dev_bar *dv, int n, int i, char *buf, size_t len)
+{
+    for (int k = 0; k < n; k++)
+        if (k != i && strcmp(dv[k].name, dv[i].name) == 0) {
+            snprintf(buf, len, "%s (device %d)", dv[i].name, i);
+            return buf;
+        }
+    return dv[i].name;
+}
+
 void h_chart_devices(FILE *f, int64_t run, const h_dev_bar *dv, int n, int measured_any)
 {
+    char lb[96];
     char id[48], b1[32], b2[32];
     snprintf(id, sizeof id, "fig-c-%" PRId64, run);
     unsigned mask = 0;
@@ -77,8 +90,8 @@ void h_chart_devices(FILE *f, int64_t run, const h_dev_bar *dv, int n, int measu
         const h_dev_bar *d = &dv[i];
         double cx = h_px(&pl, i) + slot / 2;
         double xp = cx - bw - 3, xm = cx + 3;
-        if (d->has_pred) stacked(f, &pl, xp, bw, d->pred_by, d->pred, d->name, "predicted");
-        if (d->has_meas) stacked(f, &pl, xm, bw, d->meas_by, d->meas, d->name, "measured");
+        if (d->has_pred) stacked(f, &pl, xp, bw, d->pred_by, d->pred, label(dv, n, i, lb, sizeof lb), "predicted");
+        if (d->has_meas) stacked(f, &pl, xm, bw, d->meas_by, d->meas, label(dv, n, i, lb, sizeof lb), "measured");
         double ybase = pl.height - pl.bottom;
         fprintf(f, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">predicted</text>"
                    "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">measured</text>\n",
@@ -89,7 +102,7 @@ void h_chart_devices(FILE *f, int64_t run, const h_dev_bar *dv, int n, int measu
             fprintf(f, "<text class=\"note-t\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">not yet</text>", xm + bw / 2,
                     ybase - 6);
         fprintf(f, "<text class=\"dev-l\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", cx, ybase + 36);
-        h_esc(f, d->name);
+        h_esc(f, label(dv, n, i, lb, sizeof lb));
         fputs("</text>\n", f);
         if (d->capacity) {
             double y = h_py(&pl, (double)d->capacity);
@@ -116,7 +129,7 @@ void h_chart_devices(FILE *f, int64_t run, const h_dev_bar *dv, int n, int measu
     for (int i = 0; i < n; i++) {
         const h_dev_bar *d = &dv[i];
         fprintf(f, "<tr data-device=\"%d\" data-cat=\"total\" class=\"total\"><th class=\"rowh\">", i);
-        h_esc(f, d->name);
+        h_esc(f, label(dv, n, i, lb, sizeof lb));
         fputs("</th>", f);
         h_td_bytes(f, "capacity", d->capacity);
         if (d->has_pred) h_td_bytes(f, "predicted", d->pred); else fputs("<td class=\"muted\">none</td>", f);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "vocab/profile.h"
+#include "reports/answer.h"
 #include "reports/db.h"
 
 /* Categories of the charts: DESIGN.md's eight, plus bytes whose category
@@ -143,8 +144,10 @@ const char *h_layer_name(const h_layers *L, int i, char *buf, size_t len);
 const h_dev_trace *h_trial_device(const h_trace *t);
 
 /* (a) memory per layer, stacked by category, with capacity and the OOM;
- * then its table. (b) live memory over time per device; then its table. */
-void h_chart_layers(FILE *f, int64_t run, const ms_profile *p, const h_layers *L, const h_dev_trace *d);
+ * then its table (from the profile's rows when d is NULL: stale says the
+ * run has events whose categories are not the profile's). (b) live memory
+ * over time per device; then its table. */
+void h_chart_layers(FILE *f, int64_t run, const ms_profile *p, const h_layers *L, const h_dev_trace *d, int stale);
 void h_chart_timeline(FILE *f, int64_t run, const ms_profile *p, const h_layers *L, const h_trace *t);
 
 /* ---- chart (c) -------------------------------------------------------------- */
@@ -168,6 +171,10 @@ void h_chart_devices(FILE *f, int64_t run, const h_dev_bar *dv, int n, int measu
 int h_section_trial(FILE *f, ms_db *db, const ms_run_info *runs, int n, char *err, size_t errlen);
 int h_section_plan(FILE *f, ms_db *db, const ms_run_info *runs, int n, char *err, size_t errlen);
 int h_section_train(FILE *f, ms_db *db, const ms_run_info *runs, int n, char *err, size_t errlen);
+
+/* The answer of a program's doctor run (answer.h), at the top of the page:
+ * section #answer with tables t-place-RUN and t-answer-RUN. */
+void h_answer(FILE *f, const ms_answer *a);
 
 const char *h_precision_name(int p);    /* "fp32", "bf16", "fp16", "?" */
 

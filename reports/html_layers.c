@@ -70,7 +70,7 @@ static const char *phase_word(int ph)
     return ph >= 0 && ph < MS_PH_N ? ms_phase_name((ms_phase)ph) : "?";
 }
 
-void h_chart_layers(FILE *f, int64_t run, const ms_profile *p, const h_layers *L, const h_dev_trace *d)
+void h_chart_layers(FILE *f, int64_t run, const ms_profile *p, const h_layers *L, const h_dev_trace *d, int stale)
 {
     const int n = L->n;
     int from_events = 0;
@@ -115,6 +115,9 @@ void h_chart_layers(FILE *f, int64_t run, const ms_profile *p, const h_layers *L
     if (from_events)
         fputs("Each bar is what was live on the device at the trial&rsquo;s fullest moment inside that layer "
               "(forward or backward), by category, replayed from the allocator&rsquo;s events. ", f);
+    else if (stale)
+        fputs("Each bar is the layer&rsquo;s own bytes from the profile (transient: the larger of forward and "
+              "backward), not the events, whose categories are not the profile&rsquo;s (see above). ", f);
     else
         fputs("No memory events were recorded for this run: each bar is the layer&rsquo;s own bytes from "
               "the profile (transient: the larger of forward and backward). ", f);

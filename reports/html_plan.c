@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "reports/grow.h"
+#include "reports/run_facts.h"
 
 /* ---- collecting --------------------------------------------------------- */
 
@@ -142,6 +143,8 @@ static void plan_card(FILE *f, const plan_rec *pr)
         fputs("<th>fwd</th><th>bwd</th><th>transfers</th><th>optimizer</th></tr></thead>\n<tbody>\n", f);
         size_t i;
         json_t *st;
+        int n_names = 0;   /* a program's plan names its layers by module path */
+        const char **names = rf_plan_layer_names(j, &n_names);
         json_array_foreach(stages, i, st) {
             char name[64];
             uint64_t cap;
@@ -154,7 +157,14 @@ static void plan_card(FILE *f, const plan_rec *pr)
             h_td_bytes(f, "capacity", cap);
             json_t *ly = json_object_get(st, "layers");
             long long a = json_integer_value(json_array_get(ly, 0)), b = json_integer_value(json_array_get(ly, 1));
-            fprintf(f, "<td data-k=\"layers\" data-v=\"%lld-%lld\">%lld&ndash;%lld</td>", a, b, a, b);
+            fprintf(f, "<td data-k=\"layers\" data-v=\"%lld-%lld\">%lld&ndash;%lld", a, b, a, b);
+            if (names && a >= 0 && b < n_names) {
+                char span[1024];
+                rf_layer_span(names, n_names, (int)a, (int)b, span, sizeof span);
+                fputs(": ", f);
+                h_esc(f, span);
+            }
+            fputs("</td>", f);
             h_td_text(f, "recompute", json_is_true(json_object_get(st, "recompute")) ? "yes" : "no");
             h_td_bytes(f, "predicted", jbytes(st, "predicted_peak_bytes"));
             h_td_num(f, "fwd_ms", jnum(st, "fwd_ms", 0), "%.3f ms");
@@ -164,6 +174,7 @@ static void plan_card(FILE *f, const plan_rec *pr)
             fputs("</tr>\n", f);
         }
         fputs("</tbody></table>\n", f);
+        free(names);
     }
     const char *why = jstr(j, "reasoning");
     if (why && *why) {

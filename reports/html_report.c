@@ -5,12 +5,12 @@
 #include "reports/html_internal.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "reports/grow.h"
+#include "reports/run_facts.h"
 #include <unistd.h>
 
 /* A doctor holds trial, plan and training runs; deeper nesting is not made
@@ -56,6 +56,8 @@ static const char *const STYLE =
     ".oombox{border:1px solid var(--oom);border-left:6px solid var(--oom);border-radius:6px;padding:.4em 1em;"
     "margin:1em 0;background:var(--card);display:flex;flex-wrap:wrap;gap:0 2em;align-items:flex-start}"
     ".oombox>p{flex:1 1 24em}.oombox>table.kv{flex:0 0 auto;margin:.5em 0}"
+    "section.answer{border:1px solid var(--border);border-left:6px solid var(--line);border-radius:6px;"
+    "padding:.1em 1em .4em;margin:1.2em 0;background:var(--card)}section.answer h2{margin-top:.5em}"
     ".plan{border:1px solid var(--border);border-radius:6px;padding:.3em 1em;margin:1em 0;background:var(--card)}"
     "figure{margin:1.2em 0 .6em}figcaption{margin-bottom:.3em}"
     "svg.chart{width:100%;height:auto;display:block;overflow:visible}"
@@ -160,37 +162,7 @@ static void field(FILE *f, const char *label, const char *value)
     fputs("</dd>", f);
 }
 
-/* The run's devices as "cuda:0 (40.00 GiB), cuda:1 (40.00 GiB)" when the
- * JSON reads as such, else the text as stored. */
-static void devices(FILE *f, const char *text)
-{
-    json_t *j = text && *text ? json_loads(text, 0, NULL) : NULL;
-    size_t n = json_is_array(j) ? json_array_size(j) : 0;
-    int readable = n > 0;
-    for (size_t i = 0; i < n && readable; i++)
-        readable = json_is_string(json_object_get(json_array_get(j, i), "name"));
-    if (!readable) {
-        json_decref(j);
-        field(f, "devices", text);
-        return;
-    }
-    fputs("<dt>devices</dt><dd>", f);
-    for (size_t i = 0; i < n; i++) {
-        json_t *d = json_array_get(j, i), *cap = json_object_get(d, "capacity_bytes");
-        if (!cap) cap = json_object_get(d, "capacity");
-        if (i) fputs(", ", f);
-        h_esc(f, json_string_value(json_object_get(d, "name")));
-        char b[32];
-        if (json_is_integer(cap) && json_integer_value(cap) > 0)
-            fprintf(f, " (%s)", h_bytes((uint64_t)json_integer_value(cap), b, sizeof b));
-        else
-            fputs(" (no capacity set)", f);
-    }
-    fputs("</dd>", f);
-    json_decref(j);
-}
-
-static void header(FILE *f, const ms_run_info *runs, int n)
+static void header(FILE *f, ms_db *db, const ms_run_info *runs, int n, int answered)
 {
     const ms_run_info *r = &runs[0];
     fprintf(f, "<header>\n<h1>memsplit report: run %" PRId64 "</h1>\n<dl class=\"facts\" id=\"run-facts\">", r->id);
@@ -209,7 +181,9 @@ static void header(FILE *f, const ms_run_info *runs, int n)
     } else {
         field(f, "finished", "- (no end recorded)");
     }
-    devices(f, r->devices);
+    char devs[1024];
+    if (rf_run_devices(db, r, devs, sizeof devs) == 0 || !devs[0]) snprintf(devs, sizeof devs, "- (none recorded)");
+    field(f, "devices", devs);
     if (r->cmdline[0]) {
         fputs("<dt>command</dt><dd><code>", f);
         h_esc(f, r->cmdline);
@@ -227,8 +201,9 @@ static void header(FILE *f, const ms_run_info *runs, int n)
         }
         fputs("</dd>", f);
     }
-    fputs("</dl>\n</header>\n<nav><ul><li><a href=\"#trial\">1. The trial</a></li><li><a href=\"#plan\">2. The plan"
-          "</a></li><li><a href=\"#training\">3. Training</a></li></ul></nav>\n", f);
+    fprintf(f, "</dl>\n</header>\n<nav><ul>%s<li><a href=\"#trial\">1. The trial</a></li><li><a href=\"#plan\">2. The "
+               "plan</a></li><li><a href=\"#training\">3. Training</a></li></ul></nav>\n",
+            answered ? "<li><a href=\"#answer\">The answer</a></li>" : "");
 }
 
 int ms_html_report_run(FILE *f, ms_db *db, int64_t run, char *err, size_t errlen)
@@ -246,8 +221,17 @@ int ms_html_report_run(FILE *f, ms_db *db, int64_t run, char *err, size_t errlen
     fprintf(f, "%" PRId64, runs[0].id);
     if (runs[0].model[0]) { fputs(" (", f); h_escn(f, runs[0].model, sizeof runs[0].model); fputs(")", f); }
     fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<main>\n", STYLE);
-    header(f, runs, n);
-    int ret = h_section_trial(f, db, runs, n, err, errlen);
+    /* A program's doctor run leads with its answer; the sections show how. */
+    ms_answer a;
+    int answered = ms_answer_load(db, runs[0].id, &a);
+    int ret = answered < 0 ? -1 : 0;
+    if (ret != 0) snprintf(err, errlen, "%s", ms_db_errmsg(db));
+    header(f, db, runs, n, answered == 1);
+    if (answered == 1) {
+        h_answer(f, &a);
+        ms_answer_free(&a);
+    }
+    if (ret == 0) ret = h_section_trial(f, db, runs, n, err, errlen);
     if (ret == 0) ret = h_section_plan(f, db, runs, n, err, errlen);
     if (ret == 0) ret = h_section_train(f, db, runs, n, err, errlen);
     fputs("<footer>Written by <code>memsplit report --html</code>. Sizes: KiB = 1024 bytes, MiB = 1024 KiB, "

@@ -4,6 +4,9 @@
  * dark colour schemes and on paper.
  *
  * Contract:
+ *  - A doctor run of a user's program opens with its answer (answer.h):
+ *    the program, the module that overflowed, the placement in module
+ *    paths, measured against predicted per device, the first and last loss.
  *  - The page covers the run and the runs it contains (a doctor's trial,
  *    plan and training), in four charts, each followed by a table of its
  *    exact numbers: (a) the trial's memory per layer by category against
@@ -11,7 +14,9 @@
  *    category, OOM marked; (c) per device, predicted against measured peak
  *    by category, against capacity; (d) loss and tokens/s over the steps of
  *    each training run, recoveries marked. A part with nothing recorded
- *    says so in words.
+ *    says so in words; so does a value that was not measured (a
+ *    program's tokens/s), which is never drawn as 0. Every chart has the
+ *    profile's categories (a program's fp32 master weights are master).
  *  - Every string from the database is HTML-escaped. Every number in a
  *    table carries its exact value in a data-v attribute (bytes as exact
  *    integers) beside its human form (KiB/MiB/GiB); tables have stable ids

@@ -3,6 +3,7 @@
  * an allocation or a free), with the trial's phases shaded, the capacity and
  * the out-of-memory moment; and its table of exact bytes per category. */
 #include "reports/html_internal.h"
+#include "reports/run_facts.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -152,7 +153,11 @@ static void one_device(FILE *f, int64_t run, const ms_profile *p, const h_layers
                                              "CUPTI&rsquo;s activity records" };
     fprintf(f, "<p class=\"facts\">%" PRId64 " events from %s on device %d: %" PRId64 " allocations, %" PRId64
                " frees, %" PRId64 " failed, from %s",
-            d->n_alloc + d->n_free + d->n_fail, src_names[t->source], d->device, d->n_alloc, d->n_free, d->n_fail,
+            d->n_alloc + d->n_free + d->n_fail,
+            /* a program's allocator events are the bridge's count of its tensors */
+            t->source == MS_EV_SRC_ALLOCATOR && rf_is_program(p) ? "memsplit&rsquo;s count of the program&rsquo;s tensors"
+                                                                 : src_names[t->source],
+            d->device, d->n_alloc, d->n_free, d->n_fail,
             t_text(d->t_min, tu, tt, sizeof tt));
     fprintf(f, " to %s. The peak, %s, came at %s", t_text(d->t_max, tu, b2, sizeof b2), h_bytes(peak, b1, sizeof b1),
             t_text(d->peak.t_us, tu, tt, sizeof tt));

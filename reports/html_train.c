@@ -42,12 +42,16 @@ static int add_rec(const ms_recovery_rec *r, void *ctx)
     return 0;
 }
 
-static double field(const step_row *s, int which) { return which == 0 ? s->loss : s->tps; }
+static double field(const step_row *s, int which) { return which == 0 ? s->loss : which == 1 ? s->tps : s->ms; }
 
-/* One line chart of loss (which 0) or tokens/s (which 1) over the steps. */
+/* One line chart over the steps: loss (which 0), tokens/s (1) or the time
+ * per step in ms (2: a program's, whose steps give no count of tokens). */
 static void line_chart(FILE *f, int64_t run, const step_list *sl, const rec_list *rl, int which)
 {
-    const char *what = which == 0 ? "loss" : "tokens per second";
+    static const char *const whats[] = { "loss", "tokens per second", "ms per step" };
+    static const char *const ids[] = { "loss", "tps", "ms" };
+    static const char *const titles[] = { "Loss", "Tokens per second", "Time per step" };
+    const char *what = whats[which];
     double lo = INFINITY, hi = -INFINITY;
     int n_bad = 0;
     for (int i = 0; i < sl->n; i++) {
@@ -58,7 +62,7 @@ static void line_chart(FILE *f, int64_t run, const step_list *sl, const rec_list
     }
     if (lo > hi) { lo = 0; hi = 1; }
     char id[64], title[96], desc[160];
-    snprintf(id, sizeof id, "fig-d-%" PRId64 "-%s", run, which == 0 ? "loss" : "tps");
+    snprintf(id, sizeof id, "fig-d-%" PRId64 "-%s", run, ids[which]);
     h_plot pl = { .width = 960, .height = 250, .left = 84, .right = 16, .top = 26, .bottom = 46,
                   .xmin = sl->s[0].step, .xmax = sl->s[sl->n - 1].step, .ymin = lo, .ymax = hi };
     /* Recoveries belong on the axis even where no step was recorded (a
@@ -68,11 +72,11 @@ static void line_chart(FILE *f, int64_t run, const step_list *sl, const rec_list
         if (rl->r[k].step > pl.xmax) pl.xmax = rl->r[k].step;
     }
     if (pl.xmax <= pl.xmin) { pl.xmin -= 0.5; pl.xmax += 0.5; }
-    snprintf(title, sizeof title, "%s over steps, run %" PRId64, which == 0 ? "Loss" : "Tokens per second", run);
+    snprintf(title, sizeof title, "%s over steps, run %" PRId64, titles[which], run);
     snprintf(desc, sizeof desc, "%d steps from %d to %d; %d recoveries marked.", sl->n, sl->s[0].step,
              sl->s[sl->n - 1].step, rl->n);
     h_svg_begin(f, &pl, id, title, desc);
-    h_axis_y_num(f, &pl, what, which == 1);
+    h_axis_y_num(f, &pl, what, which != 0);
 
     for (int k = 0; k < rl->n; k++) {
         double x = h_px(&pl, rl->r[k].step);
@@ -155,25 +159,35 @@ static void one_run(FILE *f, const ms_run_info *r, const step_list *sl, const re
     } else {
         int skipped = 0;
         double sum_ms = 0, sum_tps = 0;
+        /* A program's steps give no count of tokens and no learning rate:
+         * every row holds 0 there, which says "not measured", not zero. */
+        int tps = 0, lr = 0;
         for (int i = 0; i < sl->n; i++) {
             skipped += sl->s[i].skipped != 0;
             sum_ms += sl->s[i].ms;
             sum_tps += sl->s[i].tps;
+            tps |= sl->s[i].tps > 0;
+            lr |= sl->s[i].lr != 0;
         }
+        char speed[64];
+        if (tps) snprintf(speed, sizeof speed, "%.0f tokens/s", sum_tps / sl->n);
+        else snprintf(speed, sizeof speed, "tokens/s not measured");
         fprintf(f, "<p class=\"facts\">%d steps recorded (%d to %d), %d skipped; loss %.4f at step %d, %.4f at step %d; "
-                   "%s per step and %.0f tokens/s on average; %d OOM recover%s.</p>\n",
+                   "%s per step on average, %s; %d OOM recover%s.</p>\n",
                 sl->n, sl->s[0].step, sl->s[sl->n - 1].step, skipped, sl->s[0].loss, sl->s[0].step, sl->s[sl->n - 1].loss,
-                sl->s[sl->n - 1].step, h_ms(sum_ms / sl->n, b1, sizeof b1), sum_tps / sl->n, rl->n, rl->n == 1 ? "y" : "ies");
-        fprintf(f, "<figure id=\"fig-d-%" PRId64 "\">\n<figcaption><b>(d) Training.</b> Loss (top) and tokens per second "
-                   "(bottom) at each step. Red lines: out-of-memory recoveries (the step that failed; training resumed "
-                   "from the checkpoint named in the table).%s</figcaption>\n",
-                r->id, skipped ? " Hollow circles: steps whose update was skipped (fp16 overflow)." : "");
+                sl->s[sl->n - 1].step, h_ms(sum_ms / sl->n, b1, sizeof b1), speed, rl->n, rl->n == 1 ? "y" : "ies");
+        fprintf(f, "<figure id=\"fig-d-%" PRId64 "\">\n<figcaption><b>(d) Training.</b> Loss (top) and %s (bottom) at "
+                   "each step.%s Red lines: out-of-memory recoveries (the step that failed; training resumed from the "
+                   "checkpoint named in the table).%s</figcaption>\n",
+                r->id, tps ? "tokens per second" : "the time per step",
+                tps ? "" : " Tokens per second were not measured: the program&rsquo;s steps give no count of tokens.",
+                skipped ? " Hollow circles: steps whose update was skipped (fp16 overflow)." : "");
         fputs("<ul class=\"legend\"><li><i class=\"sw linesw\"></i>value per step</li>", f);
         if (rl->n) fputs("<li><i class=\"sw oomsw\"></i>OOM recovery</li>", f);
         if (skipped) fputs("<li><i class=\"sw skipsw\"></i>skipped update</li>", f);
         fputs("</ul>\n", f);
         line_chart(f, r->id, sl, rl, 0);
-        line_chart(f, r->id, sl, rl, 1);
+        line_chart(f, r->id, sl, rl, tps ? 1 : 2);
         fputs("</figure>\n", f);
 
         int every = sl->n > MAX_TABLE ? (sl->n + MAX_TABLE - 1) / MAX_TABLE : 1;
@@ -192,8 +206,10 @@ static void one_run(FILE *f, const ms_run_info *r, const step_list *sl, const re
             h_td_int(f, "step", s->step);
             h_td_num(f, "loss", s->loss, "%.6f");
             h_td_num(f, "ms", s->ms, "%.2f ms");
-            h_td_num(f, "tokens_per_s", s->tps, "%.0f");
-            h_td_num(f, "lr", s->lr, "%.3g");
+            if (tps) h_td_num(f, "tokens_per_s", s->tps, "%.0f");
+            else fputs("<td class=\"muted\">not measured</td>", f);
+            if (lr) h_td_num(f, "lr", s->lr, "%.3g");
+            else fputs("<td class=\"muted\">not measured</td>", f);
             if (scaled) h_td_num(f, "loss_scale", s->scale, "%.0f");
             h_td_text(f, "update", s->skipped ? "skipped" : "applied");
             fputs("</tr>\n", f);

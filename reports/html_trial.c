@@ -2,6 +2,7 @@
  * with its facts, its out-of-memory diagnosis, charts (a) and (b), and the
  * profile's per-layer rows in exact bytes (see html_internal.h). */
 #include "reports/html_internal.h"
+#include "reports/run_facts.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -123,7 +124,10 @@ static void rows_table(FILE *f, int64_t run, const ms_profile *p, int precision,
                 own && p->oom.happened && r->layer == p->oom.layer ? " class=\"oom\"" : "");
         h_td_int(f, "layer", r->layer);
         h_td_text(f, "name", name);
-        h_td_text(f, "source", r->source == MS_ROW_ISOLATED ? "isolated" : "trial");
+        h_td_text(f, "source", r->source == MS_ROW_ISOLATED ? "isolated"
+                               : r->source == MS_ROW_COPIED ? "copied"
+                               : r->source == MS_ROW_UNCAPPED ? "uncapped pass"
+                                                               : "trial");
         h_td_bytes(f, "param", r->param);
         if (master) h_td_bytes(f, "master", r->master);
         h_td_bytes(f, "grad", r->grad);
@@ -142,6 +146,18 @@ static void rows_table(FILE *f, int64_t run, const ms_profile *p, int precision,
     if (!sel) fputs("<tr><td colspan=\"3\">(out of memory listing the rows)</td></tr>\n", f);
     free(sel);
     fputs("</tbody></table>\n", f);
+}
+
+/* Whether the events carry other categories than the profile: a program
+ * under autocast always has fp32 master weights live from its start, so
+ * allocator events with none at all were written before memsplit stored
+ * each tensor's final category (a database of an older memsplit). */
+static int stale_categories(const ms_profile *p, const h_trace *t)
+{
+    uint64_t master = 0, seen = 0;
+    for (int i = 0; i < p->n_rows; i++) master += p->rows[i].master;
+    for (int i = 0; i < t->n_dev; i++) seen += t->dev[i].cat_max[MS_CAT_MASTER];
+    return rf_is_program(p) && master && t->source == MS_EV_SRC_ALLOCATOR && !seen;
 }
 
 static int one_trial(FILE *f, ms_db *db, const ms_run_info *r, char *err, size_t errlen)
@@ -174,10 +190,16 @@ static int one_trial(FILE *f, ms_db *db, const ms_run_info *r, char *err, size_t
     fprintf(f, "<article class=\"run\" id=\"trial-%" PRId64 "\">\n<h3>Run %" PRId64 ": the trial of ", r->id, r->id);
     h_escn(f, p.model, sizeof p.model);
     fputs("</h3>\n<dl class=\"facts\">", f);
-    fprintf(f, "<dt>model</dt><dd>%d layers (sequence %d, d_model %d, %d heads, vocabulary %d), global batch %d; rows "
-               "at %s, micro-batch %d</dd>",
-            p.n_layers, p.seq_len, p.d_model, p.n_head, p.vocab, p.global_batch, h_precision_name(L.precision),
-            L.micro_batch);
+    char about[1536];
+    rf_model_text(&p, about, sizeof about);   /* a program in its own terms, memsplit's model by its shape */
+    fprintf(f, "<dt>%s</dt><dd>", rf_is_program(&p) ? "program" : "model");
+    h_esc(f, about);
+    fputs("</dd>", f);
+    if (p.layer_list[0]) {
+        fputs("<dt>its blocks</dt><dd>", f);
+        h_escn(f, p.layer_list, sizeof p.layer_list);
+        fputs("</dd>", f);
+    }
     fputs("<dt>device</dt><dd>", f);
     h_escn(f, p.device, sizeof p.device);
     fprintf(f, "</dd><dt>capacity</dt><dd data-k=\"capacity\" data-v=\"%" PRIu64 "\">", p.capacity);
@@ -194,7 +216,14 @@ static int one_trial(FILE *f, ms_db *db, const ms_run_info *r, char *err, size_t
                            : "did not finish (no out-of-memory recorded)");
     if (p.oom.happened) oom_box(f, r->id, &p, &L);
 
-    h_chart_layers(f, r->id, &p, &L, h_trial_device(&t));
+    const int stale = stale_categories(&p, &t);
+    if (stale)
+        fputs("<p class=\"note\">This trial&rsquo;s memory events were recorded by a memsplit that stored each tensor "
+              "under the category it was first seen as, so the program&rsquo;s fp32 master weights, gradients and "
+              "optimizer state read as transient there. Chart (a) therefore shows each layer&rsquo;s own bytes from "
+              "the profile, whose categories are right; in (b) only the total over time is right, not its split. "
+              "A new trial records them right.</p>\n", f);
+    h_chart_layers(f, r->id, &p, &L, stale ? NULL : h_trial_device(&t), stale);
     h_chart_timeline(f, r->id, &p, &L, &t);
 
     int n_iso = 0, n_own = 0;

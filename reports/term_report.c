@@ -2,6 +2,7 @@
  * (see term_report.h). */
 #include "reports/term_report.h"
 #include "reports/term_internal.h"
+#include "reports/run_facts.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -50,13 +51,16 @@ static void fmt_ms(double ms, char *buf, size_t len)
 typedef struct {
     int bw;           /* width of a byte column's value */
     int master;       /* show the master column */
+    int nw;           /* width of the name column */
+    const char *stem; /* the block list's path ("transformers."), said once above the table; NULL: names whole */
+    int stem_len;
 } table_layout;
 
 static const char *layer_name_of(const ms_profile *p, int layer, char *buf, size_t len)
 {
     for (int i = 0; i < p->n_rows; i++)
         if (p->rows[i].layer == layer && p->rows[i].name[0]) {
-            snprintf(buf, len, "%.*s", len > 40 ? 39 : (int)len - 1, p->rows[i].name);
+            snprintf(buf, len, "%.*s", rep_prefix(p->rows[i].name, (int)len - 1), p->rows[i].name);
             return buf;
         }
     snprintf(buf, len, "layer %d", layer);
@@ -67,7 +71,9 @@ static void print_header(FILE *f, const table_layout *t)
 {
     /* Labels sized to the column: the narrow layout abbreviates. */
     int w = t->bw;
-    fprintf(f, "%3s %-9s %s %*s", "#", "layer", "s", w, "param");
+    fprintf(f, "%3s ", "#");
+    rep_pad(f, "layer", t->nw);
+    fprintf(f, " %s %*s", "s", w, "param");
     if (t->master) fprintf(f, " %*s", w, w >= 6 ? "master" : "mastr");
     fprintf(f, " %*s %*s %*s %*s %*s %6s %6s\n", w, "grad", w, "optim", w, "act", w, w >= 6 ? "tr.fwd" : "tr.fw",
             w, w >= 6 ? "tr.bwd" : "tr.bw", "fwd ms", "bwd ms");
@@ -79,22 +85,23 @@ static void print_bytes_cell(FILE *f, uint64_t v, int w)
     fprintf(f, " %*s", w, ms_term_bytes_short(v, b, sizeof b));
 }
 
-/* A name in w columns: whole when it fits; else a block keeps its tail (the
- * index that tells blocks apart: "~ormers.15"), anything else its head. */
-static const char *fit_name(const char *name, const char *kind, int w, char *buf, size_t len)
+/* What a row's name column says: a block of the list without the list's
+ * path (".15" for "transformers.15") when the table says the path once. */
+static const char *shown_name(const table_layout *t, const char *name)
 {
-    size_t n = strlen(name);
-    if ((int)n <= w) return name;
-    if (!strcmp(kind, "block")) snprintf(buf, len, "~%s", name + n - (size_t)(w - 1));
-    else snprintf(buf, len, "%.*s~", w - 1, name);
-    return buf;
+    if (!t->stem || strncmp(name, t->stem, (size_t)t->stem_len) != 0 || !name[t->stem_len]) return name;
+    for (const char *d = name + t->stem_len; *d; d++)
+        if (*d < '0' || *d > '9') return name;   /* only the list's own elements */
+    return name + t->stem_len - 1;
 }
 
 static void print_row(FILE *f, const table_layout *t, const char *idx, const char *name, const char *src,
                       const ms_layer_row *r)
 {
-    char fw[16], bw[16], cut[16];
-    fprintf(f, "%3s %-9.9s %s", idx, fit_name(name, r->kind, 9, cut, sizeof cut), src);
+    char fw[16], bw[16], cut[4 * MS_NAME_MAX];
+    fprintf(f, "%3s ", idx);
+    rep_pad(f, rep_cut(shown_name(t, name), t->nw, cut, sizeof cut), t->nw);
+    fprintf(f, " %s", src);
     print_bytes_cell(f, r->param, t->bw);
     if (t->master) print_bytes_cell(f, r->master, t->bw);
     print_bytes_cell(f, r->grad, t->bw);
@@ -105,6 +112,61 @@ static void print_row(FILE *f, const table_layout *t, const char *idx, const cha
     fmt_ms(r->fwd_ms, fw, sizeof fw);
     fmt_ms(r->bwd_ms, bw, sizeof bw);
     fprintf(f, " %6s %6s\n", fw, bw);
+}
+
+/* The path the blocks share up to their index ("transformers." of
+ * transformers.0 .. transformers.23), or 0 bytes when they share none. */
+static int block_stem(const ms_layer_row *const *rows, int n)
+{
+    int stem = -1;
+    const char *first = NULL;
+    for (int i = 0; i < n; i++) {
+        const char *s = rows[i]->name;
+        if (strcmp(rows[i]->kind, "block")) continue;
+        size_t len = strlen(s), k = len;
+        while (k > 0 && s[k - 1] >= '0' && s[k - 1] <= '9') k--;
+        if (k == len || k < 2 || s[k - 1] != '.') return 0;
+        if (!first) {
+            first = s;
+            stem = (int)k;
+        } else if ((int)k != stem || strncmp(s, first, k)) {
+            return 0;
+        }
+    }
+    return stem > 0 ? stem : 0;
+}
+
+/* The name column: names whole in the room the other columns leave at 80
+ * (narrower byte columns when that makes them fit); else the block list's
+ * path said once, and what is still too long cut in the middle, its whole
+ * name listed under the table. Returns the number of names cut. */
+static int fit_names(table_layout *t, const ms_layer_row *const *rows, int n, int width)
+{
+    const int n_byte_cols = 6 + t->master;
+    int room6 = width - (20 + n_byte_cols * 7), room5 = width - (20 + n_byte_cols * 6);
+    int longest = 0, cut = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        longest = 0;
+        for (int i = 0; i < n; i++) {
+            const char *s = shown_name(t, rows[i]->name);
+            int c = rep_columns(s, (int)strlen(s));
+            if (c > longest) longest = c;
+        }
+        if (longest <= room6 || longest <= room5 || pass == 1) break;
+        t->stem_len = block_stem(rows, n);
+        if (!t->stem_len) break;
+        for (int i = 0; i < n && !t->stem; i++)
+            if (!strcmp(rows[i]->kind, "block")) t->stem = rows[i]->name;
+    }
+    t->bw = (longest > 9 ? longest : 9) <= room6 ? 6 : 5;
+    int room = t->bw == 6 ? room6 : room5;
+    t->nw = longest > 9 ? longest : 9;
+    if (t->nw > room) t->nw = room > 9 ? room : 9;
+    for (int i = 0; i < n; i++) {
+        const char *s = shown_name(t, rows[i]->name);
+        cut += rep_columns(s, (int)strlen(s)) > t->nw;
+    }
+    return cut;
 }
 
 static int cmp_row_ptr(const void *a, const void *b)
@@ -134,11 +196,14 @@ static void print_group(FILE *f, const ms_profile *p, int precision, int micro_b
         t.master |= r->master != 0;
     }
     qsort(rows, (size_t)n, sizeof *rows, cmp_row_ptr);
-    /* 15 columns of index/name/source, 7 per time, bw + 1 per byte column. */
-    int n_byte_cols = 6 + t.master;
-    if (15 + 2 * 7 + n_byte_cols * (t.bw + 1) > (width > 0 ? width : 80)) t.bw = 5;
+    int n_cut = fit_names(&t, rows, n, width > 0 ? width : 80);
 
     fprintf(f, "\n%s, micro-batch %d:\n", precision_text(precision), micro_batch);
+    if (t.stem) {
+        char line[2 * MS_NAME_MAX];
+        snprintf(line, sizeof line, "(.N below is %.*sN)", t.stem_len, t.stem);
+        rep_wrap(f, width, 1, line);
+    }
     print_header(f, &t);
     ms_layer_row total;
     memset(&total, 0, sizeof total);
@@ -178,21 +243,25 @@ static void print_group(FILE *f, const ms_profile *p, int precision, int micro_b
                  n_isolated, n);
         rep_wrap(f, width, 0, msg);
     }
+    if (n_cut) fprintf(f, "Names cut above, whole:\n");
+    for (int i = 0; i < n && n_cut; i++) {
+        const char *s = shown_name(&t, rows[i]->name);
+        if (rep_columns(s, (int)strlen(s)) <= t.nw || (i > 0 && rows[i - 1]->layer == rows[i]->layer)) continue;
+        char line[MS_NAME_MAX + 48];
+        snprintf(line, sizeof line, "layer %d: %s", rows[i]->layer, rows[i]->name);
+        fputs("  ", f);
+        rep_wrap_from(f, width, 2, 4, line);
+    }
     free(rows);
 }
 
 void ms_term_report_profile(FILE *f, const ms_profile *p, int width)
 {
     if (width <= 0) width = 80;
-    char line[512], b1[32], b2[32], b3[32];
-    if (p->seq_len > 0)
-        snprintf(line, sizeof line,
-                 "Profile of %.*s: %d layers (seq %d, d_model %d, %d heads, vocab %d), global batch %d, on %.*s.",
-                 (int)sizeof p->model, p->model, p->n_layers, p->seq_len, p->d_model, p->n_head, p->vocab,
-                 p->global_batch, (int)sizeof p->device, p->device);
-    else   /* a program: its own modules, no GPT shape */
-        snprintf(line, sizeof line, "Profile of %.120s: %d layers (its own modules), global batch %d, on %.*s.",
-                 p->model, p->n_layers, p->global_batch, (int)sizeof p->device, p->device);
+    char line[2048], about[1536], b1[32], b2[32], b3[32];
+    rf_model_text(p, about, sizeof about);   /* a program in its own terms, memsplit's model by its shape */
+    snprintf(line, sizeof line, "Profile of %.*s: %s; on %.*s.", rep_prefix(p->model, 128), p->model, about,
+             rep_prefix(p->device, (int)sizeof p->device), p->device);
     rep_wrap(f, width, 0, line);
 
     /* One table per (precision, micro-batch), in order of first appearance. */
@@ -272,12 +341,22 @@ static void print_top_layers(FILE *f, const ms_profile *p, uint64_t live, int wi
     qsort(ll, (size_t)n, sizeof *ll, cmp_live_desc);
     const int top = n < 5 ? n : 5;
     fprintf(f, "\nLayers holding the most, at that moment:\n");
+    /* Names as wide as the line leaves (34 columns go to the rest): whole
+     * when they fit, else cut in the middle, keeping the index at the end. */
+    char name[MS_NAME_MAX], cut[4 * MS_NAME_MAX];
+    int nw = 12, room = width - 34 > 12 ? width - 34 : 12;
+    for (int i = 0; i < top; i++) {
+        int c = rep_columns(layer_name_of(p, ll[i].layer, name, sizeof name), (int)strlen(name));
+        if (c > nw) nw = c < room ? c : room;
+    }
     uint64_t rest = 0;
     for (int i = 0; i < n; i++) {
-        char name[40], b[32];
+        char b[32];
         if (i >= top) { rest += ll[i].bytes; continue; }
         layer_name_of(p, ll[i].layer, name, sizeof name);
-        fprintf(f, "  layer %3d  %-12.12s %12s  %5.1f%%\n", ll[i].layer, name, ms_term_bytes(ll[i].bytes, b, sizeof b),
+        fprintf(f, "  layer %3d  ", ll[i].layer);
+        rep_pad(f, rep_cut(name, nw, cut, sizeof cut), nw);
+        fprintf(f, " %12s  %5.1f%%\n", ms_term_bytes(ll[i].bytes, b, sizeof b),
                 live ? 100.0 * (double)ll[i].bytes / (double)live : 0.0);
     }
     if (n > top) {
@@ -289,29 +368,28 @@ static void print_top_layers(FILE *f, const ms_profile *p, uint64_t live, int wi
     free(ll);
 }
 
-/* The diagnosis's first sentence into line. */
-static void oom_headline(const ms_profile *p, char *line, size_t len)
+void ms_term_report_oom_sentence(const ms_profile *p, char *line, size_t len)
 {
     const ms_oom_info *o = &p->oom;
     uint64_t live = 0;
     for (int c = 0; c < MS_CAT_N; c++) live += o->live_by_cat[c];
     uint64_t cap = o->capacity ? o->capacity : p->capacity;
 
-    char where[200], name[40], req[32], lv[32], capb[32], miss[32];
+    char where[2 * MS_NAME_MAX], name[MS_NAME_MAX], req[32], lv[32], capb[32], miss[32];
     const int named_outside = o->layer < 0 && o->what[0] && (o->phase == MS_PH_FORWARD || o->phase == MS_PH_BACKWARD);
     if (named_outside) {
         /* a program's own code outside its layers (its loss): what says which */
-        snprintf(where, sizeof where, "%s %.*s", phase_phrase(o->phase), 150, o->what);
+        snprintf(where, sizeof where, "%s %.*s", phase_phrase(o->phase), rep_prefix(o->what, 150), o->what);
     } else if (o->layer < 0) {
         snprintf(where, sizeof where, "outside any layer");
     } else {
-        if (o->layer_name[0]) snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, o->layer_name);
+        if (o->layer_name[0]) snprintf(name, sizeof name, "%.*s", rep_prefix(o->layer_name, (int)sizeof name - 1), o->layer_name);
         else layer_name_of(p, o->layer, name, sizeof name);
         snprintf(where, sizeof where, "%s %s (layer %d)", phase_phrase(o->phase), name, o->layer);
     }
-    char what[80];
+    char what[MS_NAME_MAX + 32];
     if (o->what[0] && !named_outside)
-        snprintf(what, sizeof what, "%s '%.*s'", ms_cat_name((ms_cat)o->category), 60, o->what);
+        snprintf(what, sizeof what, "%s '%.*s'", ms_cat_name((ms_cat)o->category), rep_prefix(o->what, 60), o->what);
     else
         snprintf(what, sizeof what, "%s", ms_cat_name((ms_cat)o->category));
     bytes_in(o->requested, cap, req, sizeof req);
@@ -336,9 +414,9 @@ static void oom_headline(const ms_profile *p, char *line, size_t len)
 
 void ms_term_report_oom_headline(FILE *f, const ms_profile *p, int width)
 {
-    char line[768];
+    char line[4 * MS_NAME_MAX];
     if (!p->oom.happened) return;
-    oom_headline(p, line, sizeof line);
+    ms_term_report_oom_sentence(p, line, sizeof line);
     rep_wrap(f, width > 0 ? width : 80, 2, line);
 }
 

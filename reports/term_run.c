@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reports/grow.h"
+#include "reports/run_facts.h"
 #include <unistd.h>
 
 /* A doctor holds trial, plan and training runs; deeper nesting is not made
@@ -29,7 +29,7 @@ static void print_field(FILE *f, int width, const char *label, const char *value
     rep_wrap_from(f, width, 10, 10, value);
 }
 
-static void print_header(FILE *f, const ms_run_info *r, int width)
+static void print_header(FILE *f, ms_db *db, const ms_run_info *r, int width)
 {
     const char *state = ms_run_state(r);
     char line[512];
@@ -52,7 +52,9 @@ static void print_header(FILE *f, const ms_run_info *r, int width)
     }
     print_field(f, width, "finished", line);
     print_field(f, width, "model", r->model[0] ? r->model : "-");
-    print_field(f, width, "devices", r->devices[0] ? r->devices : "-");
+    char devs[1024];
+    if (rf_run_devices(db, r, devs, sizeof devs) == 0 || !devs[0]) snprintf(devs, sizeof devs, "- (none recorded)");
+    print_field(f, width, "devices", devs);
     if (r->cmdline[0]) print_field(f, width, "command", r->cmdline);
     if (r->parent) {
         snprintf(line, sizeof line, "run %lld", (long long)r->parent);
@@ -121,11 +123,17 @@ static int sum_step(const ms_step_rec *s, void *ctx)
 
 static void print_steps(FILE *f, const step_sum *a, int width, int brief)
 {
-    char line[256];
+    char line[256], speed[96];
     if (a->n == 0) return;
+    /* A program's step holds no count of tokens (every row says 0): its
+     * throughput was not measured, its time per step was. */
+    if (a->sum_tps > 0)
+        snprintf(speed, sizeof speed, "%.0f tokens/s", a->sum_tps / a->n);
+    else
+        snprintf(speed, sizeof speed, "%.2f ms per step (tokens/s not measured)", a->sum_ms / a->n);
     if (brief) {
-        snprintf(line, sizeof line, "%d recorded (%d..%d), loss %.4f -> %.4f, %.0f tokens/s", a->n, a->first_step,
-                 a->last_step, a->first_loss, a->last_loss, a->sum_tps / a->n);
+        snprintf(line, sizeof line, "%d recorded (%d..%d), loss %.4f -> %.4f, %s", a->n, a->first_step, a->last_step,
+                 a->first_loss, a->last_loss, speed);
         print_field(f, width, "steps", line);
         return;
     }
@@ -135,7 +143,10 @@ static void print_steps(FILE *f, const step_sum *a, int width, int brief)
     snprintf(line, sizeof line, "%.4f at step %d -> %.4f at step %d", a->first_loss, a->first_step, a->last_loss,
              a->last_step);
     print_field(f, width, "loss", line);
-    snprintf(line, sizeof line, "%.2f ms per step, %.0f tokens/s (means)", a->sum_ms / a->n, a->sum_tps / a->n);
+    if (a->sum_tps > 0)
+        snprintf(line, sizeof line, "%.2f ms per step, %.0f tokens/s (means)", a->sum_ms / a->n, a->sum_tps / a->n);
+    else
+        snprintf(line, sizeof line, "%.2f ms per step (mean); tokens/s not measured", a->sum_ms / a->n);
     print_field(f, width, "speed", line);
 }
 
@@ -154,17 +165,6 @@ static int print_recovery(const ms_recovery_rec *r, void *ctx)
 }
 
 /* ---- the run and its children ----------------------------------------- */
-
-typedef struct { int64_t parent; int64_t *ids; int n, cap; int oom; } child_list;
-
-static int collect_child(const ms_run_info *r, void *ctx)
-{
-    child_list *c = ctx;
-    if (r->parent != c->parent) return 0;
-    if (ms_grow((void **)&c->ids, &c->cap, c->n, sizeof *c->ids, 8)) { c->oom = 1; return 1; }
-    c->ids[c->n++] = r->id;
-    return 0;
-}
 
 /* The brief form's one line for a run. */
 static void print_header_brief(FILE *f, const ms_run_info *r, int width)
@@ -189,7 +189,9 @@ static void print_profile_brief(FILE *f, const ms_profile *p, int width)
     print_field(f, width, "profile", line);
 }
 
-static int report_run(FILE *f, ms_db *db, int64_t run, int width, int depth, int brief)
+/* answered: a doctor run above led with the program's answer; in brief,
+ * what it said is not said again. */
+static int report_run(FILE *f, ms_db *db, int64_t run, int width, int depth, int brief, int answered)
 {
     ms_run_info *r = malloc(sizeof *r);
     if (!r) return -1;
@@ -198,11 +200,19 @@ static int report_run(FILE *f, ms_db *db, int64_t run, int width, int depth, int
         print_header_brief(f, r, width);
     } else {
         if (depth > 0) fprintf(f, "\n");
-        print_header(f, r, width);
+        print_header(f, db, r, width);
+    }
+    ms_answer a;
+    int lead = ms_answer_load(db, run, &a);   /* a program's doctor run leads with its answer */
+    if (lead == 1) {
+        if (!brief) fprintf(f, "\n");
+        rep_answer(f, &a, width);
+        ms_answer_free(&a);
+        answered |= brief;
     }
 
-    int ret = 0;
-    if (r->has_profile) {
+    int ret = lead < 0 ? -1 : 0;
+    if (ret == 0 && r->has_profile && !(brief && answered)) {
         ms_profile p;
         char err[256];
         if (ms_db_load_profile(db, run, &p, err, sizeof err) == 0) {
@@ -220,23 +230,21 @@ static int report_run(FILE *f, ms_db *db, int64_t run, int width, int depth, int
     printer pr = { f, width, 0, brief };
     if (ret == 0) ret = ms_db_list_plans(db, run, print_plan, &pr);
     pr.n = 0;
-    if (ret == 0) ret = ms_db_list_device_peaks(db, run, print_peak, &pr);
+    if (ret == 0 && !(brief && answered)) ret = ms_db_list_device_peaks(db, run, print_peak, &pr);
     step_sum steps;
     memset(&steps, 0, sizeof steps);
     if (ret == 0) ret = ms_db_list_steps(db, run, sum_step, &steps);
-    if (ret == 0) print_steps(f, &steps, width, brief);
+    if (ret == 0 && !(brief && answered)) print_steps(f, &steps, width, brief);
     pr.n = 0;
     if (ret == 0) ret = ms_db_list_recoveries(db, run, print_recovery, &pr);
     free(r);
     if (ret != 0) return -1;
 
-    child_list kids = { .parent = run };
-    if (depth + 1 < MAX_DEPTH) {
-        if (ms_db_list_runs(db, collect_child, &kids) != 0) ret = -1;
-        if (kids.oom) ret = -1;
-        for (int i = 0; ret == 0 && i < kids.n; i++) ret = report_run(f, db, kids.ids[i], width, depth + 1, brief);
-    }
-    free(kids.ids);
+    int64_t *kids = NULL;
+    int n_kids = depth + 1 < MAX_DEPTH ? rf_child_runs(db, run, &kids) : 0;
+    if (n_kids < 0) ret = -1;
+    for (int i = 0; ret == 0 && i < n_kids; i++) ret = report_run(f, db, kids[i], width, depth + 1, brief, answered);
+    free(kids);
     return ret;
 }
 
@@ -244,12 +252,12 @@ int ms_term_report_run(FILE *f, ms_db *db, int64_t run, int width)
 {
     if (!f || !db) return -1;
     if (width <= 0) width = 80;
-    return report_run(f, db, run, width, 0, 0);
+    return report_run(f, db, run, width, 0, 0, 0);
 }
 
 int ms_term_report_run_brief(FILE *f, ms_db *db, int64_t run, int width)
 {
     if (!f || !db) return -1;
     if (width <= 0) width = 80;
-    return report_run(f, db, run, width, 0, 1);
+    return report_run(f, db, run, width, 0, 1, 0);
 }

@@ -23,6 +23,45 @@ static int bytes_for_columns(const char *s, int len, int cols)
     return len;
 }
 
+int rep_prefix(const char *s, int max_bytes)
+{
+    int n = 0;
+    while (n < max_bytes && s[n]) n++;
+    if (n < max_bytes || !s[n]) return n;           /* all of s fits */
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;   /* s[n] starts the cut character */
+    return n;
+}
+
+/* Bytes of the last cols columns of s (len bytes), from a character start. */
+static int tail_for_columns(const char *s, int len, int cols)
+{
+    int i = len, used = 0;
+    while (i > 0 && used < cols) {
+        i--;
+        while (i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80) i--;
+        used++;
+    }
+    return len - i;
+}
+
+const char *rep_cut(const char *s, int w, char *buf, size_t len)
+{
+    int n = (int)strlen(s);
+    if (rep_columns(s, n) <= w || w < 3) return s;
+    /* the tail tells siblings apart (an index), the head says where they live */
+    int tail_cols = (w - 1) / 2, head_cols = w - 1 - tail_cols;
+    int head = bytes_for_columns(s, n, head_cols), tail = tail_for_columns(s, n, tail_cols);
+    snprintf(buf, len, "%.*s~%s", head, s, s + n - tail);
+    return buf;
+}
+
+void rep_pad(FILE *f, const char *s, int w)
+{
+    int cols = rep_columns(s, (int)strlen(s));
+    fputs(s, f);
+    if (cols < w) fprintf(f, "%*s", w - cols, "");
+}
+
 void rep_wrap(FILE *f, int width, int indent, const char *text) { rep_wrap_from(f, width, 0, indent, text); }
 
 void rep_wrap_from(FILE *f, int width, int first_col, int indent, const char *text)

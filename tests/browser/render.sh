@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # render.sh — the HTML report in a real browser: makes a CPU demo database
 # with $MEMSPLIT (a trial that runs out of memory, its plan, a trial that
-# fits), writes the reports with `memsplit report --html`, and has Debian's
-# chromium (headless, no network, a fresh profile) load each page, render
-# it to PNG in the light and the dark scheme and to PDF (print styles).
+# fits) and a doctor run of a user's program under bf16 autocast
+# (program_db.sh), writes the reports with `memsplit report --html`, and has
+# Debian's chromium (headless, no network, a fresh profile) load each page,
+# render it to PNG in the light and the dark scheme and to PDF (print
+# styles). The program's page, as the browser read it, must lead with its
+# answer in module paths and draw its master weights as master.
 # Fails on any console message (the page has no script, so any message is an
 # error: a blocked fetch, a CSP violation), on a page that does not load, or
 # on a missing or empty PNG/PDF. Ends with "browser: N passed, N failed".
@@ -83,10 +86,11 @@ png_ok() {
     fi
 }
 
-# page TAG [--run ID]: without --run, the newest top-level run.
+# page TAG [--run ID]: without --run, the newest top-level run; of $DB
+# (default the demo database).
 page() {
     local tag=$1 html="$T/report-$1.html"; shift
-    if "$M" report --db "$T/demo.db" "$@" --html "$html" 2>"$T/report-$tag.err" && [ -s "$html" ]; then
+    if "$M" report --db "${DB:-$T/demo.db}" "$@" --html "$html" 2>"$T/report-$tag.err" && [ -s "$html" ]; then
         ok "report $* --html"
     else
         bad "report $* --html" "$(cat "$T/report-$tag.err")"; return
@@ -115,6 +119,40 @@ page() {
 
 page oom --run 1    # the trial that ran out, with the plan made from it
 page fits           # the newest: the trial that fit
+
+# ---- a doctor run of a user's program (tests/bridge/models.py, bf16 autocast) --
+if MEMSPLIT=$M "$here/program_db.sh" "$T/program.db" 2>"$T/program.log"; then
+    ok "program: doctor run recorded (trial out of memory, plan, training)"
+    DB=$T/program.db page program
+    dom=$T/program.dom
+    # in the DOM as the browser parsed it: the answer before the trial, in module paths
+    ans=$(grep -n 'id="answer"' "$dom" | head -1 | cut -d: -f1)
+    trial=$(grep -n 'id="trial"' "$dom" | head -1 | cut -d: -f1)
+    if [ -n "$ans" ] && [ -n "$trial" ] && [ "$ans" -lt "$trial" ] &&
+       grep -q 'OUT OF MEMORY in the forward pass of transformers\.[0-9]' "$dom" &&
+       grep -q 'data-k="modules" class="wrap">segment1, transformers\.0-' "$dom" &&
+       grep -q 'id="t-answer-1"' "$dom"; then
+        ok "program: the page leads with its answer (the module, the placement, the peaks)"
+    else
+        bad "program: no answer at the top" "$(grep -o 'id="answer[^>]*>' "$dom" | head -3)"
+    fi
+    # chart (a): its legend and its table have master (the fp32 weights), as the diagnosis does
+    legend=$(sed -n '/<figure id="fig-a-2">/,/<svg/p' "$dom")
+    if echo "$legend" | grep -q 'c-master' && grep -q '<th>master</th>' "$dom"; then
+        ok "program: chart (a) draws the master weights as master"
+    else
+        bad "program: chart (a) has no master" "$(echo "$legend" | grep -o 'sw c-[a-z]*' | tr '\n' ' ')"
+    fi
+    if grep -q 'sequence 0\|d_model 0' "$dom" || grep -q '<dt>devices</dt><dd>-' "$dom" ||
+       ! grep -q 'tokens/s not measured' "$dom"; then
+        bad "program: GPT-only fields, a device list missing, or tokens/s made up" \
+            "$(grep -o 'sequence 0[^<]*\|<dt>devices</dt><dd>[^<]*' "$dom" | head -3)"
+    else
+        ok "program: its own module paths, precision, batch and devices; tokens/s not measured"
+    fi
+else
+    bad "program: doctor run (program_db.sh)" "$(tail -5 "$T/program.log")"
+fi
 
 rm -rf "$T"/profile.*    # chromium's throw-away profiles
 [ -n "${1:-}" ] && echo "pages and images in $T"

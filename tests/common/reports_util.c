@@ -132,3 +132,16 @@ int rp_make_profile(ms_profile *p, const rp_profile_spec *s, rp_rng *r)
     p->peak = live;
     return 0;
 }
+
+int rp_program_db(const char *dir, char *path, size_t len)
+{
+    const char *m = getenv("MEMSPLIT");
+    if (!m || !*m) {
+        fprintf(stderr, "reports tests: MEMSPLIT is not set: the program run's checks are skipped (make test sets it)\n");
+        return 1;
+    }
+    char cmd[1024];
+    snprintf(path, len, "%s/program.db", dir);
+    snprintf(cmd, sizeof cmd, "tests/browser/program_db.sh '%s'", path);
+    return system(cmd) == 0 ? 0 : -1;
+}

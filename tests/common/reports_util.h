@@ -12,6 +12,7 @@
 #ifndef REPORTS_UTIL_H
 #define REPORTS_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "vocab/profile.h"
@@ -38,5 +39,14 @@ typedef struct {
 
 /* 0, or -1 when out of memory. Free with ms_profile_free(). */
 int rp_make_profile(ms_profile *p, const rp_profile_spec *spec, rp_rng *rng);
+
+/* A run database holding a doctor run of a user's program under bf16
+ * autocast, made at dir/program.db by tests/browser/program_db.sh (run 1
+ * the doctor, 2 its trial, which ran out of memory in a block's forward
+ * pass, 3 the training with the plan over two devices). Needs $MEMSPLIT
+ * (make test sets it) and the tests run from the repository's root.
+ * Returns 0 with the path in path; 1 when $MEMSPLIT is unset (the caller
+ * skips); -1 when the script failed (it said why on stderr). */
+int rp_program_db(const char *dir, char *path, size_t len);
 
 #endif

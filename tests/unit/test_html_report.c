@@ -10,7 +10,12 @@
  * printed beside each human form) equal what went into the database, or
  * what replaying the events must give. Then the plain cases (no plan, no
  * training), many events (thinned chart, exact table), garbage events, and
- * writing to a file. Random inputs, seeded ($MS_TEST_SEED replays). */
+ * writing to a file. Random inputs, seeded ($MS_TEST_SEED replays). Last, a
+ * real doctor run of a program under bf16 autocast
+ * (tests/browser/program_db.sh): its answer at the top in module paths,
+ * every chart's categories the profile's (fp32 master weights as master),
+ * devices with capacities, nothing shown that was not measured; and an
+ * older database whose events lack those categories, said so. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +33,7 @@
 
 #include "reports/db.h"
 #include "reports/html_report.h"
+#include "reports/term_report.h"
 #include "tests/common/reports_util.h"
 
 #define EVIL_MODEL "<script>alert('x')</script> & \"q\""
@@ -88,6 +94,9 @@ static char *render(ms_db *db, int64_t run)
 }
 
 /* ---- reading the page --------------------------------------------------- */
+
+/* "1.38 MiB": the page's human form of a byte count (ms_term_bytes). */
+static const char *h_bytes_for_test(uint64_t v, char *buf32) { return ms_term_bytes(v, buf32, 32); }
 
 /* The table with that id: [*start, *start + *len). */
 static const char *table_of(const char *html, const char *id, size_t *len)
@@ -861,6 +870,187 @@ static void test_write_file(void **state)
     destroy(&s);
 }
 
+/* ---- a program's doctor run, recorded for real -------------------------------- */
+
+static int collect_peak(const ms_device_peak *d, void *ctx)
+{
+    ms_device_peak *out = ctx;
+    if (d->device >= 0 && d->device < 2) out[d->device] = *d;
+    return 0;
+}
+
+typedef struct { int n; double first, last; } loss_span;
+
+static int collect_loss(const ms_step_rec *st, void *ctx)
+{
+    loss_span *l = ctx;
+    if (l->n++ == 0) l->first = st->loss;
+    l->last = st->loss;
+    return 0;
+}
+
+/* The text between the first pat and the next end, in html (NULL: none). */
+static const char *part(const char *html, const char *pat, const char *end, size_t *len)
+{
+    const char *s = strstr(html, pat);
+    if (!s) fprintf(stderr, "not in the page: %s\n", pat);
+    assert_non_null(s);
+    const char *e = strstr(s, end);
+    assert_non_null(e);
+    *len = (size_t)(e - s);
+    return s;
+}
+
+static void test_program_doctor_page(void **state)
+{
+    (void)state;
+    char path[400], err[512], id[64], attr[96], want[512], b1[32], b2[32], v[64];
+    int rc = rp_program_db(tmpdir, path, sizeof path);
+    if (rc == 1) skip();
+    assert_int_equal(rc, 0);
+    ms_db *db = ms_db_open_readonly(path, err, sizeof err);
+    assert_non_null(db);
+    ms_profile p;   /* run 1 the doctor, 2 its trial, 3 the training */
+    assert_int_equal(ms_db_load_profile(db, 2, &p, err, sizeof err), 0);
+    assert_true(p.oom.happened && p.oom.live_by_cat[MS_CAT_MASTER] > 0);
+    ms_device_peak dp[2];
+    memset(dp, 0, sizeof dp);
+    assert_int_equal(ms_db_list_device_peaks(db, 3, collect_peak, dp), 0);
+    loss_span ls = { 0 };
+    assert_int_equal(ms_db_list_steps(db, 3, collect_loss, &ls), 0);
+    char *html = render(db, 1);
+    assert_self_contained(html);
+    size_t tl, rl, al;
+
+    /* 4. The answer comes first: the module that overflowed, the placement
+     * in module paths, measured against predicted per device, the losses. */
+    const char *ans = part(html, "<section id=\"answer\"", "</section>", &al);
+    assert_true(ans < strstr(html, "<section id=\"trial\""));
+    snprintf(want, sizeof want, "OUT OF MEMORY in the forward pass of %s (layer %d)", p.oom.layer_name, p.oom.layer);
+    assert_non_null(find_in(ans, al, want));
+    const char *t = table_of(html, "t-place-1", &tl);
+    const char *r = row_of(t, tl, "data-stage=\"0\"", &rl);
+    assert_non_null(find_in(r, rl, "<td data-k=\"modules\" class=\"wrap\">segment1, transformers.0-"));
+    assert_int_equal(cell_bytes(r, rl, "capacity"), dp[0].capacity);
+    r = row_of(t, tl, "data-stage=\"1\"", &rl);
+    assert_non_null(find_in(r, rl, ", segment2</td>"));
+    for (int d = 0; d < 2; d++) {
+        snprintf(attr, sizeof attr, "data-device=\"%d\"", d);
+        assert_int_equal(row_bytes(html, "t-answer-1", attr, "measured"), dp[d].measured_peak);
+        assert_int_equal(row_bytes(html, "t-answer-1", attr, "predicted"), dp[d].predicted_peak);
+        assert_int_equal(row_bytes(html, "t-answer-1", attr, "capacity"), dp[d].capacity);
+    }
+    assert_int_equal(cell_text(ans, al, "loss-first", v, sizeof v), 0);
+    assert_true(strtod(v, NULL) == ls.first);
+    assert_int_equal(cell_text(ans, al, "loss-last", v, sizeof v), 0);
+    assert_true(strtod(v, NULL) == ls.last);
+
+    /* 2. What the program has, in its own words. */
+    snprintf(want, sizeof want, "<dt>devices</dt><dd>cpu (%s), cpu (%s) (as run 3, train, recorded them)</dd>",
+             h_bytes_for_test(dp[0].capacity, b1), h_bytes_for_test(dp[1].capacity, b2));
+    assert_non_null(strstr(html, want));
+    assert_non_null(strstr(html, "<dt>program</dt><dd>8 layers in its own module paths (segment1, transformers.0-5, "
+                                 "segment2); bf16 under autocast (fp32 master weights); batch 4;"));
+    assert_null(strstr(html, "sequence 0"));
+    assert_null(strstr(html, "d_model 0"));
+    assert_null(strstr(html, "capacity_bytes"));
+    assert_non_null(strstr(html, "<td data-k=\"layers\" data-v=\"0-"));
+    assert_non_null(strstr(html, ": segment1, transformers.0-"));
+    assert_non_null(strstr(html, "cpu (device 1)"));
+
+    /* 1. Every chart and table in the profile's categories: the master
+     * weights are master everywhere, as the diagnosis says. */
+    t = table_of(html, "t-oom-2", &tl);
+    assert_int_equal(cell_bytes(t, tl, "live-master"), p.oom.live_by_cat[MS_CAT_MASTER]);
+    size_t fl;
+    const char *leg = part(html, "<figure id=\"fig-a-2\">", "<svg", &fl);
+    assert_non_null(find_in(leg, fl, "class=\"sw c-master\""));
+    snprintf(attr, sizeof attr, "data-layer=\"%d\"", p.oom.layer);
+    for (int c = 0; c <= MS_CAT_TRANSIENT; c++) {
+        /* the bar of the layer that ran out is the moment it ran out */
+        assert_int_equal(row_bytes(html, "t-a-2", attr, ms_cat_name((ms_cat)c)), p.oom.live_by_cat[c]);
+        snprintf(id, sizeof id, "data-cat=\"%s\"", ms_cat_name((ms_cat)c));
+        if (p.oom.live_by_cat[c]) assert_int_equal(row_bytes(html, "t-b-2-0", id, "at-oom"), p.oom.live_by_cat[c]);
+    }
+    for (int l = 0; l < p.oom.layer; l++) {   /* the fp32 weights are live from the start, as master */
+        snprintf(attr, sizeof attr, "data-layer=\"%d\"", l);
+        assert_int_equal(row_bytes(html, "t-a-2", attr, "master"), p.oom.live_by_cat[MS_CAT_MASTER]);
+    }
+    for (int i = 0; i < p.n_rows; i++) {
+        snprintf(attr, sizeof attr, "data-layer=\"%d\"", p.rows[i].layer);
+        assert_int_equal(row_bytes(html, "t-rows-2", attr, "master"), p.rows[i].master);
+    }
+    for (int d = 0; d < 2; d++) {
+        snprintf(attr, sizeof attr, "data-device=\"%d\" data-cat=\"master\"", d);
+        assert_int_equal(row_bytes(html, "t-c-3", attr, "measured"), dp[d].measured_by_cat[MS_CAT_MASTER]);
+        assert_int_equal(row_bytes(html, "t-c-3", attr, "predicted"), dp[d].predicted_by_cat[MS_CAT_MASTER]);
+    }
+    assert_null(strstr(html, "read as transient"));   /* recorded right: no note of old categories */
+
+    /* Nothing that was not measured: a program's steps count no tokens. */
+    assert_non_null(strstr(html, "tokens/s not measured"));
+    assert_non_null(strstr(html, "id=\"fig-d-3-ms-t\""));
+    assert_null(strstr(html, "id=\"fig-d-3-tps-t\""));
+    assert_null(strstr(html, "data-k=\"tokens_per_s\""));
+    assert_null(strstr(html, " 0 tokens/s"));
+    free(html);
+    ms_profile_free(&p);
+    ms_db_close(db);
+}
+
+/* A database an older memsplit wrote: a program's events under the category
+ * each tensor was first seen as (its master weights as transient). (a) then
+ * draws the profile's rows and the page says why. */
+static void test_stale_categories(void **state)
+{
+    (void)state;
+    rp_rng r;
+    rp_seed(&r, rp_test_seed() + 6);
+    for (int with_master = 0; with_master < 2; with_master++) {
+        ms_db *db = open_new(with_master ? "fresh.db" : "stale.db");
+        ms_profile p;
+        rp_profile_spec spec = { .n_blocks = 3, .n_prec = 1, .n_mb = 1, .isolated_from = -1, .scale = 1 << 20 };
+        assert_int_equal(rp_make_profile(&p, &spec, &r), 0);
+        snprintf(p.fingerprint, sizeof p.fingerprint, "fnv64:0123456789abcdef");
+        for (int i = 0; i < p.n_rows; i++) {
+            p.rows[i].precision = MS_PREC_BF16;
+            p.rows[i].master = 2 * p.rows[i].param;
+        }
+        int64_t run = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "train.py", 0);
+        assert_int_equal(ms_db_add_rows(db, run, &p), 0);
+        ms_mem_event ev[2 * 5];
+        int n = 0;
+        for (int l = 0; l < 5; l++) {
+            ev[n++] = (ms_mem_event){ .t_us = n, .kind = MS_EV_ALLOC, .layer = l, .phase = MS_PH_FORWARD,
+                                      .category = with_master ? MS_CAT_MASTER : MS_CAT_TRANSIENT,
+                                      .bytes = p.rows[l].master, .address = 0x1000 + (uint64_t)l * 0x100000,
+                                      .source = MS_EV_SRC_ALLOCATOR };
+            ev[n++] = (ms_mem_event){ .t_us = n, .kind = MS_EV_ALLOC, .layer = l, .phase = MS_PH_FORWARD,
+                                      .category = MS_CAT_ACT, .bytes = p.rows[l].act,
+                                      .address = 0x9000000 + (uint64_t)l * 0x100000, .source = MS_EV_SRC_ALLOCATOR };
+        }
+        assert_int_equal(ms_db_add_mem_events(db, run, ev, n), 0);
+        char *html = render(db, run);
+        assert_self_contained(html);
+        char id[48];
+        snprintf(id, sizeof id, "t-a-%" PRId64, run);
+        if (with_master) {
+            assert_null(strstr(html, "read as transient"));
+            assert_int_equal(row_bytes(html, id, "data-layer=\"2\"", "master"),
+                             p.rows[0].master + p.rows[1].master + p.rows[2].master);
+        } else {
+            assert_non_null(strstr(html, "under the category it was first seen as"));
+            assert_non_null(strstr(html, "not the events, whose categories are not the profile"));
+            assert_int_equal(row_bytes(html, id, "data-layer=\"2\"", "master"), p.rows[2].master);
+            assert_int_equal(row_bytes(html, id, "data-layer=\"2\"", "transient"), 0 + (p.rows[2].transient_fwd >
+                             p.rows[2].transient_bwd ? p.rows[2].transient_fwd : p.rows[2].transient_bwd));
+        }
+        free(html);
+        ms_profile_free(&p);
+        ms_db_close(db);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -870,6 +1060,8 @@ int main(void)
         cmocka_unit_test(test_garbage_events),
         cmocka_unit_test(test_long_training),
         cmocka_unit_test(test_write_file),
+        cmocka_unit_test(test_stale_categories),
+        cmocka_unit_test(test_program_doctor_page),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

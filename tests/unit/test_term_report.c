@@ -1,7 +1,10 @@
 /* test_term_report.c — the terminal report: compact byte units, the
  * per-layer table and the OOM diagnosis rendered from synthetic profiles
  * (random, seeded) into a memory stream: every line within 80 columns, the
- * key numbers and phrases present, totals right; and the word wrapper. */
+ * key numbers and phrases present, totals right; long and UTF-8 layer names
+ * whole or cut at character boundaries; the word wrapper; and a real doctor
+ * run of a program under bf16 autocast (tests/browser/program_db.sh): its
+ * answer first, in the program's own words, every figure the database's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "reports/term_internal.h"
 #include "reports/term_report.h"
@@ -338,6 +342,246 @@ static void test_wrap_keeps_words_and_width(void **state)
     }
 }
 
+/* ---- names ------------------------------------------------------------------ */
+
+/* Every byte sequence well-formed UTF-8 (no character cut in two). */
+static void assert_utf8(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    while (*u) {
+        int n = *u < 0x80 ? 0 : (*u & 0xE0) == 0xC0 ? 1 : (*u & 0xF0) == 0xE0 ? 2 : (*u & 0xF8) == 0xF0 ? 3 : -1;
+        if (n < 0) fprintf(stderr, "bad UTF-8 lead byte at: %.20s\n", (const char *)u);
+        assert_true(n >= 0);
+        for (int k = 1; k <= n; k++) {
+            if ((u[k] & 0xC0) != 0x80) fprintf(stderr, "cut UTF-8 character at: %.20s\n", (const char *)u);
+            assert_true((u[k] & 0xC0) == 0x80);
+        }
+        u += n + 1;
+    }
+}
+
+/* A program whose module paths are longer than the table's room: the list's
+ * path is said once and each block by its index; the rest is cut in the
+ * middle, never inside a character, and named whole under the table. The
+ * diagnosis's "Layers holding the most" keeps them whole where they fit. */
+static void test_long_names(void **state)
+{
+    (void)state;
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 6);
+    ms_profile p;
+    rp_profile_spec spec = { .n_blocks = 24, .n_prec = 2, .n_mb = 1, .isolated_from = -1, .oom = 1, .oom_layer = 18,
+                             .capacity = 40ull << 30, .requested = 1ull << 30, .missing = 1ull << 28 };
+    assert_int_equal(rp_make_profile(&p, &spec, &rng), 0);
+    snprintf(p.fingerprint, sizeof p.fingerprint, "fnv64:0123456789abcdef");
+    const char *pre = "model.embed_tokens,model.embed_positions,model.dropout_of_the_embeddings";
+    const char *post = "model.norm_f\xc3\xbcr_\xe5\x90\x8d\xe5\x89\x8d_der_Ausgabe,model.lm_head_projection";
+    for (int i = 0; i < p.n_rows; i++) {
+        ms_layer_row *r = &p.rows[i];
+        if (r->layer == 0) snprintf(r->name, sizeof r->name, "%s", pre);
+        else if (r->layer == spec.n_blocks + 1) snprintf(r->name, sizeof r->name, "%s", post);
+        else snprintf(r->name, sizeof r->name, "model.backbone.encoder.layers.%d", r->layer - 1);
+    }
+    snprintf(p.oom.layer_name, sizeof p.oom.layer_name, "model.backbone.encoder.layers.17");
+    capture c;
+    cap_open(&c);
+    ms_term_report_profile(c.f, &p, 80);
+    cap_close(&c);
+    assert_lines_fit(c.text, 80);
+    assert_utf8(c.text);
+    assert_has(c.text, "(.N below is model.backbone.encoder.layers.N)");
+    assert_has(c.text, "\n 18 .17 ");
+    assert_null(strstr(c.text, "~ormers"));
+    /* the names still too long: cut in the middle, then said whole */
+    assert_has(c.text, "\n  0 model.em");
+    const char *whole = strstr(c.text, "Names cut above, whole:");
+    assert_non_null(whole);
+    char *sq = squashed(whole), want[256];
+    snprintf(want, sizeof want, "layer 0: %s", pre);
+    assert_has(sq, want);
+    snprintf(want, sizeof want, "layer 25: %s", post);
+    assert_has(sq, want);
+    free(sq);
+    /* the diagnosis: block names whole, in the room the line leaves */
+    const char *top = strstr(c.text, "Layers holding the most");
+    assert_non_null(top);
+    assert_has(top, "  layer  18  model.backbone.encoder.layers.17 ");
+    free(c.text);
+
+    /* A narrower diagnosis: the names cut in the middle, keeping the index. */
+    cap_open(&c);
+    ms_term_report_oom(c.f, &p, 50);
+    cap_close(&c);
+    assert_lines_fit(c.text, 50);
+    assert_utf8(c.text);
+    top = strstr(c.text, "Layers holding the most");
+    assert_non_null(top);
+    assert_has(top, "  layer  18  model.ba~yers.17 ");
+    free(c.text);
+    ms_profile_free(&p);
+}
+
+static void test_cut_keeps_characters(void **state)
+{
+    (void)state;
+    char buf[256];
+    /* fits: itself */
+    assert_string_equal(rep_cut("transformers.0", 14, buf, sizeof buf), "transformers.0");
+    /* head and tail around '~', the index kept */
+    const char *cut = rep_cut("model.transformers.23", 12, buf, sizeof buf);
+    assert_int_equal(rep_columns(cut, (int)strlen(cut)), 12);
+    assert_non_null(strstr(cut, "~"));
+    assert_int_equal(strcmp(cut + strlen(cut) - 3, ".23"), 0);
+    /* multi-byte characters on both sides of the cut */
+    const char *s = "\xe5\x90\x8d\xe5\x89\x8d\xe5\x90\x8d\xe5\x89\x8d.\xc3\xbc\xc3\xbc\xc3\xbc.\xe5\x90\x8d\xe5\x89\x8d";
+    for (int w = 3; w < 14; w++) {
+        cut = rep_cut(s, w, buf, sizeof buf);
+        assert_true(rep_columns(cut, (int)strlen(cut)) <= w);
+        assert_utf8(cut);
+    }
+    assert_int_equal(rep_prefix("a\xc3\xbc", 2), 1);
+    assert_int_equal(rep_prefix("a\xc3\xbc", 3), 3);
+    assert_int_equal(rep_prefix("ab", 9), 2);
+}
+
+/* ---- a program's doctor run, recorded for real -------------------------------- */
+
+static char fixture_dir[64], fixture_db[160];
+static int fixture_state;   /* 0 not made, 1 made, -1 not here (skip), -2 failed */
+
+static int make_fixture(void)
+{
+    if (fixture_state) return fixture_state;
+    snprintf(fixture_dir, sizeof fixture_dir, "/tmp/ms_test_term_XXXXXX");
+    if (!mkdtemp(fixture_dir)) return fixture_state = -2;
+    int rc = rp_program_db(fixture_dir, fixture_db, sizeof fixture_db);
+    return fixture_state = rc == 0 ? 1 : rc == 1 ? -1 : -2;
+}
+
+static ms_db *open_fixture(void)
+{
+    int st = make_fixture();
+    if (st == -1) return NULL;
+    assert_int_equal(st, 1);
+    char err[256];
+    ms_db *db = ms_db_open_readonly(fixture_db, err, sizeof err);
+    if (!db) fprintf(stderr, "%s\n", err);
+    assert_non_null(db);
+    return db;
+}
+
+static int collect_peak(const ms_device_peak *d, void *ctx)
+{
+    ms_device_peak *out = ctx;
+    if (d->device >= 0 && d->device < 2) out[d->device] = *d;
+    return 0;
+}
+
+typedef struct { int n, first_step, last_step; double first, last; } loss_span;
+
+static int collect_loss(const ms_step_rec *s, void *ctx)
+{
+    loss_span *l = ctx;
+    if (l->n++ == 0) { l->first = s->loss; l->first_step = s->step; }
+    l->last = s->loss;
+    l->last_step = s->step;
+    return 0;
+}
+
+static void test_program_doctor_run(void **state)
+{
+    (void)state;
+    ms_db *db = open_fixture();
+    if (!db) skip();
+    ms_profile p;
+    char err[256], want[512], b1[32], b2[32], b3[32];
+    assert_int_equal(ms_db_load_profile(db, 2, &p, err, sizeof err), 0);
+    assert_true(p.oom.happened && p.oom.layer >= 1 && p.oom.layer <= 6);
+    ms_device_peak dp[2];
+    memset(dp, 0, sizeof dp);
+    assert_int_equal(ms_db_list_device_peaks(db, 3, collect_peak, dp), 0);
+    loss_span ls = { 0 };
+    assert_int_equal(ms_db_list_steps(db, 3, collect_loss, &ls), 0);
+    assert_int_equal(ls.n, 6);
+
+    /* --brief leads with the answer, in the program's words, then the runs */
+    capture c;
+    cap_open(&c);
+    assert_int_equal(ms_term_report_run_brief(c.f, db, 1, 80), 0);
+    cap_close(&c);
+    assert_lines_fit(c.text, 80);
+    char *sq = squashed(c.text);
+    assert_has(sq, "program models.py: 8 layers in its own module paths (segment1, transformers.0-5, segment2); "
+                   "bf16 under autocast (fp32 master weights); batch 4;");
+    snprintf(want, sizeof want, "overflow OUT OF MEMORY in the forward pass of %s (layer %d): requested %s",
+             p.oom.layer_name, p.oom.layer, "");
+    want[strlen(want) - 1] = '\0';
+    assert_has(sq, want);
+    assert_has(sq, "placement segment1, transformers.0-");
+    assert_has(sq, "-> device 0, cpu (");
+    assert_has(sq, "-> device 1, cpu (");
+    for (int d = 0; d < 2; d++) {
+        assert_true(dp[d].predicted_peak > 0);
+        snprintf(want, sizeof want, "%d cpu %s %s %s %+.2f%%", d, ms_term_bytes(dp[d].capacity, b1, sizeof b1),
+                 ms_term_bytes(dp[d].predicted_peak, b2, sizeof b2), ms_term_bytes(dp[d].measured_peak, b3, sizeof b3),
+                 100.0 * ((double)dp[d].measured_peak - (double)dp[d].predicted_peak) / (double)dp[d].predicted_peak);
+        assert_has(sq, want);
+    }
+    snprintf(want, sizeof want, "loss %.4f at step %d -> %.4f at step %d (6 steps,", ls.first, ls.first_step, ls.last,
+             ls.last_step);
+    assert_has(sq, want);
+    assert_true(strstr(c.text, "overflow") < strstr(c.text, "-- run 2"));
+    assert_null(strstr(c.text, "0 tokens/s"));
+    assert_null(strstr(c.text, "d_model 0"));
+    free(sq);
+    free(c.text);
+
+    /* the whole report: devices with capacities, no raw JSON, names whole,
+     * the master weights as master, no throughput that was not measured */
+    cap_open(&c);
+    assert_int_equal(ms_term_report_run(c.f, db, 1, 80), 0);
+    cap_close(&c);
+    assert_lines_fit(c.text, 80);
+    sq = squashed(c.text);
+    snprintf(want, sizeof want, "devices cpu (%s), cpu (%s) (as run 3, train, recorded them)",
+             ms_term_bytes(dp[0].capacity, b1, sizeof b1), ms_term_bytes(dp[1].capacity, b2, sizeof b2));
+    assert_has(sq, want);
+    snprintf(want, sizeof want, "devices cpu (%s) command", ms_term_bytes(p.capacity, b1, sizeof b1));
+    assert_has(sq, want);
+    assert_null(strstr(c.text, "capacity_bytes"));
+    assert_null(strstr(c.text, "[{"));
+    assert_has(sq, "Profile of models.py: 8 layers in its own module paths");
+    assert_null(strstr(c.text, "d_model 0"));
+    for (int l = 1; l <= 6; l++) {
+        snprintf(want, sizeof want, "\n%3d transformers.%d ", l, l - 1);
+        assert_has(c.text, want);
+    }
+    assert_null(strstr(c.text, "~"));
+    snprintf(want, sizeof want, " master %s ", ms_term_bytes(p.oom.live_by_cat[MS_CAT_MASTER], b1, sizeof b1));
+    assert_true(p.oom.live_by_cat[MS_CAT_MASTER] > 0);
+    assert_has(sq, want);
+    const char *top = strstr(c.text, "Layers holding the most");
+    assert_non_null(top);
+    assert_has(top, "  transformers.");
+    assert_has(sq, "tokens/s not measured");
+    assert_null(strstr(c.text, "0 tokens/s"));
+    free(sq);
+    free(c.text);
+    ms_profile_free(&p);
+    ms_db_close(db);
+}
+
+static int remove_fixture(void **state)
+{
+    (void)state;
+    if (fixture_state == 1 || fixture_state == -2) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", fixture_dir);
+        if (fixture_dir[0] && system(cmd) != 0) return -1;
+    }
+    return 0;
+}
+
 int main(void)
 {
     rp_test_seed();
@@ -349,6 +593,9 @@ int main(void)
         cmocka_unit_test(test_oom_outside_a_layer_without_shortfall),
         cmocka_unit_test(test_wide_profiles_fit),
         cmocka_unit_test(test_wrap_keeps_words_and_width),
+        cmocka_unit_test(test_long_names),
+        cmocka_unit_test(test_cut_keeps_characters),
+        cmocka_unit_test(test_program_doctor_run),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, remove_fixture);
 }
