@@ -62,8 +62,8 @@ all: $(BUILD)/memsplit $(BUILD)/memsplit-rank bridge
 # CUPTI), and the Python package, all under $(BUILD)/bridge/ where
 # build/memsplit finds them.
 BRIDGE_DIR   = $(BUILD)/bridge
-BRIDGE_SRC   = bridge/ledger.c bridge/layers.c bridge/child/msb.c bridge/child/ballast.c profiler/cupti_ledger.c vocab/errf.c
-INJECT_SRC   = bridge/inject/inject.c profiler/cupti_trace.c
+BRIDGE_SRC   = bridge/ledger.c bridge/layers.c bridge/child/msb.c bridge/child/ballast.c vocab/addr_map.c vocab/errf.c
+INJECT_SRC   = bridge/inject/inject.c profiler/cupti_trace.c profiler/cupti_ledger.c
 BRIDGE_PY    = $(shell find bridge/python -name '*.py' 2>/dev/null)
 BRIDGE_PY_OUT = $(BRIDGE_PY:bridge/python/%=$(BRIDGE_DIR)/python/%)
 # no sanitizers here: these load into a Python that has no sanitizer

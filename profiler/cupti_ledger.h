@@ -6,8 +6,8 @@
  *    by an API callback (MS_TEV_CALLBACK) or by a MEMORY2 activity record
  *    (MS_TEV_ACTIVITY). Byte counts are exact bytes; 0 bytes on a callback
  *    free means the address was not allocated while tracing.
- *  - ms_addr_map: address -> bytes of live allocations (open addressing,
- *    key 0 is never stored). Used to give a free its size.
+ *  - ms_addr_map (vocab/addr_map.h): address -> bytes of live allocations,
+ *    to give a free its size.
  *  - ms_event_log: a growable array of events in arrival order.
  *  - ms_trace_ledger_compute / ms_trace_crosscheck are pure functions of an
  *    event array: the ledger of one source, and the byte-for-byte agreement
@@ -20,6 +20,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "vocab/addr_map.h"
 
 enum { MS_TEV_ALLOC = 0, MS_TEV_FREE = 1, MS_TEV_FAIL = 2 };
 enum { MS_TEV_CALLBACK = 0, MS_TEV_ACTIVITY = 1 };
@@ -36,21 +38,6 @@ typedef struct ms_trace_event {
     char range[64];       /* innermost NVTX range of the calling thread, "" if none */
     char api[32];         /* "cudaMalloc", "cuMemAlloc_v2", ... */
 } ms_trace_event;
-
-/* ---- address -> bytes map ---- */
-typedef struct ms_addr_slot { uint64_t key, val; } ms_addr_slot;
-typedef struct ms_addr_map {
-    ms_addr_slot *slots;  /* capacity is a power of two (or 0) */
-    size_t cap, n;
-} ms_addr_map;
-
-/* 0 on success, -1 if out of memory or key == 0. Replaces an existing key. */
-int ms_addr_map_put(ms_addr_map *m, uint64_t key, uint64_t val);
-/* 1 and *val if found, 0 if not. */
-int ms_addr_map_get(const ms_addr_map *m, uint64_t key, uint64_t *val);
-/* Like get, and removes the key. */
-int ms_addr_map_take(ms_addr_map *m, uint64_t key, uint64_t *val);
-void ms_addr_map_clear(ms_addr_map *m);   /* frees the storage */
 
 /* ---- event log ---- */
 typedef struct ms_event_log {
