@@ -8,7 +8,7 @@
 #include "cli/rerun.h"
 #include "planner/explain.h"
 #include "planner/plan_json.h"
-#include "profiler/nvtx_ranges.h"
+#include "trainer/nvtx_ranges.h"
 #include "vocab/profile_json.h"
 #include "profiler/trial.h"
 #include "reports/term_report.h"

@@ -3,7 +3,7 @@
 #include "cli/args.h"
 #include "cli/common.h"
 #include "cli/program.h"
-#include "profiler/nvtx_ranges.h"
+#include "trainer/nvtx_ranges.h"
 #include "vocab/profile_json.h"
 #include "profiler/trial.h"
 #include "reports/db.h"

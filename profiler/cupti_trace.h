@@ -2,7 +2,7 @@
  * process through CUPTI, twice: runtime/driver API exit callbacks (sizes,
  * return codes, failed allocations) and MEMORY2 activity records (an
  * independent ledger). Each callback event carries the innermost NVTX range
- * of its thread (ranges pushed with nvtx_ranges.h; call ms_nvtx_prepare()
+ * of its thread (ranges pushed with trainer/nvtx_ranges.h; call ms_nvtx_prepare()
  * before the process's first NVTX call, or no range is seen).
  *
  * Contract:

@@ -1,7 +1,10 @@
 /* nvtx_ranges.h — the trainer's layer/phase markers ("block 17/forward"),
  * pushed as NVTX ranges on the default domain so that CUPTI's NVTX
- * callbacks (cupti_trace.h) attribute each allocation to the innermost
- * range of its thread. Any NVTX tool (Nsight Systems) sees them too.
+ * callbacks (profiler/cupti_trace.h) attribute each allocation to the
+ * innermost range of its thread. Any NVTX tool (Nsight Systems) sees them
+ * too. They live with the trainer, which names and pushes them; the
+ * profiler only reads them (through CUPTI), so no arrow runs from the
+ * trainer up to the profiler.
  *
  * Contract:
  *  - ms_nvtx_prepare() must run before the process's first NVTX call and

@@ -1,6 +1,6 @@
 /* nvtx_ranges.c — NVTX range wrappers and the injection setup that lets
  * CUPTI see them. Contract: nvtx_ranges.h. */
-#include "profiler/nvtx_ranges.h"
+#include "trainer/nvtx_ranges.h"
 
 #include <nvtx3/nvToolsExt.h>
 
