@@ -158,37 +158,6 @@ void ms_program_name(char *const *prog, char *out, size_t len)
     snprintf(out, len, "%s", base_name(prog[0]));
 }
 
-/* The trace's ledger events as the database's memory events. */
-static int to_mem_events(const msb_trace *t, ms_mem_event **out)
-{
-    int n = 0;
-    ms_mem_event *ev = calloc((size_t)t->n_ev + 1, sizeof *ev);
-    if (!ev) return -1;
-    for (int i = 0; i < t->n_ev; i++) {
-        const msb_ev *e = &t->ev[i];
-        if (e->conn != t->model_conn) continue;
-        int kind = e->kind == MSB_EV_ALLOC ? MS_EV_ALLOC : e->kind == MSB_EV_FREE ? MS_EV_FREE
-                 : e->kind == MSB_EV_REFUSED ? MS_EV_FAIL : -1;
-        int source = MS_EV_SRC_ALLOCATOR;
-        if (e->kind == MSB_EV_SEGMENT) {
-            kind = e->xin ? MS_EV_FAIL : e->dev ? MS_EV_FREE : MS_EV_ALLOC;
-            source = MS_EV_SRC_CUPTI_CALLBACK;
-        }
-        if (kind < 0) continue;
-        ms_mem_event *m = &ev[n++];
-        m->t_us = (int64_t)e->t_us;
-        m->kind = kind;
-        m->layer = e->layer;
-        m->phase = e->phase;
-        m->category = e->kind == MSB_EV_SEGMENT || e->kind == MSB_EV_FREE ? -1 : e->cat;
-        m->bytes = e->bytes;
-        m->address = e->kind == MSB_EV_REFUSED ? 0 : e->key;
-        m->source = source;
-    }
-    *out = ev;
-    return n;
-}
-
 static json_t *exit_json(const msb_exit *ex)
 {
     char how[96];
@@ -328,7 +297,7 @@ int ms_program_run_trial(const ms_program_trial_args *a, ms_program_trial *r)
         int ok = 1;
         if (r->have_prof) {
             ms_mem_event *mev = NULL;
-            int n = to_mem_events(t, &mev);
+            int n = msb_trace_mem_events(t, &mev);
             if (n < 0 || ms_db_add_mem_events(db, r->run, mev, n) != 0 || ms_db_add_rows(db, r->run, p) != 0) ok = 0;
             free(mev);
         }

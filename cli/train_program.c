@@ -200,8 +200,8 @@ int ms_program_train(const ms_plan *pl, char *const *prog, long steps, int json,
         out->oom_stage = -1;
         for (int i = t->oom.ev_index - 1; i >= 0 && i >= t->oom.ev_index - 4; i--)
             if (t->ev[i].kind == MSB_EV_REFUSED) {
-                out->oom_stage = t->ev[i].dev;
-                if (t->ev[i].alloc >= 0) out->oom_need = (uint64_t)t->ev[i].alloc + t->ev[i].bytes;
+                out->oom_stage = t->ev[i].m.device;
+                if (t->ev[i].alloc >= 0) out->oom_need = (uint64_t)t->ev[i].alloc + t->ev[i].m.bytes;
             }
         for (int s = 0; out->oom_stage < 0 && s < pl->n_stages; s++)
             if (t->oom.layer >= pl->stages[s].first && t->oom.layer <= pl->stages[s].last) out->oom_stage = s;

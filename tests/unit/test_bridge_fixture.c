@@ -100,10 +100,10 @@ static void test_rows_equal_torchs_accounting(void **state)
     uint64_t live = 0, most = 0;
     for (int i = 0; i < t.n_ev; i++) {
         const msb_ev *e = &t.ev[i];
-        if (e->kind != MSB_EV_SEGMENT || e->xin) continue;
+        if (e->kind != MSB_EV_SEGMENT || e->m.kind == MS_EV_FAIL) continue;
         segs++;
-        if (e->dev) live -= e->bytes < live ? e->bytes : live;
-        else live += e->bytes;
+        if (e->m.kind == MS_EV_FREE) live -= e->m.bytes < live ? e->m.bytes : live;
+        else live += e->m.bytes;
         if (live > most) most = live;
     }
     assert_true(segs > 0);
