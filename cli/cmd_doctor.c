@@ -7,7 +7,7 @@
 #include "cli/doctor_ranks.h"
 #include "cli/rerun.h"
 #include "planner/explain.h"
-#include "planner/plan_json.h"
+#include "vocab/plan_json.h"
 #include "trainer/nvtx_ranges.h"
 #include "vocab/profile_json.h"
 #include "profiler/trial.h"

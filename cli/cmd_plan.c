@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "planner/explain.h"
-#include "planner/plan_json.h"
+#include "vocab/plan_json.h"
 #include "planner/planner.h"
 #include "vocab/profile_json.h"
 #include "reports/db.h"

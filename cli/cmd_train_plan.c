@@ -3,7 +3,7 @@
  * and recovery from an OOM when the plan's profile is in --db. */
 #include "cli/common.h"
 #include "cli/rerun.h"
-#include "planner/plan_json.h"
+#include "vocab/plan_json.h"
 
 #include <limits.h>
 #include <stdlib.h>

@@ -14,7 +14,7 @@
 
 #include "cli/common.h"
 #include "planner/explain.h"
-#include "planner/plan_json.h"
+#include "vocab/plan_json.h"
 #include "reports/db.h"
 #include "trainer/device.h"
 #include "vocab/device_name.h"

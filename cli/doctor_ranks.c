@@ -3,8 +3,8 @@
 #include "cli/doctor_ranks.h"
 #include "cli/launch_env.h"
 #include "planner/explain.h"
-#include "planner/plan_json.h"
-#include "planner/plan_replicas.h"
+#include "vocab/plan_json.h"
+#include "vocab/plan_replicas.h"
 #include "trainer/checkpoint.h"
 
 #include <errno.h>

@@ -3,8 +3,9 @@
 #include "cli/common.h"
 #include "cli/steplog.h"
 #include "planner/explain.h"
-#include "planner/plan_json.h"
+#include "vocab/plan_json.h"
 #include "trainer/checkpoint.h"
+#include "trainer/plan_spec.h"
 #include "vocab/errf.h"
 
 #include <math.h>
@@ -18,48 +19,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-int ms_rerun_spec(const ms_plan *plan, const char *device, ms_pipe_spec *spec, int *plan_dev, char *err,
-                  size_t errlen)
-{
-    memset(spec, 0, sizeof *spec);
-    if (plan->n_stages < 1 || plan->n_stages > MS_MAX_STAGES || plan->n_devices < 1 || plan->n_devices > MS_MAX_DEVICES)
-        return ms_errf(err, errlen, "plan has %d stages over %d devices; memsplit runs 1..%d stages over 1..%d devices",
-                       plan->n_stages, plan->n_devices, MS_MAX_STAGES, MS_MAX_DEVICES);
-    if (plan->replicas > 1) /* memsplit train --plan refuses these first (cmd_train_plan.c) */
-        return ms_errf(err, errlen, "a plan of %d replicas runs as MPI ranks, not in one process", plan->replicas);
-    /* the devices that hold a stage, in plan order */
-    int spec_of[MS_MAX_DEVICES], n = 0, top = 0;
-    for (int d = 0; d < plan->n_devices; d++) spec_of[d] = -1;
-    for (int s = 0; s < plan->n_stages; s++) spec_of[plan->stages[s].device] = 0;
-    for (int d = 0; d < plan->n_devices; d++)
-        if (spec_of[d] == 0) {
-            plan_dev[n] = d;
-            spec_of[d] = n++;
-            top = d;
-        }
-    int gpus = ms_cuda_gpu_count();
-    const char *kind = device;
-    if (!kind) kind = gpus > top && n > 1 ? "distinct" : gpus >= 1 ? "cuda:0" : "cpu";
-    spec->n_devices = n;
-    for (int k = 0; k < n; k++) {
-        if (!strcmp(kind, "distinct")) snprintf(spec->device[k], sizeof spec->device[k], "cuda:%d", plan_dev[k]);
-        else snprintf(spec->device[k], sizeof spec->device[k], "%s", kind);
-        spec->capacity[k] = plan->devices[plan_dev[k]].capacity;
-    }
-    spec->virtual_share = strcmp(kind, "distinct") != 0 && n > 1;
-    spec->n_stages = plan->n_stages;
-    for (int s = 0; s < plan->n_stages; s++) {
-        spec->stage_device[s] = spec_of[plan->stages[s].device];
-        spec->first[s] = plan->stages[s].first;
-        spec->last[s] = plan->stages[s].last;
-        spec->recompute[s] = plan->stages[s].recompute;
-    }
-    spec->schedule = plan->schedule == MS_SCHED_GPIPE ? MS_PIPE_GPIPE : MS_PIPE_1F1B;
-    spec->micro_batch = plan->micro_batch;
-    spec->n_micro = plan->n_micro;
-    return 0;
 }
 
 int ms_rerun_check(const ms_config *cfg, const ms_plan *plan, const ms_rerun_opts *o, char *err, size_t errlen)
@@ -328,7 +287,7 @@ int ms_rerun(const ms_config *cfg, ms_plan *plan, const ms_rerun_opts *o, ms_rer
     for (;;) {
         ms_pipe_spec spec;
         int plan_dev[MS_MAX_STAGES];
-        if (ms_rerun_spec(plan, o->device, &spec, plan_dev, r->err, sizeof r->err)) { rc = MS_EFAIL; break; }
+        if (ms_pipe_spec_of_plan(plan, o->device, &spec, plan_dev, r->err, sizeof r->err)) { rc = MS_EFAIL; break; }
         ms_pipeline p;
         rc = ms_pipe_open(&p, &c, &spec);
         if (rc == MS_OK && resume && o->ckpt_dir) {

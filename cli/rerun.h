@@ -70,12 +70,6 @@ int ms_rerun_check(const ms_config *cfg, const ms_plan *plan, const ms_rerun_opt
 int ms_rerun(const ms_config *cfg, ms_plan *plan, const ms_rerun_opts *o, ms_rerun_result *r);
 void ms_rerun_result_free(ms_rerun_result *r);
 
-/* The pipeline spec of a plan on the given device kind: one spec device
- * per plan device that holds a stage, in plan order; plan_dev[k] is the
- * plan's index of spec device k. */
-int ms_rerun_spec(const ms_plan *plan, const char *device, ms_pipe_spec *spec, int *plan_dev, char *err,
-                  size_t errlen);
-
 /* The result as doctor and train --plan print it: JSON, and the
  * measured-against-predicted lines (gap = (measured - predicted) / predicted,
  * signed, as memsplit report shows it). */

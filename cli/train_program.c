@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cli/common.h"
-#include "planner/plan_json.h"
+#include "vocab/plan_json.h"
 #include "reports/db.h"
 #include "trainer/device.h"
 #include "vocab/errf.h"

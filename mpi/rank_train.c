@@ -5,12 +5,13 @@
 #include "cli/steplog.h"
 #include "mpi/launch_check.h"
 #include "mpi/mpi_dist.h"
-#include "planner/plan_json.h"
-#include "planner/plan_replicas.h"
+#include "vocab/plan_json.h"
+#include "vocab/plan_replicas.h"
 #include "reports/db.h"
 #include "trainer/checkpoint.h"
 #include "trainer/ckpt_parts.h"
 #include "trainer/pipeline.h"
+#include "trainer/plan_spec.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -288,35 +289,6 @@ static char *peaks_json(const rank_run *r)
     return s;
 }
 
-/* The spec of this rank's part: its stage of the plan, alone on its device. */
-static int rank_spec(const ms_plan *plan, const rank_run *r, const ms_dist *D, ms_pipe_spec *sp, char *err,
-                     size_t errlen)
-{
-    memset(sp, 0, sizeof *sp);
-    if (plan->n_stages > MS_MAX_STAGES) {
-        snprintf(err, errlen, "the plan has %d stages; memsplit runs 1..%d", plan->n_stages, MS_MAX_STAGES);
-        return -1;
-    }
-    sp->n_devices = 1;
-    snprintf(sp->device[0], sizeof sp->device[0], "%s", r->name);
-    sp->capacity[0] = plan->devices[r->device].capacity;
-    int cuda = !strncmp(r->name, "cuda", 4);
-    sp->virtual_share = !cuda; /* CPU: "cpu/vN", capacity by accounting; a GPU: a ballast */
-    sp->n_stages = plan->n_stages;
-    for (int s = 0; s < plan->n_stages; s++) {
-        sp->first[s] = plan->stages[s].first;
-        sp->last[s] = plan->stages[s].last;
-        sp->recompute[s] = plan->stages[s].recompute;
-    }
-    sp->stage_device[r->stage] = 0;
-    sp->schedule = plan->schedule == MS_SCHED_GPIPE ? MS_PIPE_GPIPE : MS_PIPE_1F1B;
-    sp->micro_batch = plan->micro_batch;
-    sp->n_micro = plan->n_micro / plan->replicas;
-    sp->preallocate = cuda; /* NCCL: nothing may be allocated mid-step (pipeline.c) */
-    sp->dist = D;
-    return 0;
-}
-
 static void record_step(rank_run *r, const ms_pipeline *p, const ms_plan *plan, double dt, const rank_opts *o,
                         int steps)
 {
@@ -477,7 +449,7 @@ static int train(rank_run *r, const rank_opts *o, const ms_config *cfg, const ms
     if (ms_mpi_dist_open(&D, plan->n_stages, plan->replicas, plan->zero, ord, err, sizeof err))
         die(r, MS_EXIT_RUNTIME, "communicators", err);
     ms_pipe_spec sp;
-    if (rank_spec(plan, r, &D, &sp, err, sizeof err)) die(r, MS_EXIT_USAGE, "plan", err);
+    if (ms_pipe_spec_of_rank(plan, r->stage, r->device, r->name, &D, &sp, err, sizeof err)) die(r, MS_EXIT_USAGE, "plan", err);
     ms_config c = *cfg;
     c.precision = (ms_precision)plan->precision;
     ms_pipeline p;

@@ -1,7 +1,7 @@
 /* plan_json.c — plan <-> JSON with strict validation (plan_json.h). */
-#include "planner/plan_json.h"
+#include "vocab/plan_json.h"
 #include "vocab/device_name.h"
-#include "planner/plan_replicas.h"
+#include "vocab/plan_replicas.h"
 #include "vocab/errf.h"
 
 #include <errno.h>

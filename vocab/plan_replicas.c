@@ -1,6 +1,6 @@
 /* plan_replicas.c — replicas, ZeRO-1 and rank placement in plan JSON
  * (plan_replicas.h). */
-#include "planner/plan_replicas.h"
+#include "vocab/plan_replicas.h"
 #include "vocab/errf.h"
 #include "vocab/json_io.h"
 

@@ -21,7 +21,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "planner/planner.h"
+#include "vocab/plan.h"
 
 /* Adds the keys to a plan object being written (root) and its stages. */
 int ms_plan_replicas_to_json(const ms_plan *p, json_t *root, char *err, size_t errlen);

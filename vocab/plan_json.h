@@ -1,4 +1,4 @@
-/* plan_json.h — a plan (planner.h) as JSON: what `memsplit plan --json`
+/* plan_json.h — a plan (plan.h) as JSON: what `memsplit plan --json`
  * prints, `-o plan.json` writes, the database stores and the trainer's
  * multi-device rerun reads. Format: docs/plan-format.md.
  *
@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "planner/planner.h"
+#include "vocab/plan.h"
 
 json_t *ms_plan_to_json(const ms_plan *p);
 int ms_plan_from_json(const json_t *root, ms_plan *out, char *err, size_t errlen);
@@ -28,5 +28,16 @@ int ms_plan_save_json(const char *path, const ms_plan *p, char *err, size_t errl
 int ms_plan_load_json(const char *path, ms_plan *out, char *err, size_t errlen);
 /* The plan as a compact JSON string (malloc'd; caller frees), NULL on failure. */
 char *ms_plan_to_string(const ms_plan *p);
+
+/* The plan JSON as a report reads it (plan_loose.c): whatever is there and
+ * of the right type, nothing refused, so that a stored plan of any version,
+ * or an infeasible outcome (no stages), shows what it has. Absent or
+ * mistyped: precision, schedule and a stage's device -1, headroom -1,
+ * micro_batch and n_micro 0, bytes, times and layers 0, names "",
+ * reasoning NULL, and n_stages -1 when there is no "stages" array (an
+ * array's entries are read whatever they hold). Device k is the entry
+ * whose "index" is k (its position when it has none). Returns 0, or -1
+ * when text is not JSON or memory ran out (*out is then empty). */
+int ms_plan_read_loose(const char *text, ms_plan *out);
 
 #endif
