@@ -38,8 +38,8 @@ CUDA_LIBS   = -L$(CUDA)/lib64 -lcudart_static -lcublasLt -lcupti -lnccl -Wl,-rpa
 LDLIBS     += $(STATIC_LIBS) $(CUDA_LIBS) -lstdc++ -lz -lm -ldl -lpthread -lrt
 LDFLAGS    += -Wl,-rpath,'$$ORIGIN/lib' $(SAN)
 
-HOST_SRC  = $(wildcard vocab/*.c kernels/cpu/*.c trainer/*.c profiler/*.c bridge/*.c bridge/host/*.c planner/*.c reports/*.c cli/*.c)
-HOST_SRC := $(filter-out cli/main.c,$(HOST_SRC))
+HOST_SRC  = $(wildcard vocab/*.c kernels/cpu/*.c trainer/*.c profiler/*.c bridge/*.c bridge/host/*.c planner/*.c reports/*.c run/*.c cli/*.c)
+HOST_SRC := $(filter-out cli/main.c cli/rank_main.c,$(HOST_SRC))
 CU_SRC    = $(wildcard kernels/cuda/*.cu)
 HOST_OBJ  = $(HOST_SRC:%.c=$(BUILD)/obj/%.o)
 CU_OBJ    = $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
@@ -106,13 +106,14 @@ $(LIB): $(HOST_OBJ) $(CU_OBJ)
 $(BUILD)/memsplit: $(BUILD)/obj/cli/main.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-# mpi/: the only code that includes mpi.h
+# mpi/: the MPI transport and the launch checks, the only code that
+# includes mpi.h; memsplit-rank's front end is cli/rank_main.c
 RANK_SRC  = $(wildcard mpi/*.c)
 RANK_OBJ  = $(RANK_SRC:%.c=$(BUILD)/obj/%.o)
 $(BUILD)/obj/mpi/%.o: mpi/%.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/memsplit-rank: $(RANK_OBJ) $(LIB)
+$(BUILD)/memsplit-rank: $(BUILD)/obj/cli/rank_main.o $(RANK_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(MPI_LIBS)
 
 # cmocka has no static library in Debian: copy the shared one beside the
@@ -233,7 +234,7 @@ fuzz: fuzz-build
 clean:
 	rm -rf build build-san build-fuzz
 
--include $(HOST_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(RANK_OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d) $(wildcard $(BUILD)/pic/*/*.d $(BUILD)/pic/*/*/*.d)
+-include $(HOST_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(RANK_OBJ:.o=.d) $(BUILD)/obj/cli/main.d $(BUILD)/obj/cli/rank_main.d $(wildcard $(BUILD)/obj/tests/*/*.d) $(wildcard $(BUILD)/pic/*/*.d $(BUILD)/pic/*/*/*.d)
 
 # The GPU machine has the CUDA runtime but no Debian -dev packages and no
 # room for the whole build folder: pack stripped binaries to carry there,

@@ -1,6 +1,6 @@
 /* train_ktimes.c — the --kernel-times window of `memsplit train`.
  * Contract: train_ktimes.h. */
-#include "cli/train_ktimes.h"
+#include "run/train_ktimes.h"
 #include "profiler/kernel_trace.h"
 #include "vocab/errf.h"
 

@@ -9,8 +9,8 @@
  * PMI_SIZE: mpirun, srun --mpi=pmix or pmi2), 0 when not launched by one.
  * ms_launch_exec_rank() returns only when the exec failed (a message is
  * printed; the value is the exit status). */
-#ifndef MS_CLI_LAUNCH_ENV_H
-#define MS_CLI_LAUNCH_ENV_H
+#ifndef MS_RUN_LAUNCH_ENV_H
+#define MS_RUN_LAUNCH_ENV_H
 
 #include <stddef.h>
 

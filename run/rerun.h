@@ -13,12 +13,12 @@
  * resume from. No step row or record is dropped: a write the database
  * refuses is kept and retried (steplog.h), and a record that is never
  * written makes r->db_failed non-zero. */
-#ifndef MS_CLI_RERUN_H
-#define MS_CLI_RERUN_H
+#ifndef MS_RUN_RERUN_H
+#define MS_RUN_RERUN_H
 
 #include <jansson.h>
 #include <stdio.h>
-#include "cli/args.h"
+#include "run/inject.h"
 #include "planner/planner.h"
 #include "reports/db.h"
 #include "trainer/config.h"
@@ -82,5 +82,10 @@ json_t *ms_rerun_result_json(const ms_rerun_result *r);
 int ms_rerun_replan(const ms_profile *prof, const ms_plan_opts *popts, const ms_plan_device *devs, int n,
                     const char *what, ms_plan *plan, char *err, size_t errlen);
 void ms_rerun_print_devices(FILE *f, const ms_rerun_result *r);
+/* The run ended with p open: each device's peak against its stage's
+ * prediction into r (devices, worst_gap) and, with a database, its record
+ * (rerun_result.c). */
+void ms_rerun_measured(const ms_rerun_opts *o, ms_rerun_result *r, const ms_pipeline *p, const ms_plan *plan,
+                       const int *plan_dev);
 
 #endif

@@ -20,17 +20,17 @@
  * Returns MS_OK, MS_EOOM (nothing fits the devices that remain; r->err
  * says what would) or MS_EFAIL (r->err); *plan may be replaced by the
  * recovery's. r is filled as ms_rerun fills it (losses from the database). */
-#ifndef MS_CLI_DOCTOR_RANKS_H
-#define MS_CLI_DOCTOR_RANKS_H
+#ifndef MS_RUN_DOCTOR_RANKS_H
+#define MS_RUN_DOCTOR_RANKS_H
 
 #include <stdio.h>
 
-#include "cli/common.h"
-#include "cli/rerun.h"
+#include "run/model_args.h"
+#include "run/rerun.h"
 
 typedef struct ms_doctor_ranks_opts {
     const char *launch;              /* launcher words, split at spaces, e.g. "mpirun --oversubscribe" */
-    const ms_cli_model_args *ma;     /* the model options, passed on to every rank */
+    const ms_model_args *ma;     /* the model options, passed on to every rank */
     const char *device;              /* --device for the ranks (cpu, cuda:K) or NULL: the ranks' default */
     const char *db_path;
     ms_db *db;

@@ -1,64 +1,22 @@
 /* rank_train.c — one rank of `memsplit train --plan` (rank_train.h). */
-#include "mpi/rank_train.h"
-#include "cli/common.h"
-#include "cli/rerun.h"
-#include "cli/steplog.h"
-#include "mpi/launch_check.h"
-#include "mpi/mpi_dist.h"
-#include "vocab/plan_json.h"
-#include "vocab/plan_replicas.h"
+#include "run/rank_train.h"
+#include "run/exit.h"
+#include "run/records.h"
+#include "run/steplog.h"
+#include "run/text.h"
 #include "reports/db.h"
 #include "trainer/checkpoint.h"
 #include "trainer/ckpt_parts.h"
 #include "trainer/pipeline.h"
 #include "trainer/plan_spec.h"
+#include "vocab/plan_replicas.h"
+#include "vocab/size.h"
 
-#include <getopt.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static const char usage[] =
-    "usage: mpirun -np N memsplit train --plan FILE (--preset NAME | --config FILE) [options]\n"
-    "\n"
-    "One rank per device: rank r runs stage r %% p of replica r / p of the plan's\n"
-    "p stages x d replicas, so N must be p * d. Rank 0 prints progress, writes the\n"
-    "database and the JSON summary.\n"
-    "\n"
-    "%s"
-    "Rank options:\n"
-    "  --plan FILE          the plan (memsplit plan -o FILE); required\n"
-    "  --device DEV         cpu: every rank on the CPU backend (a device of the\n"
-    "                       plan's capacity each); cuda:K: every rank on GPU K\n"
-    "                       (refused: two ranks may not share a GPU); default:\n"
-    "                       GPU <rank on its node> where there are GPUs, else cpu\n"
-    "  --db FILE            rank 0 records the run, its steps and every rank's peak\n"
-    "  --db-run ID          record into this existing run (memsplit doctor's)\n"
-    MS_CLI_DB_TIMEOUT_HELP
-    "  --checkpoint-dir DIR checkpoints there, as one part per stage and a manifest\n"
-    "                       (step-NNNNNNNN.ckpt/); the newest two are kept\n"
-    "  --checkpoint-every K a checkpoint every K steps (default: only at the end)\n"
-    "  --resume             continue from the newest checkpoint in DIR, written by\n"
-    "                       any layout (one process, a pipeline, other ranks)\n"
-    "  --json               rank 0 prints one JSON summary object on stdout\n"
-    "  --quiet              no progress lines\n"
-    "  --inject-kill S:R    testing aid: in step S, rank R kills itself (SIGKILL) at\n"
-    "                       its first transfer to another rank\n"
-    "  --inject-fail S:R    testing aid: rank R fails alone before step S, as a\n"
-    "                       failed step would (exit 2)\n"
-    "  -h, --help           this text\n"
-    "\n"
-    "Exit status: 0 trained; 1 usage error or a launch that does not match the\n"
-    "plan; 2 runtime error; 3 out of memory.\n";
-
-typedef struct rank_opts {
-    const char *plan, *db, *ckdir;
-    long db_run, ckevery;
-    int json, quiet, resume, kill_step, kill_rank, fail_step, fail_rank, db_timeout_ms;
-} rank_opts;
 
 static double now_s(void)
 {
@@ -67,104 +25,13 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Options: the same on every rank, so every rank decides alike; only rank 0 speaks. */
-static int parse(int argc, char **argv, int rank, ms_cli_model_args *ma, rank_opts *o)
-{
-    enum { O_MODEL = 1000, O_PLAN, O_DB, O_DBRUN, O_JSON, O_QUIET, O_KILL, O_CKDIR, O_CKEVERY, O_RESUME, O_DBTIME, O_FAIL };
-    static const struct option opts[] = {
-        { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
-        { "set", required_argument, 0, O_MODEL }, { "device", required_argument, 0, O_MODEL },
-        { "precision", required_argument, 0, O_MODEL }, { "steps", required_argument, 0, O_MODEL },
-        { "data", required_argument, 0, O_MODEL }, { "plan", required_argument, 0, O_PLAN },
-        { "db", required_argument, 0, O_DB }, { "db-run", required_argument, 0, O_DBRUN },
-        { "json", no_argument, 0, O_JSON }, { "quiet", no_argument, 0, O_QUIET },
-        { "inject-kill", required_argument, 0, O_KILL }, { "inject-fail", required_argument, 0, O_FAIL },
-        { "help", no_argument, 0, 'h' },
-        { "checkpoint-dir", required_argument, 0, O_CKDIR }, { "checkpoint-every", required_argument, 0, O_CKEVERY },
-        { "resume", no_argument, 0, O_RESUME }, { "db-timeout", required_argument, 0, O_DBTIME }, { 0, 0, 0, 0 },
-    };
-    memset(o, 0, sizeof *o);
-    o->kill_step = o->fail_step = -1;
-    o->db_timeout_ms = MS_DB_BUSY_MS;
-    char err[512];
-    int idx = 0, c;
-    optind = 1;
-    opterr = rank == 0;
-    while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
-        switch (c) {
-        case O_MODEL:
-            if (ms_cli_model_opt(ma, opts[idx].name, optarg, err, sizeof err) < 0) {
-                if (rank == 0) fprintf(stderr, "memsplit train: %s\n", err);
-                return MS_EXIT_USAGE;
-            }
-            break;
-        case O_PLAN: o->plan = optarg; break;
-        case O_DB: o->db = optarg; break;
-        case O_DBRUN: {
-            char *end;
-            o->db_run = strtol(optarg, &end, 10);
-            if (!*optarg || *end || o->db_run < 1) {
-                if (rank == 0) fprintf(stderr, "memsplit train: --db-run needs a run id\n");
-                return MS_EXIT_USAGE;
-            }
-            break;
-        }
-        case O_CKDIR: o->ckdir = optarg; break;
-        case O_CKEVERY: {
-            char *end;
-            o->ckevery = strtol(optarg, &end, 10);
-            if (!*optarg || *end || o->ckevery < 0 || o->ckevery > 1000000000) {
-                if (rank == 0) fprintf(stderr, "memsplit train: --checkpoint-every needs N >= 0\n");
-                return MS_EXIT_USAGE;
-            }
-            break;
-        }
-        case O_RESUME: o->resume = 1; break;
-        case O_DBTIME:
-            if (ms_arg_seconds("--db-timeout", optarg, 3600, &o->db_timeout_ms, err, sizeof err)) {
-                if (rank == 0) fprintf(stderr, "memsplit train: %s\n", err);
-                return MS_EXIT_USAGE;
-            }
-            break;
-        case O_JSON: o->json = 1; break;
-        case O_QUIET: o->quiet = 1; break;
-        case O_KILL:
-        case O_FAIL:
-            if (c == O_KILL ? ms_arg_step_rank("--inject-kill", optarg, &o->kill_step, &o->kill_rank, err, sizeof err)
-                            : ms_arg_step_rank("--inject-fail", optarg, &o->fail_step, &o->fail_rank, err, sizeof err)) {
-                if (rank == 0) fprintf(stderr, "memsplit train: %s\n", err);
-                return MS_EXIT_USAGE;
-            }
-            break;
-        case 'h':
-            if (rank == 0) printf(usage, ms_cli_model_help);
-            return -1;
-        default:
-            if (rank == 0) fprintf(stderr, "memsplit train: see --help\n");
-            return MS_EXIT_USAGE;
-        }
-    }
-    if (optind < argc) {
-        if (rank == 0) fprintf(stderr, "memsplit train: unexpected argument '%s'\n", argv[optind]);
-        return MS_EXIT_USAGE;
-    }
-    if (o->resume && !o->ckdir) {
-        if (rank == 0) fprintf(stderr, "memsplit train: --resume needs --checkpoint-dir\n");
-        return MS_EXIT_USAGE;
-    }
-    if (!o->plan) {
-        if (rank == 0) fprintf(stderr, "memsplit train: under mpirun, train needs --plan FILE (one rank per device)\n");
-        return MS_EXIT_USAGE;
-    }
-    return 0;
-}
-
 /* What every rank sends rank 0 each step. */
 typedef struct rank_rec {
     uint64_t peak_total, peak[MS_CAT_N], capacity;
 } rank_rec;
 
 typedef struct rank_run {
+    const ms_world *w;
     int rank, size, stage, replica, device;
     const char *ckdir;
     char name[40];          /* this rank's device */
@@ -197,7 +64,7 @@ static void flush_records(rank_run *r, int code)
         r->db_failed++;
     }
     if (r->own_run)
-        ms_cli_recorded(ms_db_run_finish(r->db, r->run, code == MS_EXIT_OOM ? "oom" : "failed"), r->db, "train",
+        ms_run_recorded(ms_db_run_finish(r->db, r->run, code == MS_EXIT_OOM ? "oom" : "failed"), r->db, "train",
                         "the run's end", &r->db_failed);
     r->own_run = 0;
 }
@@ -263,8 +130,8 @@ static void end_run(rank_run *r, int code, const char *what, const char *msg, in
     flush_records(r, code);
     if (!agreed) record_lone_end(r, code);
     fflush(stderr);
-    if (agreed) MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Abort(MPI_COMM_WORLD, code);
+    if (agreed) r->w->barrier();
+    r->w->abort(code);
 }
 static void die(rank_run *r, int code, const char *what, const char *msg) { end_run(r, code, what, msg, 0); }
 
@@ -276,7 +143,7 @@ static void gather_recs(rank_run *r, const ms_pipeline *p)
     mine.peak_total = d->peak_total;
     mine.capacity = d->capacity;
     for (int c = 0; c < MS_CAT_N; c++) mine.peak[c] = d->peak[c];
-    MPI_Allgather(&mine, sizeof mine, MPI_BYTE, r->recs, sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+    r->w->allgather(&mine, sizeof mine, r->recs);
 }
 
 /* {"cpu/v0": bytes, ...} over every rank, malloc'd */
@@ -289,7 +156,7 @@ static char *peaks_json(const rank_run *r)
     return s;
 }
 
-static void record_step(rank_run *r, const ms_pipeline *p, const ms_plan *plan, double dt, const rank_opts *o,
+static void record_step(rank_run *r, const ms_pipeline *p, const ms_plan *plan, double dt, const ms_rank_opts *o,
                         int steps)
 {
     if (r->rank != 0) return;
@@ -333,8 +200,8 @@ static json_t *devices_json(rank_run *r, const ms_plan *plan, double *worst)
         json_object_set_new(o, "predicted_peak_bytes", json_integer((json_int_t)st->peak));
         json_object_set_new(o, "measured_peak_bytes", json_integer((json_int_t)x->peak_total));
         json_object_set_new(o, "gap", json_real(gap));
-        json_object_set_new(o, "measured_by_category", ms_cli_cat_json(meas));
-        json_object_set_new(o, "predicted_by_category", ms_cli_cat_json(pred));
+        json_object_set_new(o, "measured_by_category", ms_run_cat_json(meas));
+        json_object_set_new(o, "predicted_by_category", ms_run_cat_json(pred));
         json_array_append_new(a, o);
         if (r->db) {
             ms_device_peak dp;
@@ -348,7 +215,7 @@ static json_t *devices_json(rank_run *r, const ms_plan *plan, double *worst)
                 dp.measured_by_cat[c] = x->peak[c];
                 dp.predicted_by_cat[c] = st->bytes[c];
             }
-            ms_cli_recorded(ms_db_add_device_peak(r->db, r->run, &dp), r->db, "train", "a rank's peak", &r->db_failed);
+            ms_run_recorded(ms_db_add_device_peak(r->db, r->run, &dp), r->db, "train", "a rank's peak", &r->db_failed);
         }
     }
     return a;
@@ -388,12 +255,12 @@ static void print_summary(rank_run *r, const ms_plan *plan, const ms_pipeline *p
     json_object_set_new(o, "losses", json_incref(r->losses));
     json_object_set_new(o, "devices", devs);
     json_object_set_new(o, "worst_gap", json_real(worst));
-    ms_cli_print_json(o);
+    ms_print_json(o);
     json_decref(o);
 }
 
 /* Rank 0 opens the database and the run the steps go to. */
-static int open_db(rank_run *r, const rank_opts *o, const ms_config *cfg, char *err, size_t errlen)
+static int open_db(rank_run *r, const ms_rank_opts *o, const ms_config *cfg, char *err, size_t errlen)
 {
     if (r->rank != 0 || !o->db) return 0;
     r->db = ms_db_open(o->db, 1, err, errlen);
@@ -425,13 +292,13 @@ static void resume(rank_run *r, ms_pipeline *p)
 {
     char path[1024] = "";
     if (r->rank == 0 && ms_ckpt_latest(r->ckdir, path, sizeof path) < 0) path[0] = 0;
-    MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+    r->w->bcast(path, sizeof path);
     if (!path[0]) return; /* nothing to resume: start at step 0, as a one-process run does not */
     if (ms_pipe_load(p, path)) die(r, MS_EXIT_RUNTIME, "resume", p->err);
     if (r->rank == 0) fprintf(stderr, "train: resumed from %s at step %d (%d ranks)\n", path, p->step, r->size);
 }
 
-static void checkpoint(rank_run *r, ms_pipeline *p, const rank_opts *o)
+static void checkpoint(rank_run *r, ms_pipeline *p, const ms_rank_opts *o)
 {
     char path[1024];
     if (ms_pipe_checkpoint(p, o->ckdir, path, sizeof path)) end_run(r, MS_EXIT_RUNTIME, "checkpoint", p->err, 1);
@@ -440,13 +307,13 @@ static void checkpoint(rank_run *r, ms_pipeline *p, const rank_opts *o)
     if (!o->quiet) fprintf(stderr, "train: checkpoint %s\n", path);
 }
 
-static int train(rank_run *r, const rank_opts *o, const ms_config *cfg, const ms_plan *plan)
+static int train(rank_run *r, const ms_rank_opts *o, const ms_config *cfg, const ms_plan *plan)
 {
     char err[512];
     int cuda = !strncmp(r->name, "cuda", 4), ord = -1;
     if (cuda) sscanf(r->name, "cuda:%d", &ord);
     ms_dist D;
-    if (ms_mpi_dist_open(&D, plan->n_stages, plan->replicas, plan->zero, ord, err, sizeof err))
+    if (r->w->open_dist(&D, plan->n_stages, plan->replicas, plan->zero, ord, err, sizeof err))
         die(r, MS_EXIT_RUNTIME, "communicators", err);
     ms_pipe_spec sp;
     if (ms_pipe_spec_of_rank(plan, r->stage, r->device, r->name, &D, &sp, err, sizeof err)) die(r, MS_EXIT_USAGE, "plan", err);
@@ -460,10 +327,10 @@ static int train(rank_run *r, const rank_opts *o, const ms_config *cfg, const ms
     if (!cuda && !strncmp(pn, "cpu", 3)) snprintf(p.devs[0].name, sizeof p.devs[0].name, "%.39s", pn);
     else if (!cuda) snprintf(p.devs[0].name, sizeof p.devs[0].name, "cpu/v%d", r->device);
     snprintf(r->name, sizeof r->name, "%s", p.devs[0].name);
-    MPI_Allgather(r->name, sizeof r->name, MPI_CHAR, r->names, sizeof r->name, MPI_CHAR, MPI_COMM_WORLD);
+    r->w->allgather(r->name, sizeof r->name, r->names);
     if (open_db(r, o, &c, err, sizeof err)) die(r, MS_EXIT_RUNTIME, "database", err);
     int64_t run = r->own_run ? r->run : 0; /* doctor's own run row (--db-run) is doctor's to end */
-    MPI_Bcast(&run, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    r->w->bcast(&run, sizeof run);
     r->db_path = o->db;
     r->db_timeout_ms = o->db_timeout_ms;
     r->run_all = run;
@@ -472,7 +339,7 @@ static int train(rank_run *r, const rank_opts *o, const ms_config *cfg, const ms
     double t_steady = 0, tok_steady = 0;
     int first = 1;
     while (p.step < c.steps) {
-        if (p.step + 1 == o->kill_step && r->rank == o->kill_rank) ms_mpi_dist_arm_kill(&D);
+        if (p.step + 1 == o->kill_step && r->rank == o->kill_rank) r->w->arm_kill(&D);
         if (p.step + 1 == o->fail_step && r->rank == o->fail_rank) die(r, MS_EXIT_RUNTIME, "step", "injected (--inject-fail)");
         double t0 = now_s();
         rc = ms_pipe_step(&p);
@@ -491,52 +358,33 @@ static int train(rank_run *r, const rank_opts *o, const ms_config *cfg, const ms
     gather_recs(r, &p);
     if (r->rank == 0) print_summary(r, plan, &p, t_steady > 0 ? tok_steady / t_steady : 0, o->json);
     ms_pipe_close(&p);
-    ms_mpi_dist_close(&D);
+    r->w->close_dist(&D);
     return MS_EXIT_OK;
 }
 
-int ms_rank_train(int argc, char **argv)
+int ms_run_rank_train(const ms_world *w, const ms_config *cfg, const ms_plan *plan, const ms_rank_opts *o)
 {
+    char err[1024];
     rank_run r;
     memset(&r, 0, sizeof r);
-    MPI_Comm_rank(MPI_COMM_WORLD, &r.rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &r.size);
-    ms_cli_model_args ma;
-    ms_cli_model_args_init(&ma);
-    rank_opts o;
-    int code = parse(argc, argv, r.rank, &ma, &o);
-    if (code) return code < 0 ? MS_EXIT_OK : code;
-    ms_config cfg;
-    char err[1024];
-    ms_plan plan;
-    memset(&plan, 0, sizeof plan);
-    if (ms_cli_build_config(&ma, &cfg, err, sizeof err)) code = MS_EXIT_USAGE;
-    else if (ms_plan_load_json(o.plan, &plan, err, sizeof err)) code = MS_EXIT_USAGE;
-    else if (ms_rerun_check(&cfg, &plan, NULL, err, sizeof err)) code = MS_EXIT_USAGE; /* another model: both values */
-    else if (ms_launch_check_size(&plan, err, sizeof err)) code = MS_EXIT_USAGE;
-    if (!code) {
-        ms_launch_device(ma.device, r.name, sizeof r.name);
-        if (ms_launch_check_claims(r.name, err, sizeof err)) code = MS_EXIT_USAGE;
-    }
-    if (code) {
-        if (r.rank == 0) fprintf(stderr, "memsplit train: %s\n", err);
-        ms_plan_free(&plan);
-        return code;
-    }
-    r.device = ms_plan_rank_device(&plan, r.rank, &r.stage, &r.replica);
-    r.ckdir = o.ckdir;
+    r.w = w;
+    r.rank = w->rank;
+    r.size = w->size;
+    snprintf(r.name, sizeof r.name, "%s", o->device);
+    r.device = ms_plan_rank_device(plan, r.rank, &r.stage, &r.replica);
+    r.ckdir = o->ckdir;
     r.names = calloc((size_t)r.size, sizeof *r.names);
     r.recs = calloc((size_t)r.size, sizeof *r.recs);
     r.losses = json_array();
     if (!r.names || !r.recs) die(&r, MS_EXIT_RUNTIME, "start", "out of host memory");
-    code = train(&r, &o, &cfg, &plan);
+    int code = train(&r, o, cfg, plan);
     if (r.db) {
         if (ms_steplog_finish(r.steps, err, sizeof err)) {
             fprintf(stderr, "memsplit train: %s\n", err);
             r.db_failed++;
         }
         if (r.own_run)
-            ms_cli_recorded(ms_db_run_finish(r.db, r.run, code == MS_EXIT_OK ? "ok" : "failed"), r.db, "train",
+            ms_run_recorded(ms_db_run_finish(r.db, r.run, code == MS_EXIT_OK ? "ok" : "failed"), r.db, "train",
                             "the run's end", &r.db_failed);
         ms_steplog_free(r.steps);
         ms_db_close(r.db);
@@ -545,6 +393,5 @@ int ms_rank_train(int argc, char **argv)
     json_decref(r.losses);
     free(r.names);
     free(r.recs);
-    ms_plan_free(&plan);
     return code;
 }

@@ -1,5 +1,5 @@
 /* steplog.c — step rows kept until the database takes them (steplog.h). */
-#include "cli/steplog.h"
+#include "run/steplog.h"
 
 #include <stdlib.h>
 #include <string.h>

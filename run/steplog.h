@@ -12,8 +12,8 @@
  * memory (the row is lost: also an error). Notes about waiting go to
  * progress (may be NULL), once per busy spell. ms_steplog_finish returns 0,
  * or -1 with err. The log does not own the database. */
-#ifndef MS_CLI_STEPLOG_H
-#define MS_CLI_STEPLOG_H
+#ifndef MS_RUN_STEPLOG_H
+#define MS_RUN_STEPLOG_H
 
 #include <stdio.h>
 #include "reports/db.h"

@@ -2,7 +2,7 @@
  * bridge): the program's own precision, batch and checkpointing stand, the
  * schedule is sequential, and the placement is said in the program's own
  * module paths, with a snippet that places the modules by hand. */
-#include "cli/program.h"
+#include "run/program.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -25,8 +25,8 @@
  *    why): the summary, and with any traced step also the intervals in
  *    kernel_times.h's event form ("names", "events"). Returns 0, or -1 with
  *    err when FILE cannot be written. */
-#ifndef MS_CLI_TRAIN_KTIMES_H
-#define MS_CLI_TRAIN_KTIMES_H
+#ifndef MS_RUN_TRAIN_KTIMES_H
+#define MS_RUN_TRAIN_KTIMES_H
 
 #include <stddef.h>
 #include <stdint.h>

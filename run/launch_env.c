@@ -1,6 +1,6 @@
 /* launch_env.c — handing a launched train to memsplit-rank (launch_env.h). */
-#include "cli/launch_env.h"
-#include "cli/common.h"
+#include "run/launch_env.h"
+#include "run/exit.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,7 +1,8 @@
 /* doctor_ranks.c — doctor's training as a child launcher of MPI ranks,
  * recovering from a rank that dies (doctor_ranks.h). */
-#include "cli/doctor_ranks.h"
-#include "cli/launch_env.h"
+#include "run/doctor_ranks.h"
+#include "run/exit.h"
+#include "run/launch_env.h"
 #include "planner/explain.h"
 #include "vocab/plan_json.h"
 #include "vocab/plan_replicas.h"
@@ -136,7 +137,7 @@ static void build_argv(argv_buf *a, char *words, const char *rank_bin, const ms_
     addf(a, "%ld", ms_plan_ranks(plan));
     add(a, rank_bin);
     add(a, "train");
-    const ms_cli_model_args *ma = o->ma;
+    const ms_model_args *ma = o->ma;
     if (ma->preset) { add(a, "--preset"); add(a, ma->preset); }
     if (ma->config) { add(a, "--config"); add(a, ma->config); }
     for (int i = 0; i < ma->n_sets; i++) { add(a, "--set"); add(a, ma->sets[i]); }
