@@ -14,7 +14,7 @@ OPT       ?= -O2
 SAN       ?=
 PKGS       = jansson inih sqlite3
 
-# sm_90 machine code plus compute_90 PTX (DESIGN.md: build here, run on the H200)
+# sm_90 machine code plus compute_90 PTX (built here, run on the H200: README, `make gpu-pack`)
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 # attention.cu is built as sm_90a machine code (its warpgroup-MMA kernels,
 # which a probe at run time confirms) plus the compute_90 PTX: a 9.0 device
@@ -51,7 +51,7 @@ GPU_SRC   = $(wildcard tests/gpu/test_*.c)
 GPU_BIN   = $(GPU_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu_%)
 TEST_HELP = $(wildcard tests/common/*.c)
 
-.PHONY: all test test-gpu sanitize demo bench clean deps tests-build gpu-build
+.PHONY: all test test-gpu sanitize demo bench clean deps tests-build gpu-build check-floors
 # keep the test objects (pattern-chained intermediates) so rebuilds stay incremental
 .SECONDARY:
 all: $(BUILD)/memsplit $(BUILD)/memsplit-rank bridge
@@ -141,10 +141,14 @@ $(BUILD)/tests/mpi_ranks: $(BUILD)/obj/tests/mpi/test_ranks.o $(BUILD)/obj/mpi/m
 tests-build: $(UNIT_BIN) $(BUILD)/memsplit $(BUILD)/memsplit-rank $(MPI_TEST_BIN) bridge
 gpu-build: $(GPU_BIN) $(BUILD)/memsplit $(BUILD)/memsplit-rank
 
+# scripts/check_floors.py: no #include runs up or sideways (README's layout)
 test: tests-build fuzz-build
 	MEMSPLIT=$(abspath $(BUILD)/memsplit) FUZZ_BIN=$(abspath $(FUZZ_BUILD)/fuzz) \
-	    tests/run.sh $(UNIT_BIN) tests/cli/run.sh tests/cli/reliability.sh tests/bridge/run.sh tests/mpi/run.sh \
+	    tests/run.sh scripts/check_floors.py $(UNIT_BIN) tests/cli/run.sh tests/cli/reliability.sh tests/bridge/run.sh tests/mpi/run.sh \
 	    tests/browser/render.sh tests/fuzz/ci.sh
+
+check-floors:
+	scripts/check_floors.py
 
 test-gpu: gpu-build
 	MEMSPLIT=$(abspath $(BUILD)/memsplit) TEST_TIMEOUT_S=$${TEST_TIMEOUT_S:-1200} tests/run.sh $(GPU_BIN) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh tests/gpu/bridge.sh
