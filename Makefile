@@ -1,6 +1,6 @@
 # memsplit — build, test, demo, bench.
 #   make             build/memsplit (installs missing Debian -dev packages first)
-#   make test        CPU unit tests (what CI runs)
+#   make test        the include floors and the CPU tests (what CI runs)
 #   make test-gpu    GPU tests (on a machine with a GPU; built here, run there)
 #   make sanitize    the CPU tests under AddressSanitizer + UBSan
 #   make demo        the main job (see README)
