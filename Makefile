@@ -215,7 +215,7 @@ FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit
 FUZZ_NAMES    = $(patsubst tests/fuzz/fuzz_%.c,%,$(filter-out tests/fuzz/fuzz_util.c,$(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_BIN      = $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
 FUZZ_LIB_SRC  = $(wildcard vocab/*.c reports/*.c) trainer/config.c trainer/config_ini.c trainer/config_table.c \
-                trainer/checkpoint.c trainer/crc32c.c trainer/job.c planner/plan.c
+                trainer/checkpoint.c trainer/crc32c.c trainer/job.c
 FUZZ_LIB      = $(BUILD)/libfuzzdeps.a
 
 $(FUZZ_LIB): $(FUZZ_LIB_SRC:%.c=$(BUILD)/obj/%.o)

@@ -32,8 +32,9 @@ char *ms_plan_to_string(const ms_plan *p);
 /* The plan JSON as a report reads it (plan_loose.c): whatever is there and
  * of the right type, nothing refused, so that a stored plan of any version,
  * or an infeasible outcome (no stages), shows what it has. Absent or
- * mistyped: precision, schedule and a stage's device -1, headroom -1,
- * micro_batch and n_micro 0, bytes, times and layers 0, names "",
+ * mistyped (or out of an int's range): precision, schedule and a stage's
+ * device -1, headroom -1, micro_batch and n_micro 0, bytes, times and
+ * layers 0, names "",
  * reasoning NULL, and n_stages -1 when there is no "stages" array (an
  * array's entries are read whatever they hold). Device k is the entry
  * whose "index" is k (its position when it has none). Returns 0, or -1

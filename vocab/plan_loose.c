@@ -2,6 +2,7 @@
  * ms_plan_read_loose): whatever is there, nothing refused. */
 #include "vocab/plan_json.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,8 @@ static void read_devices(const json_t *root, ms_plan *p)
 static void read_stage(const json_t *st, ms_plan_stage *s)
 {
     const json_t *dv = json_object_get(st, "device"), *ly = json_object_get(st, "layers");
-    s->device = json_is_integer(dv) ? (int)json_integer_value(dv) : -1;
+    json_int_t d = json_integer_value(dv);
+    s->device = json_is_integer(dv) && d >= 0 && d <= INT_MAX ? (int)d : -1;
     s->first = (int)json_integer_value(json_array_get(ly, 0));
     s->last = (int)json_integer_value(json_array_get(ly, 1));
     s->recompute = json_is_true(json_object_get(st, "recompute"));
@@ -73,24 +75,26 @@ int ms_plan_read_loose(const char *text, ms_plan *out)
     out->precision = s && ms_precision_parse(s, &prec) == 0 ? (int)prec : -1;
     out->schedule = ms_schedule_parse(str_of(root, "schedule"));
     double mb = num_of(root, "micro_batch", 0), nm = num_of(root, "n_micro", 0);
-    out->micro_batch = mb > 0 ? (int)mb : 0;
-    out->n_micro = nm > 0 ? (int)nm : 0;
+    out->micro_batch = mb > 0 && mb <= INT_MAX ? (int)mb : 0;
+    out->n_micro = nm > 0 && nm <= INT_MAX ? (int)nm : 0;
     out->headroom = num_of(root, "headroom", -1);
     s = str_of(root, "reasoning");
     out->reasoning = s ? strdup(s) : NULL;
+    int oom = s && !out->reasoning;
     read_devices(root, out);
+    oom |= !out->devices;
     const json_t *stages = json_object_get(root, "stages");
     out->n_stages = -1;
     if (json_is_array(stages)) {
         size_t n = json_array_size(stages);
         out->stages = calloc(n ? n : 1, sizeof *out->stages);
+        oom |= !out->stages;
         if (out->stages) out->n_stages = (int)n;
         const json_t *st;
         size_t i;
         json_array_foreach(stages, i, st) if (out->stages) read_stage(st, &out->stages[i]);
     }
-    json_decref(root);
-    int oom = !out->devices || (json_is_array(stages) && !out->stages) || (s && !out->reasoning);
+    json_decref(root);   /* nothing above points into it any more */
     if (oom) ms_plan_free(out);
     return oom ? -1 : 0;
 }
