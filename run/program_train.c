@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bridge/host/launch.h"
+#include "bridge/host/collect.h"
 #include "reports/db.h"
 #include "trainer/device.h"
 #include "vocab/errf.h"
@@ -71,27 +71,15 @@ int ms_program_check_plan(const ms_plan *pl, char *err, size_t errlen)
     return 0;
 }
 
-static int on_step_progress(const msb_trace *t, int *shown, int quiet)
+/* Progress of the rerun: "train: step N  loss L" for each step done. */
+static void on_step(const msb_trace *t, void *user)
 {
-    if (quiet) return 0;
+    int *shown = user;
     for (; *shown < t->n_steps; (*shown)++) {
         const msb_step *s = &t->steps[*shown];
         if (s->has_loss) fprintf(stderr, "train: step %d  loss %.4f\n", s->n, s->loss);
         else fprintf(stderr, "train: step %d\n", s->n);
     }
-    return 0;
-}
-
-typedef struct run_ctx {
-    msb_trace *t;
-    int quiet, shown;
-} run_ctx;
-
-static int on_line(const char *line, size_t len, int conn, void *user)
-{
-    run_ctx *c = user;
-    if (msb_trace_feed(c->t, line, len, conn) != 0) return -1;
-    return on_step_progress(c->t, &c->shown, c->quiet);
 }
 
 /* The bridge's config: steps, the pass, and the plan (compact JSON, malloc'd; NULL: out of memory). */
@@ -230,8 +218,8 @@ int ms_program_train(const ms_program_train_args *a, ms_program_run *out, char *
     int gpu = plan_gpus(pl, &(int){ 0 }) > 0;
     msb_launch l = { .argv = a->prog, .bridge_dir = bdir, .config_json = cfgs, .phase = "train", .inject = gpu,
                      .stdout_to_stderr = a->json };
-    run_ctx c = { .t = &out->trace, .quiet = a->quiet };
-    int rc = msb_run_program(&l, on_line, &c, &out->ex, err, errlen);
+    int shown = 0;
+    int rc = msb_collect(&l, &out->trace, NULL, a->quiet ? NULL : on_step, &shown, &out->ex, err, errlen);
     free(cfgs);
     const msb_trace *t = &out->trace;
     char why[1200];

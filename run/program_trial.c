@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "bridge/advice.h"
+#include "bridge/host/collect.h"
 #include "bridge/host/launch.h"
 #include "bridge/rows.h"
 #include "bridge/trace.h"
@@ -22,23 +23,19 @@
 #include "vocab/errf.h"
 #include "vocab/profile_json.h"
 
+/* Progress of a pass: "LABEL: step k/N done" as each step ends. */
 typedef struct pass_ctx {
-    msb_trace *trace;
     int quiet, steps_wanted, shown_steps;
     const char *label;
-    FILE *record;
 } pass_ctx;
 
-static int on_line(const char *line, size_t len, int conn, void *user)
+static void on_step(const msb_trace *t, void *user)
 {
     pass_ctx *c = user;
-    if (c->record && fprintf(c->record, "%d\t%.*s\n", conn, (int)len, line) < 0) return -1;
-    if (msb_trace_feed(c->trace, line, len, conn) != 0) return -1;
-    if (!c->quiet && c->trace->n_steps > c->shown_steps) {
-        c->shown_steps = c->trace->n_steps;
+    if (!c->quiet && t->n_steps > c->shown_steps) {
+        c->shown_steps = t->n_steps;
         fprintf(stderr, "%s: step %d/%d done\n", c->label, c->shown_steps, c->steps_wanted);
     }
-    return 0;
 }
 
 int ms_program_bridge_dir(char *out, size_t len, char *err, size_t errlen)
@@ -72,9 +69,9 @@ int ms_program_pass(char *const *prog, const char *bridge_dir, json_t *config, c
     msb_launch l = { .argv = prog, .bridge_dir = bridge_dir, .config_json = cfg, .phase = phase, .inject = inject,
                      .stdout_to_stderr = json };
     long long steps = json_integer_value(json_object_get(config, "steps"));
-    pass_ctx c = { .trace = t, .quiet = quiet, .steps_wanted = (int)steps, .label = label, .record = record };
+    pass_ctx c = { .quiet = quiet, .steps_wanted = (int)steps, .label = label };
     if (record) fprintf(record, "#\tpass %s\n", label);
-    int rc = msb_run_program(&l, on_line, &c, ex, err, errlen);
+    int rc = msb_collect(&l, t, record, on_step, &c, ex, err, errlen);
     free(cfg);
     return rc;
 }
