@@ -12,7 +12,8 @@
  * process killed while writing); it deletes no file it did not write or
  * resume from. No step row or record is dropped: a write the database
  * refuses is kept and retried (steplog.h), and a record that is never
- * written makes r->db_failed non-zero. */
+ * written makes r->db_failed non-zero. The recovery itself is recover.h's;
+ * each device's outcome (JSON, records, lines) is rerun_result.c's. */
 #ifndef MS_RUN_RERUN_H
 #define MS_RUN_RERUN_H
 
