@@ -1,6 +1,6 @@
 # memsplit — build, test, demo, bench.
 #   make             build/memsplit (installs missing Debian -dev packages first)
-#   make test        CPU unit tests (what CI runs)
+#   make test        the include floors and the CPU tests (what CI runs)
 #   make test-gpu    GPU tests (on a machine with a GPU; built here, run there)
 #   make sanitize    the CPU tests under AddressSanitizer + UBSan
 #   make demo        the main job (see README)
@@ -14,7 +14,7 @@ OPT       ?= -O2
 SAN       ?=
 PKGS       = jansson inih sqlite3
 
-# sm_90 machine code plus compute_90 PTX (DESIGN.md: build here, run on the H200)
+# sm_90 machine code plus compute_90 PTX (built here, run on the H200: README, `make gpu-pack`)
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 # attention.cu is built as sm_90a machine code (its warpgroup-MMA kernels,
 # which a probe at run time confirms) plus the compute_90 PTX: a 9.0 device
@@ -38,8 +38,8 @@ CUDA_LIBS   = -L$(CUDA)/lib64 -lcudart_static -lcublasLt -lcupti -lnccl -Wl,-rpa
 LDLIBS     += $(STATIC_LIBS) $(CUDA_LIBS) -lstdc++ -lz -lm -ldl -lpthread -lrt
 LDFLAGS    += -Wl,-rpath,'$$ORIGIN/lib' $(SAN)
 
-HOST_SRC  = $(wildcard vocab/*.c kernels/cpu/*.c trainer/*.c profiler/*.c bridge/*.c bridge/host/*.c planner/*.c reports/*.c cli/*.c)
-HOST_SRC := $(filter-out cli/main.c,$(HOST_SRC))
+HOST_SRC  = $(wildcard vocab/*.c kernels/cpu/*.c trainer/*.c profiler/*.c bridge/*.c bridge/host/*.c planner/*.c reports/*.c run/*.c cli/*.c)
+HOST_SRC := $(filter-out cli/main.c cli/rank_main.c,$(HOST_SRC))
 CU_SRC    = $(wildcard kernels/cuda/*.cu)
 HOST_OBJ  = $(HOST_SRC:%.c=$(BUILD)/obj/%.o)
 CU_OBJ    = $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
@@ -51,7 +51,7 @@ GPU_SRC   = $(wildcard tests/gpu/test_*.c)
 GPU_BIN   = $(GPU_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu_%)
 TEST_HELP = $(wildcard tests/common/*.c)
 
-.PHONY: all test test-gpu sanitize demo bench clean deps tests-build gpu-build
+.PHONY: all test test-gpu sanitize demo bench clean deps tests-build gpu-build check-floors
 # keep the test objects (pattern-chained intermediates) so rebuilds stay incremental
 .SECONDARY:
 all: $(BUILD)/memsplit $(BUILD)/memsplit-rank bridge
@@ -62,8 +62,8 @@ all: $(BUILD)/memsplit $(BUILD)/memsplit-rank bridge
 # CUPTI), and the Python package, all under $(BUILD)/bridge/ where
 # build/memsplit finds them.
 BRIDGE_DIR   = $(BUILD)/bridge
-BRIDGE_SRC   = bridge/ledger.c bridge/layers.c bridge/child/msb.c bridge/child/ballast.c profiler/cupti_ledger.c vocab/errf.c
-INJECT_SRC   = bridge/inject/inject.c profiler/cupti_trace.c
+BRIDGE_SRC   = bridge/ledger.c bridge/layers.c bridge/child/msb.c bridge/child/ballast.c vocab/addr_map.c vocab/errf.c
+INJECT_SRC   = bridge/inject/inject.c profiler/cupti_trace.c profiler/cupti_ledger.c
 BRIDGE_PY    = $(shell find bridge/python -name '*.py' 2>/dev/null)
 BRIDGE_PY_OUT = $(BRIDGE_PY:bridge/python/%=$(BRIDGE_DIR)/python/%)
 # no sanitizers here: these load into a Python that has no sanitizer
@@ -106,13 +106,14 @@ $(LIB): $(HOST_OBJ) $(CU_OBJ)
 $(BUILD)/memsplit: $(BUILD)/obj/cli/main.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-# mpi/: the only code that includes mpi.h
+# mpi/: the MPI transport and the launch checks, the only code that
+# includes mpi.h; memsplit-rank's front end is cli/rank_main.c
 RANK_SRC  = $(wildcard mpi/*.c)
 RANK_OBJ  = $(RANK_SRC:%.c=$(BUILD)/obj/%.o)
 $(BUILD)/obj/mpi/%.o: mpi/%.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/memsplit-rank: $(RANK_OBJ) $(LIB)
+$(BUILD)/memsplit-rank: $(BUILD)/obj/cli/rank_main.o $(RANK_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(MPI_LIBS)
 
 # cmocka has no static library in Debian: copy the shared one beside the
@@ -140,10 +141,14 @@ $(BUILD)/tests/mpi_ranks: $(BUILD)/obj/tests/mpi/test_ranks.o $(BUILD)/obj/mpi/m
 tests-build: $(UNIT_BIN) $(BUILD)/memsplit $(BUILD)/memsplit-rank $(MPI_TEST_BIN) bridge
 gpu-build: $(GPU_BIN) $(BUILD)/memsplit $(BUILD)/memsplit-rank
 
+# scripts/check_floors.py: no #include runs up or sideways (README's layout)
 test: tests-build fuzz-build
 	MEMSPLIT=$(abspath $(BUILD)/memsplit) FUZZ_BIN=$(abspath $(FUZZ_BUILD)/fuzz) \
-	    tests/run.sh $(UNIT_BIN) tests/cli/run.sh tests/cli/reliability.sh tests/bridge/run.sh tests/mpi/run.sh \
+	    tests/run.sh scripts/check_floors.py $(UNIT_BIN) tests/cli/run.sh tests/cli/reliability.sh tests/bridge/run.sh tests/mpi/run.sh \
 	    tests/browser/render.sh tests/fuzz/ci.sh
+
+check-floors:
+	scripts/check_floors.py
 
 test-gpu: gpu-build
 	MEMSPLIT=$(abspath $(BUILD)/memsplit) TEST_TIMEOUT_S=$${TEST_TIMEOUT_S:-1200} tests/run.sh $(GPU_BIN) tests/gpu/track_cpu.sh tests/gpu/recover_gpu.sh tests/gpu/bridge.sh
@@ -210,8 +215,7 @@ FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit
 FUZZ_NAMES    = $(patsubst tests/fuzz/fuzz_%.c,%,$(filter-out tests/fuzz/fuzz_util.c,$(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_BIN      = $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
 FUZZ_LIB_SRC  = $(wildcard vocab/*.c reports/*.c) trainer/config.c trainer/config_ini.c trainer/config_table.c \
-                trainer/checkpoint.c trainer/crc32c.c trainer/job.c planner/plan.c planner/plan_json.c \
-                planner/plan_replicas.c
+                trainer/checkpoint.c trainer/crc32c.c trainer/job.c
 FUZZ_LIB      = $(BUILD)/libfuzzdeps.a
 
 $(FUZZ_LIB): $(FUZZ_LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -234,7 +238,7 @@ fuzz: fuzz-build
 clean:
 	rm -rf build build-san build-fuzz
 
--include $(HOST_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(RANK_OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d) $(wildcard $(BUILD)/pic/*/*.d $(BUILD)/pic/*/*/*.d)
+-include $(HOST_OBJ:.o=.d) $(CU_OBJ:.o=.d) $(RANK_OBJ:.o=.d) $(BUILD)/obj/cli/main.d $(BUILD)/obj/cli/rank_main.d $(wildcard $(BUILD)/obj/tests/*/*.d) $(wildcard $(BUILD)/pic/*/*.d $(BUILD)/pic/*/*/*.d)
 
 # The GPU machine has the CUDA runtime but no Debian -dev packages and no
 # room for the whole build folder: pack stripped binaries to carry there,

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "profiler/cupti_ledger.h"   /* ms_addr_map */
+#include "vocab/addr_map.h"
 #include "vocab/vocab.h"
 
 #define MSL_MAX_DEVICES 64

@@ -51,31 +51,6 @@ typedef struct pass_meas {
 
 static int is_static(int cat) { return cat <= MS_CAT_OPTIM; }
 
-int msb_final_labels(const msb_trace *t, int (*fin)[2])
-{
-    ms_addr_map live = { 0 };
-    for (int i = 0; i < t->n_ev; i++) {
-        const msb_ev *e = &t->ev[i];
-        if (e->conn != t->model_conn) continue;
-        uint64_t idx;
-        if (e->kind == MSB_EV_ALLOC) {
-            fin[i][0] = e->cat;
-            fin[i][1] = e->layer;
-            if (e->key && ms_addr_map_put(&live, e->key, (uint64_t)i + 1) != 0) {
-                ms_addr_map_clear(&live);
-                return -1;
-            }
-        } else if (e->kind == MSB_EV_RELABEL && ms_addr_map_get(&live, e->key, &idx)) {
-            fin[idx - 1][0] = e->cat;
-            fin[idx - 1][1] = e->layer;
-        } else if (e->kind == MSB_EV_FREE) {
-            ms_addr_map_take(&live, e->key, &idx);
-        }
-    }
-    ms_addr_map_clear(&live);
-    return 0;
-}
-
 typedef struct interval {
     int open, layer, phase, pass;
     int64_t dyn_start, dyn_peak;  /* the ledger's dynamic bytes */
@@ -210,21 +185,21 @@ static int measure(const msb_trace *t, pass_meas *pm)
         switch (e->kind) {
         case MSB_EV_ALLOC: {
             int cat = fin[i][0], layer = fin[i][1];
-            if (msl_alloc(&r.led, 0, e->key, e->bytes, cat, layer, NULL) == MSL_OK) {
-                apply(&r, cur, cat, layer, e->bytes, +1);
-                if (!is_static(cat) && layer >= -1 && layer < n) r.dl[layer + 1] += (int64_t)e->bytes;
-                if (e->key && ms_addr_map_put(&born, e->key, (uint64_t)i + 1) != 0) rc = -1;
+            if (msl_alloc(&r.led, 0, e->m.address, e->m.bytes, cat, layer, NULL) == MSL_OK) {
+                apply(&r, cur, cat, layer, e->m.bytes, +1);
+                if (!is_static(cat) && layer >= -1 && layer < n) r.dl[layer + 1] += (int64_t)e->m.bytes;
+                if (e->m.address && ms_addr_map_put(&born, e->m.address, (uint64_t)i + 1) != 0) rc = -1;
             }
             break;
         }
         case MSB_EV_FREE: {
-            const msl_rec *rec = msl_find(&r.led, e->key);
+            const msl_rec *rec = msl_find(&r.led, e->m.address);
             if (rec) {
                 int cat = rec->cat, layer = rec->layer;
-                uint64_t b = msl_free(&r.led, e->key, NULL), at = 0;
+                uint64_t b = msl_free(&r.led, e->m.address, NULL), at = 0;
                 apply(&r, cur, cat, layer, b, -1);
                 if (!is_static(cat) && layer >= -1 && layer < n) r.dl[layer + 1] -= (int64_t)b;
-                if (ms_addr_map_take(&born, e->key, &at) && !is_static(cat) && (int)at - 1 < base_ev &&
+                if (ms_addr_map_take(&born, e->m.address, &at) && !is_static(cat) && (int)at - 1 < base_ev &&
                     base_live >= b) {
                     base_live -= b;
                     if (iv.open) iv.base_freed += b;
@@ -234,14 +209,14 @@ static int measure(const msb_trace *t, pass_meas *pm)
         }
         case MSB_EV_WHERE:
             if (e->alloc >= 0) untracked = e->alloc - (int64_t)r.led.dev[0].live;
-            if (e->layer == 0 && e->phase == MS_PH_FORWARD && r.grad_seen && grads_live(&r))   /* a forward begins */
+            if (e->m.layer == 0 && e->m.phase == MS_PH_FORWARD && r.grad_seen && grads_live(&r))   /* a forward begins */
                 pm->grads_at_forward = 1;   /* kept across steps or micro-batches */
             /* the step's first forward begins (not a tied module's return to layer 0) */
-            int first_fwd = e->layer == 0 && e->phase == MS_PH_FORWARD && e->dev <= 1 &&
+            int first_fwd = e->m.layer == 0 && e->m.phase == MS_PH_FORWARD && e->n <= 1 &&
                             !(iv.open && iv.phase == MS_PH_FORWARD);
             if (iv.open && iv.phase == MS_PH_OPTIMIZER && iv.layer < 0) opt_by_layer(&r, opt_start, opt_peak, cur);
             close_interval(&iv, e, &r, cur, n, &opt_cur);
-            if (e->layer < 0 && e->phase == MS_PH_OPTIMIZER) {
+            if (e->m.layer < 0 && e->m.phase == MS_PH_OPTIMIZER) {
                 memcpy(opt_start, r.dl, (size_t)(n + 1) * sizeof *r.dl);
                 memcpy(opt_peak, r.dl, (size_t)(n + 1) * sizeof *r.dl);
             }
@@ -250,7 +225,7 @@ static int measure(const msb_trace *t, pass_meas *pm)
                 base_live = carry = dyn_now(&r) > 0 ? (uint64_t)dyn_now(&r) : 0;
                 loss_seen = 0;
             }
-            if (e->layer == n - 1 && e->phase == MS_PH_BACKWARD && !loss_seen) {   /* the loss's backward */
+            if (e->m.layer == n - 1 && e->m.phase == MS_PH_BACKWARD && !loss_seen) {   /* the loss's backward */
                 carry_loss = base_live;
                 loss_seen = 1;
                 if (r.grad_seen) {
@@ -258,8 +233,8 @@ static int measure(const msb_trace *t, pass_meas *pm)
                     pm->loss_checked++;
                 }
             }
-            iv = (interval){ .open = 1, .layer = e->layer, .phase = e->phase, .xin = e->xin, .xl = e->xl,
-                             .pass = e->dev };
+            iv = (interval){ .open = 1, .layer = e->m.layer, .phase = e->m.phase, .xin = e->xin, .xl = e->xl,
+                             .pass = e->n };
             iv.dyn_start = e->alloc >= 0 ? e->alloc - (int64_t)r.stat : dyn_now(&r);
             iv.dyn_peak = iv.dyn_start;
             iv.tot_start = iv.tot_peak = e->alloc >= 0 ? e->alloc : (int64_t)r.led.dev[0].live;
@@ -569,7 +544,7 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         x->phase = t->oom.phase >= 0 && t->oom.phase < MS_PH_N ? t->oom.phase : MS_PH_FORWARD;
         x->category = MS_CAT_TRANSIENT;
         for (int i = t->oom.ev_index - 1; i >= 0 && i >= t->oom.ev_index - 4; i--)
-            if (t->ev[i].kind == MSB_EV_REFUSED) x->category = t->ev[i].cat;   /* the refused request's */
+            if (t->ev[i].kind == MSB_EV_REFUSED) x->category = t->ev[i].m.category;   /* the refused request's */
         x->requested = t->oom.requested;
         x->capacity = p->capacity;
         memcpy(x->live_by_cat, mt.oom_cat, sizeof x->live_by_cat);

@@ -34,14 +34,6 @@ typedef struct msb_rows_opts {
     const char *model_name;    /* the program's script, e.g. "train.py" */
 } msb_rows_opts;
 
-/* The final (category, layer) of every allocation event of the model's
- * process: later relabels of the storage apply from its allocation on (an
- * fp32 weight the program made before autocast is a master weight, a
- * gradient a gradient). fin[i] for t->ev[i], ALLOC events only; fin holds
- * t->n_ev entries. The rows and the run database's memory events both use
- * it, so the report's replay of the events has the rows' categories.
- * Returns 0, or -1 when out of memory. */
-int msb_final_labels(const msb_trace *t, int (*fin)[2]);
 
 int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opts *o, ms_profile *prof,
                       int *incomplete, char *err, size_t errlen);

@@ -1,5 +1,6 @@
 /* trace.c — parsing the bridge's event lines into a trace (trace.h). */
 #include "bridge/trace.h"
+#include "vocab/addr_map.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,7 +163,7 @@ static int on_step(msb_trace *t, const json_t *o, int conn)
                                                (int)json_integer_value(json_array_get(x, 1)),
                                                json_number_value(json_array_get(x, 2)) };
     }
-    msb_ev e = { .kind = MSB_EV_STEP, .conn = conn, .dev = s->n };
+    msb_ev e = { .kind = MSB_EV_STEP, .conn = conn, .n = s->n };
     return push(t, &e);
 }
 
@@ -181,33 +182,37 @@ static int on_oom(msb_trace *t, const json_t *o, int conn)
     str(o, "source", t->oom.source, sizeof t->oom.source);
     str(o, "message", t->oom.message, sizeof t->oom.message);
     t->oom.ev_index = t->n_ev;
-    msb_ev e = { .kind = MSB_EV_OOM, .conn = conn, .layer = t->oom.layer, .phase = t->oom.phase,
-                 .bytes = t->oom.requested };
+    msb_ev e = { .kind = MSB_EV_OOM, .conn = conn,
+                 .m = { .layer = t->oom.layer, .phase = t->oom.phase, .bytes = t->oom.requested } };
     return push(t, &e);
 }
 
 static int on_ledger(msb_trace *t, const json_t *o, const char *ev, int conn)
 {
-    msb_ev e = { .conn = conn, .t_us = real(o, "t") };
-    e.dev = (int)num(o, "d", 0);
-    e.key = (uint64_t)num(o, "k", 0);
-    e.bytes = (uint64_t)num(o, "b", 0);
-    e.cat = (int)num(o, "c", MS_CAT_TRANSIENT);
-    e.layer = (int)num(o, "l", -1);
-    e.phase = (int)num(o, "p", MS_PH_INIT);
+    msb_ev e = { .conn = conn };
+    ms_mem_event *m = &e.m;
+    m->t_us = real(o, "t");
+    m->device = (int)num(o, "d", 0);
+    m->address = (uint64_t)num(o, "k", 0);
+    m->bytes = (uint64_t)num(o, "b", 0);
+    m->category = (int)num(o, "c", MS_CAT_TRANSIENT);
+    m->layer = (int)num(o, "l", -1);
+    m->phase = (int)num(o, "p", MS_PH_INIT);
+    m->source = MS_EV_SRC_ALLOCATOR;
     e.alloc = e.peak = e.reserved = e.rpeak = e.xin = -1;
     switch (ev[0]) {
-    case 'a': e.kind = MSB_EV_ALLOC; break;
-    case 'f': e.kind = MSB_EV_FREE; break;
+    case 'a': e.kind = MSB_EV_ALLOC; m->kind = MS_EV_ALLOC; break;
+    case 'f': e.kind = MSB_EV_FREE; m->kind = MS_EV_FREE; break;
     case 'r': e.kind = MSB_EV_RELABEL; break;
     case 'x':
         e.kind = MSB_EV_REFUSED;
+        m->kind = MS_EV_FAIL;
         e.alloc = num(o, "live", 0);
         e.peak = num(o, "cap", 0);
         break;
     case 'w':
         e.kind = MSB_EV_WHERE;
-        e.dev = (int)num(o, "fp", 0);
+        e.n = (int)num(o, "fp", 0);
         e.alloc = num(o, "alloc", -1);
         e.peak = num(o, "peak", -1);
         e.reserved = num(o, "reserved", -1);
@@ -218,22 +223,77 @@ static int on_ledger(msb_trace *t, const json_t *o, const char *ev, int conn)
     default:
         return 0;
     }
-    if (e.cat < 0 || e.cat >= MS_CAT_N) e.cat = MS_CAT_TRANSIENT;
-    if (e.phase < 0 || e.phase >= MS_PH_N) e.phase = MS_PH_INIT;
+    if (m->category < 0 || m->category >= MS_CAT_N) m->category = MS_CAT_TRANSIENT;
+    if (m->phase < 0 || m->phase >= MS_PH_N) m->phase = MS_PH_INIT;
+    if (e.kind == MSB_EV_FREE) m->category = -1;     /* the storage's own is in its allocation */
+    if (e.kind == MSB_EV_REFUSED) m->address = 0;    /* never allocated */
     return push(t, &e);
 }
 
 static int on_segment(msb_trace *t, const json_t *o, int conn)
 {
-    msb_ev e = { .kind = MSB_EV_SEGMENT, .conn = conn, .t_us = real(o, "t") };
-    e.bytes = (uint64_t)num(o, "b", 0);
-    e.key = (uint64_t)num(o, "addr", 0);
-    e.xin = num(o, "rc", 0);
-    e.dev = (int)num(o, "free", 0);
-    e.layer = (int)num(o, "l", -1);
-    e.phase = (int)num(o, "p", MS_PH_INIT);
-    e.alloc = e.peak = e.reserved = e.rpeak = -1;
+    msb_ev e = { .kind = MSB_EV_SEGMENT, .conn = conn };
+    ms_mem_event *m = &e.m;
+    m->t_us = real(o, "t");
+    m->bytes = (uint64_t)num(o, "b", 0);
+    m->address = (uint64_t)num(o, "addr", 0);
+    m->api_result = (int)num(o, "rc", 0);
+    m->kind = m->api_result ? MS_EV_FAIL : num(o, "free", 0) ? MS_EV_FREE : MS_EV_ALLOC;
+    m->category = -1;   /* a segment of the caching allocator holds tensors of any category */
+    m->layer = (int)num(o, "l", -1);
+    m->phase = (int)num(o, "p", MS_PH_INIT);
+    m->source = MS_EV_SRC_CUPTI_CALLBACK;
+    e.alloc = e.peak = e.reserved = e.rpeak = e.xin = -1;
     return push(t, &e);
+}
+
+int msb_final_labels(const msb_trace *t, int (*fin)[2])
+{
+    ms_addr_map live = { 0 };
+    for (int i = 0; i < t->n_ev; i++) {
+        const msb_ev *e = &t->ev[i];
+        if (e->conn != t->model_conn) continue;
+        uint64_t idx;
+        if (e->kind == MSB_EV_ALLOC) {
+            fin[i][0] = e->m.category;
+            fin[i][1] = e->m.layer;
+            if (e->m.address && ms_addr_map_put(&live, e->m.address, (uint64_t)i + 1) != 0) {
+                ms_addr_map_clear(&live);
+                return -1;
+            }
+        } else if (e->kind == MSB_EV_RELABEL && ms_addr_map_get(&live, e->m.address, &idx)) {
+            fin[idx - 1][0] = e->m.category;
+            fin[idx - 1][1] = e->m.layer;
+        } else if (e->kind == MSB_EV_FREE) {
+            ms_addr_map_take(&live, e->m.address, &idx);
+        }
+    }
+    ms_addr_map_clear(&live);
+    return 0;
+}
+
+int msb_trace_mem_events(const msb_trace *t, ms_mem_event **out)
+{
+    int n = 0;
+    ms_mem_event *ev = calloc((size_t)t->n_ev + 1, sizeof *ev);
+    int (*fin)[2] = calloc((size_t)t->n_ev + 1, sizeof *fin);
+    if (!ev || !fin || msb_final_labels(t, fin) != 0) {
+        free(ev);
+        free(fin);
+        return -1;
+    }
+    for (int i = 0; i < t->n_ev; i++) {
+        const msb_ev *e = &t->ev[i];
+        int memory = e->kind == MSB_EV_ALLOC || e->kind == MSB_EV_FREE || e->kind == MSB_EV_REFUSED ||
+                     e->kind == MSB_EV_SEGMENT;
+        if (e->conn != t->model_conn || !memory) continue;
+        ev[n] = e->m;
+        if (e->kind == MSB_EV_ALLOC) ev[n].category = fin[i][0];
+        ev[n++].device = 0;   /* the trial's one device, as the run numbers it */
+    }
+    free(fin);
+    *out = ev;
+    return n;
 }
 
 int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn)

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vocab/mem_event.h"
 #include "vocab/profile.h"
 
 typedef enum {
@@ -27,14 +28,19 @@ typedef enum {
 typedef struct msb_ev {
     char kind;            /* msb_ev_kind */
     int conn;
-    double t_us;
-    int dev, cat, layer, phase;
-    uint64_t key, bytes;
-    /* WHERE: the caching allocator's counters (-1: none, the CPU); xin: bytes
-     * entering the layer (-1: not a layer entry). REFUSED: live, cap in
-     * alloc, peak. SEGMENT: rc in xin, is_free in dev. STEP: step number in
-     * dev. WHERE: the forward pass (micro-batch) it belongs to in dev; xl:
-     * the layer whose interval made the tensors of xin (-1 unknown). */
+    /* ALLOC, FREE, REFUSED, SEGMENT: the memory event itself, as the
+     * database keeps it (vocab/mem_event.h): a storage's key is its address
+     * (a refusal has none), its ledger device the device; a free or a
+     * segment has no category; a segment is CUPTI's (source
+     * MS_EV_SRC_CUPTI_CALLBACK, api_result the call's). RELABEL: the storage
+     * (address) and its new category and layer. WHERE, OOM: layer and phase;
+     * OOM: bytes the bytes asked. */
+    ms_mem_event m;
+    int n;                /* WHERE: the forward pass (micro-batch) it belongs to; STEP: the step number */
+    /* WHERE: the caching allocator's counters (-1: none, the CPU); xin:
+     * bytes entering the layer (-1: not a layer entry); xl: the layer whose
+     * interval made the tensors of xin (-1 unknown). REFUSED: live bytes in
+     * alloc, the capacity in peak. */
     int64_t alloc, peak, reserved, rpeak, xin;
     int xl;
 } msb_ev;
@@ -102,5 +108,21 @@ typedef struct msb_trace {
 void msb_trace_init(msb_trace *t);
 void msb_trace_free(msb_trace *t);
 int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn);
+/* The memory events of the process that trained (ALLOC, FREE, REFUSED and
+ * SEGMENT lines, in order), as the database keeps a trial's: on its one
+ * device, 0, each allocation with its storage's final category
+ * (msb_final_labels: the report replays these, and a master weight stored
+ * as the transient it was first seen as would be drawn as a workspace). A
+ * malloc'd array in *out (free it) and the count, or -1 when out of
+ * memory. */
+int msb_trace_mem_events(const msb_trace *t, ms_mem_event **out);
+/* The final (category, layer) of every allocation event of the model's
+ * process: later relabels of the storage apply from its allocation on (an
+ * fp32 weight the program made before autocast is a master weight, a
+ * gradient a gradient). fin[i] for t->ev[i], ALLOC events only; fin holds
+ * t->n_ev entries. The rows and the run database's memory events both use
+ * it, so the report's replay of the events has the rows' categories.
+ * Returns 0, or -1 when out of memory. */
+int msb_final_labels(const msb_trace *t, int (*fin)[2]);
 
 #endif

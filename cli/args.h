@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "run/inject.h"
+
 int ms_arg_int(const char *flag, const char *s, long long lo, long long hi, int *out, char *err, size_t errlen);
 /* The range of the config key (e.g. "train.steps"), which must be an integer key. */
 int ms_arg_key_int(const char *flag, const char *key, const char *s, int *out, char *err, size_t errlen);
@@ -30,14 +32,7 @@ int ms_arg_sizes(const char *flag, const char *s, uint64_t *out, int max, int *n
  * is "FLAG takes STEP:RANK". */
 int ms_arg_step_rank(const char *flag, const char *s, int *step, int *rank, char *err, size_t errlen);
 
-/* --inject-oom STEP:DEVICE:SIZE or STEP:DEVICE:P% (a testing aid): at the
- * start of step `step` (>= 1), device `dev` shrinks to `bytes`, or, with
- * frac > 0, to its reserve plus frac of what its tensors took at their peak. */
-typedef struct ms_inject {
-    int step, dev;      /* step 0: none */
-    size_t bytes;
-    double frac;        /* in (0, 1); 0: use bytes */
-} ms_inject;
+/* --inject-oom STEP:DEVICE:SIZE or STEP:DEVICE:P% (run/inject.h). */
 int ms_arg_inject(const char *s, ms_inject *out, char *err, size_t errlen);
 
 #endif

@@ -36,8 +36,8 @@ int ms_cmd_config(int argc, char **argv)
         { "data", required_argument, 0, O_MODEL }, { "keys-md", no_argument, 0, O_KEYS },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
-    ms_cli_model_args ma;
-    ms_cli_model_args_init(&ma);
+    ms_model_args ma;
+    ms_model_args_init(&ma);
     char err[512];
     int keys = 0, idx = 0, c;
     optind = 1;
@@ -64,7 +64,7 @@ int ms_cmd_config(int argc, char **argv)
     }
     if (!ma.preset && !ma.config) ma.preset = "tiny";
     ms_config cfg;
-    if (ms_cli_build_config(&ma, &cfg, err, sizeof err)) {
+    if (ms_model_args_config(&ma, &cfg, err, sizeof err)) {
         fprintf(stderr, "memsplit config: %s\n", err);
         return MS_EXIT_USAGE;
     }

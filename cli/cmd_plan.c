@@ -1,26 +1,20 @@
-/* cmd_plan.c — `memsplit plan` (see cmd_plan.h). */
+/* cmd_plan.c — `memsplit plan` (see cmd_plan.h): parse → one call into
+ * the run floor (run/plan.h), which reads the profile, plans, shows and
+ * stores; the devices come from the flags here, once the profile is read. */
 #include "cli/cmd_plan.h"
 #include "cli/args.h"
 #include "cli/common.h"
-#include "cli/program.h"
+#include "run/plan.h"
 
-#include <errno.h>
 #include <getopt.h>
-#include <inttypes.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner/explain.h"
-#include "planner/plan_json.h"
-#include "planner/planner.h"
-#include "vocab/profile_json.h"
 #include "reports/db.h"
-#include "trainer/config.h"
 #include "vocab/device_name.h"
-
-enum { EXIT_OK = 0, EXIT_USAGE = 1, EXIT_RUNTIME = 2, EXIT_INFEASIBLE = 3 };
+#include "vocab/profile_json.h"
+#include "vocab/size.h"
 
 static void usage(FILE *f)
 {
@@ -102,6 +96,7 @@ typedef struct {
     int64_t run;
     int gpus, json, verbose, db_timeout_ms;
     ms_plan_opts opts;
+    int (*detect)(uint64_t *caps, int max);
 } plan_args;
 
 static int bad(const char *fmt, const char *arg)
@@ -115,6 +110,110 @@ static int bad(const char *fmt, const char *arg)
 enum { O_PROFILE = 256, O_DB, O_RUN, O_GPUS, O_GPU_MEM, O_DEVICES, O_PREC, O_SCHED, O_BATCH, O_MICRO,
        O_RECOMPUTE, O_MAX_STAGES, O_HEADROOM, O_LINK, O_JSON, O_VERBOSE, O_DBTIME, O_REPLICAS, O_ZERO, O_BUS,
        O_COMM };
+
+/* One of the input, device and output options into a: 1 taken, 0 not one
+ * of them, -1 usage error (printed). */
+static int take_io_opt(plan_args *a, int c, const char *arg)
+{
+    int v;
+    char e[256];
+    switch (c) {
+    case 'o': a->out = arg; break;
+    case O_PROFILE: a->profile = arg; break;
+    case O_DB: a->db = arg; break;
+    case O_RUN:
+        if (ms_arg_int("--run", arg, 1, INT32_MAX, &v, e, sizeof e)) return bad("%s", e);
+        a->run = v;
+        break;
+    case O_GPUS:
+        if (ms_arg_int("--gpus", arg, 1, MS_MAX_DEVICES, &a->gpus, e, sizeof e)) return bad("%s", e);
+        break;
+    case O_GPU_MEM: a->gpu_mem = arg; break;
+    case O_DEVICES: a->devices = arg; break;
+    case O_JSON: a->json = 1; break;
+    case O_VERBOSE: a->verbose = 1; break;
+    case O_DBTIME:
+        if (ms_arg_seconds("--db-timeout", arg, 3600, &a->db_timeout_ms, e, sizeof e)) return bad("%s", e);
+        break;
+    default: return 0;
+    }
+    return 1;
+}
+
+/* One of the search's options into a->opts: 0, or -1 (printed). */
+static int take_search_opt(plan_args *a, int c, const char *arg)
+{
+    char e[256];
+    switch (c) {
+    case O_PREC: {
+        ms_precision p;
+        if (!strcmp(arg, "any")) a->opts.precision = -1;
+        else if (ms_precision_parse(arg, &p) == 0) a->opts.precision = (int)p;
+        else return bad("--precision '%s' is not fp32, bf16, fp16 or any", arg);
+        break;
+    }
+    case O_SCHED:
+        if (!strcmp(arg, "any")) a->opts.schedule = -1;
+        else if ((a->opts.schedule = ms_schedule_parse(arg)) < 0)
+            return bad("--schedule '%s' is not gpipe, 1f1b or any", arg);
+        break;
+    case O_BATCH:
+        if (ms_arg_int("--batch", arg, 1, MS_PROFILE_MAX_BATCH, &a->opts.global_batch, e, sizeof e))
+            return bad("%s", e);
+        break;
+    case O_MICRO:
+        if (!strcmp(arg, "any")) a->opts.micro_batch = 0;
+        else if (ms_arg_int("--micro-batch", arg, 1, MS_PROFILE_MAX_BATCH, &a->opts.micro_batch, e, sizeof e))
+            return bad("%s", e);
+        break;
+    case O_RECOMPUTE:
+        if ((a->opts.recompute = ms_recompute_mode_parse(arg)) < 0)
+            return bad("--recompute '%s' is not auto, never or always", arg);
+        break;
+    case O_MAX_STAGES:
+        if (ms_arg_int("--max-stages", arg, 1, MS_MAX_STAGES, &a->opts.max_stages, e, sizeof e)) return bad("%s", e);
+        break;
+    case O_HEADROOM:
+        if (ms_arg_fraction("--headroom", arg, &a->opts.headroom, e, sizeof e)) return bad("%s", e);
+        break;
+    case O_LINK:
+        if (ms_arg_number("--link-gbps", arg, &a->opts.link_gbps, e, sizeof e) ||
+            !(a->opts.link_gbps > 0 && a->opts.link_gbps < 1e9))
+            return bad("--link-gbps '%s' is not a positive bandwidth", arg);
+        break;
+    case O_REPLICAS:
+        if (!strcmp(arg, "any")) a->opts.replicas = 0;
+        else if (ms_arg_int("--replicas", arg, 1, MS_MAX_DEVICES, &a->opts.replicas, e, sizeof e))
+            return bad("%s (a count or any)", e);
+        break;
+    case O_ZERO:
+        if (!strcmp(arg, "any")) a->opts.zero = -1;
+        else if (!strcmp(arg, "on")) a->opts.zero = 1;
+        else if (!strcmp(arg, "off")) a->opts.zero = 0;
+        else return bad("--zero '%s' is not on, off or any", arg);
+        break;
+    case O_BUS:
+        if (ms_arg_number("--bus-gbps", arg, &a->opts.bus_gbps, e, sizeof e) ||
+            !(a->opts.bus_gbps > 0 && a->opts.bus_gbps < 1e9))
+            return bad("--bus-gbps '%s' is not a positive bandwidth", arg);
+        break;
+    case O_COMM: {
+        size_t sz;
+        char e2[128];
+        if (ms_parse_size(arg, &sz, e2, sizeof e2)) return bad("--comm-reserve: %s", e2);
+        a->opts.comm_reserve = sz;
+        break;
+    }
+    }
+    return 0;
+}
+
+/* One option (not -h, :, ?) into a: 0, or -1 (printed). */
+static int take_opt(plan_args *a, int c, const char *arg)
+{
+    int rc = take_io_opt(a, c, arg);
+    return rc < 0 ? -1 : rc > 0 ? 0 : take_search_opt(a, c, arg);
+}
 
 /* 0 parsed, 1 help printed, -1 usage error (printed) */
 static int parse_args(int argc, char **argv, plan_args *a)
@@ -138,91 +237,12 @@ static int parse_args(int argc, char **argv, plan_args *a)
     ms_plan_opts_default(&a->opts);
     optind = 0; /* glibc: full re-initialisation */
     opterr = 0;
-    int c, v;
-    char e[256];
+    int c;
     while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
-        const char *arg = optarg;
-        switch (c) {
-        case 'h': usage(stdout); return 1;
-        case 'o': a->out = arg; break;
-        case O_PROFILE: a->profile = arg; break;
-        case O_DB: a->db = arg; break;
-        case O_RUN:
-            if (ms_arg_int("--run", arg, 1, INT32_MAX, &v, e, sizeof e)) return bad("%s", e);
-            a->run = v;
-            break;
-        case O_GPUS:
-            if (ms_arg_int("--gpus", arg, 1, MS_MAX_DEVICES, &a->gpus, e, sizeof e)) return bad("%s", e);
-            break;
-        case O_GPU_MEM: a->gpu_mem = arg; break;
-        case O_DEVICES: a->devices = arg; break;
-        case O_PREC: {
-            ms_precision p;
-            if (!strcmp(arg, "any")) a->opts.precision = -1;
-            else if (ms_precision_parse(arg, &p) == 0) a->opts.precision = (int)p;
-            else return bad("--precision '%s' is not fp32, bf16, fp16 or any", arg);
-            break;
-        }
-        case O_SCHED:
-            if (!strcmp(arg, "any")) a->opts.schedule = -1;
-            else if ((a->opts.schedule = ms_schedule_parse(arg)) < 0)
-                return bad("--schedule '%s' is not gpipe, 1f1b or any", arg);
-            break;
-        case O_BATCH:
-            if (ms_arg_int("--batch", arg, 1, MS_PROFILE_MAX_BATCH, &a->opts.global_batch, e, sizeof e))
-                return bad("%s", e);
-            break;
-        case O_MICRO:
-            if (!strcmp(arg, "any")) a->opts.micro_batch = 0;
-            else if (ms_arg_int("--micro-batch", arg, 1, MS_PROFILE_MAX_BATCH, &a->opts.micro_batch, e, sizeof e))
-                return bad("%s", e);
-            break;
-        case O_RECOMPUTE:
-            if ((a->opts.recompute = ms_recompute_mode_parse(arg)) < 0)
-                return bad("--recompute '%s' is not auto, never or always", arg);
-            break;
-        case O_MAX_STAGES:
-            if (ms_arg_int("--max-stages", arg, 1, MS_MAX_STAGES, &a->opts.max_stages, e, sizeof e)) return bad("%s", e);
-            break;
-        case O_HEADROOM:
-            if (ms_arg_fraction("--headroom", arg, &a->opts.headroom, e, sizeof e)) return bad("%s", e);
-            break;
-        case O_LINK:
-            if (ms_arg_number("--link-gbps", arg, &a->opts.link_gbps, e, sizeof e) ||
-                !(a->opts.link_gbps > 0 && a->opts.link_gbps < 1e9))
-                return bad("--link-gbps '%s' is not a positive bandwidth", arg);
-            break;
-        case O_JSON: a->json = 1; break;
-        case O_VERBOSE: a->verbose = 1; break;
-        case O_DBTIME:
-            if (ms_arg_seconds("--db-timeout", arg, 3600, &a->db_timeout_ms, e, sizeof e)) return bad("%s", e);
-            break;
-        case O_REPLICAS:
-            if (!strcmp(arg, "any")) a->opts.replicas = 0;
-            else if (ms_arg_int("--replicas", arg, 1, MS_MAX_DEVICES, &a->opts.replicas, e, sizeof e))
-                return bad("%s (a count or any)", e);
-            break;
-        case O_ZERO:
-            if (!strcmp(arg, "any")) a->opts.zero = -1;
-            else if (!strcmp(arg, "on")) a->opts.zero = 1;
-            else if (!strcmp(arg, "off")) a->opts.zero = 0;
-            else return bad("--zero '%s' is not on, off or any", arg);
-            break;
-        case O_BUS:
-            if (ms_arg_number("--bus-gbps", arg, &a->opts.bus_gbps, e, sizeof e) ||
-                !(a->opts.bus_gbps > 0 && a->opts.bus_gbps < 1e9))
-                return bad("--bus-gbps '%s' is not a positive bandwidth", arg);
-            break;
-        case O_COMM: {
-            size_t sz;
-            char e2[128];
-            if (ms_parse_size(arg, &sz, e2, sizeof e2)) return bad("--comm-reserve: %s", e2);
-            a->opts.comm_reserve = sz;
-            break;
-        }
-        case ':': return bad("%s needs a value", argv[optind - 1]);
-        default: return bad("unknown option '%s'", argv[optind - 1]);
-        }
+        if (c == 'h') { usage(stdout); return 1; }
+        if (c == ':') return bad("%s needs a value", argv[optind - 1]);
+        if (c == '?') return bad("unknown option '%s'", argv[optind - 1]);
+        if (take_opt(a, c, optarg)) return -1;
     }
     if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
     if (!a->profile == !a->db) return bad("%s", "give exactly one of --profile FILE or --db FILE");
@@ -232,15 +252,14 @@ static int parse_args(int argc, char **argv, plan_args *a)
 
 /* The devices: capacities from --gpu-mem (one or a list), the count from
  * --gpus or the list, names from --devices. 0 or -1 (printed). */
-static int build_devices(const plan_args *a, const ms_profile *prof, int (*detect)(uint64_t *, int),
-                         ms_plan_device **out, int *n_out)
+static int build_devices(const plan_args *a, const ms_profile *prof, ms_plan_device **out, int *n_out)
 {
     uint64_t caps[MS_MAX_DEVICES], det[MS_MAX_DEVICES];
     int n_caps = 0, n_det = 0;
     char err[256];
     if (a->gpu_mem && ms_arg_sizes("--gpu-mem", a->gpu_mem, caps, MS_MAX_DEVICES, &n_caps, err, sizeof err))
         return bad("%s", err);
-    if (detect && n_caps <= 1 && !(a->gpus && n_caps == 1)) n_det = detect(det, MS_MAX_DEVICES);
+    if (a->detect && n_caps <= 1 && !(a->gpus && n_caps == 1)) n_det = a->detect(det, MS_MAX_DEVICES);
     int n;
     if (n_caps > 1) {
         if (a->gpus && a->gpus != n_caps) {
@@ -296,182 +315,24 @@ static int build_devices(const plan_args *a, const ms_profile *prof, int (*detec
     return 0;
 }
 
-static json_t *infeasible_json(const ms_infeasible *inf, const ms_profile *prof)
+/* run/plan.h's devices(): the flags' devices, once the profile is read. */
+static int devices_of(void *user, const ms_profile *prof, ms_plan_device **out, int *n)
 {
-    json_t *j = json_object(), *fixes = json_array();
-    json_object_set_new(j, "feasible", json_false());
-    json_object_set_new(j, "model", json_string(prof->model));
-    json_object_set_new(j, "message", json_string(inf->text));
-    json_object_set_new(j, "gpus_given", json_integer(inf->gpus_given));
-    json_object_set_new(j, "min_gpus", inf->min_gpus > 0 ? json_integer(inf->min_gpus) : json_null());
-    json_object_set_new(j, "added_gpu_capacity_bytes", ms_json_u64(inf->added_capacity));
-    json_object_set_new(j, "min_gpus_every_option_open",
-                        inf->min_gpus_open > 0 ? json_integer(inf->min_gpus_open) : json_null());
-    json_object_set_new(j, "capacity_needed_bytes",
-                        inf->capacity_needed ? ms_json_u64(inf->capacity_needed) : json_null());
-    for (int i = 0; i < inf->n_fixes; i++)
-        json_array_append_new(fixes, json_pack("{s:s, s:i, s:f}", "option", inf->fixes[i].option, "n_stages",
-                                               inf->fixes[i].n_stages, "predicted_step_ms", inf->fixes[i].step_ms));
-    json_object_set_new(j, "fixes", fixes);
-    return j;
-}
-
-/* Records the outcome under a new "plan" run in the database: 0 or -1. */
-static int store(ms_db *db, int argc, char **argv, int64_t parent, const ms_profile *prof,
-                 const ms_plan_device *devs, int n_devs, const char *json, double step_ms, int feasible)
-{
-    char *cmd = ms_cli_cmdline(argc, argv);
-    json_t *dj = json_array();
-    for (int i = 0; dj && i < n_devs; i++)
-        json_array_append_new(dj, json_pack("{s:s, s:I}", "device", devs[i].name, "capacity_bytes",
-                                            (json_int_t)devs[i].capacity));
-    char *dev_text = dj ? json_dumps(dj, JSON_COMPACT) : NULL;
-    json_decref(dj);
-    /* the plan run belongs to the run whose profile it used */
-    int64_t run = ms_db_run_begin(db, "plan", cmd, NULL, dev_text, prof->model, parent);
-    free(dev_text);
-    free(cmd);
-    if (run < 0) return -1;
-    if (ms_db_add_plan(db, run, json, step_ms, feasible) < 0) return -1;
-    return ms_db_run_finish(db, run, feasible ? "ok" : "infeasible");
+    return build_devices(user, prof, out, n);
 }
 
 int ms_cmd_plan_ex(int argc, char **argv, int (*detect)(uint64_t *caps, int max))
 {
     plan_args a;
     int rc = parse_args(argc, argv, &a);
-    if (rc) return rc > 0 ? EXIT_OK : EXIT_USAGE;
-
-    ms_profile prof;
-    memset(&prof, 0, sizeof prof);
-    ms_db *db = NULL;
-    int64_t prof_run = 0;
-    char err[512];
-    ms_plan_device *devs = NULL;
-    int n_devs = 0;
-    ms_plan plan;
-    memset(&plan, 0, sizeof plan);
-    char *plan_text = NULL;
-
-    if (a.profile) {
-        if (ms_profile_load_json(a.profile, &prof, err, sizeof err)) {
-            fprintf(stderr, "memsplit plan: %s\n", err);
-            return EXIT_USAGE;
-        }
-    } else {
-        db = ms_db_open(a.db, 0, err, sizeof err);
-        if (!db) {
-            fprintf(stderr, "memsplit plan: %s\n", err);
-            return EXIT_RUNTIME;
-        }
-        ms_db_set_busy_timeout(db, a.db_timeout_ms);
-        prof_run = a.run ? a.run : ms_db_latest_profile_run(db);
-        if (prof_run <= 0) {
-            fprintf(stderr, "memsplit plan: %s holds no profile%s\n", a.db, prof_run < 0 ? " (read error)" : "");
-            rc = EXIT_RUNTIME;
-            goto done;
-        }
-        if (ms_db_load_profile(db, prof_run, &prof, err, sizeof err)) {
-            fprintf(stderr, "memsplit plan: run %" PRId64 ": %s\n", prof_run, err);
-            rc = EXIT_RUNTIME;
-            goto done;
-        }
-        char verr[256];
-        if (ms_profile_validate(&prof, verr, sizeof verr)) {
-            fprintf(stderr, "memsplit plan: the profile of run %" PRId64 " is invalid: %s\n", prof_run, verr);
-            rc = EXIT_USAGE;
-            goto done;
-        }
-    }
-    if (ms_program_plan_opts(&prof, &a.opts, err, sizeof err)) {
-        fprintf(stderr, "memsplit plan: %s\n", err);
-        rc = EXIT_USAGE;
-        goto done;
-    }
-    if (build_devices(&a, &prof, detect, &devs, &n_devs)) {
-        rc = EXIT_USAGE;
-        goto done;
-    }
-
-    int found = ms_plan_choose(&prof, devs, n_devs, &a.opts, &plan, err, sizeof err);
-    if (found == MS_PLAN_ERROR) {
-        fprintf(stderr, "memsplit plan: %s\n", err);
-        rc = EXIT_USAGE;
-        goto done;
-    }
-    if (found == MS_PLAN_INFEASIBLE) {
-        ms_infeasible inf;
-        if (ms_plan_explain_infeasible(&prof, devs, n_devs, &a.opts, &inf, err, sizeof err)) {
-            fprintf(stderr, "memsplit plan: %s\n", err);
-            rc = EXIT_USAGE;
-            goto done;
-        }
-        fprintf(stderr, "memsplit plan: ");
-        ms_cli_print_wrapped(stderr, inf.text, 80);
-        json_t *j = infeasible_json(&inf, &prof);
-        if (a.json) {
-            json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-            fputc('\n', stdout);
-        }
-        char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        json_decref(j);
-        rc = EXIT_INFEASIBLE;
-        if (db && (!s || store(db, argc, argv, prof_run, &prof, devs, n_devs, s, 0, 0))) {
-            fprintf(stderr, "memsplit plan: storing the outcome in %s failed: %s\n", a.db, ms_db_errmsg(db));
-            rc = EXIT_RUNTIME;
-        }
-        free(s);
-        goto done;
-    }
-
-    plan.profile_run = prof_run;
-    if (ms_plan_attach_program(&plan, &prof)) {
-        fprintf(stderr, "memsplit plan: out of memory\n");
-        rc = EXIT_USAGE;
-        goto done;
-    }
-    if (a.profile) snprintf(plan.profile_file, sizeof plan.profile_file, "%s", a.profile);
-    if (ms_plan_explain(&prof, &plan)) {
-        fprintf(stderr, "memsplit plan: out of memory\n");
-        rc = EXIT_RUNTIME;
-        goto done;
-    }
-    rc = EXIT_OK;
-    if (a.out && ms_plan_save_json(a.out, &plan, err, sizeof err)) {
-        fprintf(stderr, "memsplit plan: %s\n", err);
-        rc = EXIT_RUNTIME;
-        goto done;
-    }
-    if (a.json) {
-        if (ms_plan_write_json(stdout, &plan, err, sizeof err)) {
-            fprintf(stderr, "memsplit plan: %s\n", err);
-            rc = EXIT_RUNTIME;
-        }
-    } else {
-        ms_plan_print_table(stdout, &plan, &prof, a.verbose);
-        fputc('\n', stdout);
-        ms_cli_print_wrapped(stdout, plan.reasoning, 80);
-        if (plan.fingerprint[0]) {
-            ms_program_placement(stdout, &plan);
-            fputc('\n', stdout);
-            ms_program_snippet(stdout, &plan);
-        }
-        if (a.out) printf("plan written to %s\n", a.out);
-    }
-    if (db) {
-        plan_text = ms_plan_to_string(&plan);
-        if (!plan_text || store(db, argc, argv, prof_run, &prof, devs, n_devs, plan_text, plan.step_ms, 1)) {
-            fprintf(stderr, "memsplit plan: storing the plan in %s failed: %s\n", a.db, ms_db_errmsg(db));
-            rc = EXIT_RUNTIME;
-        }
-    }
-
-done:
-    free(plan_text);
-    ms_plan_free(&plan);
-    free(devs);
-    ms_profile_free(&prof);
-    if (db) ms_db_close(db);
+    if (rc) return rc > 0 ? MS_EXIT_OK : MS_EXIT_USAGE;
+    a.detect = detect;
+    char *cmd = ms_cli_cmdline(argc, argv);
+    ms_plan_request rq = { .profile = a.profile, .db = a.db, .out = a.out, .run = a.run, .json = a.json,
+                           .verbose = a.verbose, .db_timeout_ms = a.db_timeout_ms, .opts = a.opts, .cmdline = cmd,
+                           .devices = devices_of, .user = &a };
+    rc = ms_run_plan(&rq);
+    free(cmd);
     return rc;
 }
 

@@ -1,13 +1,10 @@
-/* cmd_profile.c — `memsplit profile`: the single-device trial, the per-layer
- * table, the OOM diagnosis, the ledger cross-check; stored in SQLite. */
+/* cmd_profile.c — `memsplit profile`: parse → one call into the run floor
+ * (run/profile.h; run/program.h for a program) → the JSON summary. */
 #include "cli/args.h"
 #include "cli/common.h"
-#include "cli/program.h"
-#include "profiler/nvtx_ranges.h"
-#include "vocab/profile_json.h"
-#include "profiler/trial.h"
+#include "run/profile.h"
+#include "run/program.h"
 #include "reports/db.h"
-#include "reports/term_report.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -63,54 +60,43 @@ static int parse_batches(const char *s, int out[2], int *n)
     return *end ? -1 : 0;
 }
 
-static json_t *ledger_json(const ms_ledger_check *k)
+typedef struct profile_args {
+    ms_model_args ma;
+    const char *prec;
+    int batches[2], n_batch;
+    ms_profile_args run;
+} profile_args;
+
+enum { O_MODEL = 1000, O_PREC, O_BATCH, O_STEPS, O_DB, O_NOCUPTI, O_JSON, O_QUIET, O_DBTIME };
+
+/* One option into a: 0, or -1 (printed). */
+static int take_opt(profile_args *a, int c, const char *name)
 {
-    json_t *o = json_object();
-    json_object_set_new(o, "cupti", json_boolean(k->done));
-    if (k->done) {
-        json_object_set_new(o, "allocator_allocs", json_integer(k->allocs));
-        json_object_set_new(o, "allocator_bytes", json_integer((json_int_t)k->bytes_allocator));
-        json_object_set_new(o, "callback_matched", json_integer(k->matched_callback));
-        json_object_set_new(o, "activity_matched", json_integer(k->matched_activity));
-        json_object_set_new(o, "frees", json_integer(k->frees));
-        json_object_set_new(o, "frees_callback_matched", json_integer(k->frees_matched_callback));
-        json_object_set_new(o, "frees_activity_matched", json_integer(k->frees_matched_activity));
-        json_object_set_new(o, "cupti_only_allocs", json_integer(k->cupti_only));
-        json_object_set_new(o, "failed_alloc_seen_by_cupti", json_integer(k->fail_seen_by_cupti));
-        json_object_set_new(o, "agree", json_boolean(k->matched_callback == k->allocs && k->matched_activity == k->allocs &&
-                                                     k->frees_matched_callback == k->frees &&
-                                                     k->frees_matched_activity == k->frees && k->cupti_only == 0));
+    char err[512];
+    int bad = 0;
+    switch (c) {
+    case O_MODEL: bad = ms_cli_model_opt(&a->ma, name, optarg, err, sizeof err) < 0; break;
+    case O_PREC: a->prec = optarg; break;
+    case O_BATCH:
+        if (parse_batches(optarg, a->batches, &a->n_batch)) {
+            fprintf(stderr, "memsplit profile: --batch takes N or A,B (two different sizes >= 1), got '%s'\n", optarg);
+            return -1;
+        }
+        break;
+    case O_STEPS: bad = ms_arg_int("--steps", optarg, 1, 1000000, &a->run.trial.steps, err, sizeof err); break;
+    case O_DB: a->run.db_path = optarg; break;
+    case O_DBTIME: bad = ms_arg_seconds("--db-timeout", optarg, 3600, &a->run.db_timeout_ms, err, sizeof err); break;
+    case O_NOCUPTI: a->run.trial.use_cupti = 0; break;
+    case O_JSON: a->run.json = 1; break;
+    default: a->run.quiet = 1; break; /* O_QUIET */
     }
-    if (k->detail[0]) json_object_set_new(o, "detail", json_string(k->detail));
-    return o;
+    if (bad) fprintf(stderr, "memsplit profile: %s\n", err);
+    return bad ? -1 : 0;
 }
 
-static void print_ledgers(FILE *f, const ms_ledger_check *k, const char *dev)
+/* 0 parsed, 1 help printed, -1 usage error (printed). */
+static int parse_args(int argc, char **argv, profile_args *a)
 {
-    if (!k->done) {
-        fprintf(f, "ledgers: %s: the trainer's allocator ledger only%s%s\n", dev,
-                strncmp(dev, "cuda", 4) ? " (CUPTI needs a GPU)" : "", k->detail[0] ? "; " : "");
-        if (k->detail[0]) fprintf(f, "  %s\n", k->detail);
-        return;
-    }
-    int agree = k->matched_callback == k->allocs && k->matched_activity == k->allocs &&
-                k->frees_matched_callback == k->frees && k->frees_matched_activity == k->frees && !k->cupti_only;
-    fprintf(f, "ledgers: %s — allocator %d allocations (%llu bytes), %d frees\n", agree ? "AGREE" : "DIFFER",
-            k->allocs, (unsigned long long)k->bytes_allocator, k->frees);
-    fprintf(f, "  CUPTI callbacks: %d/%d allocations, %d/%d frees matched by address and bytes\n",
-            k->matched_callback, k->allocs, k->frees_matched_callback, k->frees);
-    fprintf(f, "  CUPTI MEMORY2:   %d/%d allocations, %d/%d frees matched\n", k->matched_activity, k->allocs,
-            k->frees_matched_activity, k->frees);
-    if (k->cupti_only) fprintf(f, "  %d allocations seen by CUPTI that the allocator did not make\n", k->cupti_only);
-    if (k->fail_seen_by_cupti) fprintf(f, "  the failed allocation was seen by CUPTI with the same bytes\n");
-    if (k->detail[0]) fprintf(f, "  %s\n", k->detail);
-}
-
-int ms_cmd_profile(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)      /* `-- PROGRAM ...`: the user's own program */
-        if (!strcmp(argv[i], "--")) return ms_cmd_profile_program(argc, argv);
-    enum { O_MODEL = 1000, O_PREC, O_BATCH, O_STEPS, O_DB, O_NOCUPTI, O_JSON, O_QUIET, O_DBTIME };
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
         { "set", required_argument, 0, O_MODEL }, { "device", required_argument, 0, O_MODEL },
@@ -121,131 +107,59 @@ int ms_cmd_profile(int argc, char **argv)
         { "quiet", no_argument, 0, O_QUIET }, { "db-timeout", required_argument, 0, O_DBTIME },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
-    ms_cli_model_args ma;
-    ms_cli_model_args_init(&ma);
-    ms_trial_opts to;
-    memset(&to, 0, sizeof to);
-    to.steps = 1;
-    to.use_cupti = 1;
-    const char *prec = NULL, *db_path = NULL;
-    int batches[2], n_batch = 0, json = 0, quiet = 0, idx = 0, c, db_timeout_ms = MS_DB_BUSY_MS;
-    char err[512];
+    memset(a, 0, sizeof *a);
+    ms_model_args_init(&a->ma);
+    a->run.trial.steps = 1;
+    a->run.trial.use_cupti = 1;
+    a->run.db_timeout_ms = MS_DB_BUSY_MS;
+    int idx = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
-        switch (c) {
-        case O_MODEL:
-            if (ms_cli_model_opt(&ma, opts[idx].name, optarg, err, sizeof err) < 0) {
-                fprintf(stderr, "memsplit profile: %s\n", err);
-                return MS_EXIT_USAGE;
-            }
-            break;
-        case O_PREC: prec = optarg; break;
-        case O_BATCH:
-            if (parse_batches(optarg, batches, &n_batch)) {
-                fprintf(stderr, "memsplit profile: --batch takes N or A,B (two different sizes >= 1), got '%s'\n", optarg);
-                return MS_EXIT_USAGE;
-            }
-            break;
-        case O_STEPS:
-            if (ms_arg_int("--steps", optarg, 1, 1000000, &to.steps, err, sizeof err)) {
-                fprintf(stderr, "memsplit profile: %s\n", err);
-                return MS_EXIT_USAGE;
-            }
-            break;
-        case O_DB: db_path = optarg; break;
-        case O_DBTIME:
-            if (ms_arg_seconds("--db-timeout", optarg, 3600, &db_timeout_ms, err, sizeof err)) {
-                fprintf(stderr, "memsplit profile: %s\n", err);
-                return MS_EXIT_USAGE;
-            }
-            break;
-        case O_NOCUPTI: to.use_cupti = 0; break;
-        case O_JSON: json = 1; break;
-        case O_QUIET: quiet = 1; break;
-        case 'h': printf(usage, ms_cli_model_help); return MS_EXIT_OK;
-        default: fprintf(stderr, "memsplit profile: see --help\n"); return MS_EXIT_USAGE;
-        }
+        if (c == 'h') { printf(usage, ms_cli_model_help); return 1; }
+        if (c == '?') { fprintf(stderr, "memsplit profile: see --help\n"); return -1; }
+        if (take_opt(a, c, opts[idx].name)) return -1;
     }
-    if (optind < argc) { fprintf(stderr, "memsplit profile: unexpected argument '%s'\n", argv[optind]); return MS_EXIT_USAGE; }
-    ms_config cfg;
-    if (ms_cli_build_config(&ma, &cfg, err, sizeof err)) {
-        fprintf(stderr, "memsplit profile: %s\n", err);
-        return MS_EXIT_USAGE;
-    }
-    to.precisions[0] = cfg.precision;
-    to.n_prec = 1;
-    if (prec && !strcmp(prec, "all")) {
-        for (int p = 0; p < 3; p++)
-            if (p != (int)cfg.precision) to.precisions[to.n_prec++] = p;
-    } else if (prec) {
-        ms_precision p;
-        if (ms_precision_parse(prec, &p)) { fprintf(stderr, "memsplit profile: --precision must be fp32, bf16, fp16 or all\n"); return MS_EXIT_USAGE; }
-        to.precisions[0] = p;
-        cfg.precision = p;
-    }
-    if (n_batch) {
-        to.batches[0] = batches[0];
-        to.batches[1] = batches[1];
-        to.n_batch = n_batch;
-        cfg.batch = batches[0];
-    } else {
-        to.batches[0] = cfg.batch;
-        to.n_batch = 1;
-    }
-    to.progress = quiet ? NULL : stderr;
-    if (!strncmp(cfg.device, "cuda", 4) && to.use_cupti && ms_nvtx_prepare(err, sizeof err) != 0 && !quiet)
-        fprintf(stderr, "profile: warning: %s\n", err);
+    if (optind < argc) { fprintf(stderr, "memsplit profile: unexpected argument '%s'\n", argv[optind]); return -1; }
+    return 0;
+}
 
-    /* the run is recorded before the trial starts: a killed profile shows as incomplete */
-    ms_db *db = NULL;
-    int64_t run = 0;
-    if (db_path) {
-        db = ms_db_open(db_path, 1, err, sizeof err);
-        if (!db) { fprintf(stderr, "memsplit profile: %s\n", err); return MS_EXIT_RUNTIME; }
-        ms_db_set_busy_timeout(db, db_timeout_ms);
-        char *cmdline = ms_cli_cmdline(argc, argv), *ini = ms_config_to_ini(&cfg);
-        char devs[128];
-        snprintf(devs, sizeof devs, "[{\"name\": \"%s\", \"capacity_bytes\": %zu}]", cfg.device, cfg.gpu_mem);
-        run = ms_db_run_begin(db, "profile", cmdline, ini, devs, cfg.preset[0] ? cfg.preset : "custom", 0);
-        free(cmdline);
-        free(ini);
-        if (run < 0) { fprintf(stderr, "memsplit profile: %s\n", ms_db_errmsg(db)); ms_db_close(db); return MS_EXIT_RUNTIME; }
+/* The config, and the trial's precisions and micro-batch sizes: 0, or -1 (printed). */
+static int build_config(profile_args *a, ms_config *cfg)
+{
+    char err[512];
+    if (ms_model_args_config(&a->ma, cfg, err, sizeof err)) { fprintf(stderr, "memsplit profile: %s\n", err); return -1; }
+    ms_trial_opts *to = &a->run.trial;
+    to->precisions[0] = cfg->precision;
+    to->n_prec = 1;
+    if (a->prec && !strcmp(a->prec, "all")) {
+        for (int p = 0; p < 3; p++)
+            if (p != (int)cfg->precision) to->precisions[to->n_prec++] = p;
+    } else if (a->prec) {
+        ms_precision p;
+        if (ms_precision_parse(a->prec, &p)) { fprintf(stderr, "memsplit profile: --precision must be fp32, bf16, fp16 or all\n"); return -1; }
+        to->precisions[0] = p;
+        cfg->precision = p;
     }
-    ms_trial_result r;
-    int rc = ms_trial_run(&cfg, &to, &r);
-    int code = rc == MS_OK ? MS_EXIT_OK : rc == MS_EOOM ? MS_EXIT_OOM : MS_EXIT_RUNTIME;
-    if (rc == MS_EFAIL) {
-        fprintf(stderr, "memsplit profile: %s\n", r.err); /* the config was checked: device or data (2) */
-    } else {
-        FILE *out = json ? stderr : stdout;
-        ms_term_report_profile(out, &r.prof, 80);
-        print_ledgers(out, &r.check, r.prof.device);
-    }
-    if (db) {
-        int ok = 1;
-        if (rc != MS_EFAIL) {
-            if (ms_db_add_mem_events(db, run, r.events, r.n_events) != 0) ok = 0;
-            if (ok && ms_db_add_rows(db, run, &r.prof) != 0) ok = 0;
-        }
-        if (!ok) { fprintf(stderr, "memsplit profile: recording in %s: %s\n", db_path, ms_db_errmsg(db)); code = MS_EXIT_RUNTIME; }
-        if (ms_db_run_finish(db, run, rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed")) {
-            fprintf(stderr, "memsplit profile: recording the run's end in %s: %s\n", db_path, ms_db_errmsg(db));
-            code = MS_EXIT_RUNTIME;
-            ok = 0;
-        }
-        if (!quiet && ok) fprintf(stderr, "profile: recorded as run %lld in %s\n", (long long)run, db_path);
-        ms_db_close(db);
-    }
-    if (json && rc != MS_EFAIL) {
-        json_t *o = ms_profile_to_json(&r.prof);
-        if (o) {
-            json_object_set_new(o, "ledgers", ledger_json(&r.check));
-            if (run > 0) json_object_set_new(o, "run_id", json_integer(run));
-            json_object_set_new(o, "trial_step_ms", json_real(r.step_ms));
-            ms_cli_print_json(o);
-            json_decref(o);
-        }
-    }
-    ms_trial_free(&r);
-    return code;
+    to->batches[0] = a->n_batch ? a->batches[0] : cfg->batch;
+    to->batches[1] = a->batches[1];
+    to->n_batch = a->n_batch ? a->n_batch : 1;
+    if (a->n_batch) cfg->batch = a->batches[0];
+    return 0;
+}
+
+int ms_cmd_profile(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)      /* `-- PROGRAM ...`: the user's own program */
+        if (!strcmp(argv[i], "--")) return ms_cmd_profile_program(argc, argv);
+    profile_args a;
+    int prc = parse_args(argc, argv, &a);
+    if (prc) return prc > 0 ? MS_EXIT_OK : MS_EXIT_USAGE;
+    ms_config cfg;
+    if (build_config(&a, &cfg)) return MS_EXIT_USAGE;
+    char *cmd = ms_cli_cmdline(argc, argv);
+    a.run.cmdline = cmd;
+    json_t *summary = NULL;
+    int code = ms_run_profile(&cfg, &a.run, &summary);
+    free(cmd);
+    return ms_cli_summary(code, summary);
 }

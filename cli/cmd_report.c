@@ -101,7 +101,14 @@ static int do_list(ms_db *db, int json, int width)
     return EXIT_OK;
 }
 
-int ms_cmd_report(int argc, char **argv)
+typedef struct report_args {
+    const char *path, *html;
+    int64_t run, width;
+    int json, list, brief;
+} report_args;
+
+/* 0 parsed, 1 help printed, -1 usage error (printed). */
+static int parse_args(int argc, char **argv, report_args *a)
 {
     static const struct option opts[] = {
         { "db", required_argument, NULL, 'd' },
@@ -114,107 +121,105 @@ int ms_cmd_report(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    const char *path = NULL, *html = NULL;
-    int64_t run = 0, width64 = 80;
-    int json = 0, list = 0, brief = 0, c;
+    *a = (report_args){ .width = 80 };
+    int c;
     optind = 0;   /* glibc: full re-initialisation, other subcommands may have parsed */
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': path = optarg; break;
+        case 'd': a->path = optarg; break;
         case 'r':
-            if (parse_int64(optarg, &run) != 0) {
+            if (parse_int64(optarg, &a->run) != 0) {
                 fprintf(stderr, "memsplit report: --run wants a positive run id, not '%s'\n", optarg);
-                return EXIT_USAGE;
+                return -1;
             }
             break;
-        case 'l': list = 1; break;
-        case 'b': brief = 1; break;
-        case 'j': json = 1; break;
+        case 'l': a->list = 1; break;
+        case 'b': a->brief = 1; break;
+        case 'j': a->json = 1; break;
         case 'w':
-            if (parse_int64(optarg, &width64) != 0 || width64 < 40 || width64 > 1000) {
+            if (parse_int64(optarg, &a->width) != 0 || a->width < 40 || a->width > 1000) {
                 fprintf(stderr, "memsplit report: --width wants 40..1000 columns, not '%s'\n", optarg);
-                return EXIT_USAGE;
+                return -1;
             }
             break;
-        case 'H': html = optarg; break;
-        case 'h': usage(stdout); return EXIT_OK;
+        case 'H': a->html = optarg; break;
+        case 'h': usage(stdout); return 1;
         case ':':
             fprintf(stderr, "memsplit report: option '%s' needs a value (see memsplit report --help)\n",
                     argv[optind - 1]);
-            return EXIT_USAGE;
+            return -1;
         default:
             fprintf(stderr, "memsplit report: unknown option '%s' (see memsplit report --help)\n",
                     argv[optind - 1]);
-            return EXIT_USAGE;
+            return -1;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "memsplit report: unexpected argument '%s' (see memsplit report --help)\n", argv[optind]);
-        return EXIT_USAGE;
+        return -1;
     }
-    if (!path) {
-        fprintf(stderr, "memsplit report: --db FILE is required (see memsplit report --help)\n");
-        return EXIT_USAGE;
-    }
-    if (list && run) {
-        fprintf(stderr, "memsplit report: --list and --run go separately\n");
-        return EXIT_USAGE;
-    }
-    if (html && (list || json || brief)) {
-        fprintf(stderr, "memsplit report: --html goes without --list, --json and --brief\n");
-        return EXIT_USAGE;
-    }
-    if (brief && (list || json)) {
-        fprintf(stderr, "memsplit report: --brief goes without --list and --json\n");
-        return EXIT_USAGE;
-    }
-    if (html && !*html) {
-        fprintf(stderr, "memsplit report: --html wants a file name\n");
-        return EXIT_USAGE;
-    }
-    int width = (int)width64;
+    return 0;
+}
 
+/* What the options cannot have together: 0, or -1 (printed). */
+static int check_args(const report_args *a)
+{
+    const char *why = !a->path                          ? "--db FILE is required (see memsplit report --help)"
+                      : a->list && a->run               ? "--list and --run go separately"
+                      : a->html && (a->list || a->json || a->brief) ? "--html goes without --list, --json and --brief"
+                      : a->brief && (a->list || a->json) ? "--brief goes without --list and --json"
+                      : a->html && !*a->html            ? "--html wants a file name"
+                                                        : NULL;
+    if (why) fprintf(stderr, "memsplit report: %s\n", why);
+    return why ? -1 : 0;
+}
+
+/* One run: the page, the JSON or the text. The exit status. */
+static int report_run(ms_db *db, const report_args *a)
+{
     char err[512];
-    ms_db *db = ms_db_open_readonly(path, err, sizeof err);
+    int64_t run = a->run ? a->run : ms_db_latest_top_run(db);
+    if (run <= 0) {
+        fprintf(stderr, "memsplit report: %s\n", run == 0 ? "the database holds no runs" : ms_db_errmsg(db));
+        return EXIT_DB;
+    }
+    int status = EXIT_OK;
+    if (a->html) {
+        if (ms_html_report_write(a->html, db, run, err, sizeof err) != 0) {
+            fprintf(stderr, "memsplit report: %s\n", err);
+            return EXIT_DB;
+        }
+        fprintf(stderr, "memsplit report: wrote %s (run %lld)\n", a->html, (long long)run);
+    } else if (a->json) {
+        json_t *j = ms_report_run_json(db, run);
+        if (j) {
+            json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+            fputc('\n', stdout);
+            json_decref(j);
+        } else {
+            status = EXIT_DB;
+        }
+    } else if ((a->brief ? ms_term_report_run_brief : ms_term_report_run)(stdout, db, run, (int)a->width) != 0) {
+        status = EXIT_DB;
+    }
+    if (status != EXIT_OK) fprintf(stderr, "memsplit report: %s\n", ms_db_errmsg(db));
+    return status;
+}
+
+int ms_cmd_report(int argc, char **argv)
+{
+    report_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (check_args(&a)) return EXIT_USAGE;
+    char err[512];
+    ms_db *db = ms_db_open_readonly(a.path, err, sizeof err);
     if (!db) {
         fprintf(stderr, "memsplit report: %s\n", err);
         return EXIT_DB;
     }
-    int status = EXIT_OK;
-    if (list) {
-        status = do_list(db, json, width);
-    } else {
-        if (run == 0) {
-            run = ms_db_latest_top_run(db);
-            if (run <= 0) {
-                fprintf(stderr, "memsplit report: %s\n",
-                        run == 0 ? "the database holds no runs" : ms_db_errmsg(db));
-                ms_db_close(db);
-                return EXIT_DB;
-            }
-        }
-        if (html) {
-            if (ms_html_report_write(html, db, run, err, sizeof err) != 0) {
-                fprintf(stderr, "memsplit report: %s\n", err);
-                ms_db_close(db);
-                return EXIT_DB;
-            }
-            fprintf(stderr, "memsplit report: wrote %s (run %lld)\n", html, (long long)run);
-        } else if (json) {
-            json_t *j = ms_report_run_json(db, run);
-            if (j) {
-                json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-                fputc('\n', stdout);
-                json_decref(j);
-            } else {
-                status = EXIT_DB;
-            }
-        } else if ((brief ? ms_term_report_run_brief : ms_term_report_run)(stdout, db, run, width) != 0) {
-            status = EXIT_DB;
-        }
-        if (status != EXIT_OK) fprintf(stderr, "memsplit report: %s\n", ms_db_errmsg(db));
-    }
+    int status = a.list ? do_list(db, a.json, (int)a.width) : report_run(db, &a);
     ms_db_close(db);
     return status;
 }

@@ -2,7 +2,8 @@
 #include "cli/cmd_plan.h"
 #include "cli/cmd_report.h"
 #include "cli/common.h"
-#include "cli/launch_env.h"
+#include "run/launch_env.h"
+#include "trainer/device.h"
 
 #include <stdint.h>
 #include <stdio.h>

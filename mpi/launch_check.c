@@ -1,6 +1,6 @@
 /* launch_check.c — the plan against the launch (launch_check.h). */
 #include "mpi/launch_check.h"
-#include "planner/plan_replicas.h"
+#include "vocab/plan_replicas.h"
 #include "trainer/device.h"
 
 #include <cuda_runtime_api.h>

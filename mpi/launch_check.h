@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "planner/planner.h"
+#include "vocab/plan.h"
 
 int ms_launch_check_size(const ms_plan *plan, char *err, size_t errlen);
 void ms_launch_device(const char *asked, char *out, size_t len);

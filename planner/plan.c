@@ -1,22 +1,12 @@
-/* plan.c — option defaults, the names of schedules and recompute modes, and
- * freeing a plan. */
+/* plan.c — option defaults, the names of recompute modes, and a program's
+ * names on its plan. */
 #include "planner/planner.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const sched_names[MS_SCHED_N] = {"gpipe", "1f1b", "sequential"};
 static const char *const recompute_names[] = {"auto", "never", "always"};
-
-const char *ms_schedule_name(int s) { return s >= 0 && s < MS_SCHED_N ? sched_names[s] : "?"; }
-
-int ms_schedule_parse(const char *s)
-{
-    for (int i = 0; s && i < MS_SCHED_N; i++)
-        if (strcmp(s, sched_names[i]) == 0) return i;
-    return -1;
-}
 
 const char *ms_recompute_mode_name(int m) { return m >= 0 && m < 3 ? recompute_names[m] : "?"; }
 
@@ -54,17 +44,4 @@ int ms_plan_attach_program(ms_plan *pl, const ms_profile *prof)
         if (!(pl->layer_names[l] = strdup(name))) return -1;
     }
     return 0;
-}
-
-void ms_plan_free(ms_plan *p)
-{
-    if (!p) return;
-    free(p->devices);
-    free(p->stages);
-    free(p->replica_devices);
-    free(p->reasoning);
-    if (p->layer_names)
-        for (int i = 0; i < p->n_layers; i++) free(p->layer_names[i]);
-    free(p->layer_names);
-    memset(p, 0, sizeof *p);
 }

@@ -1,4 +1,5 @@
-/* planner.h — the plan: how to split a profiled model over devices.
+/* planner.h — the search for a plan: how to split a profiled model over
+ * devices.
  *
  * Contract:
  *  - ms_plan_search() finds the plan with the smallest predicted step time
@@ -24,7 +25,9 @@
  *    ms_plan_search() alone is the exact fastest plan.
  *  - ms_plan_explain_infeasible() re-runs the search with relaxed settings:
  *    more GPUs, a larger capacity, each fixed option opened in turn.
- *  - Plans own their arrays: ms_plan_free(). Nothing prints or aborts. */
+ *  - The plan itself (ms_plan, its stages and devices) and its JSON are the
+ *    ground floor's: vocab/plan.h, vocab/plan_json.h. Plans own their
+ *    arrays: ms_plan_free(). Nothing prints or aborts. */
 #ifndef MS_PLANNER_H
 #define MS_PLANNER_H
 
@@ -32,41 +35,22 @@
 #include <stdint.h>
 
 #include "vocab/limits.h"
+#include "vocab/plan.h"
 #include "vocab/profile.h"
 
-/* 2: optional keys: a program block (a program's fingerprint and module
- * names), the sequential schedule, replicas and ZeRO-1; version 1 plans
- * still load */
-#define MS_PLAN_VERSION 2
 #define MS_PLAN_OK 0
 #define MS_PLAN_INFEASIBLE 1
 #define MS_PLAN_ERROR (-1)
 
 #define MS_PLAN_DEFAULT_HEADROOM 0.05
 #define MS_PLAN_DEFAULT_LINK_GBPS 200.0  /* gigabits per second between stages */
-/* All-reduce bus bandwidth when none was measured (bench/nccl_bw measures
- * it): the same PCIe-class figure as the stage links. */
-#define MS_PLAN_DEFAULT_BUS_GBPS 200.0
 /* Distinct capacities are searched as a multiset: at most this many states. */
 #define MS_PLAN_MAX_DEVICE_STATES 4096
 
-/* GPipe and 1F1B are the built-in trainer's pipelines (the search tries
- * both when the schedule is open). Sequential is model parallelism with one
- * stage busy at a time, the only schedule a single-process program can run
- * honestly (the PyTorch bridge): never chosen unless asked for. */
-typedef enum { MS_SCHED_GPIPE = 0, MS_SCHED_1F1B = 1, MS_SCHED_SEQUENTIAL = 2, MS_SCHED_N } ms_schedule;
-#define MS_SCHED_PIPELINES 2   /* the schedules an open search tries */
 typedef enum { MS_RECOMPUTE_AUTO = 0, MS_RECOMPUTE_NEVER = 1, MS_RECOMPUTE_ALWAYS = 2 } ms_recompute_mode;
 
-const char *ms_schedule_name(int s);            /* "gpipe", "1f1b" */
-int ms_schedule_parse(const char *s);           /* -1 if unknown */
 const char *ms_recompute_mode_name(int m);      /* "auto", "never", "always" */
 int ms_recompute_mode_parse(const char *s);
-
-typedef struct ms_plan_device {
-    char name[32];          /* "cuda:0" */
-    uint64_t capacity;      /* bytes */
-} ms_plan_device;
 
 typedef struct ms_plan_opts {
     int precision;          /* -1: any the profile has; else ms_precision */
@@ -88,47 +72,6 @@ typedef struct ms_plan_opts {
 
 void ms_plan_opts_default(ms_plan_opts *o);
 
-typedef struct ms_plan_stage {
-    int device;             /* index into ms_plan.devices */
-    int first, last;        /* layer range, inclusive */
-    int recompute;          /* 1: full-block recompute of every layer in the stage */
-    uint64_t bytes[MS_CAT_N];   /* predicted peak by category (ms_cat order) */
-    uint64_t peak;          /* sum of bytes[] */
-    double fwd_ms, bwd_ms;  /* per micro-batch; bwd includes the recompute forward */
-    double comm_ms;         /* per micro-batch: its sends (activation forward, gradient backward) */
-    double opt_ms;          /* optimizer step of its layers */
-} ms_plan_stage;
-
-typedef struct ms_plan {
-    int version;
-    char model[128];
-    int n_layers, seq_len, d_model, n_head, vocab;
-    int n_devices;
-    ms_plan_device *devices;    /* every device given, in order (owned) */
-    int precision;              /* ms_precision */
-    int schedule;               /* ms_schedule */
-    int micro_batch, n_micro, global_batch;
-    double headroom, link_gbps;
-    int n_stages;
-    ms_plan_stage *stages;      /* in pipeline order (owned) */
-    int replicas;               /* d >= 1 copies of the pipeline, each on its own devices */
-    int zero;                   /* 1: ZeRO-1 over each stage's d replicas */
-    double bus_gbps;            /* the all-reduce bandwidth the time model assumed */
-    uint64_t comm_reserve;      /* per device, counted in each stage's comm bytes */
-    int *replica_devices;       /* [n_stages * replicas]: device of stage s in replica r at
-                                 * s * replicas + r; r = 0 is stages[s].device (owned) */
-    double step_ms;             /* predicted time of one optimizer step */
-    int64_t profile_run;        /* run id the profile came from, 0: none */
-    char profile_file[512];     /* file the profile came from, "": none */
-    char *reasoning;            /* the paragraph (owned, may be NULL) */
-    char note[512];             /* how ms_plan_choose() chose among equals ("": nothing to say) */
-    /* a program's plan (the bridge): "" and NULL for the built-in model */
-    char program[128];          /* the script, e.g. "train.py" */
-    char fingerprint[MS_FINGERPRINT_MAX];
-    char **layer_names;         /* n_layers module paths (owned) */
-} ms_plan;
-
-void ms_plan_free(ms_plan *p);
 /* A program's plan carries its name, fingerprint and the module paths of
  * its layers (from the profile's rows), so that the bridge can apply it and
  * refuse it for another program. No-op for the built-in model; -1 when out

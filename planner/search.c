@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "planner/memory_model.h"
-#include "planner/plan_replicas.h"
+#include "vocab/plan_replicas.h"
 #include "planner/replica_model.h"
 #include "planner/search_dp.h"
 #include "planner/sequential.h"

@@ -1,110 +1,18 @@
-/* cupti_ledger.c — address map, event log, per-source ledgers and the
+/* cupti_ledger.c — event log, per-source ledgers and the
  * callback-vs-activity cross-check. Pure C, no CUPTI (see cupti_ledger.h). */
 #include "profiler/cupti_ledger.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------- map */
-
-/* Device addresses are at least 256-byte aligned: mix the bits so that
- * neighbouring allocations do not crowd one run of slots. */
-static size_t slot_of(uint64_t key, size_t cap)
-{
-    key ^= key >> 33;
-    key *= 0xff51afd7ed558ccdULL;
-    key ^= key >> 33;
-    return (size_t)key & (cap - 1);
-}
-
-static int map_grow(ms_addr_map *m)
-{
-    size_t ncap = m->cap ? m->cap * 2 : 64;
-    ms_addr_slot *ns = calloc(ncap, sizeof *ns);
-    if (!ns) return -1;
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!m->slots[i].key) continue;
-        size_t j = slot_of(m->slots[i].key, ncap);
-        while (ns[j].key) j = (j + 1) & (ncap - 1);
-        ns[j] = m->slots[i];
-    }
-    free(m->slots);
-    m->slots = ns;
-    m->cap = ncap;
-    return 0;
-}
-
-int ms_addr_map_put(ms_addr_map *m, uint64_t key, uint64_t val)
-{
-    if (!m || key == 0) return -1;
-    /* keep the load factor under 1/2 so probe runs stay short */
-    if ((m->n + 1) * 2 > m->cap && map_grow(m) != 0) return -1;
-    size_t j = slot_of(key, m->cap);
-    while (m->slots[j].key && m->slots[j].key != key) j = (j + 1) & (m->cap - 1);
-    if (!m->slots[j].key) m->n++;
-    m->slots[j].key = key;
-    m->slots[j].val = val;
-    return 0;
-}
-
-static long map_find(const ms_addr_map *m, uint64_t key)
-{
-    if (!m || !m->cap || key == 0) return -1;
-    size_t j = slot_of(key, m->cap);
-    while (m->slots[j].key) {
-        if (m->slots[j].key == key) return (long)j;
-        j = (j + 1) & (m->cap - 1);
-    }
-    return -1;
-}
-
-int ms_addr_map_get(const ms_addr_map *m, uint64_t key, uint64_t *val)
-{
-    long j = map_find(m, key);
-    if (j < 0) return 0;
-    if (val) *val = m->slots[j].val;
-    return 1;
-}
-
-int ms_addr_map_take(ms_addr_map *m, uint64_t key, uint64_t *val)
-{
-    long found = map_find(m, key);
-    if (found < 0) return 0;
-    size_t i = (size_t)found, mask = m->cap - 1;
-    if (val) *val = m->slots[i].val;
-    /* backward-shift deletion: pull later members of the probe run into the
-     * hole unless their home slot lies cyclically after the hole */
-    size_t j = i;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (!m->slots[j].key) break;
-        size_t home = slot_of(m->slots[j].key, m->cap);
-        int stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
-        if (stays) continue;
-        m->slots[i] = m->slots[j];
-        i = j;
-    }
-    m->slots[i].key = 0;
-    m->slots[i].val = 0;
-    m->n--;
-    return 1;
-}
-
-void ms_addr_map_clear(ms_addr_map *m)
-{
-    if (!m) return;
-    free(m->slots);
-    memset(m, 0, sizeof *m);
-}
-
 /* ---------------------------------------------------------------- log */
 
-int ms_event_log_push(ms_event_log *l, const ms_trace_event *e)
+int ms_event_log_push(ms_event_log *l, const ms_mem_event *e)
 {
     if (!l || !e) return -1;
     if (l->n == l->cap) {
         int ncap = l->cap ? l->cap * 2 : 256;
-        ms_trace_event *nev = realloc(l->ev, (size_t)ncap * sizeof *nev);
+        ms_mem_event *nev = realloc(l->ev, (size_t)ncap * sizeof *nev);
         if (!nev) return -1;
         l->ev = nev;
         l->cap = ncap;
@@ -120,9 +28,9 @@ void ms_event_log_clear(ms_event_log *l)
     memset(l, 0, sizeof *l);
 }
 
-int ms_trace_event_is_handle(const ms_trace_event *e)
+int ms_trace_event_is_handle(const ms_mem_event *e)
 {
-    return e->source == MS_TEV_CALLBACK &&
+    return e->source == MS_EV_SRC_CUPTI_CALLBACK &&
            (strcmp(e->api, "cuMemCreate") == 0 || strcmp(e->api, "cuMemRelease") == 0);
 }
 
@@ -141,7 +49,7 @@ static int cmp_t_idx(const void *a, const void *b)
  * (each one ran inside its API call, so arrival order is call order);
  * activity records by timestamp, since buffers from different threads may
  * be delivered out of order. Returns the count, or -1. */
-static int replay_order(const ms_trace_event *ev, int n, int source, int **order)
+static int replay_order(const ms_mem_event *ev, int n, int source, int **order)
 {
     t_idx *tmp = malloc(((size_t)n + 1) * sizeof *tmp);
     int *ord = malloc(((size_t)n + 1) * sizeof *ord);
@@ -149,14 +57,14 @@ static int replay_order(const ms_trace_event *ev, int n, int source, int **order
     int k = 0;
     for (int i = 0; i < n; i++)
         if (ev[i].source == source) tmp[k++] = (t_idx){ ev[i].t_us, i };
-    if (source == MS_TEV_ACTIVITY) qsort(tmp, (size_t)k, sizeof *tmp, cmp_t_idx);
+    if (source == MS_EV_SRC_CUPTI_ACTIVITY) qsort(tmp, (size_t)k, sizeof *tmp, cmp_t_idx);
     for (int i = 0; i < k; i++) ord[i] = tmp[i].idx;
     free(tmp);
     *order = ord;
     return k;
 }
 
-int ms_trace_ledger_compute(const ms_trace_event *ev, int n, int source, ms_trace_ledger *out)
+int ms_trace_ledger_compute(const ms_mem_event *ev, int n, int source, ms_trace_ledger *out)
 {
     if (!out || n < 0 || (n > 0 && !ev)) return -1;
     memset(out, 0, sizeof *out);
@@ -166,11 +74,11 @@ int ms_trace_ledger_compute(const ms_trace_event *ev, int n, int source, ms_trac
     ms_addr_map live[2] = { { 0 }, { 0 } }; /* [0] addresses, [1] VMM handles */
     int rc = 0;
     for (int i = 0; i < k && rc == 0; i++) {
-        const ms_trace_event *e = &ev[ord[i]];
+        const ms_mem_event *e = &ev[ord[i]];
         ms_addr_map *m = &live[ms_trace_event_is_handle(e)];
         uint64_t bytes = 0;
         switch (e->kind) {
-        case MS_TEV_ALLOC:
+        case MS_EV_ALLOC:
             out->allocs++;
             out->alloc_bytes += e->bytes;
             /* an address handed out twice without a free in between would be
@@ -180,7 +88,7 @@ int ms_trace_ledger_compute(const ms_trace_event *ev, int n, int source, ms_trac
             out->live_bytes += e->bytes;
             if (out->live_bytes > out->peak_bytes) out->peak_bytes = out->live_bytes;
             break;
-        case MS_TEV_FREE:
+        case MS_EV_FREE:
             if (ms_addr_map_take(m, e->address, &bytes)) {
                 out->frees++;
                 out->free_bytes += bytes;
@@ -189,7 +97,7 @@ int ms_trace_ledger_compute(const ms_trace_event *ev, int n, int source, ms_trac
                 out->untraced_frees++;
             }
             break;
-        case MS_TEV_FAIL:
+        case MS_EV_FAIL:
             out->fails++;
             break;
         default:
@@ -230,21 +138,21 @@ typedef struct {
 } source_sets;
 
 /* Sorted allocation and traced-free multisets of one source. */
-static int collect(const ms_trace_event *ev, int n, int source, source_sets *s, int *untraced)
+static int collect(const ms_mem_event *ev, int n, int source, source_sets *s, int *untraced)
 {
     memset(s, 0, sizeof *s);
     s->allocs = malloc(((size_t)n + 1) * sizeof *s->allocs);
     s->frees = malloc(((size_t)n + 1) * sizeof *s->frees);
     if (!s->allocs || !s->frees) return -1;
     for (int i = 0; i < n; i++) {
-        const ms_trace_event *e = &ev[i];
-        if (e->source != source || e->kind != MS_TEV_ALLOC || ms_trace_event_is_handle(e)) continue;
+        const ms_mem_event *e = &ev[i];
+        if (e->source != source || e->kind != MS_EV_ALLOC || ms_trace_event_is_handle(e)) continue;
         s->allocs[s->n_allocs++] = (addr_bytes){ e->address, e->bytes };
     }
     qsort(s->allocs, (size_t)s->n_allocs, sizeof *s->allocs, cmp_addr_bytes);
     for (int i = 0; i < n; i++) {
-        const ms_trace_event *e = &ev[i];
-        if (e->source != source || e->kind != MS_TEV_FREE || ms_trace_event_is_handle(e)) continue;
+        const ms_mem_event *e = &ev[i];
+        if (e->source != source || e->kind != MS_EV_FREE || ms_trace_event_is_handle(e)) continue;
         if (!has_address(s->allocs, s->n_allocs, e->address)) { (*untraced)++; continue; }
         s->frees[s->n_frees++] = (addr_bytes){ e->address, e->bytes };
     }
@@ -263,35 +171,35 @@ static void merge(ms_trace_xcheck *x, int kind, const addr_bytes *cb, int ncb,
                   const addr_bytes *ac, int nac)
 {
     int i = 0, j = 0;
-    int *matched = kind == MS_TEV_ALLOC ? &x->allocs_matched : &x->frees_matched;
-    int *cb_only = kind == MS_TEV_ALLOC ? &x->allocs_callback_only : &x->frees_callback_only;
-    int *ac_only = kind == MS_TEV_ALLOC ? &x->allocs_activity_only : &x->frees_activity_only;
+    int *matched = kind == MS_EV_ALLOC ? &x->allocs_matched : &x->frees_matched;
+    int *cb_only = kind == MS_EV_ALLOC ? &x->allocs_callback_only : &x->frees_callback_only;
+    int *ac_only = kind == MS_EV_ALLOC ? &x->allocs_activity_only : &x->frees_activity_only;
     while (i < ncb || j < nac) {
         int c = i < ncb && j < nac ? cmp_addr_bytes(&cb[i], &ac[j]) : (i < ncb ? -1 : 1);
         if (c == 0) {
             (*matched)++;
-            if (kind == MS_TEV_ALLOC) x->bytes_matched += cb[i].bytes;
+            if (kind == MS_EV_ALLOC) x->bytes_matched += cb[i].bytes;
             i++, j++;
         } else if (c < 0) {
             (*cb_only)++;
-            note_diff(x, kind, MS_TEV_CALLBACK, cb[i++]);
+            note_diff(x, kind, MS_EV_SRC_CUPTI_CALLBACK, cb[i++]);
         } else {
             (*ac_only)++;
-            note_diff(x, kind, MS_TEV_ACTIVITY, ac[j++]);
+            note_diff(x, kind, MS_EV_SRC_CUPTI_ACTIVITY, ac[j++]);
         }
     }
 }
 
-int ms_trace_crosscheck(const ms_trace_event *ev, int n, ms_trace_xcheck *out)
+int ms_trace_crosscheck(const ms_mem_event *ev, int n, ms_trace_xcheck *out)
 {
     if (!out || n < 0 || (n > 0 && !ev)) return -1;
     memset(out, 0, sizeof *out);
     source_sets cb = { 0 }, ac = { 0 };
     int rc = -1;
-    if (collect(ev, n, MS_TEV_CALLBACK, &cb, &out->frees_untraced) == 0 &&
-        collect(ev, n, MS_TEV_ACTIVITY, &ac, &out->frees_untraced) == 0) {
-        merge(out, MS_TEV_ALLOC, cb.allocs, cb.n_allocs, ac.allocs, ac.n_allocs);
-        merge(out, MS_TEV_FREE, cb.frees, cb.n_frees, ac.frees, ac.n_frees);
+    if (collect(ev, n, MS_EV_SRC_CUPTI_CALLBACK, &cb, &out->frees_untraced) == 0 &&
+        collect(ev, n, MS_EV_SRC_CUPTI_ACTIVITY, &ac, &out->frees_untraced) == 0) {
+        merge(out, MS_EV_ALLOC, cb.allocs, cb.n_allocs, ac.allocs, ac.n_allocs);
+        merge(out, MS_EV_FREE, cb.frees, cb.n_frees, ac.frees, ac.n_frees);
         rc = (out->allocs_callback_only || out->allocs_activity_only ||
               out->frees_callback_only || out->frees_activity_only) ? 1 : 0;
     }

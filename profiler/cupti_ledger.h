@@ -2,12 +2,13 @@
  * CUPTI in it, so that the CPU tests can drive it with synthetic events.
  *
  * Contract:
- *  - ms_trace_event is one allocation, free or failed allocation, seen either
- *    by an API callback (MS_TEV_CALLBACK) or by a MEMORY2 activity record
- *    (MS_TEV_ACTIVITY). Byte counts are exact bytes; 0 bytes on a callback
- *    free means the address was not allocated while tracing.
- *  - ms_addr_map: address -> bytes of live allocations (open addressing,
- *    key 0 is never stored). Used to give a free its size.
+ *  - An event (ms_mem_event) is one allocation, free or failed allocation,
+ *    seen either by an API callback (MS_EV_SRC_CUPTI_CALLBACK) or by a
+ *    MEMORY2 activity record (MS_EV_SRC_CUPTI_ACTIVITY). Byte counts are
+ *    exact bytes; 0 bytes on a callback free means the address was not
+ *    allocated while tracing.
+ *  - ms_addr_map (vocab/addr_map.h): address -> bytes of live allocations,
+ *    to give a free its size.
  *  - ms_event_log: a growable array of events in arrival order.
  *  - ms_trace_ledger_compute / ms_trace_crosscheck are pure functions of an
  *    event array: the ledger of one source, and the byte-for-byte agreement
@@ -21,49 +22,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { MS_TEV_ALLOC = 0, MS_TEV_FREE = 1, MS_TEV_FAIL = 2 };
-enum { MS_TEV_CALLBACK = 0, MS_TEV_ACTIVITY = 1 };
+#include "vocab/addr_map.h"
+#include "vocab/mem_event.h"
 
-typedef struct ms_trace_event {
-    double t_us;          /* microseconds since ms_trace_start (CUPTI clock) */
-    int kind;             /* MS_TEV_ALLOC, MS_TEV_FREE, MS_TEV_FAIL */
-    uint64_t address;     /* device address; for cuMemCreate/Release the handle */
-    uint64_t bytes;       /* allocated, freed (by address), or requested (FAIL) */
-    int api_result;       /* cudaError_t / CUresult of the call; 0 for activity */
-    uint32_t correlation; /* CUPTI correlation id of the call or record */
-    int source;           /* MS_TEV_CALLBACK, MS_TEV_ACTIVITY */
-    int device;           /* CUDA device ordinal, -1 if unknown */
-    char range[64];       /* innermost NVTX range of the calling thread, "" if none */
-    char api[32];         /* "cudaMalloc", "cuMemAlloc_v2", ... */
-} ms_trace_event;
-
-/* ---- address -> bytes map ---- */
-typedef struct ms_addr_slot { uint64_t key, val; } ms_addr_slot;
-typedef struct ms_addr_map {
-    ms_addr_slot *slots;  /* capacity is a power of two (or 0) */
-    size_t cap, n;
-} ms_addr_map;
-
-/* 0 on success, -1 if out of memory or key == 0. Replaces an existing key. */
-int ms_addr_map_put(ms_addr_map *m, uint64_t key, uint64_t val);
-/* 1 and *val if found, 0 if not. */
-int ms_addr_map_get(const ms_addr_map *m, uint64_t key, uint64_t *val);
-/* Like get, and removes the key. */
-int ms_addr_map_take(ms_addr_map *m, uint64_t key, uint64_t *val);
-void ms_addr_map_clear(ms_addr_map *m);   /* frees the storage */
+/* The tracer's events are the one memory event (vocab/mem_event.h): source
+ * MS_EV_SRC_CUPTI_CALLBACK or MS_EV_SRC_CUPTI_ACTIVITY, what (alias api) the
+ * call, range the NVTX range, layer, phase and category -1 (the profiler
+ * reads layer and phase from the range), device the CUDA ordinal. These are
+ * its older names, which the tracer's tests use. */
+typedef ms_mem_event ms_trace_event;
+enum { MS_TEV_ALLOC = MS_EV_ALLOC, MS_TEV_FREE = MS_EV_FREE, MS_TEV_FAIL = MS_EV_FAIL };
+enum { MS_TEV_CALLBACK = MS_EV_SRC_CUPTI_CALLBACK, MS_TEV_ACTIVITY = MS_EV_SRC_CUPTI_ACTIVITY };
 
 /* ---- event log ---- */
 typedef struct ms_event_log {
-    ms_trace_event *ev;
+    ms_mem_event *ev;
     int n, cap;
 } ms_event_log;
 
 /* Appends a copy; returns its index, or -1 if out of memory. */
-int ms_event_log_push(ms_event_log *l, const ms_trace_event *e);
+int ms_event_log_push(ms_event_log *l, const ms_mem_event *e);
 void ms_event_log_clear(ms_event_log *l); /* frees the storage */
 
 /* Is this callback event on a VMM handle rather than an address? */
-int ms_trace_event_is_handle(const ms_trace_event *e);
+int ms_trace_event_is_handle(const ms_mem_event *e);
 
 /* ---- ledgers and cross-check (pure) ---- */
 typedef struct ms_trace_ledger {
@@ -78,12 +60,12 @@ typedef struct ms_trace_ledger {
 /* Replays the events of one source (callback events in arrival order,
  * activity events by timestamp) and fills *out. 0, or -1 on bad arguments
  * or out of memory. */
-int ms_trace_ledger_compute(const ms_trace_event *ev, int n, int source, ms_trace_ledger *out);
+int ms_trace_ledger_compute(const ms_mem_event *ev, int n, int source, ms_trace_ledger *out);
 
 /* One difference between the two ledgers. */
 typedef struct ms_trace_diff {
-    int kind;          /* MS_TEV_ALLOC or MS_TEV_FREE */
-    int only_in;       /* the source that has it: MS_TEV_CALLBACK or MS_TEV_ACTIVITY */
+    int kind;          /* MS_EV_ALLOC or MS_EV_FREE */
+    int only_in;       /* the source that has it: MS_EV_SRC_CUPTI_CALLBACK or MS_EV_SRC_CUPTI_ACTIVITY */
     uint64_t address, bytes;
 } ms_trace_diff;
 
@@ -101,6 +83,6 @@ typedef struct ms_trace_xcheck {
 /* Compares callback and activity ledgers as multisets of (address, bytes),
  * allocations and frees separately. Returns 0 when they agree, 1 when they
  * differ (out says how), -1 on bad arguments or out of memory. */
-int ms_trace_crosscheck(const ms_trace_event *ev, int n, ms_trace_xcheck *out);
+int ms_trace_crosscheck(const ms_mem_event *ev, int n, ms_trace_xcheck *out);
 
 #endif

@@ -337,6 +337,14 @@ static void on_nvtx(CUpti_CallbackId cbid, const CUpti_NvtxData *nd)
     t->range_depth++;
 }
 
+/* An empty event: CUPTI knows no layer, phase or category of its own (the
+ * profiler reads layer and phase from the range). */
+static void unknown_place(ms_mem_event *e)
+{
+    memset(e, 0, sizeof *e);
+    e->layer = e->phase = e->category = -1;
+}
+
 /* Stores one callback event; data_mu must not be held. */
 static void record_call(thread_state *t, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                         const CUpti_CallbackData *cd)
@@ -351,9 +359,9 @@ static void record_call(thread_state *t, CUpti_CallbackDomain domain, CUpti_Call
                                                       : decode_driver(cbid, cd->functionParams, ok, &d);
     if (!known || !cd->functionParams) return;
 
-    ms_trace_event e;
-    memset(&e, 0, sizeof e);
-    e.source = MS_TEV_CALLBACK;
+    ms_mem_event e;
+    unknown_place(&e);
+    e.source = MS_EV_SRC_CUPTI_CALLBACK;
     e.api_result = result;
     e.correlation = cd->correlationId;
     e.device = device_of(t, cd->context);
@@ -369,14 +377,14 @@ static void record_call(thread_state *t, CUpti_CallbackDomain domain, CUpti_Call
     int store = 1;
     if (!ok) {
         if (d.is_free) { g.stats.failed_frees++; store = 0; }
-        else { e.kind = MS_TEV_FAIL; e.bytes = d.bytes; }
+        else { e.kind = MS_EV_FAIL; e.bytes = d.bytes; }
     } else if (d.is_free) {
-        e.kind = MS_TEV_FREE;
+        e.kind = MS_EV_FREE;
         e.address = d.address;
         if (d.address == 0) store = 0; /* cudaFree(NULL) frees nothing */
         else if (!ms_addr_map_take(live, d.address, &e.bytes)) g.stats.untraced_frees++;
     } else {
-        e.kind = MS_TEV_ALLOC;
+        e.kind = MS_EV_ALLOC;
         e.address = d.address;
         e.bytes = d.bytes;
         if (d.address == 0) store = 0; /* a zero-byte request gets NULL and no memory */
@@ -452,8 +460,8 @@ static void CUPTIAPI on_buffer_request(uint8_t **buffer, size_t *size, size_t *m
 static void on_memory_record(const CUpti_ActivityMemory4 *r)
 {
     int kind;
-    if (r->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION) kind = MS_TEV_ALLOC;
-    else if (r->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) kind = MS_TEV_FREE;
+    if (r->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION) kind = MS_EV_ALLOC;
+    else if (r->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) kind = MS_EV_FREE;
     else { g.stats.activity_skipped++; return; }
     const char *mem;
     if (r->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) mem = "memory2:device";
@@ -464,20 +472,20 @@ static void on_memory_record(const CUpti_ActivityMemory4 *r)
      * arrived in the second one, stamped before its start): drop them */
     if (r->timestamp < g.t0_ns) { g.stats.activity_skipped++; return; }
 
-    ms_trace_event e;
-    memset(&e, 0, sizeof e);
+    ms_mem_event e;
+    unknown_place(&e);
     e.t_us = ((double)r->timestamp - (double)g.t0_ns) / 1000.0;
     e.kind = kind;
     e.address = r->address;
     e.bytes = r->bytes;
     e.correlation = r->correlationId;
-    e.source = MS_TEV_ACTIVITY;
+    e.source = MS_EV_SRC_CUPTI_ACTIVITY;
     e.device = r->deviceId == CUPTI_UNIFIED_MEMORY_CPU_DEVICE_ID ? -1 : (int)r->deviceId;
     /* range and API come from the callback event of the same call */
     uint64_t corr = r->correlationId, outer = 0, idx = 0;
     if (ms_addr_map_get(&g.corr_alias, corr, &outer)) corr = outer;
     if (ms_addr_map_get(&g.corr_event, corr, &idx) && idx >= 1 && idx <= (uint64_t)g.log.n) {
-        const ms_trace_event *c = &g.log.ev[idx - 1];
+        const ms_mem_event *c = &g.log.ev[idx - 1];
         memcpy(e.range, c->range, sizeof e.range);
         memcpy(e.api, c->api, sizeof e.api);
     } else {
@@ -728,7 +736,7 @@ int ms_trace_running(void)
 
 /* ------------------------------------------------------------ reading */
 
-int ms_trace_events(const ms_trace_event **ev, int *n)
+int ms_trace_events(const ms_mem_event **ev, int *n)
 {
     if (!ev || !n) return -1;
     pthread_mutex_lock(&data_mu);
@@ -738,7 +746,7 @@ int ms_trace_events(const ms_trace_event **ev, int *n)
     return 0;
 }
 
-int ms_trace_events_copy(ms_trace_event **ev, int *n)
+int ms_trace_events_copy(ms_mem_event **ev, int *n)
 {
     if (!ev || !n) return -1;
     *ev = NULL;
@@ -778,8 +786,8 @@ int ms_trace_ledgers(uint64_t *callback_live, uint64_t *activity_live, uint64_t 
 {
     ms_trace_ledger cb, ac;
     pthread_mutex_lock(&data_mu);
-    int rc = ms_trace_ledger_compute(g.log.ev, g.log.n, MS_TEV_CALLBACK, &cb);
-    if (rc == 0) rc = ms_trace_ledger_compute(g.log.ev, g.log.n, MS_TEV_ACTIVITY, &ac);
+    int rc = ms_trace_ledger_compute(g.log.ev, g.log.n, MS_EV_SRC_CUPTI_CALLBACK, &cb);
+    if (rc == 0) rc = ms_trace_ledger_compute(g.log.ev, g.log.n, MS_EV_SRC_CUPTI_ACTIVITY, &ac);
     pthread_mutex_unlock(&data_mu);
     if (rc != 0) return -1;
     if (callback_live) *callback_live = cb.live_bytes;

@@ -2,7 +2,7 @@
  * process through CUPTI, twice: runtime/driver API exit callbacks (sizes,
  * return codes, failed allocations) and MEMORY2 activity records (an
  * independent ledger). Each callback event carries the innermost NVTX range
- * of its thread (ranges pushed with nvtx_ranges.h; call ms_nvtx_prepare()
+ * of its thread (ranges pushed with trainer/nvtx_ranges.h; call ms_nvtx_prepare()
  * before the process's first NVTX call, or no range is seen).
  *
  * Contract:
@@ -13,7 +13,7 @@
  *  - A runtime call is recorded once: driver calls made inside a traced
  *    runtime call are not recorded again (per-thread nesting).
  *  - A free gets its size from the allocation at the same address (per
- *    source); a failed allocation is a MS_TEV_FAIL event with the bytes asked.
+ *    source); a failed allocation is an MS_EV_FAIL event with the bytes asked.
  *  - Activity records arrive when CUPTI hands over a buffer: call
  *    ms_trace_flush() (or ms_trace_stop()) before reading events or ledgers.
  *  - Thread-safe: callbacks from any thread; every call here takes one mutex.
@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "profiler/cupti_ledger.h" /* ms_trace_event, MS_TEV_*, ledgers, cross-check */
+#include "profiler/cupti_ledger.h" /* ms_mem_event, ledgers, cross-check */
 
 int ms_trace_start(char *err, size_t errlen);
 /* For a CUPTI injection library (the PyTorch bridge): starts from inside
@@ -34,7 +34,7 @@ int ms_trace_start(char *err, size_t errlen);
  * hands every callback event to sink as it happens (outside the tracer's
  * locks, on the calling thread) instead of keeping it, so a long program
  * does not grow the tracer's memory. 0 or -1 with err. */
-typedef void (*ms_trace_sink)(const ms_trace_event *e, void *user);
+typedef void (*ms_trace_sink)(const ms_mem_event *e, void *user);
 int ms_trace_start_streaming(ms_trace_sink sink, void *user, char *err, size_t errlen);
 
 /* Hands over all of CUPTI's buffered activity records (forced flush). */
@@ -47,9 +47,9 @@ int ms_trace_running(void);
 /* The collected events of both sources in arrival order. The pointer is
  * valid until the next event arrives or ms_trace_clear(): read it after
  * ms_trace_stop(), or use ms_trace_events_copy() while tracing. */
-int ms_trace_events(const ms_trace_event **ev, int *n);
+int ms_trace_events(const ms_mem_event **ev, int *n);
 /* A malloc'd snapshot (free() it); *ev is NULL when *n is 0. */
-int ms_trace_events_copy(ms_trace_event **ev, int *n);
+int ms_trace_events_copy(ms_mem_event **ev, int *n);
 /* Forgets the events and the live-allocation maps. */
 void ms_trace_clear(void);
 

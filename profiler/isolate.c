@@ -14,10 +14,10 @@
 
 typedef struct { int layer; size_t by_cat[MS_CAT_N]; } iso_acc;
 
-static void iso_hook(void *u, const ms_alloc_event *e)
+static void iso_hook(void *u, const ms_mem_event *e)
 {
     iso_acc *a = u;
-    if (e->kind == MS_AEV_ALLOC && e->layer == a->layer) a->by_cat[e->cat] += e->bytes;
+    if (e->kind == MS_EV_ALLOC && e->layer == a->layer) a->by_cat[e->category] += e->bytes;
 }
 
 static double now_ms(void)

@@ -32,23 +32,11 @@ static int push_event(ms_trial_result *r, const ms_mem_event *e)
     return 0;
 }
 
-static void alloc_hook(void *u, const ms_alloc_event *a)
+static void alloc_hook(void *u, const ms_mem_event *a)
 {
     trial_ctx *c = u;
-    ms_mem_event e;
-    memset(&e, 0, sizeof e);
-    e.t_us = (int64_t)a->t_us;
-    e.device = a->device;
-    e.kind = a->kind == MS_AEV_ALLOC ? MS_EV_ALLOC : a->kind == MS_AEV_FREE ? MS_EV_FREE : MS_EV_FAIL;
-    e.layer = a->layer;
-    e.phase = a->phase;
-    e.category = a->cat;
-    e.bytes = a->bytes;
-    e.address = a->address;
-    snprintf(e.what, sizeof e.what, "%s", a->what ? a->what : "");
-    e.source = MS_EV_SRC_ALLOCATOR;
-    push_event(c->r, &e);
-    if (a->kind == MS_AEV_ALLOC && a->layer >= 0 && a->layer < c->n_layers) c->by_cat[a->layer][a->cat] += a->bytes;
+    push_event(c->r, a);
+    if (a->kind == MS_EV_ALLOC && a->layer >= 0 && a->layer < c->n_layers) c->by_cat[a->layer][a->category] += a->bytes;
 }
 
 static int on_device(void *u, ms_device *d)
@@ -90,7 +78,7 @@ static void parse_range(const ms_profile *p, const ms_layer_row *rows, const cha
 }
 
 /* Multiset match of allocator allocations/frees against one CUPTI source. */
-static int match_count(const ms_mem_event *a, int na, int kind, const ms_trace_event *t, int nt, int source,
+static int match_count(const ms_mem_event *a, int na, int kind, const ms_mem_event *t, int nt, int source,
                        int *unmatched_cupti)
 {
     char *used = calloc((size_t)nt + 1, 1);
@@ -100,8 +88,7 @@ static int match_count(const ms_mem_event *a, int na, int kind, const ms_trace_e
         if (a[i].source != MS_EV_SRC_ALLOCATOR || a[i].kind != kind) continue;
         for (int j = 0; j < nt; j++) {
             if (used[j] || t[j].source != source) continue;
-            int tk = t[j].kind == MS_TEV_ALLOC ? MS_EV_ALLOC : t[j].kind == MS_TEV_FREE ? MS_EV_FREE : MS_EV_FAIL;
-            if (tk != kind || t[j].bytes != a[i].bytes) continue;
+            if (t[j].kind != kind || t[j].bytes != a[i].bytes) continue;
             if (kind != MS_EV_FAIL && t[j].address != a[i].address) continue;
             used[j] = 1;
             matched++;
@@ -111,7 +98,7 @@ static int match_count(const ms_mem_event *a, int na, int kind, const ms_trace_e
     if (unmatched_cupti) {
         *unmatched_cupti = 0;
         for (int j = 0; j < nt; j++)
-            if (!used[j] && t[j].source == source && t[j].kind == MS_TEV_ALLOC) (*unmatched_cupti)++;
+            if (!used[j] && t[j].source == source && t[j].kind == MS_EV_ALLOC) (*unmatched_cupti)++;
     }
     free(used);
     return matched;
@@ -123,7 +110,7 @@ static void finish_trace(trial_ctx *c, ms_profile *p)
     ms_ledger_check *k = &r->check;
     ms_trace_flush();
     ms_trace_stop();
-    ms_trace_event *t = NULL;
+    ms_mem_event *t = NULL;
     int nt = 0;
     if (ms_trace_events_copy(&t, &nt) != 0) return;
     const ms_mem_event *a = r->events + c->first_traced_event;
@@ -133,14 +120,14 @@ static void finish_trace(trial_ctx *c, ms_profile *p)
         if (a[i].kind == MS_EV_ALLOC) { k->allocs++; k->bytes_allocator += a[i].bytes; }
         if (a[i].kind == MS_EV_FREE) k->frees++;
     }
-    k->matched_callback = match_count(a, na, MS_EV_ALLOC, t, nt, MS_TEV_CALLBACK, &k->cupti_only);
-    k->matched_activity = match_count(a, na, MS_EV_ALLOC, t, nt, MS_TEV_ACTIVITY, NULL);
-    k->frees_matched_callback = match_count(a, na, MS_EV_FREE, t, nt, MS_TEV_CALLBACK, NULL);
-    k->frees_matched_activity = match_count(a, na, MS_EV_FREE, t, nt, MS_TEV_ACTIVITY, NULL);
-    k->fail_seen_by_cupti = match_count(a, na, MS_EV_FAIL, t, nt, MS_TEV_CALLBACK, NULL);
+    k->matched_callback = match_count(a, na, MS_EV_ALLOC, t, nt, MS_EV_SRC_CUPTI_CALLBACK, &k->cupti_only);
+    k->matched_activity = match_count(a, na, MS_EV_ALLOC, t, nt, MS_EV_SRC_CUPTI_ACTIVITY, NULL);
+    k->frees_matched_callback = match_count(a, na, MS_EV_FREE, t, nt, MS_EV_SRC_CUPTI_CALLBACK, NULL);
+    k->frees_matched_activity = match_count(a, na, MS_EV_FREE, t, nt, MS_EV_SRC_CUPTI_ACTIVITY, NULL);
+    k->fail_seen_by_cupti = match_count(a, na, MS_EV_FAIL, t, nt, MS_EV_SRC_CUPTI_CALLBACK, NULL);
     for (int j = 0; j < nt; j++) {
-        if (t[j].kind != MS_TEV_ALLOC) continue;
-        if (t[j].source == MS_TEV_CALLBACK) k->bytes_callback += t[j].bytes;
+        if (t[j].kind != MS_EV_ALLOC) continue;
+        if (t[j].source == MS_EV_SRC_CUPTI_CALLBACK) k->bytes_callback += t[j].bytes;
         else k->bytes_activity += t[j].bytes;
     }
     ms_trace_xcheck xc;
@@ -150,20 +137,12 @@ static void finish_trace(trial_ctx *c, ms_profile *p)
         snprintf(k->detail + used, sizeof k->detail - used,
                  "callback vs activity: %d allocations only in callbacks, %d only in activity records; ",
                  xc.allocs_callback_only, xc.allocs_activity_only);
-    /* CUPTI's events go to the database too, with layer/phase from their NVTX range */
+    /* CUPTI's events go to the database too, on the trial's device, with
+     * layer/phase from their NVTX range */
     for (int j = 0; j < nt; j++) {
-        ms_mem_event e;
-        memset(&e, 0, sizeof e);
-        e.t_us = (int64_t)t[j].t_us;
-        e.device = 0;
-        e.kind = t[j].kind == MS_TEV_ALLOC ? MS_EV_ALLOC : t[j].kind == MS_TEV_FREE ? MS_EV_FREE : MS_EV_FAIL;
-        parse_range(p, p->rows, t[j].range, &e.layer, &e.phase);
-        e.category = -1;
-        e.bytes = t[j].bytes;
-        e.address = t[j].address;
-        snprintf(e.what, sizeof e.what, "%s", t[j].api);
-        e.source = t[j].source == MS_TEV_CALLBACK ? MS_EV_SRC_CUPTI_CALLBACK : MS_EV_SRC_CUPTI_ACTIVITY;
-        push_event(r, &e);
+        t[j].device = 0;
+        parse_range(p, p->rows, t[j].range, &t[j].layer, &t[j].phase);
+        push_event(r, &t[j]);
     }
     free(t);
 }

@@ -18,8 +18,8 @@
 #define MS_TRIAL_H
 
 #include <stdio.h>
+#include "vocab/mem_event.h"
 #include "vocab/profile.h"
-#include "reports/db.h"
 #include "trainer/config.h"
 
 typedef struct ms_trial_opts {

@@ -10,6 +10,7 @@
 #include "reports/grow.h"
 #include "reports/run_facts.h"
 #include "vocab/limits.h"
+#include "vocab/plan_json.h"
 
 typedef struct { int64_t id; int feasible; char *json; int oom; } newest_plan;
 
@@ -59,48 +60,43 @@ static int count_recovery(const ms_recovery_rec *r, void *ctx)
  * program.layer_names, else from the trial's rows. */
 static int read_stages(ms_answer *a, const char *text)
 {
-    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-    json_t *stages = json_object_get(j, "stages"), *devs = json_object_get(j, "devices");
-    size_t n = json_is_array(stages) ? json_array_size(stages) : 0;
-    int nn = 0;
-    const char **names = rf_plan_layer_names(j, &nn);
-    if (!names && a->has_trial && a->trial.n_layers > 0 && a->trial.n_layers <= MS_MAX_LAYERS) {
+    ms_plan pl;
+    if (ms_plan_read_loose(text, &pl) != 0) return 0;   /* unreadable: no stages to show */
+    int nn = pl.layer_names ? pl.n_layers : 0;
+    const char **names = NULL;
+    if (nn) {
+        names = calloc((size_t)nn, sizeof *names);
+        for (int i = 0; names && i < nn; i++) names[i] = pl.layer_names[i];
+    } else if (a->has_trial && a->trial.n_layers > 0 && a->trial.n_layers <= MS_MAX_LAYERS) {
         nn = a->trial.n_layers;
         names = calloc((size_t)nn, sizeof *names);
         if (names) rf_layer_names(&a->trial, names, nn);
     }
-    a->stages = calloc(n ? n : 1, sizeof *a->stages);
+    int n = pl.n_stages > 0 ? pl.n_stages : 0;
+    a->stages = calloc(n ? (size_t)n : 1, sizeof *a->stages);
     if (!a->stages) {
         free(names);
-        json_decref(j);
+        ms_plan_free(&pl);
         return -1;
     }
     if (!names) nn = 0;
-    for (size_t i = 0; i < n; i++) {
-        json_t *st = json_array_get(stages, i), *ly = json_object_get(st, "layers");
+    for (int i = 0; i < n; i++) {
+        const ms_plan_stage *st = &pl.stages[i];
+        if (st->device < 0) continue;
         ms_answer_stage *s = &a->stages[a->n_stages];
-        json_t *dv = json_object_get(st, "device");
-        if (!json_is_integer(dv) || !json_is_integer(json_array_get(ly, 0)) || !json_is_integer(json_array_get(ly, 1)))
-            continue;
-        s->device = (int)json_integer_value(dv);
-        s->first = (int)json_integer_value(json_array_get(ly, 0));
-        s->last = (int)json_integer_value(json_array_get(ly, 1));
+        s->device = st->device;
+        s->first = st->first;
+        s->last = st->last;
         snprintf(s->device_name, sizeof s->device_name, "device %d", s->device);
-        size_t k;
-        json_t *d;
-        json_array_foreach(devs, k, d) {
-            json_t *ix = json_object_get(d, "index"), *cap = json_object_get(d, "capacity_bytes");
-            if ((json_is_integer(ix) ? json_integer_value(ix) : (json_int_t)k) != s->device) continue;
-            if (json_is_string(json_object_get(d, "device")))
-                snprintf(s->device_name, sizeof s->device_name, "%s", json_string_value(json_object_get(d, "device")));
-            if (json_is_integer(cap) && json_integer_value(cap) > 0) s->capacity = (uint64_t)json_integer_value(cap);
-            break;
+        if (s->device < pl.n_devices && pl.devices[s->device].name[0]) {
+            snprintf(s->device_name, sizeof s->device_name, "%s", pl.devices[s->device].name);
+            s->capacity = pl.devices[s->device].capacity;
         }
         rf_layer_span(names, nn, s->first, s->last, s->modules, sizeof s->modules);
         a->n_stages++;
     }
     free(names);
-    json_decref(j);
+    ms_plan_free(&pl);
     return 0;
 }
 

@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vocab/mem_event.h"
 #include "vocab/profile.h"
 
 typedef struct ms_db ms_db;
@@ -105,27 +106,7 @@ int ms_db_add_rows(ms_db *db, int64_t run, const ms_profile *p);
 int ms_db_load_profile(ms_db *db, int64_t run_id, ms_profile *out, char *err, size_t errlen);
 int64_t ms_db_latest_profile_run(ms_db *db);  /* 0 when none, -1 on error */
 
-/* ---- memory events -------------------------------------------------- */
-
-typedef enum { MS_EV_ALLOC = 0, MS_EV_FREE = 1, MS_EV_FAIL = 2 } ms_mem_event_kind;
-typedef enum {
-    MS_EV_SRC_ALLOCATOR = 0,        /* the trainer's tagged allocator (CPU and GPU) */
-    MS_EV_SRC_CUPTI_CALLBACK = 1,   /* CUPTI runtime/driver API exit callbacks */
-    MS_EV_SRC_CUPTI_ACTIVITY = 2    /* CUPTI MEMORY2 activity records */
-} ms_mem_event_source;
-
-typedef struct ms_mem_event {
-    int64_t t_us;        /* microseconds since the run's trial started */
-    int device;          /* device index within the run */
-    int kind;            /* ms_mem_event_kind */
-    int layer;           /* layer index, -1 outside any layer */
-    int phase;           /* ms_phase, -1 unknown */
-    int category;        /* ms_cat, -1 unknown (e.g. seen by CUPTI only) */
-    uint64_t bytes;
-    uint64_t address;
-    char what[48];       /* tensor name, "" unknown */
-    int source;          /* ms_mem_event_source */
-} ms_mem_event;
+/* ---- memory events (vocab/mem_event.h) ------------------------------- */
 
 /* Appends n events to the run, in order, in one transaction. Events get
  * sequence numbers continuing the run's previous ones. */

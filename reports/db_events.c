@@ -54,7 +54,7 @@ int ms_db_add_mem_events(ms_db *db, int64_t run, const ms_mem_event *ev, int n)
         sqlite3_reset(st);
         sqlite3_bind_int64(st, 1, run);
         sqlite3_bind_int64(st, 2, seq + i);
-        sqlite3_bind_int64(st, 3, e->t_us);
+        sqlite3_bind_int64(st, 3, (sqlite3_int64)e->t_us);   /* whole microseconds */
         sqlite3_bind_int(st, 4, e->device);
         dbi_bind_text(st, 5, ev_kinds[e->kind]);
         if (e->layer >= 0) sqlite3_bind_int(st, 6, e->layer); else sqlite3_bind_null(st, 6);
@@ -86,7 +86,7 @@ int ms_db_list_mem_events(ms_db *db, int64_t run,
         ms_mem_event e;
         memset(&e, 0, sizeof e);
         char kind[16], phase[16], cat[16], source[32];
-        e.t_us = sqlite3_column_int64(st, 1);
+        e.t_us = (double)sqlite3_column_int64(st, 1);
         e.device = sqlite3_column_int(st, 2);
         dbi_col_text(st, 3, kind, sizeof kind);
         e.layer = sqlite3_column_int(st, 4);

@@ -19,7 +19,7 @@
 #include "reports/answer.h"
 #include "reports/db.h"
 
-/* Categories of the charts: DESIGN.md's eight, plus bytes whose category
+/* Categories of the charts: the vocabulary's eight (vocab/vocab.h), plus bytes whose category
  * is unknown (events seen only by CUPTI). */
 #define H_CAT_UNKNOWN MS_CAT_N
 #define H_NCAT (MS_CAT_N + 1)

@@ -10,12 +10,12 @@
 #include "reports/html_internal.h"
 
 #include <inttypes.h>
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "reports/grow.h"
 #include "reports/run_facts.h"
+#include "vocab/plan_json.h"
 
 /* ---- collecting --------------------------------------------------------- */
 
@@ -37,7 +37,8 @@ typedef struct {
     char created[32];
     double predicted_step_ms;
     int feasible;
-    json_t *j;                     /* NULL when it does not parse */
+    int readable;                  /* 0: its JSON does not parse */
+    ms_plan pl;                    /* read loosely (vocab/plan_json.h): what it has */
 } plan_rec;
 
 typedef struct {
@@ -57,53 +58,24 @@ static int add_plan(const ms_plan_info *pl, void *ctx)
     r->created[sizeof r->created - 1] = '\0';
     r->predicted_step_ms = pl->predicted_step_ms;
     r->feasible = pl->feasible;
-    r->j = pl->plan_json ? json_loads(pl->plan_json, 0, NULL) : NULL;
+    r->readable = ms_plan_read_loose(pl->plan_json, &r->pl) == 0;
     return 0;
 }
 
 static void free_plans(plan_list *l)
 {
-    for (int i = 0; i < l->n; i++) json_decref(l->p[i].j);
+    for (int i = 0; i < l->n; i++) ms_plan_free(&l->p[i].pl);
     free(l->p);
 }
 
-/* ---- plan JSON, read leniently (a report shows what it can) -------------- */
-
-static const char *jstr(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-static double jnum(json_t *o, const char *k, double dflt)
-{
-    json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? json_number_value(v) : dflt;
-}
-
-static uint64_t jbytes(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    if (json_is_integer(v) && json_integer_value(v) > 0) return (uint64_t)json_integer_value(v);
-    return 0;
-}
-
-/* The plan's device entry with that index (name, capacity). */
-static void plan_device(json_t *plan, int index, char *name, size_t len, uint64_t *capacity)
+/* The plan's device with that index (name, capacity). */
+static void plan_device(const ms_plan *plan, int index, char *name, size_t len, uint64_t *capacity)
 {
     snprintf(name, len, "device %d", index);
     *capacity = 0;
-    json_t *devs = json_object_get(plan, "devices"), *d;
-    size_t i;
-    json_array_foreach(devs, i, d) {
-        json_t *ix = json_object_get(d, "index");
-        int idx = json_is_integer(ix) ? (int)json_integer_value(ix) : (int)i;
-        if (idx != index) continue;
-        const char *s = jstr(d, "device");
-        if (s) snprintf(name, len, "%s", s);
-        *capacity = jbytes(d, "capacity_bytes");
-        return;
-    }
+    if (index < 0 || index >= plan->n_devices) return;
+    if (plan->devices[index].name[0]) snprintf(name, len, "%s", plan->devices[index].name);
+    *capacity = plan->devices[index].capacity;
 }
 
 /* ---- the stages of one plan -------------------------------------------- */
@@ -118,22 +90,18 @@ static void plan_card(FILE *f, const plan_rec *pr)
         fputs(")", f);
     }
     fprintf(f, ": <span class=\"%s\">%s</span>", pr->feasible ? "good" : "bad", pr->feasible ? "feasible" : "infeasible");
-    json_t *j = pr->j;
-    if (!j) {
+    const ms_plan *j = &pr->pl;
+    if (!pr->readable) {
         fprintf(f, ", predicted %s per step. (Its JSON could not be read.)</p></div>\n",
                 h_ms(pr->predicted_step_ms, b1, sizeof b1));
         return;
     }
-    json_t *stages = json_object_get(j, "stages");
-    size_t n_st = json_is_array(stages) ? json_array_size(stages) : 0;
-    const char *prec = jstr(j, "precision"), *sched = jstr(j, "schedule");
+    size_t n_st = j->n_stages > 0 ? (size_t)j->n_stages : 0;
     fprintf(f, ", %zu stage%s", n_st, n_st == 1 ? "" : "s");
-    if (sched) { fputs(", schedule ", f); h_esc(f, sched); }
-    if (prec) { fputs(", precision ", f); h_esc(f, prec); }
-    double mb = jnum(j, "micro_batch", 0), nm = jnum(j, "n_micro", 0);
-    if (mb > 0 && nm > 0) fprintf(f, ", %.0f micro-batches of %.0f", nm, mb);
-    double head = jnum(j, "headroom", -1);
-    if (head >= 0) fprintf(f, ", headroom %.0f%%", head * 100.0);
+    if (j->schedule >= 0) { fputs(", schedule ", f); h_esc(f, ms_schedule_name(j->schedule)); }
+    if (j->precision >= 0) { fputs(", precision ", f); h_esc(f, ms_precision_name((ms_precision)j->precision)); }
+    if (j->micro_batch > 0 && j->n_micro > 0) fprintf(f, ", %d micro-batches of %d", j->n_micro, j->micro_batch);
+    if (j->headroom >= 0) fprintf(f, ", headroom %.0f%%", j->headroom * 100.0);
     fprintf(f, "; predicted %s per step.</p>\n", h_ms(pr->predicted_step_ms, b1, sizeof b1));
     if (n_st) {
         fprintf(f, "<table class=\"t\" id=\"t-plan-%" PRId64 "\">\n<caption>The stages of plan %" PRId64
@@ -141,42 +109,38 @@ static void plan_card(FILE *f, const plan_rec *pr)
                    "<th>capacity</th><th>layers</th><th>recompute</th><th>predicted peak</th>",
                 pr->id, pr->id);
         fputs("<th>fwd</th><th>bwd</th><th>transfers</th><th>optimizer</th></tr></thead>\n<tbody>\n", f);
-        size_t i;
-        json_t *st;
-        int n_names = 0;   /* a program's plan names its layers by module path */
-        const char **names = rf_plan_layer_names(j, &n_names);
-        json_array_foreach(stages, i, st) {
+        /* a program's plan names its layers by module path */
+        const char *const *names = (const char *const *)j->layer_names;
+        int n_names = j->layer_names ? j->n_layers : 0;
+        for (size_t i = 0; i < n_st; i++) {
+            const ms_plan_stage *st = &j->stages[i];
             char name[64];
             uint64_t cap;
-            json_t *dv = json_object_get(st, "device");
-            int dev = json_is_integer(dv) ? (int)json_integer_value(dv) : -1;
-            plan_device(j, dev, name, sizeof name, &cap);
+            plan_device(j, st->device, name, sizeof name, &cap);
             fprintf(f, "<tr data-stage=\"%zu\">", i);
             h_td_int(f, "stage", (long long)i);
             h_td_text(f, "device", name);
             h_td_bytes(f, "capacity", cap);
-            json_t *ly = json_object_get(st, "layers");
-            long long a = json_integer_value(json_array_get(ly, 0)), b = json_integer_value(json_array_get(ly, 1));
-            fprintf(f, "<td data-k=\"layers\" data-v=\"%lld-%lld\">%lld&ndash;%lld", a, b, a, b);
-            if (names && a >= 0 && b < n_names) {
+            fprintf(f, "<td data-k=\"layers\" data-v=\"%d-%d\">%d&ndash;%d", st->first, st->last, st->first,
+                    st->last);
+            if (names && st->first >= 0 && st->last < n_names) {
                 char span[1024];
-                rf_layer_span(names, n_names, (int)a, (int)b, span, sizeof span);
+                rf_layer_span(names, n_names, st->first, st->last, span, sizeof span);
                 fputs(": ", f);
                 h_esc(f, span);
             }
             fputs("</td>", f);
-            h_td_text(f, "recompute", json_is_true(json_object_get(st, "recompute")) ? "yes" : "no");
-            h_td_bytes(f, "predicted", jbytes(st, "predicted_peak_bytes"));
-            h_td_num(f, "fwd_ms", jnum(st, "fwd_ms", 0), "%.3f ms");
-            h_td_num(f, "bwd_ms", jnum(st, "bwd_ms", 0), "%.3f ms");
-            h_td_num(f, "comm_ms", jnum(st, "comm_ms", 0), "%.3f ms");
-            h_td_num(f, "opt_ms", jnum(st, "opt_ms", 0), "%.3f ms");
+            h_td_text(f, "recompute", st->recompute ? "yes" : "no");
+            h_td_bytes(f, "predicted", st->peak);
+            h_td_num(f, "fwd_ms", st->fwd_ms, "%.3f ms");
+            h_td_num(f, "bwd_ms", st->bwd_ms, "%.3f ms");
+            h_td_num(f, "comm_ms", st->comm_ms, "%.3f ms");
+            h_td_num(f, "opt_ms", st->opt_ms, "%.3f ms");
             fputs("</tr>\n", f);
         }
         fputs("</tbody></table>\n", f);
-        free(names);
     }
-    const char *why = jstr(j, "reasoning");
+    const char *why = j->reasoning;
     if (why && *why) {
         fputs("<p class=\"reason\">", f);
         h_esc(f, why);
@@ -216,21 +180,16 @@ static int bars_from_peaks(const peak_list *pk, h_dev_bar **out)
 }
 
 /* Bars from a plan's stages, predicted only. */
-static int bars_from_plan(json_t *j, h_dev_bar **out)
+static int bars_from_plan(const ms_plan *j, h_dev_bar **out)
 {
-    json_t *stages = json_object_get(j, "stages");
-    size_t n = json_is_array(stages) ? json_array_size(stages) : 0;
+    size_t n = j->n_stages > 0 ? (size_t)j->n_stages : 0;
     h_dev_bar *dv = calloc(n ? n : 1, sizeof *dv);
     if (!dv) return -1;
-    size_t i;
-    json_t *st;
-    json_array_foreach(stages, i, st) {
-        json_t *dvi = json_object_get(st, "device");
-        plan_device(j, json_is_integer(dvi) ? (int)json_integer_value(dvi) : -1, dv[i].name, sizeof dv[i].name,
-                    &dv[i].capacity);
-        json_t *by = json_object_get(st, "bytes");
-        for (int c = 0; c < MS_CAT_N; c++) dv[i].pred_by[c] = jbytes(by, ms_cat_name((ms_cat)c));
-        dv[i].pred = jbytes(st, "predicted_peak_bytes");
+    for (size_t i = 0; i < n; i++) {
+        const ms_plan_stage *st = &j->stages[i];
+        plan_device(j, st->device, dv[i].name, sizeof dv[i].name, &dv[i].capacity);
+        for (int c = 0; c < MS_CAT_N; c++) dv[i].pred_by[c] = st->bytes[c];
+        dv[i].pred = st->peak;
         if (!dv[i].pred) dv[i].pred = sum_cats(dv[i].pred_by);
         dv[i].has_pred = dv[i].pred != 0;
     }
@@ -279,8 +238,8 @@ int h_section_plan(FILE *f, ms_db *db, const ms_run_info *runs, int n, char *err
             for (int k = 0; k < pl.n; k++) plan_card(f, &pl.p[k]);
             h_dev_bar *dv = NULL;
             int nd = pk.n                                      ? bars_from_peaks(&pk, &dv)
-                     : !measured_any && pl.n && pl.p[pl.n - 1].j ? bars_from_plan(pl.p[pl.n - 1].j, &dv)
-                                                                 : 0;
+                     : !measured_any && pl.n && pl.p[pl.n - 1].readable ? bars_from_plan(&pl.p[pl.n - 1].pl, &dv)
+                                                                        : 0;
             if (nd < 0) {
                 snprintf(err, errlen, "out of memory");
                 free_plans(&pl);

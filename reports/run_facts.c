@@ -175,17 +175,6 @@ void rf_layer_span(const char *const *names, int n, int first, int last, char *o
     }
 }
 
-const char **rf_plan_layer_names(json_t *plan, int *n)
-{
-    json_t *ln = json_object_get(json_object_get(plan, "program"), "layer_names");
-    *n = json_is_array(ln) ? (int)json_array_size(ln) : 0;
-    if (*n > MS_MAX_LAYERS) *n = MS_MAX_LAYERS;
-    const char **names = *n ? calloc((size_t)*n, sizeof *names) : NULL;
-    if (!names) { *n = 0; return NULL; }
-    for (int i = 0; i < *n; i++) names[i] = json_string_value(json_array_get(ln, (size_t)i));   /* NULL: not a string */
-    return names;
-}
-
 void rf_model_text(const ms_profile *p, char *out, size_t len)
 {
     size_t used = 0;

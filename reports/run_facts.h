@@ -47,11 +47,6 @@ void rf_layer_names(const ms_profile *p, const char **names, int n);
  * name reads "layer i"). */
 void rf_layer_span(const char *const *names, int n, int first, int last, char *out, size_t len);
 
-/* A program's plan's layer names (its "program": {"layer_names": [...]})
- * as a malloc'd array of *n pointers into plan (valid while plan is);
- * NULL with *n 0 when the plan names none (memsplit's own model). */
-struct json_t;
-const char **rf_plan_layer_names(struct json_t *plan, int *n);
 
 /* What the program is, in its own terms: "8 layers in its own module paths
  * (segment1, transformers.0-5, segment2); bf16 under autocast (fp32 master

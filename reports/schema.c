@@ -1,7 +1,7 @@
 /* schema.c — the migration scripts (see schema.h). Conventions: bytes are
  * INTEGER (exact), times of a run are ISO8601 UTC text plus unix seconds
  * (REAL), durations are REAL milliseconds, enums are lower-case text in the
- * vocabulary of DESIGN.md, JSON columns hold text that parses as JSON. */
+ * vocabulary of vocab/vocab.h, JSON columns hold text that parses as JSON. */
 #include "reports/schema.h"
 
 /* Version 1: runs, profiles and what a profile trial records. */

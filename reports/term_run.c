@@ -3,11 +3,12 @@
 #include "reports/term_report.h"
 #include "reports/term_internal.h"
 
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "reports/grow.h"
 #include "reports/run_facts.h"
+#include "vocab/plan_json.h"
 #include <unistd.h>
 
 /* A doctor holds trial, plan and training runs; deeper nesting is not made
@@ -71,10 +72,10 @@ static int print_plan(const ms_plan_info *pl, void *ctx)
 {
     printer *pr = ctx;
     char stages[48] = "";
-    json_t *j = pl->plan_json ? json_loads(pl->plan_json, 0, NULL) : NULL;
-    json_t *st = j ? json_object_get(j, "stages") : NULL;
-    if (st && json_is_array(st)) snprintf(stages, sizeof stages, ", %zu stages", json_array_size(st));
-    json_decref(j);
+    ms_plan plan;
+    if (ms_plan_read_loose(pl->plan_json, &plan) == 0 && plan.n_stages >= 0)
+        snprintf(stages, sizeof stages, ", %d stages", plan.n_stages);
+    ms_plan_free(&plan);
     char line[256];
     snprintf(line, sizeof line, "plan %lld: %s%s, predicted %.2f ms per step", (long long)pl->id,
              pl->feasible ? "feasible" : "INFEASIBLE", stages, pl->predicted_step_ms);

@@ -106,11 +106,13 @@ void ms_dev_account_foreign(ms_device *d, ms_cat cat, size_t bytes)
     if (d && bytes) account(d, cat, -1, (long long)bytes);
 }
 
-static void emit(ms_device *d, ms_aev_kind kind, uintptr_t addr, size_t bytes, int layer, ms_phase ph,
+static void emit(ms_device *d, ms_mem_event_kind kind, uintptr_t addr, size_t bytes, int layer, ms_phase ph,
                  ms_cat cat, const char *what)
 {
     if (!d->hook) return;
-    ms_alloc_event ev = { kind, d->index, addr, bytes, layer, ph, cat, what, now_us() - d->t0 };
+    ms_mem_event ev = { .t_us = now_us() - d->t0, .device = d->index, .kind = kind, .layer = layer, .phase = ph,
+                        .category = cat, .bytes = bytes, .address = addr, .source = MS_EV_SRC_ALLOCATOR };
+    snprintf(ev.what, sizeof ev.what, "%s", what ? what : "");
     d->hook(d->hook_user, &ev);
 }
 
@@ -266,7 +268,7 @@ void *ms_dev_alloc(ms_device *d, size_t bytes, ms_cat cat, const char *what, int
     if (accounting_decides && d->capacity != SIZE_MAX &&
         (rounded > d->capacity || d->live_total > d->capacity - rounded)) {
         fill_oom(d, rounded, cat, what, 0, NULL);
-        emit(d, MS_AEV_FAIL, 0, rounded, layer, d->cur_phase, cat, what);
+        emit(d, MS_EV_FAIL, 0, rounded, layer, d->cur_phase, cat, what);
         return NULL;
     }
     void *p = NULL;
@@ -274,7 +276,7 @@ void *ms_dev_alloc(ms_device *d, size_t bytes, ms_cat cat, const char *what, int
         if (posix_memalign(&p, 256, rounded) != 0) p = NULL;
         if (!p) {
             fill_oom(d, rounded, cat, what, 1, "host allocation failed");
-            emit(d, MS_AEV_FAIL, 0, rounded, layer, d->cur_phase, cat, what);
+            emit(d, MS_EV_FAIL, 0, rounded, layer, d->cur_phase, cat, what);
             return NULL;
         }
         if (zero) memset(p, 0, rounded);
@@ -284,7 +286,7 @@ void *ms_dev_alloc(ms_device *d, size_t bytes, ms_cat cat, const char *what, int
         if (e != cudaSuccess) {
             cudaGetLastError();
             fill_oom(d, rounded, cat, what, 1, cudaGetErrorString(e));
-            emit(d, MS_AEV_FAIL, 0, rounded, layer, d->cur_phase, cat, what);
+            emit(d, MS_EV_FAIL, 0, rounded, layer, d->cur_phase, cat, what);
             return NULL;
         }
         if (zero) cudaMemsetAsync(p, 0, rounded, (cudaStream_t)d->k.stream);
@@ -297,7 +299,7 @@ void *ms_dev_alloc(ms_device *d, size_t bytes, ms_cat cat, const char *what, int
     }
     account(d, cat, layer, (long long)rounded);
     d->n_allocs++;
-    emit(d, MS_AEV_ALLOC, (uintptr_t)p, rounded, layer, d->cur_phase, cat, what);
+    emit(d, MS_EV_ALLOC, (uintptr_t)p, rounded, layer, d->cur_phase, cat, what);
     return p;
 }
 
@@ -328,7 +330,7 @@ void ms_dev_free(ms_device *d, void *p)
     }
     account(d, rec.cat, rec.layer, -(long long)rec.bytes);
     d->n_frees++;
-    emit(d, MS_AEV_FREE, rec.addr, rec.bytes, rec.layer, d->cur_phase, rec.cat, "");
+    emit(d, MS_EV_FREE, rec.addr, rec.bytes, rec.layer, d->cur_phase, rec.cat, "");
 }
 
 static int cuda_status(ms_device *d, cudaError_t e, const char *what)

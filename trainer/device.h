@@ -20,28 +20,17 @@
 #include <stdint.h>
 #include "kernels/ops.h"
 #include "vocab/limits.h"
+#include "vocab/mem_event.h"
 #include "vocab/vocab.h"
 
 typedef enum { MS_BACKEND_CPU = 0, MS_BACKEND_CUDA = 1 } ms_backend;
 
 enum { MS_OK = 0, MS_EFAIL = 1, MS_EOOM = 2 };
 
-typedef enum { MS_AEV_ALLOC = 0, MS_AEV_FREE = 1, MS_AEV_FAIL = 2 } ms_aev_kind;
-
-/* One allocator event, as hooks (the CPU-side profiler) see it. */
-typedef struct ms_alloc_event {
-    ms_aev_kind kind;
-    int device;          /* virtual device index */
-    uint64_t address;    /* 0 for a failure */
-    size_t bytes;        /* bytes taken from the device (rounded to its granularity) */
-    int layer;           /* -1 outside any layer */
-    ms_phase phase;
-    ms_cat cat;
-    const char *what;    /* tensor group, e.g. "act", "qkv_w" */
-    double t_us;         /* microseconds since the device was opened */
-} ms_alloc_event;
-
-typedef void (*ms_alloc_hook)(void *user, const ms_alloc_event *ev);
+/* Every allocation, free and refusal, as hooks (the CPU-side profiler) see
+ * it: source MS_EV_SRC_ALLOCATOR, device the virtual device index, t_us
+ * since the device was opened, what the tensor group. */
+typedef void (*ms_alloc_hook)(void *user, const ms_mem_event *ev);
 
 /* What a failed allocation knew. */
 typedef struct ms_dev_oom {

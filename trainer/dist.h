@@ -45,6 +45,29 @@ typedef struct ms_dist {
     char err[256];
 } ms_dist;
 
+/* The run's ranks as a whole, for what a rank's driver does around its
+ * stage (run/rank_train.h): mpi/ implements it (mpi/mpi_world.h), so that
+ * the driver never includes mpi.h either.
+ *  - allgather: `bytes` host bytes from every rank into all, in rank order;
+ *  - bcast: rank 0's `bytes` at buf to every rank;
+ *  - barrier; abort: ends every rank of the run with exit status code (it
+ *    does not return);
+ *  - open_dist/close_dist: this rank's ms_dist for p stages x d replicas
+ *    (cuda_ordinal >= 0: NCCL on that GPU, else MPI), 0 or -1 with err;
+ *  - arm_kill: a testing aid, the rank kills itself (SIGKILL) at its next
+ *    transfer to another rank.
+ * Every call is collective except abort and arm_kill. */
+typedef struct ms_world {
+    int rank, size;
+    void (*allgather)(const void *mine, size_t bytes, void *all);
+    void (*bcast)(void *buf, size_t bytes);
+    void (*barrier)(void);
+    void (*abort)(int code);
+    int (*open_dist)(ms_dist *d, int stages, int replicas, int zero, int cuda_ordinal, char *err, size_t errlen);
+    void (*close_dist)(ms_dist *d);
+    void (*arm_kill)(ms_dist *d);
+} ms_world;
+
 /* Chunk c of n elements shared by d: [ms_shard_lo, ms_shard_hi). */
 static inline size_t ms_shard_lo(size_t n, int d, int c) { return n / (size_t)d * (size_t)c + (n % (size_t)d < (size_t)c ? n % (size_t)d : (size_t)c); }
 static inline size_t ms_shard_hi(size_t n, int d, int c) { return ms_shard_lo(n, d, c + 1); }

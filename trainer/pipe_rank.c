@@ -1,6 +1,6 @@
 /* pipe_rank.c — a pipeline that is one rank of a run (pipe_rank.h). */
 #include "trainer/pipe_rank.h"
-#include "profiler/nvtx_ranges.h"
+#include "trainer/nvtx_ranges.h"
 #include "trainer/ckpt_parts.h"
 #include "trainer/dist.h"
 #include "trainer/opt_rank.h"

@@ -2,7 +2,7 @@
  * over several devices (see pipeline.h). */
 #include "trainer/pipeline.h"
 #include "trainer/pipe_rank.h"
-#include "profiler/nvtx_ranges.h"
+#include "trainer/nvtx_ranges.h"
 #include "trainer/train_state.h"
 #include "trainer/exec_internal.h"
 

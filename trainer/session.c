@@ -1,7 +1,7 @@
 /* session.c — one-device training session and its checkpoints. */
 #include "trainer/session.h"
 #include "trainer/train_state.h"
-#include "profiler/nvtx_ranges.h"
+#include "trainer/nvtx_ranges.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,7 +10,8 @@
 #ifndef MS_VOCAB_H
 #define MS_VOCAB_H
 
-/* Memory categories (DESIGN.md's vocabulary), in this order everywhere. */
+/* Memory categories, in this order everywhere; every format writes these
+ * names with these meanings (docs/database.md, docs/plan-format.md). */
 typedef enum {
     MS_CAT_PARAM = 0,  /* weights as used in compute */
     MS_CAT_MASTER,     /* fp32 master weights under mixed precision */
@@ -36,8 +37,8 @@ typedef enum {
     MS_ROW_FULL = 0, MS_ROW_ISOLATED = 1, MS_ROW_COPIED = 2, MS_ROW_UNCAPPED = 3, MS_ROW_N
 } ms_row_source;
 
-/* Precision policies (DESIGN.md): fp32; bf16 or fp16 compute with fp32
- * master weights, optimizer state, norms and loss. */
+/* Precision policies: fp32; bf16 or fp16 compute with fp32 master
+ * weights, optimizer state, norms and loss. */
 typedef enum { MS_PREC_FP32 = 0, MS_PREC_BF16 = 1, MS_PREC_FP16 = 2 } ms_precision;
 #define MS_PREC_N 3
 

@@ -292,13 +292,14 @@ int msb_fingerprint_of(const char *tree_tsv, char *out, size_t outlen)
     return msb_fingerprint(tree_tsv, out, outlen);
 }
 
-void msb_segment(const char *api, uint64_t bytes, uint64_t address, int result, int is_free)
+void msb_segment(const ms_mem_event *e)
 {
     if (!msb_active() || msb_in_ballast()) return;
+    int result = e->kind == MS_EV_FAIL ? (e->api_result ? e->api_result : 2) : 0, is_free = e->kind == MS_EV_FREE;
     pthread_mutex_lock(&S.mu);
     emitf("{\"ev\":\"seg\",\"t\":%.1f,\"api\":\"%.40s\",\"b\":%" PRIu64 ",\"addr\":%" PRIu64
           ",\"rc\":%d,\"free\":%d,\"l\":%d,\"p\":%d}",
-          msb_now_us(), api ? api : "?", bytes, address, result, is_free, S.layer, S.phase);
+          msb_now_us(), e->api, e->bytes, e->address, result, is_free, S.layer, S.phase);
     pthread_mutex_unlock(&S.mu);
 }
 

@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vocab/mem_event.h"
+
 #define MSB_PROTOCOL 1
 
 int msb_open(void);
@@ -71,7 +73,10 @@ int64_t msb_ballast(int ordinal, uint64_t capacity, char *err, size_t errlen);
 /* 1 on the thread that is taking the ballast (CUPTI must not count it). */
 int msb_in_ballast(void);
 
-/* A device allocation or free seen by CUPTI (bridge/inject). */
-void msb_segment(const char *api, uint64_t bytes, uint64_t address, int result, int is_free);
+/* A device allocation, free or failed allocation seen by CUPTI
+ * (bridge/inject), as the tracer made it: event `seg` with its call, bytes,
+ * address, whether it freed, and for a failure the call's result (2 when
+ * CUPTI gave none), at the layer and phase msb_where set. */
+void msb_segment(const ms_mem_event *e);
 
 #endif

@@ -11,11 +11,10 @@
 #include "bridge/child/msb.h"
 #include "profiler/cupti_trace.h"
 
-static void to_parent(const ms_trace_event *e, void *user)
+static void to_parent(const ms_mem_event *e, void *user)
 {
     (void)user;
-    msb_segment(e->api, e->bytes, e->address, e->kind == MS_TEV_FAIL ? (e->api_result ? e->api_result : 2) : 0,
-                e->kind == MS_TEV_FREE);
+    msb_segment(e);
 }
 
 /* The entry point the driver calls; returns 1 on success. */

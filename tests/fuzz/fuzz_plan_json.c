@@ -1,4 +1,4 @@
-/* fuzz_plan_json.c — plan JSON (planner/plan_json.h) as `train --plan` and
+/* fuzz_plan_json.c — plan JSON (vocab/plan_json.h) as `train --plan` and
  * `doctor` read it: jansson's parse, then ms_plan_from_json's strict checks.
  * A plan it accepts must write and read back to the same text (the
  * contract: "equal field for field"). */
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner/plan_json.h"
+#include "vocab/plan_json.h"
 #include "tests/fuzz/fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

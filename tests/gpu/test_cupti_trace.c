@@ -21,7 +21,7 @@
 #include <time.h>
 
 #include "profiler/cupti_trace.h"
-#include "profiler/nvtx_ranges.h"
+#include "trainer/nvtx_ranges.h"
 
 static uint64_t rng_state;
 static uint64_t rnd(void) /* splitmix64 */

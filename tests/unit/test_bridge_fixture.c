@@ -64,8 +64,8 @@ static uint64_t library_buffers(const msb_trace *t)
     for (int i = 0; i < t->n_ev; i++) {
         const msb_ev *e = &t->ev[i];
         if (e->conn != t->model_conn) continue;
-        if (e->kind == MSB_EV_ALLOC) msl_alloc(&L, 0, e->key, e->bytes, e->cat, e->layer, NULL);
-        else if (e->kind == MSB_EV_FREE) msl_free(&L, e->key, NULL);
+        if (e->kind == MSB_EV_ALLOC) msl_alloc(&L, 0, e->m.address, e->m.bytes, e->m.category, e->m.layer, NULL);
+        else if (e->kind == MSB_EV_FREE) msl_free(&L, e->m.address, NULL);
         else if (e->kind == MSB_EV_WHERE && e->alloc >= 0) untracked = e->alloc - (int64_t)L.dev[0].live;
         else if (e->kind == MSB_EV_STEP) at_step = untracked;
     }
@@ -126,10 +126,10 @@ static void test_rows_equal_torchs_accounting(void **state)
     uint64_t live = 0, most = 0;
     for (int i = 0; i < t.n_ev; i++) {
         const msb_ev *e = &t.ev[i];
-        if (e->kind != MSB_EV_SEGMENT || e->xin) continue;
+        if (e->kind != MSB_EV_SEGMENT || e->m.kind == MS_EV_FAIL) continue;
         segs++;
-        if (e->dev) live -= e->bytes < live ? e->bytes : live;
-        else live += e->bytes;
+        if (e->m.kind == MS_EV_FREE) live -= e->m.bytes < live ? e->m.bytes : live;
+        else live += e->m.bytes;
         if (live > most) most = live;
     }
     assert_true(segs > 0);

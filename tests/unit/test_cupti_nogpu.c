@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "profiler/cupti_trace.h"
-#include "profiler/nvtx_ranges.h"
+#include "trainer/nvtx_ranges.h"
 
 /* ------------------------------------------------------------ helpers */
 

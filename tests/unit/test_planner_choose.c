@@ -238,7 +238,7 @@ static void test_order_on_random_instances(void **state)
     assert_true(fewer > 0); /* some instances tie a longer pipeline with a shorter one */
 }
 
-/* A fixed schedule stays fixed: a program's plan (cli/program_plan.c) asks
+/* A fixed schedule stays fixed: a program's plan (run/program_plan.c) asks
  * for the sequential schedule, which an open search never picks, and every
  * search the choice makes keeps it. */
 static void test_fixed_schedule_is_kept(void **state)

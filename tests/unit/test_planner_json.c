@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "planner/explain.h"
-#include "planner/plan_json.h"
+#include "vocab/plan_json.h"
 #include "planner/planner.h"
 #include "tests/common/planner_util.h"
 

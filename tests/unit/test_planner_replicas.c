@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "planner/plan_json.h"
-#include "planner/plan_replicas.h"
+#include "vocab/plan_json.h"
+#include "vocab/plan_replicas.h"
 #include "planner/planner.h"
 #include "planner/replica_model.h"
 #include "tests/common/planner_util.h"

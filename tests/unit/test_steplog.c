@@ -1,4 +1,4 @@
-/* test_steplog.c — cli/steplog.h against a database another connection
+/* test_steplog.c — run/steplog.h against a database another connection
  * holds locked (issue 11: `train --db` exited 0 with step rows missing when
  * another process held the write lock): no row is dropped, waiting rows are
  * written in order once the lock goes, and rows the database never takes
@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/steplog.h"
+#include "run/steplog.h"
 #include "reports/db.h"
 
 static char dir[64], path[128];

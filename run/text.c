@@ -1,0 +1,36 @@
+/* text.c — text wrapped to a width (text.h). */
+#include "run/text.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void ms_print_wrapped(FILE *f, const char *s, int width)
+{
+    int col = 0;
+    while (*s) {
+        size_t w = strcspn(s, " ");
+        if (col && col + 1 + (int)w > width) {
+            fputc('\n', f);
+            col = 0;
+        } else if (col) {
+            fputc(' ', f);
+            col++;
+        }
+        fwrite(s, 1, w, f);
+        col += (int)w;
+        s += w;
+        while (*s == ' ') s++;
+    }
+    fputc('\n', f);
+}
+
+void ms_print_json(json_t *j)
+{
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (s) {
+        fputs(s, stdout);
+        fputc('\n', stdout);
+        free(s);
+    }
+    fflush(stdout);
+}
