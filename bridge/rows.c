@@ -542,6 +542,7 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         x->layer = t->oom.layer >= 0 && t->oom.layer < n ? t->oom.layer : -1;   /* n: outside the model */
         if (x->layer >= 0) snprintf(x->layer_name, sizeof x->layer_name, "%s", p->rows[x->layer].name);
         x->phase = t->oom.phase >= 0 && t->oom.phase < MS_PH_N ? t->oom.phase : MS_PH_FORWARD;
+        x->step = t->oom.step > 0 ? t->oom.step : 0;
         x->category = MS_CAT_TRANSIENT;
         for (int i = t->oom.ev_index - 1; i >= 0 && i >= t->oom.ev_index - 4; i--)
             if (t->ev[i].kind == MSB_EV_REFUSED) x->category = t->ev[i].m.category;   /* the refused request's */

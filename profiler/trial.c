@@ -224,7 +224,9 @@ int ms_trial_run(const ms_config *cfg, const ms_trial_opts *o, ms_trial_result *
     }
     s.measure = 1;
     double t_sum = 0;
+    int step_now = 0;       /* the step the trial is in (an OOM names it) */
     for (int i = 0; rc == MS_OK && i < o->steps; i++) {
+        step_now = i + 1;
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         rc = ms_session_step(&s);
@@ -263,6 +265,7 @@ int ms_trial_run(const ms_config *cfg, const ms_trial_opts *o, ms_trial_result *
         oi->layer = x->layer;
         snprintf(oi->layer_name, sizeof oi->layer_name, "%s", x->layer >= 0 && x->layer < nl ? s.model.layers[x->layer].name : "");
         oi->phase = x->phase;
+        oi->step = step_now;
         oi->category = x->cat;
         oi->requested = x->requested;
         oi->capacity = x->capacity;

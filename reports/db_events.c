@@ -141,7 +141,8 @@ int64_t dbi_insert_oom(ms_db *db, int64_t run, const char *device, const ms_oom_
     char *layers = layers_to_json(oom->live_by_layer, oom->n_live_layers);
     sqlite3_stmt *st = (cats && layers) ? dbi_prepare(db,
         "INSERT INTO oom_events (run_id, device, layer, layer_name, phase, category, requested, capacity,"
-        " live_by_cat, live_by_layer, what, t_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")
+        " live_by_cat, live_by_layer, what, t_us, step) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+        " ?13)")
         : NULL;
     int64_t id = -1;
     if (!cats || !layers) dbi_fail(db, "out of memory");
@@ -158,6 +159,7 @@ int64_t dbi_insert_oom(ms_db *db, int64_t run, const char *device, const ms_oom_
         dbi_bind_text(st, 10, layers);
         dbi_bind_fixed(st, 11, oom->what);
         if (has_t) sqlite3_bind_int64(st, 12, t_us); else sqlite3_bind_null(st, 12);
+        if (oom->step > 0) sqlite3_bind_int(st, 13, oom->step); else sqlite3_bind_null(st, 13);
         if (dbi_step_done(db, st, "cannot add the OOM event") == 0) id = sqlite3_last_insert_rowid(db->h);
     }
     sqlite3_finalize(st);
@@ -193,7 +195,7 @@ int dbi_load_oom(ms_db *db, int64_t oom_id, ms_oom_info *oom)
 {
     sqlite3_stmt *st = dbi_prepare(db,
         "SELECT layer, coalesce(layer_name, ''), phase, category, requested, capacity, live_by_cat,"
-        " live_by_layer, coalesce(what, '') FROM oom_events WHERE id = ?1");
+        " live_by_layer, coalesce(what, ''), coalesce(step, 0) FROM oom_events WHERE id = ?1");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, oom_id);
     int rc = sqlite3_step(st);
@@ -211,6 +213,7 @@ int dbi_load_oom(ms_db *db, int64_t oom_id, ms_oom_info *oom)
         oom->requested = dbi_col_u64(st, 4);
         oom->capacity = dbi_col_u64(st, 5);
         dbi_col_text(st, 8, oom->what, sizeof oom->what);
+        oom->step = sqlite3_column_int(st, 9);
         if (oom->phase < 0 || oom->category < 0)
             ret = dbi_fail(db, "OOM event %lld: unknown phase or category", (long long)oom_id);
         else if (dbi_cats_from_json((const char *)sqlite3_column_text(st, 6), oom->live_by_cat) != 0 ||

@@ -35,9 +35,11 @@ static void oom_box(FILE *f, int64_t run, const ms_profile *p, const h_layers *L
     if (o->layer >= 0) {
         fprintf(f, "%s <b>", phase_phrase(o->phase));
         h_esc(f, name);
-        fprintf(f, "</b> (layer %d)", o->layer);
+        if (o->step > 0) fprintf(f, "</b> (layer %d, step %d)", o->layer, o->step);
+        else fprintf(f, "</b> (layer %d)", o->layer);
     } else {
         fputs("outside any layer", f);
+        if (o->step > 0) fprintf(f, " (step %d)", o->step);
     }
     fprintf(f, ": it asked for <b>%s</b> (%s", h_bytes(o->requested, b1, sizeof b1),
             o->category >= 0 && o->category < MS_CAT_N ? ms_cat_name((ms_cat)o->category) : "?");
@@ -62,6 +64,9 @@ static void oom_box(FILE *f, int64_t run, const ms_profile *p, const h_layers *L
     h_td_text(f, "layer-name", name);
     fputs("</tr>\n<tr><th class=\"rowh\">phase</th>", f);
     h_td_text(f, "phase", o->phase >= 0 && o->phase < MS_PH_N ? ms_phase_name((ms_phase)o->phase) : "?");
+    fputs("</tr>\n<tr><th class=\"rowh\">step</th>", f);
+    if (o->step > 0) h_td_int(f, "step", o->step);
+    else h_td_text(f, "step", "not recorded");
     fputs("</tr>\n<tr><th class=\"rowh\">category</th>", f);
     h_td_text(f, "category", o->category >= 0 && o->category < MS_CAT_N ? ms_cat_name((ms_cat)o->category) : "?");
     fputs("</tr>\n<tr><th class=\"rowh\">requested</th>", f);

@@ -261,5 +261,9 @@ static const char v4_program_loss[] =
     "ALTER TABLE profiles ADD COLUMN loss_carry INTEGER NOT NULL DEFAULT 0;\n"
     "ALTER TABLE profiles ADD COLUMN loss_carry_loss INTEGER NOT NULL DEFAULT 0;\n";
 
-const char *const ms_db_migrations[] = { v1_runs_and_profiles, v2_training, v3_programs, v4_program_loss };
+/* v5: the step an OOM happened in (NULL: unknown, as in runs recorded before) */
+static const char v5_oom_step[] = "ALTER TABLE oom_events ADD COLUMN step INTEGER;\n";
+
+const char *const ms_db_migrations[] = { v1_runs_and_profiles, v2_training, v3_programs, v4_program_loss,
+                                         v5_oom_step };
 const int ms_db_n_migrations = (int)(sizeof ms_db_migrations / sizeof ms_db_migrations[0]);

@@ -375,17 +375,21 @@ void ms_term_report_oom_sentence(const ms_profile *p, char *line, size_t len)
     for (int c = 0; c < MS_CAT_N; c++) live += o->live_by_cat[c];
     uint64_t cap = o->capacity ? o->capacity : p->capacity;
 
-    char where[2 * MS_NAME_MAX], name[MS_NAME_MAX], req[32], lv[32], capb[32], miss[32];
+    char where[2 * MS_NAME_MAX], name[MS_NAME_MAX], req[32], lv[32], capb[32], miss[32], step[24] = "";
+    /* the step it happened in: a later step's OOM has gradients and optimizer state live */
+    if (o->step > 0) snprintf(step, sizeof step, "step %d", o->step);
     const int named_outside = o->layer < 0 && o->what[0] && (o->phase == MS_PH_FORWARD || o->phase == MS_PH_BACKWARD);
     if (named_outside) {
         /* a program's own code outside its layers (its loss): what says which */
-        snprintf(where, sizeof where, "%s %.*s", phase_phrase(o->phase), rep_prefix(o->what, 150), o->what);
+        snprintf(where, sizeof where, "%s %.*s%s%s%s", phase_phrase(o->phase), rep_prefix(o->what, 150), o->what,
+                 step[0] ? " (" : "", step, step[0] ? ")" : "");
     } else if (o->layer < 0) {
-        snprintf(where, sizeof where, "outside any layer");
+        snprintf(where, sizeof where, "outside any layer%s%s%s", step[0] ? " (" : "", step, step[0] ? ")" : "");
     } else {
         if (o->layer_name[0]) snprintf(name, sizeof name, "%.*s", rep_prefix(o->layer_name, (int)sizeof name - 1), o->layer_name);
         else layer_name_of(p, o->layer, name, sizeof name);
-        snprintf(where, sizeof where, "%s %s (layer %d)", phase_phrase(o->phase), name, o->layer);
+        snprintf(where, sizeof where, "%s %s (layer %d%s%s)", phase_phrase(o->phase), name, o->layer,
+                 step[0] ? ", " : "", step);
     }
     char what[MS_NAME_MAX + 32];
     if (o->what[0] && !named_outside)

@@ -55,6 +55,9 @@ typedef struct ms_oom_info {
     int layer;              /* layer index, -1 outside any layer */
     char layer_name[MS_NAME_MAX];
     int phase;              /* ms_phase */
+    int step;               /* the training step it happened in (1: the first); 0 unknown. A
+                               later step's OOM has gradients and optimizer state live that the
+                               first step's does not */
     int category;           /* ms_cat of the failed request */
     uint64_t requested;     /* bytes asked for */
     uint64_t capacity;

@@ -142,6 +142,7 @@ static json_t *oom_to_json(const ms_profile *p, int *bad)
     put(j, "layer", json_integer(o->layer), bad);
     put(j, "layer_name", json_string(o->layer_name), bad);
     put(j, "phase", json_string(ms_phase_name((ms_phase)o->phase)), bad);
+    put(j, "step", o->step > 0 ? json_integer(o->step) : json_null(), bad);
     put(j, "category", json_string(ms_cat_name((ms_cat)o->category)), bad);
     put(j, "requested_bytes", ms_json_u64(o->requested), bad);
     put(j, "capacity_bytes", ms_json_u64(o->capacity), bad);
@@ -326,6 +327,8 @@ static int oom_from_json(const json_t *j, ms_profile *p, char *err, size_t errle
     if (enum_field(j, ctx, "category", ms_cat_parse, "param|master|grad|optim|act|transient|comm|reserve",
                    &o->category, err, errlen))
         return -1;
+    if (json_is_integer(json_object_get(j, "step")))   /* optional: null or absent, unknown */
+        GET_INT(j, ctx, "step", 1, INT32_MAX, o->step);
     if (ms_json_get_u64(j, ctx, "requested_bytes", INT64_MAX, &o->requested, err, errlen)) return -1;
     o->capacity = p->capacity; /* optional: the trial's capacity unless stated */
     if (json_object_get(j, "capacity_bytes") &&

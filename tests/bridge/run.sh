@@ -66,6 +66,13 @@ if [ "$(py "d['oom']['layer'] == 3 and d['oom']['phase'] == 'forward' and d['oom
     ok "ref OOM: layer 3 forward, innermost module named, rows from the uncapped pass"
 else bad "ref OOM json" "$(py "d['oom'], [r['source'] for r in d['layers']]")"; fi
 grep -q "what would fit" "$T/err" && ok "the diagnosis says what would have fit" || bad "no fit advice" "$(tail -3 "$T/err")"
+[ "$(py "d['oom']['step']")" = 1 ] && ok "the diagnosis names the step (1)" || bad "oom step" "$(py "d['oom']")"
+# a program that keeps more from its second step runs out there: the diagnosis says step 2
+check "ref uncapped, 3 steps" 0 "" -- "$M" profile --quiet --json --steps 3 -- "$PY" "$MODELS" --model ref --blocks 6 --steps 3
+grow=$(py "d['peak_bytes'] / 2 / 2**20"); cap2=$(py "int(d['peak_bytes'] * 1.25)")
+check "a second step's OOM" 3 "step 2" -- "$M" profile --json --steps 3 --gpu-mem "$cap2" -- "$PY" "$MODELS" --model ref \
+    --blocks 6 --steps 3 --grow-at 2 --grow-mb "$grow"
+[ "$(py "d['oom']['step']")" = 2 ] && ok "a second step's OOM names step 2 in the JSON and the text" || bad "oom step 2" "$(py "d['oom']")"
 check "ref under a cap, no second pass" 3 "" -- \
     "$M" profile --json --no-second-pass --gpu-mem "$cap" -- "$PY" "$MODELS" --model ref --blocks 6
 if [ "$(py "d['program']['second_pass'] == False and d['layers'][6]['source'] == 'copied'")" = True ]; then

@@ -47,7 +47,7 @@ check "report train" 0 "" -- "$M" report --db "$T/train.db"
 if grep -q "3 recorded" "$T/out" && grep -q "unlimited" "$T/out"; then echo "ok   report shows the recorded steps"; pass=$((pass+1)); else echo "FAIL report of a train run"; fail=$((fail+1)); fi
 # profile: diagnosis, database, report
 check "profile seed17-cpu" 3 "forward pass of block 17" -- "$M" profile --preset seed17-cpu --db "$T/runs.db" --json
-if [ "$(json_get "d['fits'] == False and d['oom']['layer'] == 17 and d['oom']['phase'] == 'forward' and len(d['layers']) == 22")" = True ]; then
+if [ "$(json_get "d['fits'] == False and d['oom']['layer'] == 17 and d['oom']['phase'] == 'forward' and d['oom']['step'] == 1 and len(d['layers']) == 22")" = True ]; then
     echo "ok   profile json contract"; pass=$((pass+1)); else echo "FAIL profile json contract"; head -c 600 "$T/out"; fail=$((fail+1)); fi
 check "profile fits" 0 "" -- "$M" profile --preset tiny --db "$T/runs.db"
 check "report" 0 "" -- "$M" report --db "$T/runs.db"

@@ -210,6 +210,7 @@ static void test_migrates_from_version_2_keeping_records(void **state)
     assert_true(p.oom.happened);
     assert_string_equal(p.oom.what, "fc_pre");
     assert_int_equal(p.oom.n_live_layers, 4);
+    assert_int_equal(p.oom.step, 0);     /* recorded before version 5: the step is not known */
     ms_profile_free(&p);
     assert_int_equal(ms_db_get_plan(db, 5, NULL, NULL, NULL, NULL), 0);
     assert_string_equal(raw_query(path, "PRAGMA foreign_keys"), "0"); /* a fresh connection's default */
@@ -227,6 +228,7 @@ static void test_migrates_from_version_2_keeping_records(void **state)
     snprintf(p.fingerprint, sizeof p.fingerprint, "fnv64:00ff00ff00ff00ff");
     p.oom.happened = 1;
     p.oom.phase = MS_PH_VALIDATION;
+    p.oom.step = 2;                 /* version 5: the step it happened in */
     const ms_loss_row loss = { .present = 1, .made_in = 0, .outputs = 1, .held = 2, .transient_fwd = 3,
                                .transient_bwd = 4, .carry = 5, .carry_loss = 6 };
     p.loss = loss;
@@ -238,6 +240,7 @@ static void test_migrates_from_version_2_keeping_records(void **state)
     assert_int_equal(p.rows[0].transient_opt, 77);
     assert_string_equal(p.fingerprint, "fnv64:00ff00ff00ff00ff");
     assert_int_equal(p.oom.phase, MS_PH_VALIDATION);
+    assert_int_equal(p.oom.step, 2);
     ms_profile_free(&p);
     assert_int_equal(ms_db_run_finish(db, run, "interrupted"), 0);
     ms_db_close(db);

@@ -32,6 +32,7 @@ static ms_profile *sample(uint64_t seed, int with_oom)
         o->layer = pu_int(&r, p->n_layers);
         snprintf(o->layer_name, sizeof o->layer_name, "block %d", o->layer);
         o->phase = pu_int(&r, MS_PH_N);
+        o->step = pu_int(&r, 3);            /* 0: unknown (null), else the step it happened in */
         o->category = pu_int(&r, MS_CAT_N);
         o->requested = pu_next(&r) >> 20;
         o->capacity = p->capacity;
@@ -74,6 +75,7 @@ static void assert_same_profile(const ms_profile *a, const ms_profile *b)
         assert_int_equal(a->oom.layer, b->oom.layer);
         assert_string_equal(a->oom.layer_name, b->oom.layer_name);
         assert_int_equal(a->oom.phase, b->oom.phase);
+        assert_int_equal(a->oom.step, b->oom.step);
         assert_int_equal(a->oom.category, b->oom.category);
         assert_int_equal(a->oom.requested, b->oom.requested);
         assert_int_equal(a->oom.capacity, b->oom.capacity);

@@ -196,6 +196,15 @@ static void test_profile_with_oom(void **state)
     assert_has(sq, want);
     assert_has(sq, "A device of at least 40.42 GiB");
     assert_has(sq, "result OUT OF MEMORY");
+    free(sq);
+    free(c.text);
+    /* a later step's OOM says so: its gradients and optimizer state are live */
+    p.oom.step = 2;
+    cap_open(&c);
+    ms_term_report_profile(c.f, &p, 80);
+    cap_close(&c);
+    sq = squashed(c.text);
+    assert_has(sq, "OUT OF MEMORY in the forward pass of block 17 (layer 17, step 2): requested 1.50 GiB ");
     assert_has(sq, "8 of 26 rows here were completed in");
     /* Live by category: each non-zero category with its bytes. */
     for (int k = 0; k < MS_CAT_N; k++) {
