@@ -144,7 +144,7 @@ gpu-build: $(GPU_BIN) $(BUILD)/memsplit $(BUILD)/memsplit-rank
 # scripts/check_floors.py: no #include runs up or sideways (README's layout)
 test: tests-build fuzz-build
 	MEMSPLIT=$(abspath $(BUILD)/memsplit) FUZZ_BIN=$(abspath $(FUZZ_BUILD)/fuzz) \
-	    tests/run.sh scripts/check_floors.py $(UNIT_BIN) tests/cli/run.sh tests/cli/reliability.sh tests/bridge/run.sh tests/mpi/run.sh \
+	    tests/run.sh scripts/check_floors.py $(UNIT_BIN) tests/cli/run.sh tests/cli/reliability.sh tests/bridge/run.sh tests/bridge/shapes.sh tests/mpi/run.sh \
 	    tests/browser/render.sh tests/fuzz/ci.sh
 
 check-floors:

@@ -1,4 +1,4 @@
-/* layers.c — picking the block list from a module tree (layers.h). */
+/* layers.c — the units of a module tree, and its fingerprint (layers.h). */
 #include "bridge/layers.h"
 
 #include <stdint.h>
@@ -80,69 +80,6 @@ static int parse_tree(char *text, mod **out, char *why, size_t whylen)
     return n;
 }
 
-static const char *shown(const char *path) { return *path ? path : "(the root module)"; }
-
-/* Is a better than b as the block list? */
-static int better(const mod *a, const mod *b)
-{
-    if (a->n_children != b->n_children) return a->n_children > b->n_children;
-    return a->param_bytes > b->param_bytes;   /* equal: the first registered stays */
-}
-
-int msb_pick_layers(const char *tree_tsv, const char *override, char *why, size_t whylen)
-{
-    if (!tree_tsv) return ms_errf(why, whylen, "no module tree");
-    char *text = strdup(tree_tsv);
-    if (!text) return ms_errf(why, whylen, "out of memory");
-    mod *m = NULL;
-    int n = parse_tree(text, &m, why, whylen);
-    int pick = -1;
-    if (n > 0 && override && *override) {
-        const char *want = strcmp(override, ".") ? override : "";   /* "." is the root module */
-        for (int i = 0; i < n && pick < 0; i++)
-            if (strcmp(m[i].path, want) == 0) pick = i;
-        if (pick < 0) ms_errf(why, whylen, "--layers %s: the model has no module at that path", override);
-        else if (m[pick].n_children < 1) {
-            ms_errf(why, whylen, "--layers %s: that module (%s) has no children to be layers", override, m[pick].type);
-            pick = -1;
-        } else {
-            snprintf(why, whylen, "%s: %s of %d %s%s (given by --layers)", override, m[pick].type, m[pick].n_children,
-                     m[pick].identical ? "identical " : "", m[pick].identical ? m[pick].child_type : "children");
-        }
-    } else if (n > 0) {
-        for (int i = 0; i < n; i++) {
-            if (!m[i].is_list || m[i].n_children < 2 || !m[i].identical) continue;
-            if (pick < 0 || better(&m[i], &m[pick])) pick = i;
-        }
-        if (pick >= 0) {
-            snprintf(why, whylen, "%s: %s of %d identical %s (the longest such list)", shown(m[pick].path),
-                     m[pick].type, m[pick].n_children, m[pick].child_type);
-        } else {
-            /* name the longest lists there are, identical or not, so the user can choose */
-            int best[2] = {-1, -1};
-            for (int i = 0; i < n; i++) {
-                if (m[i].n_children < 2) continue;
-                if (best[0] < 0 || better(&m[i], &m[best[0]])) { best[1] = best[0]; best[0] = i; }
-                else if (best[1] < 0 || better(&m[i], &m[best[1]])) best[1] = i;
-            }
-            char cand[512] = "";
-            for (int k = 0; k < 2 && best[k] >= 0; k++) {
-                size_t len = strlen(cand);
-                snprintf(cand + len, sizeof cand - len, "%s%s (%s, %d children)", k ? "; " : "",
-                         shown(m[best[k]].path), m[best[k]].type, m[best[k]].n_children);
-            }
-            ms_errf(why, whylen,
-                    "the model has no nn.ModuleList or nn.Sequential of identical blocks; name the list of "
-                    "layers with --layers PATH%s%s",
-                    cand[0] ? " (largest module lists: " : "", cand[0] ? cand : "");
-            if (cand[0] && strlen(why) + 2 < whylen) strcat(why, ")");
-        }
-    }
-    free(m);
-    free(text);
-    return pick;
-}
-
 int msb_fingerprint(const char *tree_tsv, char *out, size_t outlen)
 {
     if (!out || outlen < 23) return -1;
@@ -159,4 +96,151 @@ int msb_fingerprint(const char *tree_tsv, char *out, size_t outlen)
     }
     snprintf(out, outlen, "fnv64:%016llx", (unsigned long long)h);
     return 0;
+}
+
+/* ---- units (layers.h: msb_pick_units) ----------------------------------- */
+
+typedef struct sib {
+    int parent;
+    const char *sig;
+    int index;
+} sib;
+
+static int sib_cmp(const void *a, const void *b)
+{
+    const sib *x = a, *y = b;
+    if (x->parent != y->parent) return x->parent < y->parent ? -1 : 1;
+    int c = strcmp(x->sig, y->sig);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* run[k]: how many siblings of module k (itself included) share its signature. */
+static int sibling_runs(const mod *m, int n, int *run)
+{
+    sib *s = malloc((size_t)n * sizeof *s);
+    if (!s) return -1;
+    for (int k = 0; k < n; k++) s[k] = (sib){ .parent = m[k].parent, .sig = m[k].sig, .index = k };
+    qsort(s, (size_t)n, sizeof *s, sib_cmp);
+    for (int a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && s[b].parent == s[a].parent && !strcmp(s[b].sig, s[a].sig); b++) {}
+        for (int k = a; k < b; k++) run[s[k].index] = b - a;
+    }
+    free(s);
+    return 0;
+}
+
+/* --layers: mark each named module (forced open, with its ancestors); its
+ * children are kept whole unless named. 0, or -1 with why. */
+static int mark_named(const mod *m, int n, const char *layers, char *force, char *why, size_t whylen)
+{
+    if (!layers || !*layers) return 0;
+    char *list = strdup(layers), *save = NULL;
+    if (!list) return ms_errf(why, whylen, "out of memory");
+    int rc = 0;
+    for (char *p = strtok_r(list, ",", &save); p && rc == 0; p = strtok_r(NULL, ",", &save)) {
+        const char *want = strcmp(p, ".") ? p : "";
+        int k = 0;
+        while (k < n && strcmp(m[k].path, want)) k++;
+        if (k == n) rc = ms_errf(why, whylen, "--layers %s: the model has no module at that path", p);
+        else if (m[k].n_children < 1)
+            rc = ms_errf(why, whylen, "--layers %s: that module (%s) has no children to be units", p, m[k].type);
+        else
+            for (int a = k; a >= 0; a = m[a].parent) force[a] = 'o';
+    }
+    free(list);
+    if (rc) return rc;
+    for (int k = 1; k < n; k++)   /* children of a named module stay whole, unless opened above */
+        if (force[m[k].parent] == 'o' && force[k] != 'o') force[k] = 'k';
+    return 0;
+}
+
+int msb_pick_units(const char *tree_tsv, const char *layers, int *unit_of, int cap, char *why, size_t whylen)
+{
+    if (!tree_tsv) return ms_errf(why, whylen, "no module tree");
+    char *text = strdup(tree_tsv);
+    if (!text) return ms_errf(why, whylen, "out of memory");
+    mod *m = NULL;
+    int n = parse_tree(text, &m, why, whylen), units = -1;
+    if (n < 0) {
+        free(text);
+        return -1;
+    }
+    if (n > cap) {
+        ms_errf(why, whylen, "the model has %d modules, more than %d", n, cap);
+        goto out;
+    }
+    int *run = malloc((size_t)n * sizeof *run), *group = malloc((size_t)n * sizeof *group);
+    char *force = calloc((size_t)n, 1), *open = calloc((size_t)n, 1);
+    if (!run || !group || !force || !open || sibling_runs(m, n, run) != 0) {
+        ms_errf(why, whylen, "out of memory");
+    } else if (mark_named(m, n, layers, force, why, whylen) == 0) {
+        const unsigned long long total = m[0].param_bytes;
+        /* open from the root down: a parent comes before its children */
+        open[0] = m[0].n_children > 0;
+        for (int k = 0; k < n; k++) unit_of[k] = group[k] = -1;
+        for (int k = 1; k < n; k++) {
+            if (!open[m[k].parent]) continue;               /* inside a unit */
+            unsigned long long share = run[k] >= 4 ? 4 : 8;  /* a run of blocks stays whole longer */
+            int big = m[k].param_bytes * share > total;
+            open[k] = m[k].n_children > 0 && force[k] != 'k' && (force[k] == 'o' || big);
+            if (!open[k]) unit_of[k] = k;                    /* a unit's top module, for now its own */
+        }
+        /* a unit with no parameters and no children (bare) joins its neighbour under the same
+         * parent: the unit just before it, else the unit just after it; a run of bare ones
+         * between opened modules is one unit */
+        for (int p = 0; p < n; p++) {
+            if (!open[p]) continue;
+            int prev = -1;          /* the sibling just before: a unit's group, or -1 (opened, none) */
+            int run_start = -1;     /* bare units not yet placed */
+            for (int k = p + 1; k <= n; k++) {
+                if (k < n && m[k].parent != p) continue;
+                int is_unit = k < n && unit_of[k] >= 0;
+                int bare = is_unit && m[k].param_bytes == 0 && m[k].n_children == 0;
+                if (bare) {
+                    if (prev >= 0) group[k] = prev;
+                    else if (run_start < 0) run_start = k;
+                    continue;
+                }
+                /* a sibling that is not bare (or the end): the bare run before it joins it if it is a unit */
+                for (int j = run_start; run_start >= 0 && j < k; j++)
+                    if (m[j].parent == p && unit_of[j] >= 0) group[j] = is_unit ? k : run_start;
+                run_start = -1;
+                if (k == n) break;
+                group[k] = is_unit ? k : -1;
+                prev = is_unit ? k : -1;
+            }
+        }
+        /* number the groups in registration order */
+        int *id = malloc((size_t)n * sizeof *id);
+        if (!id) {
+            ms_errf(why, whylen, "out of memory");
+        } else {
+            for (int k = 0; k < n; k++) id[k] = -1;
+            units = 0;
+            for (int k = 0; k < n; k++) {
+                if (unit_of[k] < 0) continue;
+                int g = group[k] >= 0 ? group[k] : k;
+                if (id[g] < 0) id[g] = units++;
+                unit_of[k] = id[g];
+            }
+            free(id);
+            if (units < 2) {
+                units = 0;
+                ms_errf(why, whylen, "the model (%s) has nothing to split: %s", m[0].type,
+                        m[0].n_children ? "all it holds is one part" : "it has no child modules");
+            } else {
+                snprintf(why, whylen, "%d units from the module tree (a module is opened while it holds more than "
+                         "an eighth of the parameters, a quarter in a run of identical blocks)%s", units,
+                         layers && *layers ? "; --layers opened what it names" : "");
+            }
+        }
+    }
+    free(run);
+    free(group);
+    free(force);
+    free(open);
+out:
+    free(m);
+    free(text);
+    return units;
 }

@@ -358,10 +358,10 @@ static void name_row(const msb_trace *t, const msb_trace *u, int l, ms_layer_row
     int n = t->n_blocks + 2;
     const char *pre = t->pre[0] || !u ? t->pre : u->pre, *post = t->post[0] || !u ? t->post : u->post;
     if (l == 0) {
-        snprintf(r->name, sizeof r->name, "%s", pre[0] ? pre : "(before the blocks)");
+        snprintf(r->name, sizeof r->name, "%s", pre[0] ? pre : "(before the units)");
         snprintf(r->kind, sizeof r->kind, "pre");
     } else if (l == n - 1) {
-        snprintf(r->name, sizeof r->name, "%s", post[0] ? post : "(after the blocks)");
+        snprintf(r->name, sizeof r->name, "%s", post[0] ? post : "(after the units)");
         snprintf(r->kind, sizeof r->kind, "post");
     } else {
         snprintf(r->name, sizeof r->name, "%s", t->blocks[l - 1]);
@@ -468,12 +468,19 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         int64_t in = m->xin >= 0 ? m->xin : (u ? mu.L[l].xin : -1);
         r->act_input = in > 0 ? (uint64_t)in : 0;
     }
-    /* unreached blocks: the identical block that completed last; otherwise
-     * the first forward we have, marked so the caller can say it is partial */
+    /* unreached units: the last completed unit of the same structure (equal
+     * signatures; a trace without them had one list of identical blocks);
+     * otherwise the first forward we have, marked so the caller can say it
+     * is partial */
     for (int l = 0; l < n; l++) {
         ms_layer_row *r = &p->rows[l];
         if (r->source >= 0) continue;
-        const ms_layer_row *src = (l > 0 && l < n - 1 && last_full > 0) ? &p->rows[last_full] : NULL;
+        const ms_layer_row *src = NULL;
+        if (l > 0 && l < n - 1 && !t->sigs) src = last_full > 0 ? &p->rows[last_full] : NULL;
+        for (int k = n - 2; l > 0 && l < n - 1 && t->sigs && !src && k >= 1; k--)
+            if (k != l && (p->rows[k].source == MS_ROW_FULL || p->rows[k].source == MS_ROW_UNCAPPED) && t->sigs[k - 1] && t->sigs[l - 1] &&
+                !strcmp(t->sigs[k - 1], t->sigs[l - 1]))
+                src = &p->rows[k];
         if (src) {
             char name[MS_NAME_MAX], kind[16];
             memcpy(name, r->name, sizeof name);

@@ -14,12 +14,25 @@ void msb_trace_init(msb_trace *t)
     t->model_conn = -1;
 }
 
+/* The units' names and signatures (a program may send its model again). */
+static void free_blocks(msb_trace *t)
+{
+    for (int i = 0; i < t->n_blocks; i++) {
+        free(t->blocks[i]);
+        if (t->sigs) free(t->sigs[i]);
+    }
+    free(t->blocks);
+    free(t->sigs);
+    t->blocks = NULL;
+    t->sigs = NULL;
+    t->n_blocks = 0;
+}
+
 void msb_trace_free(msb_trace *t)
 {
     if (!t) return;
     free(t->ev);
-    for (int i = 0; i < t->n_blocks; i++) free(t->blocks[i]);
-    free(t->blocks);
+    free_blocks(t);
     for (int i = 0; i < t->n_steps; i++) {
         free(t->steps[i].iv);
         free(t->steps[i].stage_peak_cats);
@@ -80,18 +93,18 @@ static int on_model(msb_trace *t, const json_t *o, int conn)
     str(o, "fingerprint", t->fingerprint, sizeof t->fingerprint);
     str(o, "precision", t->precision, sizeof t->precision);
     str(o, "device", t->device, sizeof t->device);
-    const json_t *b = json_object_get(o, "blocks");
+    const json_t *b = json_object_get(o, "blocks"), *sg = json_object_get(o, "sigs");
     size_t n = json_is_array(b) ? json_array_size(b) : 0;
-    for (int i = 0; i < t->n_blocks; i++) free(t->blocks[i]);
-    free(t->blocks);
+    free_blocks(t);
     t->blocks = n ? calloc(n, sizeof *t->blocks) : NULL;
-    t->n_blocks = 0;
+    t->sigs = n && json_is_array(sg) && json_array_size(sg) == n ? calloc(n, sizeof *t->sigs) : NULL;
     if (n && !t->blocks) return -1;
     for (size_t i = 0; i < n; i++) {
-        const json_t *s = json_array_get(b, i);
+        const json_t *s = json_array_get(b, i), *g = t->sigs ? json_array_get(sg, i) : NULL;
         t->blocks[i] = strdup(json_is_string(s) ? json_string_value(s) : "?");
         if (!t->blocks[i]) return -1;
         t->n_blocks++;
+        if (g && json_is_string(g) && !(t->sigs[i] = strdup(json_string_value(g)))) return -1;
     }
     return 0;
 }

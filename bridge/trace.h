@@ -79,7 +79,9 @@ typedef struct msb_trace {
     char root[128], list[MS_NAME_MAX], why[512], fingerprint[MS_FINGERPRINT_MAX];
     char precision[8], device[32];
     int n_blocks;
-    char **blocks;             /* n_blocks names (owned) */
+    char **blocks;             /* n_blocks names (owned): the units' module paths */
+    char **sigs;               /* n_blocks signatures (owned; NULL when the program sent none):
+                                  units with equal signatures are the same structure */
     char pre[MS_NAME_MAX], post[MS_NAME_MAX];   /* members, comma-joined */
     int n_steps;
     msb_step *steps;           /* owned */

@@ -17,6 +17,7 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v sqlite3 >/dev/null || need+=(sqlite3)
 # the PyTorch bridge's tests run programs with Debian's torch (CPU) under /usr/bin/python3
 /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch)
+/usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1 || need+=(python3-torchvision)
 # the fuzz harnesses (tests/fuzz/): clang and its libFuzzer/sanitizer runtimes
 command -v clang >/dev/null || need+=(clang)
 dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q 'ok installed' || need+=(libclang-rt-14-dev)

@@ -282,9 +282,9 @@ int msb_move(uint64_t key, int dev)
     return rc;
 }
 
-int msb_pick(const char *tree_tsv, const char *override, char *why, size_t whylen)
+int msb_units(const char *tree_tsv, const char *layers, int *unit_of, int cap, char *why, size_t whylen)
 {
-    return msb_pick_layers(tree_tsv, override, why, whylen);
+    return msb_pick_units(tree_tsv, layers, unit_of, cap, why, whylen);
 }
 
 int msb_fingerprint_of(const char *tree_tsv, char *out, size_t outlen)

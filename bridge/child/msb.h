@@ -1,6 +1,6 @@
 /* msb.h — libmemsplit_bridge.so, the C half of the bridge inside a user's
  * program: the one writer of the event stream to the memsplit parent, the
- * ledger with its caps, the layer-list pick and the GPU ballast. The Python
+ * ledger with its caps, the choice of the units and the GPU ballast. The Python
  * package (bridge/python/memsplit_bridge) calls these through ctypes; the
  * CUPTI injection library (bridge/inject) links against them.
  *
@@ -61,8 +61,8 @@ int msb_device_of(uint64_t key);
  * which replaces it. 0, 1 when dev's cap refuses it (it stays), -1 unknown. */
 int msb_move(uint64_t key, int dev);
 
-/* The layer list (layers.h), callable from Python. */
-int msb_pick(const char *tree_tsv, const char *override, char *why, size_t whylen);
+/* The units (layers.h: msb_pick_units), callable from Python. */
+int msb_units(const char *tree_tsv, const char *layers, int *unit_of, int cap, char *why, size_t whylen);
 int msb_fingerprint_of(const char *tree_tsv, char *out, size_t outlen);
 
 /* Takes the ballast on CUDA device `ordinal` so that the whole device,

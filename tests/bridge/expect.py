@@ -1,8 +1,10 @@
 """Prints, as JSON, what the bridge's rows must say about a test model's
-parameters: the bytes of the parameters each layer owns (layer 0 the modules
-before the block list, then each block, then the modules after), a shared
-parameter counted once, at its first owner in registration order. Same
-arguments as models.py."""
+parameters, given the rows' names (a JSON list in --names): each row owns
+the parameters of the modules it names and of their submodules; a
+parameter shared by several modules is counted once, at its first owner in
+registration order; the parameters of modules no row names (the root's
+own, those of a module opened to reach the units) belong to the first row.
+Same model arguments as models.py."""
 import argparse
 import json
 import os
@@ -10,9 +12,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
-
-POST = {"ref": ["segment2"], "seq": ["head"], "hf": ["transformer.ln_f", "lm_head"]}
-LIST = {"ref": "transformers", "seq": "body", "hf": "transformer.h"}
 
 
 def main():
@@ -23,23 +22,30 @@ def main():
     ap.add_argument("--seq", type=int, default=16)
     ap.add_argument("--vocab", type=int, default=128)
     ap.add_argument("--ckpt", action="store_true")
+    ap.add_argument("--names", required=True, help="a JSON file with the rows' names")
     a, _ = ap.parse_known_args()
+    names = json.load(open(a.names))
     m = models.build(a)
-    lst = m.get_submodule(LIST[a.model])
-    n = len(lst)
-    out = [0] * (n + 2)
+    row_of = {}
+    for i, name in enumerate(names):
+        for path in name.split(","):
+            if path and not path.startswith("("):
+                row_of[path] = i
+    out = [0] * len(names)
     seen = set()
     for path, mod in m.named_modules():
-        if path.startswith(LIST[a.model] + "."):
-            layer = int(path[len(LIST[a.model]) + 1:].split(".")[0]) + 1
-        elif any(path == p or path.startswith(p + ".") for p in POST[a.model]):
-            layer = n + 1
-        else:
-            layer = 0
-        for p in mod._parameters.values():
-            if p is not None and id(p) not in seen:
-                seen.add(id(p))
-                out[layer] += p.numel() * p.element_size()
+        row, p = 0, path
+        while True:               # the nearest named ancestor (or the module itself)
+            if p in row_of:
+                row = row_of[p]
+                break
+            if not p:
+                break
+            p = p.rsplit(".", 1)[0] if "." in p else ""
+        for prm in mod._parameters.values():
+            if prm is not None and id(prm) not in seen:
+                seen.add(id(prm))
+                out[row] += prm.numel() * prm.element_size()
     print(json.dumps({"param": out}))
 
 

@@ -4,15 +4,7 @@
 # test models (tests/bridge/models.py), the rows against the tensors' own
 # bytes, the OOM at the right module, the program's features, and every kind
 # of bad input with its message and exit code. Needs $MEMSPLIT.
-set -u
-M=${MEMSPLIT:?set MEMSPLIT to the memsplit binary}
-PY=${BRIDGE_PYTHON:-/usr/bin/python3}
-HERE=$(cd "$(dirname "$0")" && pwd)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-ok()  { echo "ok   $1"; pass=$((pass+1)); }
-bad() { echo "FAIL $1"; shift; for l in "$@"; do echo "  | $l"; done; fail=$((fail+1)); }
+. "$(dirname "$0")/lib.sh"
 
 if ! "$PY" -c 'import torch' 2>/dev/null; then
     echo "bridge: $PY has no torch (install python3-torch: scripts/deps.sh does)"; exit 1
@@ -28,10 +20,11 @@ check() {
 }
 # py EXPR: evaluate a Python expression over d = the JSON in $T/out
 py() { "$PY" -c "import json,sys; d=json.load(open('$T/out')); print($1)" 2>&1; }
-expect_params() {  # NAME MODEL_ARGS... : rows' param bytes equal the model's own
+expect_params() {  # NAME MODEL_ARGS... : rows' param bytes equal the model's own, every byte in one row
     local name=$1; shift
     local want got
-    want=$("$PY" "$HERE/expect.py" "$@")
+    py "json.dumps([r['name'] for r in d['layers']])" > "$T/names.json"
+    want=$("$PY" "$HERE/expect.py" "$@" --names "$T/names.json")
     got=$(py "json.dumps({'param': [r['param'] + r['master'] for r in d['layers']]})")
     if [ "$want" = "$got" ]; then ok "$name"; else bad "$name" "want $want" "got  $got"; fi
 }
@@ -45,11 +38,11 @@ for m in ref seq hf; do
         expect_params "$m: param bytes per layer equal the model's tensors" --model $m
 done
 check "hf profile" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model hf
-if [ "$(py "[r['name'] for r in d['layers']] == ['transformer.wte,transformer.wpe,transformer.drop', 'transformer.h.0', 'transformer.h.1', 'transformer.h.2', 'transformer.h.3', 'transformer.ln_f,lm_head'] and d['program']['layer_list'].startswith('transformer.h: ModuleList of 4 identical Block')")" = True ]; then
-    ok "hf: module paths name the layers; the tied lm_head is counted once, in layer 0"
+if [ "$(py "[r['name'] for r in d['layers']] == ['transformer.wte', 'transformer.wpe,transformer.drop', 'transformer.h.0', 'transformer.h.1', 'transformer.h.2', 'transformer.h.3', 'transformer.ln_f', 'lm_head'] and d['layers'][-1]['param'] == 0 and d['program']['layer_list'].startswith('8 units from the module tree')")" = True ]; then
+    ok "hf: the units are named by module path; the tied lm_head is counted once, in layer 0"
 else bad "hf layer names" "$(py "[r['name'] for r in d['layers']]")"; fi
 # every block of a model is the same: identical rows (act, grad, optimizer state)
-if [ "$(py "len(set((r['grad'], r['optim'], r['act'], r['out_bytes']) for r in d['layers'][1:-1])) == 1 and d['layers'][1]['optim'] == 2 * d['layers'][1]['param'] + 4 * 6 and d['layers'][1]['out_bytes'] == 4 * 16 * 32 * 4")" = True ]; then
+if [ "$(py "len(set((r['grad'], r['optim'], r['act'], r['out_bytes']) for r in d['layers'][2:-2])) == 1 and d['layers'][2]['optim'] == 2 * d['layers'][2]['param'] + 4 * 6 and d['layers'][2]['out_bytes'] == 4 * 16 * 32 * 4")" = True ]; then
     ok "hf: identical blocks have identical rows; AdamW state is 2 x params (+ its step counters); out = B*T*C*4"
 else bad "hf block rows" "$(py "[(r['grad'], r['optim'], r['act'], r['out_bytes']) for r in d['layers']]")"; fi
 cp "$T/out" "$T/hf.json"
@@ -83,8 +76,8 @@ check "gradient accumulation" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MOD
 [ "$(py "d['model']['global_batch'] == 12 and d['layers'][1]['micro_batch'] == 4")" = True ] && \
     ok "accumulation: rows per micro-batch of 4, global batch 12" || bad "accum" "$(py "d['model']")"
 check "activation checkpointing" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model hf --ckpt
-[ "$(py "d['layers'][1]['act'] < json.load(open('$T/hf.json'))['layers'][1]['act']")" = True ] && \
-    ok "checkpointing: a block keeps less than without it" || bad "ckpt act" "$(py "d['layers'][1]['act']")"
+[ "$(py "d['layers'][2]['act'] < json.load(open('$T/hf.json'))['layers'][2]['act']")" = True ] && \
+    ok "checkpointing: a block keeps less than without it" || bad "ckpt act" "$(py "[r['act'] for r in d['layers']]")"
 check "two optimizers" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model seq --two-opt
 [ "$(py "all(r['optim'] > 0 for r in d['layers'])")" = True ] && ok "two optimizers: both states counted" || \
     bad "two optimizers" "$(py "[r['optim'] for r in d['layers']]")"
@@ -125,11 +118,15 @@ check "exits before training" 2 "ended \(exit status 5\) before a training forwa
     "$M" profile -- "$PY" -c 'import torch, sys; sys.exit(5)'
 check "killed by a signal" 2 "killed by signal 9" -- \
     "$M" profile -- "$PY" -c 'import torch, os; os.kill(os.getpid(), 9)'
-check "no block list" 1 "no nn.ModuleList or nn.Sequential of identical blocks.*--layers" -- \
-    "$M" profile -- "$PY" "$MODELS" --model flat
-check "--layers names the list" 0 "" -- "$M" profile --quiet --json --layers . -- "$PY" "$MODELS" --model flat
-[ "$(py "len(d['layers']) == 6 and d['layers'][1]['name'] == 'embed'")" = True ] && ok "--layers: the root's children as layers" || \
-    bad "--layers root" "$(py "[r['name'] for r in d['layers']]")"
+check "no block list" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" --model flat
+[ "$(py "[r['name'] for r in d['layers']]")" = "['embed', 'a', 'b', 'head']" ] && \
+    ok "no block list: the root's children are the units" || bad "no list units" "$(py "[r['name'] for r in d['layers']]")"
+expect_params "no block list: every parameter byte in one row" --model flat
+check "--layers names what to open" 0 "" -- "$M" profile --quiet --json --layers transformers.1,segment2 -- \
+    "$PY" "$MODELS" --model ref
+[ "$(py "[r['name'] for r in d['layers']][2:5]")" = "['transformers.1.0', 'transformers.1.1', 'transformers.2']" ] && \
+    ok "--layers: several paths, each opened into its children" || bad "--layers paths" "$(py "[r['name'] for r in d['layers']]")"
+expect_params "--layers: every parameter byte in one row" --model ref
 check "--layers missing path" 1 "no module at that path" -- "$M" profile --layers nope -- "$PY" "$MODELS" --model seq
 check "bad --steps" 1 "steps" -- "$M" profile --steps 0 -- "$PY" "$MODELS"
 check "bad --gpu-mem" 1 "gpu-mem" -- "$M" profile --gpu-mem 12XB -- "$PY" "$MODELS"

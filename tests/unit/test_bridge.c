@@ -92,39 +92,98 @@ static const char ref_tree[] =
     "13\t12\tsegment2.0\tLayerNorm\t0\t2\tSL\n"
     "14\t12\tsegment2.1\tLinear\t0\t98\tSX\n";
 
-static void test_pick_layers(void **state)
+/* units: the module paths of each unit, "|" between units, "," between a unit's modules */
+static void units_text(const char *tree, const char *layers, char *out, size_t len, int *n_out)
+{
+    int unit_of[64];
+    char why[512];
+    int n = msb_pick_units(tree, layers, unit_of, 64, why, sizeof why);
+    *n_out = n;
+    out[0] = '\0';
+    if (n <= 0) {
+        snprintf(out, len, "%s", why);
+        return;
+    }
+    /* the tree's paths, in its order */
+    char *copy = strdup(tree), *save = NULL;
+    const char *path[64];
+    int k = 0;
+    for (char *line = strtok_r(copy, "\n", &save); line && k < 64; line = strtok_r(NULL, "\n", &save), k++) {
+        char *f = strchr(line, '\t');
+        f = strchr(f + 1, '\t') + 1;
+        *strchr(f, '\t') = '\0';
+        path[k] = f;
+    }
+    for (int u = 0; u < n; u++) {
+        int first = 1;
+        for (int j = 0; j < k; j++) {
+            if (unit_of[j] != u) continue;
+            size_t used = strlen(out);
+            snprintf(out + used, len - used, "%s%s", first ? (u ? "|" : "") : ",", path[j]);
+            first = 0;
+        }
+    }
+    free(copy);
+}
+
+static void test_pick_units(void **state)
 {
     (void)state;
-    char why[512];
-    assert_int_equal(msb_pick_layers(ref_tree, "", why, sizeof why), 2);
-    assert_string_equal(why, "transformers: ModuleList of 3 identical ModuleList (the longest such list)");
-    /* --layers: any module with children, "." the root */
-    assert_int_equal(msb_pick_layers(ref_tree, "segment2", why, sizeof why), 12);
-    assert_non_null(strstr(why, "given by --layers"));
-    assert_int_equal(msb_pick_layers(ref_tree, ".", why, sizeof why), 0);
-    assert_int_equal(msb_pick_layers(ref_tree, "nope", why, sizeof why), -1);
-    assert_non_null(strstr(why, "no module at that path"));
-    assert_int_equal(msb_pick_layers(ref_tree, "segment1", why, sizeof why), -1);
-    assert_non_null(strstr(why, "no children"));
-    /* two lists of equal length: more parameter bytes wins */
-    const char two[] = "0\t-1\t\tM\t0\t0\tR\n"
-                       "1\t0\ta\tSequential\t1\t10\tA\n2\t1\ta.0\tL\t0\t5\tx\n3\t1\ta.1\tL\t0\t5\tx\n"
-                       "4\t0\tb\tModuleList\t1\t90\tB\n5\t4\tb.0\tL\t0\t45\ty\n6\t4\tb.1\tL\t0\t45\ty\n";
-    assert_int_equal(msb_pick_layers(two, NULL, why, sizeof why), 4);
-    /* children that differ are not a block list; the message names candidates and --layers */
-    const char none[] = "0\t-1\t\tFlat\t0\t9\tR\n1\t0\tembed\tEmbedding\t0\t3\tE\n2\t0\ta\tLinear\t0\t3\tA\n"
-                        "3\t0\tmlp\tSequential\t1\t3\tS\n4\t3\tmlp.0\tLinear\t0\t1\tP\n5\t3\tmlp.1\tReLU\t0\t0\tQ\n";
-    assert_int_equal(msb_pick_layers(none, "", why, sizeof why), -1);
-    assert_non_null(strstr(why, "no nn.ModuleList or nn.Sequential of identical blocks"));
-    assert_non_null(strstr(why, "--layers PATH"));
-    assert_non_null(strstr(why, "mlp (Sequential, 2 children)"));
-    /* malformed trees */
-    assert_int_equal(msb_pick_layers("", "", why, sizeof why), -1);
-    assert_int_equal(msb_pick_layers("0\t-1\tx\n", "", why, sizeof why), -1);
-    assert_non_null(strstr(why, "7 tab-separated fields"));
-    assert_int_equal(msb_pick_layers("0\t-1\t\tM\t0\t0\tR\n1\t7\ta\tL\t0\t0\tx\n", "", why, sizeof why), -1);
-    assert_non_null(strstr(why, "bad parent"));
-    assert_int_equal(msb_pick_layers("1\t-1\t\tM\t0\t0\tR\n", "", why, sizeof why), -1);
+    char got[1024];
+    int n;
+    /* what holds little stays whole; three blocks of a quarter each are opened */
+    units_text(ref_tree, "", got, sizeof got, &n);
+    assert_string_equal(got, "segment1|transformers.0.0|transformers.0.1|transformers.1.0|transformers.1.1|"
+                             "transformers.2.0|transformers.2.1|segment2");
+    /* a ResNet: small stages whole, a big one opened into its blocks (the first differs), the
+     * activation and the pooling join a neighbour */
+    const char resnet[] = "0\t-1\t\tResNet\t0\t1000\tR\n"
+                          "1\t0\tconv1\tConv2d\t0\t10\tc\n2\t0\tbn1\tBatchNorm2d\t0\t1\tb\n"
+                          "3\t0\trelu\tReLU\t0\t0\tr\n4\t0\tmaxpool\tMaxPool2d\t0\t0\tm\n"
+                          "5\t0\tlayer1\tSequential\t1\t50\tS1\n6\t5\tlayer1.0\tBottleneck\t0\t25\tB0\n"
+                          "7\t5\tlayer1.1\tBottleneck\t0\t25\tB1\n"
+                          "8\t0\tlayer3\tSequential\t1\t800\tS3\n9\t8\tlayer3.0\tBottleneck\t0\t170\tD\n"
+                          "10\t8\tlayer3.1\tBottleneck\t0\t90\tE\n11\t8\tlayer3.2\tBottleneck\t0\t90\tE\n"
+                          "12\t8\tlayer3.3\tBottleneck\t0\t90\tE\n13\t8\tlayer3.4\tBottleneck\t0\t90\tE\n"
+                          "14\t8\tlayer3.5\tBottleneck\t0\t270\tF\n15\t14\tlayer3.5.conv\tConv2d\t0\t270\tc2\n"
+                          "16\t0\tavgpool\tAdaptiveAvgPool2d\t0\t0\ta\n17\t0\tfc\tLinear\t0\t139\tf\n";
+    units_text(resnet, "", got, sizeof got, &n);
+    assert_string_equal(got, "conv1|bn1,relu,maxpool|layer1|layer3.0|layer3.1|layer3.2|layer3.3|layer3.4|"
+                             "layer3.5.conv|avgpool,fc");
+    assert_int_equal(n, 10);
+    /* nested Sequentials of few children: opened down to the blocks */
+    const char nested[] = "0\t-1\t\tNet\t0\t120\tR\n1\t0\tbody\tSequential\t1\t120\tB\n"
+                          "2\t1\tbody.0\tSequential\t1\t40\tS\n3\t2\tbody.0.0\tBlock\t0\t20\tK\n"
+                          "4\t2\tbody.0.1\tBlock\t0\t20\tK\n"
+                          "5\t1\tbody.1\tSequential\t1\t40\tS\n6\t5\tbody.1.0\tBlock\t0\t20\tK\n"
+                          "7\t5\tbody.1.1\tBlock\t0\t20\tK\n"
+                          "8\t1\tbody.2\tSequential\t1\t40\tS\n9\t8\tbody.2.0\tBlock\t0\t20\tK\n"
+                          "10\t8\tbody.2.1\tBlock\t0\t20\tK\n";
+    units_text(nested, "", got, sizeof got, &n);
+    assert_string_equal(got, "body.0.0|body.0.1|body.1.0|body.1.1|body.2.0|body.2.1");
+    /* no list at all: the root's children */
+    const char flat[] = "0\t-1\t\tFlat\t0\t9\tR\n1\t0\tembed\tEmbedding\t0\t3\tE\n2\t0\ta\tLinear\t0\t3\tA\n"
+                        "3\t0\tact\tReLU\t0\t0\tQ\n4\t0\thead\tLinear\t0\t3\tH\n";
+    units_text(flat, "", got, sizeof got, &n);
+    assert_string_equal(got, "embed|a,act|head");
+    /* --layers: what it names is opened and its children are units, whatever their size */
+    units_text(ref_tree, "transformers.1,segment2", got, sizeof got, &n);
+    assert_string_equal(got, "segment1|transformers.0|transformers.1.0|transformers.1.1|transformers.2|"
+                             "segment2.0|segment2.1");
+    units_text(ref_tree, "nope", got, sizeof got, &n);
+    assert_int_equal(n, -1);
+    assert_non_null(strstr(got, "--layers nope: the model has no module at that path"));
+    units_text(ref_tree, "segment1", got, sizeof got, &n);
+    assert_int_equal(n, -1);
+    assert_non_null(strstr(got, "has no children"));
+    /* one module: nothing to split, said */
+    units_text("0\t-1\t\tLinear\t0\t9\tR\n", "", got, sizeof got, &n);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(got, "nothing to split"));
+    /* too many modules for the caller's array */
+    int unit_of[2];
+    char why[256];
+    assert_int_equal(msb_pick_units(ref_tree, "", unit_of, 2, why, sizeof why), -1);
 }
 
 static void test_fingerprint(void **state)
@@ -448,7 +507,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ledger_cap_and_labels),
-        cmocka_unit_test(test_pick_layers),
+        cmocka_unit_test(test_pick_units),
         cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_rows_from_a_trace),
         cmocka_unit_test(test_oom_and_the_uncapped_pass),

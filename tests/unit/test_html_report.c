@@ -926,7 +926,10 @@ static void test_program_doctor_page(void **state)
      * in module paths, measured against predicted per device, the losses. */
     const char *ans = part(html, "<section id=\"answer\"", "</section>", &al);
     assert_true(ans < strstr(html, "<section id=\"trial\""));
-    snprintf(want, sizeof want, "OUT OF MEMORY in the forward pass of %s (layer %d)", p.oom.layer_name, p.oom.layer);
+    char step[24] = "";      /* the step it happened in, when the trial recorded it */
+    if (p.oom.step > 0) snprintf(step, sizeof step, ", step %d", p.oom.step);
+    snprintf(want, sizeof want, "OUT OF MEMORY in the forward pass of %s (layer %d%s)", p.oom.layer_name, p.oom.layer,
+             step);
     assert_non_null(find_in(ans, al, want));
     const char *t = table_of(html, "t-place-1", &tl);
     const char *r = row_of(t, tl, "data-stage=\"0\"", &rl);

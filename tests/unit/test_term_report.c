@@ -522,8 +522,10 @@ static void test_program_doctor_run(void **state)
     char *sq = squashed(c.text);
     assert_has(sq, "program models.py: 8 layers in its own module paths (segment1, transformers.0-5, segment2); "
                    "bf16 under autocast (fp32 master weights); batch 4;");
-    snprintf(want, sizeof want, "overflow OUT OF MEMORY in the forward pass of %s (layer %d): requested %s",
-             p.oom.layer_name, p.oom.layer, "");
+    char step[24] = "";      /* the step it happened in, when the trial recorded it */
+    if (p.oom.step > 0) snprintf(step, sizeof step, ", step %d", p.oom.step);
+    snprintf(want, sizeof want, "overflow OUT OF MEMORY in the forward pass of %s (layer %d%s): requested %s",
+             p.oom.layer_name, p.oom.layer, step, "");
     want[strlen(want) - 1] = '\0';
     assert_has(sq, want);
     assert_has(sq, "placement segment1, transformers.0-");

@@ -27,7 +27,7 @@ class Lib:
             "msb_peak_cat": ([_int, _int], _u64),
             "msb_is": ([_u64, _int, ctypes.POINTER(_int)], _int), "msb_device_of": ([_u64], _int),
             "msb_move": ([_u64, _int], _int), "msb_reset_peak": ([_int], None),
-            "msb_pick": ([_str, _str, ctypes.c_char_p, ctypes.c_size_t], _int),
+            "msb_units": ([_str, _str, ctypes.POINTER(_int), _int, ctypes.c_char_p, ctypes.c_size_t], _int),
             "msb_fingerprint_of": ([_str, ctypes.c_char_p, ctypes.c_size_t], _int),
             "msb_ballast": ([_int, _u64, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int64),
         }
@@ -53,10 +53,13 @@ class Lib:
         d = self.c.msb_device_of(key)
         return d if d >= 0 else None
 
-    def pick(self, tree, override):
+    def units(self, tree, layers, n_modules):
+        """The units (layers.h: msb_pick_units): (count, unit of each module
+        or -1, why); count -1 with why on a bad --layers or tree."""
         why = ctypes.create_string_buffer(1024)
-        idx = self.c.msb_pick(tree.encode(), (override or "").encode(), why, len(why))
-        return idx, why.value.decode(errors="replace")
+        unit_of = (_int * max(n_modules, 1))()
+        n = self.c.msb_units(tree.encode(), (layers or "").encode(), unit_of, n_modules, why, len(why))
+        return n, list(unit_of)[:n_modules], why.value.decode(errors="replace")
 
     def fingerprint(self, tree):
         out = ctypes.create_string_buffer(64)

@@ -161,38 +161,48 @@ class Session:
             index[path] = i
             self.path_of[id(m)] = path
             parent = -1 if i == 0 else index.get(path.rsplit(".", 1)[0] if "." in path else "", 0)
-            is_list = isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential))
+            is_list = isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict))
             nbytes = sum(p.numel() * p.element_size() for p in m.parameters())
             lines.append("%d\t%d\t%s\t%s\t%d\t%d\t%s" % (i, parent, path, type(m).__name__, int(is_list), nbytes, sig(m)))
         tree = "\n".join(lines) + "\n"
-        pick, why = self.lib.pick(tree, self.cfg.get("layers", ""))
-        if pick < 0:
-            self.send("refuse", what="layers", text=why)
-            self.on = False
-            return False
-        list_path, lst = mods[pick]
-        blocks = list(lst.named_children())
-        self.n_blocks = len(blocks)
-        for b, (name, child) in enumerate(blocks):
-            for m in child.modules():
-                self.block_of[id(m)] = b
-        for path, m in mods:
-            if lst in list(m.modules()):
-                self.list_ancestors.add(id(m))
-        names = [(list_path + "." if list_path else "") + name for name, _ in blocks]
+        fingerprint = self.lib.fingerprint(tree)
+        plan = self.cfg.get("plan")
+        if plan is not None:
+            tops, why = self.units_of_plan(root, plan, fingerprint)
+        else:
+            tops, why = self.units_of_tree(mods, tree)
+            if tops is None:
+                self.send("refuse", what="layers", text=why)
+                self.on = False
+                return False
+        # tops: [[module path, ...] per unit], in order; a unit is the subtrees of its top modules.
+        # The first and the last unit are the layers before and after the others (0 and n + 1:
+        # the program's own code there and the modules it calls first and last, as the rows and
+        # the stage model know them); the others are layers 1..n
+        inside = set()
+        for paths in tops:
+            for path in paths:
+                inside.update(id(m) for m in root.get_submodule(path).modules())
+        # the modules opened to reach the units: their own code belongs to the unit running before it
+        self.list_ancestors = {id(m) for _, m in mods if id(m) not in inside}
+        if plan is not None:
+            tops = tops[1:-1]            # a plan's layers: before, the units, after
+        else:
+            tops = tops[1:-1] if len(tops) >= 3 else tops[1:] if len(tops) == 2 else tops
+        self.n_blocks = len(tops)
+        for b, paths in enumerate(tops):
+            for path in paths:
+                for m in root.get_submodule(path).modules():
+                    self.block_of[id(m)] = b
+        names = [",".join(paths) for paths in tops]
+        sigs = [",".join(sig(root.get_submodule(path)) for path in paths) for paths in tops]
         self.precision = self.detect_precision(root)
         self.device = next((p.device for p in root.parameters()), torch.device("cpu"))
         self.cuda = self.device.type == "cuda"
-        fingerprint = self.lib.fingerprint(tree)
-        self.send("model", root=type(root).__name__, list=list_path, why=why, blocks=names,
+        self.send("model", root=type(root).__name__, list="", why=why, blocks=names, sigs=sigs,
                   fingerprint=fingerprint, precision=self.precision,
                   device=str(self.device), torch=torch.__version__)
-        plan = self.cfg.get("plan")
         if plan is not None:
-            if plan.get("fingerprint") != fingerprint or len(plan.get("layer_names", [])) != self.n_blocks + 2:
-                self.refuse("plan", "the plan was made for another program or module list (its fingerprint "
-                            "%s, this program's %s): profile this program and plan again"
-                            % (plan.get("fingerprint"), fingerprint))
             from ._apply import Applier
             self.applier = Applier(torch, self, plan)
             kinds = sorted({d.type for d in self.applier.devices})
@@ -207,6 +217,44 @@ class Session:
             self.cuda = self.device.type == "cuda"     # the allocator's counters are the root GPU's, if any
         self.label_params(root)
         return True
+
+    def units_of_tree(self, mods, tree):
+        """The units the trial chooses from the module tree and the bytes
+        (bridge/layers.h): ([[top module paths] per unit], why), or (None,
+        why) when --layers names what is not there. A model with nothing to
+        open (a single module) is one unit: it is diagnosed all the same."""
+        n, unit_of, why = self.lib.units(tree, self.cfg.get("layers", ""), len(mods))
+        if n < 0:
+            return None, why
+        if n == 0:
+            return [[mods[0][0]]], why
+        tops = [[] for _ in range(n)]
+        for k, u in enumerate(unit_of):
+            if u >= 0:
+                tops[u].append(mods[k][0])
+        return tops, why
+
+    def units_of_plan(self, root, plan, fingerprint):
+        """A plan's rerun: the units are the plan's own, by module path (its
+        layer_names: the first and last are the root's own code before and
+        after them), so the rerun's layers are the trial's whatever
+        --layers the trial had."""
+        names = plan.get("layer_names") or []
+        if plan.get("fingerprint") != fingerprint or len(names) < 3:
+            self.refuse("plan", "the plan was made for another program or module list (its fingerprint "
+                        "%s, this program's %s): profile this program and plan again"
+                        % (plan.get("fingerprint"), fingerprint))
+        tops = []
+        for name in names:
+            paths = [p for p in name.split(",") if p and not p.startswith("(")]
+            for path in paths:
+                try:
+                    root.get_submodule(path)
+                except AttributeError:
+                    self.refuse("plan", "the plan names module %s, which this program does not have: profile this "
+                                "program and plan again" % path)
+            tops.append(paths)
+        return tops, "the plan's %d units" % (len(tops) - 2)
 
     def refuse(self, what, text):
         self.send("refuse", what=what, text=text)
@@ -359,7 +407,9 @@ class Session:
                 self.list_entered = True
                 xin = self.boundary(inputs, inside)       # the output of layer `inside` enters here
                 self.transition(inside + 1, self.phase, xin)
-        elif self.block_depth == 0:
+        elif self.block_depth == 0 and id(module) not in self.list_ancestors:
+            # (a module opened to reach the units runs no code of a unit of its own: its code
+            # belongs to the unit that ran before it)
             # a module the program calls outside the model (its loss) works
             # on the model's outputs, on the root device: the "outside" layer
             layer = (self.n_blocks + 1 if self.list_entered else 0) if self.in_root else self.n_blocks + 2
@@ -411,8 +461,14 @@ class Session:
         elif module in self.stack:
             while self.stack and self.stack.pop() is not module:
                 pass
-        if self.block_of.get(id(module)) is not None and self.block_depth > 0:
+        unit = self.block_of.get(id(module))
+        if unit is not None and self.block_depth > 0:
             self.block_depth -= 1
+            if self.block_depth == 0:
+                self.output_marks(output, unit + 1)
+        elif unit is None and self.block_depth == 0 and self.in_root and self.layer == 0 and \
+                id(module) not in self.list_ancestors and module is not self.root:
+            self.output_marks(output, 0)          # a module of the layer before the units
         if self.borrow and self.borrow[-1][0] is module:
             _, back = self.borrow.pop()
             training = self.phase == PH_FORWARD and self.torch.is_grad_enabled()
@@ -463,6 +519,18 @@ class Session:
                 xl = self.lib.owner(self.storage_key(outs[0])[0], CAT["act"]) if outs else None
                 self.transition(self.n_blocks + 2, self.phase, xin, -1 if xl is None else xl)
         return None
+
+    def output_marks(self, output, layer):
+        """A layer's outputs in a training forward: when their gradient is
+        there (a tensor hook runs just before the node that made them), that
+        layer's backward begins. The tensors entering the next layer mark
+        the same moment in a chain; where the program's own code combines
+        layers' outputs (an embedding sum, a skip) only these do."""
+        if self.phase != PH_FORWARD or not self.torch.is_grad_enabled() or self.in_backward:
+            return
+        for t in _tensors(self.torch, output):
+            if t.requires_grad:
+                t.register_hook(_BackwardMark(self, layer))
 
     def boundary(self, inputs, layer):
         """Gradient hooks on the tensors entering the next layer: when their

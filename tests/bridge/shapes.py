@@ -1,0 +1,233 @@
+"""Programs of the shapes users write, for the bridge's end-to-end tests on
+the CPU (Debian's torch 1.13 and torchvision 0.14): each trains a few steps
+on random data in plain PyTorch and prints "step N loss X" after each.
+
+  --shape resnet18 | resnet50   torchvision's ResNets (BatchNorm2d, stages of
+                                blocks whose first differs), SGD
+  --shape encdec                an encoder-decoder: two lists, the decoder's
+                                blocks cross-attend to the encoder's output
+  --shape unet                  a U-Net: long skips, passed positionally and
+                                by keyword
+  --shape dict                  blocks in an nn.ModuleDict
+  --shape nested                nested nn.Sequentials of blocks
+  --shape accum                 gradient accumulation x4 with a LR scheduler
+  --shape gan                   a generator and a discriminator, two Adams
+  --shape lstm                  an LSTM language model with a validation pass
+Options: --steps N, --batch B, --dim D (model width), --size S (image side).
+"""
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from models import Block  # noqa: E402
+
+
+class CrossBlock(nn.Module):
+    """A decoder block: self-mixing, then attention to the encoder's output."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.q, self.kv = nn.Linear(d, d), nn.Linear(d, 2 * d)
+        self.ff = Block(d)
+
+    def forward(self, x, memory):
+        h = self.norm1(x)
+        q = self.q(h)
+        k, v = self.kv(self.norm2(memory)).chunk(2, dim=-1)
+        att = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)
+        return self.ff(x + att @ v)
+
+
+class EncDec(nn.Module):
+    def __init__(self, vocab, d, n):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.encoder = nn.ModuleList([Block(d) for _ in range(n)])
+        self.decoder = nn.ModuleList([CrossBlock(d) for _ in range(n)])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, src, tgt):
+        m = self.embed(src)
+        for b in self.encoder:
+            m = b(m)
+        x = self.embed(tgt)
+        for b in self.decoder:
+            x = b(x, memory=m)
+        return self.head(self.norm(x))
+
+
+class Conv(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, padding=1)
+        self.c2 = nn.Conv2d(cout, cout, 3, padding=1)
+
+    def forward(self, x):
+        return F.relu(self.c2(F.relu(self.c1(x))))
+
+
+class Up(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(cin, cout, 2, stride=2)
+        self.conv = Conv(2 * cout, cout)
+
+    def forward(self, x, skip=None):
+        return self.conv(torch.cat([self.up(x), skip], dim=1))
+
+
+class UNet(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.d1, self.d2, self.d3 = Conv(3, c), Conv(c, 2 * c), Conv(2 * c, 4 * c)
+        self.mid = Conv(4 * c, 8 * c)
+        self.u3, self.u2, self.u1 = Up(8 * c, 4 * c), Up(4 * c, 2 * c), Up(2 * c, c)
+        self.out = nn.Conv2d(c, 1, 1)
+
+    def forward(self, x):
+        s1 = self.d1(x)
+        s2 = self.d2(F.max_pool2d(s1, 2))
+        s3 = self.d3(F.max_pool2d(s2, 2))
+        h = self.mid(F.max_pool2d(s3, 2))
+        h = self.u3(h, s3)                 # the skip positionally
+        h = self.u2(h, skip=s2)            # and by keyword
+        h = self.u1(h, skip=s1)
+        return self.out(h)
+
+
+class DictNet(nn.Module):
+    def __init__(self, vocab, d, n):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleDict({"b%d" % i: Block(d) for i in range(n)})
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        x = self.embed(idx)
+        for name in self.blocks:
+            x = self.blocks[name](x)
+        return self.head(x)
+
+
+class Nested(nn.Module):
+    def __init__(self, vocab, d, n):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.body = nn.Sequential(*[nn.Sequential(*[Block(d) for _ in range(n)]) for _ in range(3)])
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        return self.head(self.body(self.embed(idx)))
+
+
+class LSTMLM(nn.Module):
+    def __init__(self, vocab, d):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.lstm = nn.LSTM(d, d, num_layers=2, batch_first=True)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        h, _ = self.lstm(self.embed(idx))
+        return self.head(h)
+
+
+def lm_loss(logits, tgt):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
+
+
+def tokens(a, g, vocab):
+    return torch.randint(0, vocab, (a.batch, 17), generator=g)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", required=True)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--dim", type=int, default=32)
+    ap.add_argument("--size", type=int, default=32)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    vocab = 256
+    s = a.shape
+    if s in ("resnet18", "resnet50"):
+        import torchvision
+        model = getattr(torchvision.models, s)(num_classes=10)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        for step in range(a.steps):
+            x = torch.randn(a.batch, 3, a.size, a.size, generator=g)
+            y = torch.randint(0, 10, (a.batch,), generator=g)
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            print("step %d loss %.4f" % (step, loss.item()), flush=True)
+    elif s == "unet":
+        model = UNet(a.dim // 4)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for step in range(a.steps):
+            x = torch.randn(a.batch, 3, a.size, a.size, generator=g)
+            opt.zero_grad(set_to_none=True)
+            loss = (model(x) - x.mean(dim=1, keepdim=True)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            print("step %d loss %.4f" % (step, loss.item()), flush=True)
+    elif s == "gan":
+        z_dim = a.dim
+        G = nn.Sequential(nn.Linear(z_dim, 4 * a.dim), nn.ReLU(), nn.Linear(4 * a.dim, 64))
+        D = nn.Sequential(nn.Linear(64, 4 * a.dim), nn.LeakyReLU(0.2), nn.Linear(4 * a.dim, 1))
+        og, od = torch.optim.Adam(G.parameters(), lr=2e-4), torch.optim.Adam(D.parameters(), lr=2e-4)
+        for step in range(a.steps):
+            real = torch.randn(a.batch, 64, generator=g)
+            z = torch.randn(a.batch, z_dim, generator=g)
+            od.zero_grad(set_to_none=True)
+            fake = G(z)
+            d_loss = F.softplus(-D(real)).mean() + F.softplus(D(fake.detach())).mean()
+            d_loss.backward()
+            od.step()
+            og.zero_grad(set_to_none=True)
+            g_loss = F.softplus(-D(fake)).mean()
+            g_loss.backward()
+            og.step()
+            print("step %d loss %.4f" % (step, g_loss.item()), flush=True)
+    else:
+        model = {"encdec": lambda: EncDec(vocab, a.dim, 3), "dict": lambda: DictNet(vocab, a.dim, 6),
+                 "nested": lambda: Nested(vocab, a.dim, 4), "accum": lambda: DictNet(vocab, a.dim, 6),
+                 "lstm": lambda: LSTMLM(vocab, a.dim)}[s]()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9) if s == "accum" else None
+        accum = 4 if s == "accum" else 1
+        for step in range(a.steps):
+            opt.zero_grad(set_to_none=True)
+            total = 0.0
+            for _ in range(accum):
+                t = tokens(a, g, vocab)
+                if s == "encdec":
+                    loss = lm_loss(model(t[:, :8], t[:, 8:-1]), t[:, 9:])
+                else:
+                    loss = lm_loss(model(t[:, :-1]), t[:, 1:])
+                (loss / accum).backward()
+                total += loss.item() / accum
+            opt.step()
+            if sched is not None:
+                sched.step()
+            if s == "lstm":                       # a validation pass after each step
+                model.eval()
+                with torch.no_grad():
+                    t = tokens(a, g, vocab)
+                    lm_loss(model(t[:, :-1]), t[:, 1:])
+                model.train()
+            print("step %d loss %.4f" % (step, total), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
