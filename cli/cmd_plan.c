@@ -53,7 +53,8 @@ static void usage(FILE *f)
             "  --devices LIST       device names: cuda:0,cuda:1, or cuda:0,cuda:0 (also\n"
             "                       cuda:0/v0,cuda:0/v1) for virtual devices on one GPU, cpu\n"
             "                       for a program's stage on the CPU (default: cuda:0 ...\n"
-            "                       cuda:N-1)\n"
+            "                       cuda:N-1; cpu/v0 ... cpu/vN-1 for a profile made on the\n"
+            "                       CPU of a machine with no GPU)\n"
             "Options (each open unless given):\n"
             "  --precision P        fp32 | bf16 | fp16 | any (default: any the profile has)\n"
             "  --schedule S         gpipe | 1f1b | any (default any)\n"
@@ -278,6 +279,10 @@ static int build_devices(const plan_args *a, const ms_profile *prof, ms_plan_dev
     }
     ms_plan_device *d = calloc((size_t)n, sizeof *d);
     if (!d) return bad("%s", "out of memory");
+    /* a profile made on the CPU, on a machine with no GPU: its plan is for
+     * this machine's CPU (virtual devices that train --plan runs here), not
+     * for GPUs it does not have; --devices names any others */
+    const int on_cpu = n_det == 0 && !strncmp(prof->device, "cpu", 3);
     for (int i = 0; i < n; i++) {
         if (n_caps) d[i].capacity = caps[n_caps > 1 ? i : 0];
         else if (i < n_det) d[i].capacity = det[i];
@@ -286,7 +291,8 @@ static int build_devices(const plan_args *a, const ms_profile *prof, ms_plan_dev
             free(d);
             return bad("%s", "the profile records no capacity: give --gpu-mem SIZE");
         }
-        snprintf(d[i].name, sizeof d[i].name, "cuda:%d", i);
+        if (on_cpu) snprintf(d[i].name, sizeof d[i].name, "cpu/v%d", i);
+        else snprintf(d[i].name, sizeof d[i].name, "cuda:%d", i);
     }
     if (a->devices) {
         char *copy = strdup(a->devices), *save = NULL;

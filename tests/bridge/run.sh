@@ -219,6 +219,14 @@ grep -q "placement: segment1, transformers.0-.* → cpu; transformers\..*segment
     ok "plan: the placement in the program's module paths" || bad "placement line" "$(grep placement "$T/out")"
 # the snippet runs and places every listed module on its device
 sed -n '/^import torch/,/^    return model/p' "$T/out" > "$T/snippet.py"
+# the README's commands as printed, on a machine with no GPU: the plan is for this CPU
+if [ -z "$(ls /dev/nvidia0 2>/dev/null)" ]; then
+    check "plan with no --devices, no GPU" 0 "" -- "$M" plan --db "$T/plan.db" --gpus 2 --gpu-mem "$cap" -o "$T/readme.json"
+    check "train --plan as the README prints it" 0 "" -- "$M" train --plan "$T/readme.json" --json -- "${P6[@]}"
+    [ "$(py "[x['name'] for x in d['devices']]")" = "['cpu/v0', 'cpu/v1']" ] && \
+        ok "no GPU: the plan's devices are this machine's CPU (cpu/v0, cpu/v1) and the rerun trains on them" || \
+        bad "README flow devices" "$(py "d.get('devices')")"
+fi
 check "plan refuses the program's own options" 1 "precision is its own" -- \
     "$M" plan --db "$T/plan.db" --gpus 2 --gpu-mem "$cap" --precision bf16
 "$PY" "$HERE/run_snippet.py" "$T/snippet.py" > "$T/snip.out" 2>&1
