@@ -57,6 +57,23 @@ static int plan_gpus(const ms_plan *pl, int *max_ordinal)
     return n;
 }
 
+/* 1 when two stages share a physical device (virtual devices: cpu,cpu or
+ * cuda:0,cuda:0, or cuda:0/v0,cuda:0/v1): each is held to its own capacity
+ * by the ledger, which follows every tensor (the per-tensor trace, a test
+ * mode). Stages each on a device of their own run without it: placement,
+ * crossings and device checks happen at module boundaries, and each GPU's
+ * peak comes from its caching allocator's counters (issue 40). */
+static int plan_shares_a_device(const ms_plan *pl)
+{
+    for (int s = 0; s < pl->n_stages; s++)
+        for (int o = 0; o < s; o++) {
+            const char *a = pl->devices[pl->stages[s].device].name, *b = pl->devices[pl->stages[o].device].name;
+            size_t la = strcspn(a, "/"), lb = strcspn(b, "/");
+            if (la == lb && !strncmp(a, b, la)) return 1;
+        }
+    return 0;
+}
+
 int ms_program_check_plan(const ms_plan *pl, char *err, size_t errlen)
 {
     if (!pl->fingerprint[0] || !pl->layer_names)
@@ -87,7 +104,8 @@ static void on_step(const msb_trace *t, void *user)
 /* The bridge's config: steps, the pass, and the plan (compact JSON, malloc'd; NULL: out of memory). */
 static char *config_text(const ms_plan *pl, long steps)
 {
-    json_t *cfg = json_pack("{s:I, s:s, s:s, s:o}", "steps", (json_int_t)steps, "pass", "train", "trace", "tensors",
+    json_t *cfg = json_pack("{s:I, s:s, s:s, s:o}", "steps", (json_int_t)steps, "pass", "train", "trace",
+                            plan_shares_a_device(pl) ? "tensors" : "off",
                             "plan", plan_config(pl));
     char *cfgs = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
