@@ -74,5 +74,12 @@ print(total)")
             ok "$s: every stage within 2% of its prediction" || bad "$s: stages past 2%" "$gaps";;
     esac
 done
+# a GAN: two models, two optimizers; a trial step is a whole iteration (the
+# discriminator's step, then the generator's), so two steps let the program
+# print its first iteration's loss and stop inside its second
+"$M" profile --steps 2 -- "$PY" "$HERE/shapes.py" --shape gan --steps 6 > "$T/gan.out" 2> "$T/gan.err"; rc=$?
+[ $rc = 0 ] && [ "$(grep -c '^step [0-9]* loss' "$T/gan.out")" = 1 ] && grep -q '^step 0 loss' "$T/gan.out" && \
+    ok "gan: a trial step is a whole iteration, both optimizers' steps" || \
+    bad "gan: iterations (exit $rc)" "$(grep '^step' "$T/gan.out" | head -3)" "$(tail -2 "$T/gan.err")"
 echo "shapes: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -69,6 +69,7 @@ class Session:
         self.real = {}              # torch.cuda's peak functions, before _keep_peaks wrapped them
         self.peaks = [0, 0]         # the program's own view: allocated and reserved peaks
         self.ballast = {}           # GPU ordinal -> bytes the ballast took there
+        self.stepped = set()        # optimizers that stepped in this iteration (ids)
 
     # ---- reporting -------------------------------------------------------
     def send(self, ev, **f):
@@ -569,16 +570,25 @@ class Session:
         if self.in_step == 1 and self.root is not None and self.on and self.phase != PH_OPTIMIZER:
             self.transition(-1, PH_OPTIMIZER)
 
-    def step_ends(self, optimizers):
+    def step_ends(self, optimizers, opt=None):
         self.in_step -= 1
         if self.in_step > 0 or self.root is None or not self.on:
             return
-        for opt in optimizers:
-            for p, st in opt.state.items():
+        for o in optimizers:
+            for p, st in o.state.items():
                 layer = self.param_layer.get(id(p), 0)
                 for name, v in st.items():
                     if isinstance(v, self.torch.Tensor):
                         self.relabel(v, CAT["optim"], layer, owner=(id(p), name))
+        # a step of the trial is a whole iteration of the program: every optimizer it made has
+        # stepped (a GAN's discriminator, then its generator); one that steps again before the
+        # others did ends the iteration too (the others do not step every iteration)
+        if opt is not None:
+            again = id(opt) in self.stepped
+            self.stepped.add(id(opt))
+            if not again and any(id(o) not in self.stepped for o in self.optimizers):
+                return
+        self.stepped = set()
         self.transition(-1, PH_INIT)
         self.steps += 1
         loss = None
@@ -918,7 +928,9 @@ def _install_step_wrappers(torch, s):
         s.step_begins()
 
     def after(args):
-        s.step_ends(seen)
+        # the optimizer that stepped: Optimizer.step(self) or GradScaler.step(self, optimizer)
+        opt = next((a for a in args[:2] if isinstance(a, torch.optim.Optimizer)), None)
+        s.step_ends(seen, opt)
 
     # every optimizer class's step, wrapped once at its first instance
     init = torch.optim.Optimizer.__init__
