@@ -5,6 +5,7 @@
 #include "run/program.h"
 #include "run/exit.h"
 #include "run/records.h"
+#include "run/stdin_keep.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -238,6 +239,10 @@ int ms_program_train(const ms_program_train_args *a, ms_program_run *out, char *
     if (ms_program_bridge_dir(bdir, sizeof bdir, err, errlen)) return -1;
     char *cfgs = config_text(pl, a->steps);
     if (!cfgs) return ms_errf(err, errlen, "out of memory");
+    if (ms_stdin_for_pass(err, errlen) != 0) {   /* the rerun reads the input the trial did */
+        free(cfgs);
+        return -1;
+    }
     int64_t run = a->db ? begin_record(a, cfgs, err, errlen) : 0;
     if (run < 0) {
         free(cfgs);

@@ -5,6 +5,7 @@
  * --ballast-only, the capacity and nothing else. */
 #include "run/program.h"
 #include "run/exit.h"
+#include "run/stdin_keep.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -64,6 +65,7 @@ int ms_program_pass(char *const *prog, const char *bridge_dir, json_t *config, c
                     const char *label, int quiet, int json, FILE *record, msb_trace *t, msb_exit *ex, char *err,
                     size_t errlen)
 {
+    if (ms_stdin_for_pass(err, errlen) != 0) return -1;   /* every pass reads the input the first did */
     char *cfg = json_dumps(config, JSON_COMPACT);
     if (!cfg) return ms_errf(err, errlen, "out of memory");
     msb_launch l = { .argv = prog, .bridge_dir = bridge_dir, .config_json = cfg, .phase = phase, .inject = inject,

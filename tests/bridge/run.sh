@@ -137,6 +137,25 @@ check "report shows the program's modules" 0 "" -- "$M" report --db "$T/runs.db"
 grep -q "transformers.2" "$T/out" && ok "report: the OOM's module by its path" || bad "report lacks the module" "$(head -20 "$T/out")"
 check "html report" 0 "" -- "$M" report --db "$T/runs.db" --html "$T/r.html"
 grep -q "segment1" "$T/r.html" && ok "html report: module names" || bad "html lacks names" ""
+# the program's standard input: kept once, every pass reads all of it (the
+# trial, the uncapped pass, the rerun)
+cat > "$T/stdin_prog.py" <<PYEOF
+import sys
+data = sys.stdin.read()
+print("stdin %d bytes" % len(data), flush=True)
+sys.argv = ["models.py", "--model", "ref", "--blocks", "6", "--steps", "4"]
+sys.path.insert(0, "$HERE")
+import models
+models.main()
+PYEOF
+"$M" profile --quiet --json -- "$PY" "$MODELS" --model ref --blocks 6 --steps 4 > "$T/sin.json" 2>/dev/null
+capi=$("$PY" -c "import json; print(int(json.load(open('$T/sin.json'))['peak_bytes'] * 0.7))")
+printf 'one\ntwo\nthree\n' | "$M" doctor --gpus 2 --gpu-mem "$capi" --db "$T/stdin.db" -- "$PY" "$T/stdin_prog.py" \
+    > "$T/stdin.out" 2>&1; rc=$?
+n_full=$(grep -c "^stdin 14 bytes" "$T/stdin.out"); n_any=$(grep -c "^stdin " "$T/stdin.out")
+[ $rc = 0 ] && [ "$n_full" -ge 3 ] && [ "$n_full" = "$n_any" ] && \
+    ok "standard input: each of the $n_full passes read all of it" || \
+    bad "standard input (exit $rc)" "$(grep '^stdin' "$T/stdin.out" | paste -sd' ' -)" "$(tail -3 "$T/stdin.out")"
 # a program killed after its first step keeps every event it sent
 cat > "$T/killme.py" <<EOF
 import os, sys
