@@ -3,8 +3,8 @@
  * Contract: msb_build_profile() replays the trace of the trial (t) through
  * the same ledger the program ran (ledger.h), with each storage's final
  * category (a gradient is a gradient from its allocation on), and makes one
- * row per layer — layer 0 the modules before the block list, 1..n the
- * blocks, n+1 the modules after — at the program's precision and
+ * row per layer — the units of the program's module tree (layers.h), the
+ * first and last of them layers 0 and n+1 — at the program's precision and
  * micro-batch, from its last complete step (its steady state; the first
  * step when none completed), and the program's loss row (prof->loss: the
  * model's outputs and the layer that made them, what the loss holds and

@@ -1,6 +1,6 @@
-"""Where the program is: the module tree and its block list, the layer and
+"""Where the program is: the module tree and its units, the layer and
 phase at every moment, steps, parameters and their gradients and optimizer
-state, the OOM, and the trial's end (docs/bridge.md, "The layer list")."""
+state, the OOM, and the trial's end (docs/bridge.md, "Units, and the layers they make")."""
 import atexit
 import functools
 import hashlib
@@ -31,7 +31,7 @@ class Session:
         self.steps_wanted = int(cfg.get("steps", 2))
         self.root = None
         self.n_blocks = 0
-        self.block_of = {}          # id(module) -> block index, for every module in the list's subtree
+        self.block_of = {}          # id(module) -> unit index (layer - 1), for every module in a unit of layers 1..n
         self.path_of = {}           # id(module) -> path in the root's tree
         self.list_ancestors = set() # id of every module that contains the list
         self.layer, self.phase = -1, PH_INIT
