@@ -51,7 +51,7 @@ GPU_SRC   = $(wildcard tests/gpu/test_*.c)
 GPU_BIN   = $(GPU_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu_%)
 TEST_HELP = $(wildcard tests/common/*.c)
 
-.PHONY: all test test-gpu sanitize demo bench clean deps tests-build gpu-build check-floors
+.PHONY: all test test-gpu sanitize demo demo-builtin bench clean deps tests-build gpu-build check-floors
 # keep the test objects (pattern-chained intermediates) so rebuilds stay incremental
 .SECONDARY:
 all: $(BUILD)/memsplit $(BUILD)/memsplit-rank bridge
@@ -156,8 +156,10 @@ test-gpu: gpu-build
 sanitize:
 	$(MAKE) BUILD=build-san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
-demo: $(BUILD)/memsplit
+demo: $(BUILD)/memsplit bridge
 	scripts/demo.sh $(BUILD)/memsplit
+demo-builtin: $(BUILD)/memsplit
+	scripts/demo_builtin.sh $(BUILD)/memsplit
 
 BENCH_TOOLS = $(BUILD)/plan_bench $(BUILD)/nccl_bw $(BUILD)/gemm_rate $(BUILD)/kernel_times
 bench: $(BUILD)/memsplit $(BENCH_TOOLS)

@@ -6,7 +6,7 @@
 
 #include "vocab/size.h"
 
-void msb_fit_advice(const ms_profile *p, char *out, size_t len)
+void msb_fit_advice(const ms_profile *p, int splitting, char *out, size_t len)
 {
     if (!out || !len) return;
     out[0] = '\0';
@@ -51,7 +51,7 @@ void msb_fit_advice(const ms_profile *p, char *out, size_t len)
         n += (size_t)snprintf(out + n, n < len ? len - n : 0, "\n  bf16 autocast: peak ~%s, %s",
                               ms_fmt_bytes(half, b2, sizeof b2), half <= p->capacity ? "fits" : "does not fit");
     }
-    if (n < len)
+    if (n < len && !splitting)
         snprintf(out + n, len - n, "\n  or split it over devices: memsplit plan --db FILE --gpus 2 --gpu-mem %llu",
                  (unsigned long long)p->capacity);
 }

@@ -7,9 +7,10 @@
  * transients scale with it, whether activation checkpointing of the blocks
  * would fit (each block keeps only its input; one block's activations live
  * while it is recomputed), whether bf16 autocast would (fp32 programs:
- * 16-bit activations and weight copies beside fp32 masters), and the
- * `memsplit plan` command that splits it. Needs p->oom.happened and a
- * capacity; otherwise writes "". */
+ * 16-bit activations and weight copies beside fp32 masters), and, unless
+ * splitting (doctor, which splits it next), the `memsplit plan` command
+ * that splits it. Needs p->oom.happened and a capacity; otherwise writes
+ * "". */
 #ifndef MS_BRIDGE_ADVICE_H
 #define MS_BRIDGE_ADVICE_H
 
@@ -17,6 +18,6 @@
 
 #include "vocab/profile.h"
 
-void msb_fit_advice(const ms_profile *p, char *out, size_t len);
+void msb_fit_advice(const ms_profile *p, int splitting, char *out, size_t len);
 
 #endif

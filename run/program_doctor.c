@@ -53,8 +53,8 @@ static void say_checkpoints(FILE *f, const ckpt_seen *k)
 {
     if (!k->saves)
         fprintf(f, "checkpoints: the program saved none with torch.save%s\n",
-                k->restarts ? ": each restart began again from its first step (its step rows replaced, not doubled)"
-                            : "; a restart would begin again from its first step");
+                k->restarts ? ": each restart began again from its first step\n  (its step rows replaced, not doubled)"
+                            : ";\n  a restart would begin again from its first step");
     else if (k->restarts && k->loads_on_restart == k->restarts && k->resumed_at > 0) {
         fprintf(f, "checkpoints: the program saves them (last %s) and loaded %s on the restart, saved after step "
                    "%d: it resumed there, no finished step lost", k->last_save, k->load, k->resumed_at);

@@ -194,8 +194,7 @@ static void passes(trial_job *j)
     }
     if (j->code != MS_EXIT_OK || !t->oom.happened || !a->second || r->ex.interrupted) return;
     if (!a->quiet)
-        fprintf(stderr, "%s: out of memory; measuring the layers the trial did not reach in a second, uncapped pass\n",
-                j->who);
+        fprintf(stderr, "%s: out of memory; a second, uncapped pass measures what it did not reach\n", j->who);
     json_object_set_new(j->cfg, "capacity", json_integer(0));
     json_object_set_new(j->cfg, "pass", json_string("uncapped"));
     err[0] = '\0';
@@ -246,10 +245,11 @@ static void show(trial_job *j, const char *how)
     }
     if (p->oom.happened) {
         char advice[1024];
-        msb_fit_advice(p, advice, sizeof advice);
+        msb_fit_advice(p, a->brief, advice, sizeof advice);   /* doctor (brief) splits it next */
         fprintf(out, "%s\n", advice);
     }
-    if (!t->cuda) fprintf(out, "note: CPU accounting, exact for the CPU kernels this program ran; not a forecast for a GPU\n");
+    if (!t->cuda)
+        fprintf(out, "note: CPU accounting, exact for the CPU kernels this program ran;\n  not a forecast for a GPU\n");
     if (j->incomplete)
         fprintf(out, "note: some layers never ran backward and no uncapped pass measured them: their rows are partial\n");
     if (t->warnings[0]) fprintf(out, "warnings: %s\n", t->warnings);

@@ -18,7 +18,7 @@ fi
 if on track; then step gpu tracks cpu; timeout 120 tests/gpu/track_cpu.sh; fi
 if on demo; then
     step demo: doctor on seed17, two virtual 40 GiB devices
-    DB="$O/demo.db" STEPS=12 timeout 300 scripts/demo.sh "$M" > "$O/demo.log" 2>&1; echo "demo exit $?"
+    DB="$O/demo.db" STEPS=12 timeout 300 scripts/demo_builtin.sh "$M" > "$O/demo.log" 2>&1; echo "demo exit $?"
     grep -E "^doctor|OUT OF MEMORY in|^plan:|^[0-9] +cuda|predicted|gap|^trained|^ledgers|CUPTI" "$O/demo.log" | head -40
 fi
 if on pipebench; then

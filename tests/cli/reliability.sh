@@ -166,12 +166,21 @@ same_gap() { # the first device's gap, as doctor printed it, in the report's lin
 }
 verdict "doctor and report print one signed gap" -- same_gap
 
-# ---- 12. the demo leads with the answer, in one screen
+# ---- 12. the demos lead with the answer, in one screen: the user's own
+# PyTorch script (make demo) and memsplit's own model (make demo-builtin)
 demo=$(cd "$(dirname "$0")/../.." && pwd)/scripts/demo.sh
-(cd "$T" && DB=demo.db "$demo" "$M" >"$T/demo.txt" 2>&1)
+(cd "$T" && DB=demo.db "$demo" "$M" >"$T/demo.txt" 2>&1); rc=$?
 lines=$(wc -l <"$T/demo.txt"); cols=$(awk '{ if (length($0) > n) n = length($0) } END { print n }' "$T/demo.txt")
-verdict "make demo: $lines lines (<= 60), $cols columns (<= 80)" -- test "$lines" -le 60 -a "$cols" -le 80
-order=$(grep -oE "^(OUT OF MEMORY|plan:|measured against predicted|== run 1)" "$T/demo.txt" | tr '\n' '|')
+verdict "make demo (a PyTorch script): exit $rc, $lines lines (<= 60), $cols columns (<= 80)" -- \
+    test "$rc" = 0 -a "$lines" -le 60 -a "$cols" -le 80
+order=$(grep -oE "^(OUT OF MEMORY|placement:|doctor: trained|== run 1)" "$T/demo.txt" | tr '\n' '|')
+verdict "... diagnosis, placement in module paths, measured against predicted, report" -- \
+    test "$order" = "OUT OF MEMORY|placement:|doctor: trained|== run 1|"
+demo=$(cd "$(dirname "$0")/../.." && pwd)/scripts/demo_builtin.sh
+(cd "$T" && DB=demob.db "$demo" "$M" >"$T/demob.txt" 2>&1)
+lines=$(wc -l <"$T/demob.txt"); cols=$(awk '{ if (length($0) > n) n = length($0) } END { print n }' "$T/demob.txt")
+verdict "make demo-builtin: $lines lines (<= 60), $cols columns (<= 80)" -- test "$lines" -le 60 -a "$cols" -le 80
+order=$(grep -oE "^(OUT OF MEMORY|plan:|measured against predicted|== run 1)" "$T/demob.txt" | tr '\n' '|')
 verdict "... diagnosis, plan, measured against predicted, report" -- \
     test "$order" = "OUT OF MEMORY|plan:|measured against predicted|== run 1|"
 
