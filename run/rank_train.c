@@ -288,6 +288,7 @@ static void resume(rank_run *r, ms_pipeline *p)
     r->w->bcast(path, sizeof path);
     if (!path[0]) return; /* nothing to resume: start at step 0, as a one-process run does not */
     if (ms_pipe_load(p, path)) die(r, MS_EXIT_RUNTIME, "resume", p->err);
+    if (r->rank == 0) ms_ckpt_sweep(r->ckdir); /* the run owns the folder now: what saves cut short left goes */
     if (r->rank == 0) fprintf(stderr, "train: resumed from %s at step %d (%d ranks)\n", path, p->step, r->size);
 }
 

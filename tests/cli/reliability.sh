@@ -175,6 +175,19 @@ order=$(grep -oE "^(OUT OF MEMORY|plan:|measured against predicted|== run 1)" "$
 verdict "... diagnosis, plan, measured against predicted, report" -- \
     test "$order" = "OUT OF MEMORY|plan:|measured against predicted|== run 1|"
 
+# ---- 14. issue 38: temporary files at names nobody can plant; what a kill
+# left is removed by the resume that takes the folder over
+mkdir -p "$T/plant"; echo mine >"$T/victim"
+ln -s "$T/victim" "$T/plant/step-00000002.ckpt.tmp"
+check "a symlink planted at step-N.ckpt.tmp: the checkpoint is written anyway" 0 "checkpoint .*step-00000002.ckpt" \
+    -- "$M" train --preset tiny --steps 2 --checkpoint-dir "$T/plant"
+verdict "... and the link's target is left as it was" -- test "$(cat "$T/victim")" = mine
+: >"$T/plant/step-00000001.ckpt.tmp.Ab3dE1"; mkdir "$T/plant/step-00000002.ckpt.tmp.Xy7zW9"  # saves a kill cut short
+check "a resume in that folder" 0 "resumed from .*step-00000002.ckpt at step 2" \
+    -- "$M" train --preset tiny --steps 3 --checkpoint-dir "$T/plant" --resume
+verdict "... removes what saves cut short left (and the planted link, not its target)" -- \
+    test "$(ls "$T/plant" | grep -c tmp)/$(cat "$T/victim")" = 0/mine
+
 # ---- 13. help and docs match the code
 "$M" --version >"$T/out" 2>&1
 verdict "--version" -- grep -qE "^memsplit [0-9]+\.[0-9]+" "$T/out"
