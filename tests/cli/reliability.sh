@@ -188,6 +188,38 @@ check "a resume in that folder" 0 "resumed from .*step-00000002.ckpt at step 2" 
 verdict "... removes what saves cut short left (and the planted link, not its target)" -- \
     test "$(ls "$T/plant" | grep -c tmp)/$(cat "$T/victim")" = 0/mine
 
+# ---- 15. issue 38: a program's module names are untrusted input. The plan's
+# snippet quotes them as Python literals (a name that ends a string and runs
+# code creates nothing), its placement line parses back to the same modules
+# (tests/cli/hostile.py has the grammar), and no command prints a control
+# character a name carried (ESC, CR, BS, OSC): they show as \x1b
+H="$(dirname "$0")/hostile.py"
+"$M" profile --preset seed17-cpu --gpu-mem 0 --json >"$T/s17.json" 2>/dev/null
+python3 "$H" names "$T/s17.json" "$T/hostile.json" "$T/PWNED"
+check "plan for a program with hostile module names" 0 "" \
+    -- "$M" plan --profile "$T/hostile.json" --gpus 2 --gpu-mem 20MiB -o "$T/hostile_plan.json"
+cp "$T/out" "$T/hplan.out"; cp "$T/err" "$T/hplan.err"
+verdict "... its snippet runs no code hidden in a name, and places every module" -- \
+    python3 "$H" snippet "$T/hostile_plan.json" "$T/hplan.out" "$T/PWNED"
+verdict "... its placement line parses back to the same modules per stage" -- \
+    python3 "$H" placement "$T/hostile_plan.json" "$T/hplan.out"
+verdict "... and it prints no control character" -- python3 "$H" clean "$T/hplan.out" "$T/hplan.err"
+"$M" profile --preset tiny --gpu-mem 300KiB --db "$T/esc.db" --quiet >/dev/null 2>&1
+python3 - "$T/esc.db" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("UPDATE layer_rows SET name = 'blk\x1b[2J\x1b]0;owned\x07\r\x08' || layer, kind = 'B\x1b[31m'")
+c.execute("UPDATE oom_events SET layer_name = 'blk\x1b[2J', what = 'w\x1b]8;;http://x\x07'")
+c.execute("UPDATE runs SET cmdline = 'memsplit profile \x1b[2J\x9b2J\r\nforged line', model = 'm\x1b[1m'")
+c.commit()
+PY
+for form in "" --brief --list; do
+    check "report $form of a run whose names and command hold escapes" 0 "" -- "$M" report --db "$T/esc.db" $form
+    verdict "... prints them visibly (\\x1b), never raw" -- sh -c "python3 '$H' clean '$T/out' '$T/err' && { [ '$form' = --list ] || grep -qF '\\x1b' '$T/out'; }"
+done
+check "plan from that profile" 0 "" -- "$M" plan --db "$T/esc.db" --gpus 2 --gpu-mem 1MiB
+verdict "... prints its names visibly" -- python3 "$H" clean "$T/out" "$T/err"
+
 # ---- 13. help and docs match the code
 "$M" --version >"$T/out" 2>&1
 verdict "--version" -- grep -qE "^memsplit [0-9]+\.[0-9]+" "$T/out"
