@@ -188,6 +188,42 @@ PY
     then ok "rank 1 killed in step 4: re-planned without its device, resumed from step 2, losses of one device, no step row doubled"
     else bad "recovery from a killed rank"; fi
 else bad "doctor --launch with a killed rank"; grep -E "doctor|died|error" "$T/kill.err" | tail -5; fi
+# ---- issue 38: ranks of one launch that disagree (an MPMD launch: another plan,
+# split, --steps, model shape or seed on one rank) all refuse before anything
+# runs, exit 1, naming the rank and both values; nothing hangs, no run is left
+# "running" (before: a crash in the transport, a hang, or wrong training, exit 0)
+plan pmb --stages 2 --replicas 1 --micro-batch 1 --n-micro 8 --schedule gpipe
+python3 - "$T/p2x1.json" "$T/psplit.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1])); p["stages"][0]["layers"] = [0, 0]; p["stages"][1]["layers"] = [1, 3]
+json.dump(p, open(sys.argv[2], "w"))
+PY
+mpmd() { # name pattern 'rank 0 args' 'rank 1 args': exit 1 on every rank, the pattern said, in time
+    local name=$1 pat=$2
+    "$M" train --preset tiny --steps 1 --db "$T/mpmd.db" --quiet 2>/dev/null
+    timeout 120 $MPIRUN -np 1 "$M" train --preset tiny --device cpu --db "$T/mpmd.db" $3 \
+        : -np 1 "$M" train --preset tiny --device cpu --db "$T/mpmd.db" $4 >/dev/null 2>"$T/mpmd.err"
+    local rc=$? runs; runs=$(sqlite3 "$T/mpmd.db" "select count(*) from runs where status = 'running'")
+    if [ $rc = 1 ] && grep -q -- "$pat" "$T/mpmd.err" && [ "$runs" = 0 ]; then ok "$name"
+    else bad "$name (exit $rc, $runs runs left running)"; grep "memsplit" "$T/mpmd.err" | head -3; fi
+}
+mpmd "MPMD: micro-batches 2x4 against 1x8 refused" \
+    "rank 1 runs another job than rank 0 (fingerprint [0-9a-f]* on rank 0, [0-9a-f]* on rank 1): plan.micro_batch is 2 on rank 0, 1 on rank 1" \
+    "--plan $T/p2x1.json --steps 2" "--plan $T/pmb.json --steps 2"
+mpmd "MPMD: other split points refused" "plan.stages\[0\].layers\[1\] is 1 on rank 0, 0 on rank 1" \
+    "--plan $T/p2x1.json --steps 2" "--plan $T/psplit.json --steps 2"
+mpmd "MPMD: --steps 3 against --steps 6 refused" "train.steps is 3 on rank 0, 6 on rank 1" \
+    "--plan $T/p2x1.json --steps 3" "--plan $T/p2x1.json --steps 6"
+mpmd "MPMD: another model.d_model on one rank refused" \
+    "rank 1: the plan is for a model with d_model 32; this run's model has d_model 64" \
+    "--plan $T/p2x1.json --steps 2" "--plan $T/p2x1.json --steps 2 --set model.d_model=64"
+mpmd "MPMD: another train.seed on one rank refused" "train.seed is 1337 on rank 0, 7 on rank 1" \
+    "--plan $T/p2x1.json --steps 2" "--plan $T/p2x1.json --steps 2 --set train.seed=7"
+mpmd "MPMD: another --checkpoint-every on one rank refused" "rank.checkpoint_every is 1 on rank 0, 2 on rank 1" \
+    "--plan $T/p2x1.json --steps 2 --checkpoint-dir $T/mpmd.ck --checkpoint-every 1" \
+    "--plan $T/p2x1.json --steps 2 --checkpoint-dir $T/mpmd.ck --checkpoint-every 2"
+mpmd "MPMD: a flag one rank refuses stops them all" "rank 1: --checkpoint-every needs N >= 0" \
+    "--plan $T/p2x1.json --steps 2" "--plan $T/p2x1.json --steps 2 --checkpoint-every -3"
 refused() { # name pattern command...: exit 1 with the pattern on stderr
     local name=$1 pat=$2; shift 2
     "$@" >/dev/null 2>"$T/refused"; local rc=$?
