@@ -220,6 +220,37 @@ done
 check "plan from that profile" 0 "" -- "$M" plan --db "$T/esc.db" --gpus 2 --gpu-mem 1MiB
 verdict "... prints its names visibly" -- python3 "$H" clean "$T/out" "$T/err"
 
+# ---- 16. issue 38: SIGINT, SIGTERM and SIGHUP stop a run cleanly: it finishes
+# the step in progress, checkpoints it, records the run "interrupted" and exits
+# 128 + the signal (before: killed at once, no message, no checkpoint, the run
+# left "running")
+steps_of() { sqlite3 "$1" "select count(*) from steps where run_id = (select max(id) from runs where kind = 'train')" 2>/dev/null || echo 0; }
+wait_steps() { # db n pid: until the newest train run has n step rows (or pid ended)
+    for _ in $(seq 600); do [ "$(steps_of "$1")" -ge "$2" ] 2>/dev/null && return; kill -0 "$3" 2>/dev/null || return; sleep 0.1; done
+}
+interrupted() { # name signal code db ckdir: the run's record, its checkpoint at its last step
+    local n=$1 sig=$2 want=$3 db=$4 ck=$5 got=$6
+    local st last ckl; st=$(sqlite3 "$db" "select group_concat(status) from runs where kind in ('train', 'doctor')")
+    last=$(sqlite3 "$db" "select max(step) from steps where run_id = (select max(id) from runs where kind = 'train')")
+    ckl=$(ls "$ck" 2>/dev/null | grep -E '^step-[0-9]+\.ckpt$' | sort | tail -1)
+    if [ "$got" = "$want" ] && [ -z "$(echo "$st" | tr ',' '\n' | grep -v interrupted)" ] && [ "$ckl" = "$(printf 'step-%08d.ckpt' "$last")" ] &&
+       grep -q "$sig received: stopping after the step in progress" "$T/sig.err" && grep -q "interrupted by $sig after step $last" "$T/sig.err"
+    then echo "ok   $n: exit $got, the run interrupted, checkpoint of its last step ($last)"; pass=$((pass+1))
+    else echo "FAIL $n: exit $got (wanted $want), runs '$st', last step $last, newest checkpoint '$ckl'"; tail -3 "$T/sig.err"; fail=$((fail+1)); fi
+}
+for sc in INT:130 TERM:143 HUP:129; do
+    sig=${sc%:*}; rm -rf "$T/sig.db"* "$T/sigck"
+    "$M" train --preset tiny --steps 100000 --checkpoint-dir "$T/sigck" --checkpoint-every 1000 --db "$T/sig.db" --quiet 2>"$T/sig.err" &
+    pid=$!; wait_steps "$T/sig.db" 30 $pid; kill -$sig $pid; wait $pid
+    interrupted "train, SIG$sig" SIG$sig ${sc#*:} "$T/sig.db" "$T/sigck" $?
+done
+check "... and it resumes from that checkpoint" 0 "resumed from .*step-" \
+    -- "$M" train --preset tiny --steps 3000 --checkpoint-dir "$T/sigck" --resume
+rm -rf "$T/sig.db"*
+"$M" doctor "${shape17[@]}" --steps 1000 --checkpoint-every 0 --db "$T/sig.db" --quiet >/dev/null 2>"$T/sig.err" &
+pid=$!; wait_steps "$T/sig.db" 3 $pid; kill -TERM $pid; wait $pid
+interrupted "doctor, SIGTERM" SIGTERM 143 "$T/sig.db" "$T/sig.db.ckpt/run-1" $?
+
 # ---- 13. help and docs match the code
 "$M" --version >"$T/out" 2>&1
 verdict "--version" -- grep -qE "^memsplit [0-9]+\.[0-9]+" "$T/out"
