@@ -11,6 +11,7 @@
 #include "cli/common.h"
 #include "mpi/launch_check.h"
 #include "mpi/mpi_world.h"
+#include "run/interrupt.h"
 #include "run/rank_agree.h"
 #include "run/rank_train.h"
 #include "run/rerun.h"
@@ -20,9 +21,11 @@
 
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 static const char main_usage[] =
     "usage: mpirun -np N memsplit-rank train --plan FILE (--preset NAME | --config FILE) [options]\n"
@@ -208,9 +211,15 @@ int main(int argc, char **argv)
         fputs(main_usage, stderr);
         return MS_EXIT_USAGE;
     }
+    /* a rank whose launcher dies (mpirun killed) is told to stop, as when
+     * the launcher stops it, rather than train on, orphaned */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
     ms_mpi_init(&argc, &argv);
     ms_world w;
     ms_mpi_world(&w);
+    char who[64];
+    snprintf(who, sizeof who, "memsplit train: rank %d", w.rank);
+    ms_interrupt_arm(who); /* a signal stops every rank after the same step, checkpointed (run/interrupt.h) */
     int rc = rank_train(&w, argc - 1, argv + 1);
     ms_mpi_finalize();
     return rc;

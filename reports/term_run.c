@@ -170,8 +170,11 @@ static int print_recovery(const ms_recovery_rec *r, void *ctx)
     if (r->resumed_step >= 0) snprintf(resumed, sizeof resumed, " from the checkpoint of step %d", r->resumed_step);
     if (r->old_plan_id || r->new_plan_id)
         snprintf(plans, sizeof plans, "; plan %lld -> plan %lld", (long long)r->old_plan_id, (long long)r->new_plan_id);
-    snprintf(line, sizeof line, "recovery at step %d (%s): %s; resumed%s%s%s%s", r->step, r->t, r->reason, resumed,
-             r->checkpoint[0] ? " in " : "", r->checkpoint, plans);
+    if (!r->new_plan_id && !r->checkpoint[0] && r->resumed_step < 0) /* a failure nothing could recover */
+        snprintf(line, sizeof line, "failure at step %d (%s): %s; not resumed", r->step, r->t, r->reason);
+    else
+        snprintf(line, sizeof line, "recovery at step %d (%s): %s; resumed%s%s%s%s", r->step, r->t, r->reason,
+                 resumed, r->checkpoint[0] ? " in " : "", r->checkpoint, plans);
     if (pr->n++ == 0 && !pr->brief) fprintf(pr->f, "\n");
     rep_wrap(pr->f, pr->width, 2, line);
     return 0;
