@@ -208,7 +208,8 @@ verdict "... and it prints no control character" -- python3 "$H" clean "$T/hplan
 python3 - "$T/esc.db" <<'PY'
 import sqlite3, sys
 c = sqlite3.connect(sys.argv[1])
-c.execute("UPDATE layer_rows SET name = 'blk\x1b[2J\x1b]0;owned\x07\r\x08' || layer, kind = 'B\x1b[31m'")
+c.execute("UPDATE layer_rows SET name = 'blk\x1b[2J\x1b]0;owned\x07\r\x08' || layer || ' ' || ?, kind = 'B\x1b[31m'",
+          ("\u00e9" * 40,))  # a name past the table's cell, cut between two-byte characters
 c.execute("UPDATE oom_events SET layer_name = 'blk\x1b[2J', what = 'w\x1b]8;;http://x\x07'")
 c.execute("UPDATE runs SET cmdline = 'memsplit profile \x1b[2J\x9b2J\r\nforged line', model = 'm\x1b[1m'")
 c.commit()
