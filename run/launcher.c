@@ -160,7 +160,7 @@ int ms_launcher_run(char **argv, const char *out_path, int n_ranks, FILE *progre
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGHUP, SIG_DFL);
-        int in = open("/dev/null", O_RDONLY);
+        int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
         int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0 || in < 0 || dup2(in, 0) < 0 || dup2(fd, 1) < 0 || dup2(pfd[1], 2) < 0) _exit(127);
         execvp(argv[0], argv);

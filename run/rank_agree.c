@@ -206,7 +206,10 @@ int ms_rank_agree(const ms_world *w, int code, const char *why, const ms_config 
         mine = job_text(cfg, plan, o, mine_why, sizeof mine_why);
         if (!mine) code = MS_EXIT_RUNTIME;
     }
-    verdict me = { code, mine ? fnv(mine) : 0 };
+    verdict me;
+    memset(&me, 0, sizeof me); /* its padding too: it travels */
+    me.code = code;
+    me.fp = mine ? fnv(mine) : 0;
     verdict *all = calloc((size_t)w->size, sizeof *all);
     char *msgs = calloc((size_t)w->size, MSG);
     if (!all || !msgs) { /* cannot even compare: every rank stops (the collectives below still run) */
@@ -254,7 +257,8 @@ int ms_rank_agree(const ms_world *w, int code, const char *why, const ms_config 
         }
         free(t0);
         w->allgather(line, MSG, msgs);
-        compose(msgs, w->size, err, errlen);        if (differ) {
+        compose(msgs, w->size, err, errlen);
+        if (differ) {
             size_t k = strlen(err);
             if (k + 1 < errlen)
                 snprintf(err + k, errlen - k, " -- every rank must run the same plan, config, steps, seed and data");

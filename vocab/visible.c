@@ -135,10 +135,21 @@ char *ms_visible_dup(const char *s, int keep_newlines)
 
 void ms_visible_field(char *field, size_t cap)
 {
-    char tmp[4096];
-    if (cap < 8 || cap > sizeof tmp) return;
-    const char *v = ms_visible(field, tmp, cap);
-    if (v != field) memcpy(field, tmp, strlen(tmp) + 1);
+    int same;
+    if (cap < 8 || !memchr(field, 0, cap)) { /* too small to say anything visibly, or not a string: nothing */
+        if (cap) field[0] = 0;
+        return;
+    }
+    measure(field, 0, 0, &same);
+    char *tmp = same ? NULL : malloc(cap);
+    if (same) return;
+    if (!tmp) {
+        snprintf(field, cap, "?");
+        return;
+    }
+    render(field, 0, 0, tmp, cap, 1);
+    memcpy(field, tmp, strlen(tmp) + 1);
+    free(tmp);
 }
 
 int ms_py_literal(const char *s, char *buf, size_t len)

@@ -22,7 +22,8 @@
  *  - ms_visible_dup(): the same, malloc'd and whole (NULL: out of memory);
  *    keep_newlines leaves '\n' as a line break (text of several lines).
  *  - ms_visible_field(): a fixed-size string field (cap bytes) rewritten in
- *    place to its visible form, cut to fit as ms_visible cuts.
+ *    place to its visible form, cut to fit as ms_visible cuts ("?" when
+ *    memory ran out; emptied when it holds no NUL or cap < 8).
  *  - ms_py_literal(): s as a Python str literal, by repr's rules: in single
  *    quotes; backslash and quote escaped; \t \n \r; other controls and the
  *    characters Python does not print (C1, separators, format characters,
