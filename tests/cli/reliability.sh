@@ -252,6 +252,17 @@ rm -rf "$T/sig.db"*
 pid=$!; wait_steps "$T/sig.db" 3 $pid; kill -TERM $pid; wait $pid
 interrupted "doctor, SIGTERM" SIGTERM 143 "$T/sig.db" "$T/sig.db.ckpt/run-1" $?
 
+# ---- 17. issue 38, smaller: an uncapped profile has no cap (not "0 B"), a plan
+# over CPU devices counts devices (not GPUs), one stage is one stage
+check "an uncapped profile" 0 "" -- "$M" profile --preset tiny --db "$T/small.db"
+verdict "... says it has no cap, never 'capacity 0 B'" -- \
+    sh -c "cat '$T/out' '$T/err' | grep -q 'capacity  no cap on cpu' && ! cat '$T/out' '$T/err' | grep -q 'capacity  0 B'"
+check "a plan over two CPU devices" 0 "" -- "$M" plan --db "$T/small.db" --gpus 2 --devices cpu/v0,cpu/v1 --gpu-mem 1MiB
+verdict "... counts devices, not GPUs" -- grep -q "2 of 2 devices," "$T/out"
+"$M" plan --db "$T/small.db" --gpus 1 --gpu-mem 1GiB >/dev/null 2>&1
+check "a report with a one-stage plan" 0 "" -- "$M" report --db "$T/small.db" --brief
+verdict "... says '1 stage'" -- sh -c "grep -q ', 1 stage,' '$T/out' && ! grep -q '1 stages' '$T/out'"
+
 # ---- 13. help and docs match the code
 "$M" --version >"$T/out" 2>&1
 verdict "--version" -- grep -qE "^memsplit [0-9]+\.[0-9]+" "$T/out"
