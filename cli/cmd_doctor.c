@@ -4,6 +4,7 @@
 #include "cli/args.h"
 #include "cli/common.h"
 #include "run/doctor.h"
+#include "run/interrupt.h"
 #include "reports/db.h"
 #include "trainer/device.h"
 #include "vocab/device_name.h"
@@ -231,6 +232,7 @@ int ms_cmd_doctor(int argc, char **argv)
                           .db_timeout_ms = a.db_timeout_ms, .replicas = a.replicas, .zero = a.zero,
                           .headroom = a.headroom, .inject = a.inject };
     json_t *summary = NULL;
+    ms_interrupt_arm("memsplit doctor"); /* a signal stops it between steps, checkpointed (run/interrupt.h) */
     code = ms_run_doctor(&cfg, &da, &summary);
     free(cmd);
     free(caps);

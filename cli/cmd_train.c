@@ -3,6 +3,7 @@
  * for a program) → the JSON summary. */
 #include "cli/args.h"
 #include "cli/common.h"
+#include "run/interrupt.h"
 #include "run/program.h"
 #include "run/train.h"
 #include "run/train_plan.h"
@@ -157,6 +158,7 @@ int ms_cmd_train(int argc, char **argv)
     if (build_config(&a, &cfg)) return MS_EXIT_USAGE;
     json_t *summary = NULL;
     int code;
+    ms_interrupt_arm("memsplit train"); /* a signal stops it between steps, checkpointed (run/interrupt.h) */
     if (a.plan_path) {
         code = train_plan(&cfg, &a, &summary);
     } else {

@@ -1,14 +1,18 @@
 /* rank_main.c — memsplit-rank, the one binary that links libmpi: what
  * mpirun (or srun) starts once per rank, directly or through memsplit,
  * which hands a `train` under a launcher over to it (run/launch_env.h).
- * A front end like memsplit's: parse (the same on every rank, so every rank
- * decides alike; only rank 0 speaks) → the launch checked against the plan
- * (mpi/launch_check.h) → one call into the run floor (run/rank_train.h),
- * with the MPI world of mpi/mpi_world.h. */
+ * A front end like memsplit's: parse and check on every rank, then every
+ * rank agrees on one job (run/rank_agree.h: a rank that refused alone, or
+ * runs another plan, config, steps, seed or data, stops them all, and only
+ * rank 0 speaks) → the devices checked (mpi/launch_check.h) → one call
+ * into the run floor (run/rank_train.h), with the MPI world of
+ * mpi/mpi_world.h. */
 #include "cli/args.h"
 #include "cli/common.h"
 #include "mpi/launch_check.h"
 #include "mpi/mpi_world.h"
+#include "run/interrupt.h"
+#include "run/rank_agree.h"
 #include "run/rank_train.h"
 #include "run/rerun.h"
 #include "reports/db.h"
@@ -17,9 +21,11 @@
 
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 static const char main_usage[] =
     "usage: mpirun -np N memsplit-rank train --plan FILE (--preset NAME | --config FILE) [options]\n"
@@ -56,8 +62,12 @@ static const char usage[] =
     "                       failed step would (exit 2)\n"
     "  -h, --help           this text\n"
     "\n"
-    "Exit status: 0 trained; 1 usage error or a launch that does not match the\n"
-    "plan; 2 runtime error; 3 out of memory.\n";
+    "Every rank checks its own arguments and the ranks agree on one job (plan,\n"
+    "config, steps, seed, data, checkpoint options) before anything else: ranks\n"
+    "that disagree all refuse, naming the ranks and both values.\n"
+    "\n"
+    "Exit status: 0 trained; 1 usage error, a launch that does not match the\n"
+    "plan, or ranks that disagree; 2 runtime error; 3 out of memory.\n";
 
 typedef struct rank_args {
     ms_model_args ma;
@@ -110,8 +120,9 @@ static int check_args(const rank_args *a, char *err, size_t errlen)
     return -1;
 }
 
-/* 0 parsed, -1 help printed, or the exit status of a usage error (said on rank 0). */
-static int parse(int argc, char **argv, int rank, rank_args *a)
+/* 0 parsed, -1 help printed (on rank 0), or the exit status of a usage
+ * error with its message in err (the ranks agree before anyone says it). */
+static int parse(int argc, char **argv, int rank, rank_args *a, char *err, size_t errlen)
 {
     static const struct option opts[] = {
         { "preset", required_argument, 0, O_MODEL }, { "config", required_argument, 0, O_MODEL },
@@ -129,59 +140,69 @@ static int parse(int argc, char **argv, int rank, rank_args *a)
     ms_model_args_init(&a->ma);
     a->o.kill_step = a->o.fail_step = -1;
     a->o.db_timeout_ms = MS_DB_BUSY_MS;
-    char err[512];
     int idx = 0, c;
     optind = 1;
     opterr = rank == 0;
+    err[0] = 0;
     while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
         if (c == 'h') {
             if (rank == 0) printf(usage, ms_cli_model_help);
             return -1;
         }
         if (c == '?') {
-            if (rank == 0) fprintf(stderr, "memsplit train: see --help\n");
+            snprintf(err, errlen, "an option it does not take, or one without its value (see memsplit train --help)");
             return MS_EXIT_USAGE;
         }
-        if (take_opt(a, c, opts[idx].name, err, sizeof err)) break;
+        if (take_opt(a, c, opts[idx].name, err, errlen)) return MS_EXIT_USAGE;
     }
-    if (c == -1 && optind < argc) snprintf(err, sizeof err, "unexpected argument '%s'", argv[optind]);
-    else if (c == -1 && check_args(a, err, sizeof err) == 0) return 0;
-    if (rank == 0) fprintf(stderr, "memsplit train: %s\n", err);
+    if (optind < argc) snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+    else if (check_args(a, err, errlen) == 0) return 0;
     return MS_EXIT_USAGE;
 }
 
-/* The config, the plan and the launch, checked alike on every rank: 0, or
+/* The config, the plan and the launch's size, checked on this rank: 0, or
+ * the exit status with err. */
+static int check_here(rank_args *a, ms_config *cfg, ms_plan *plan, char *err, size_t errlen)
+{
+    if (ms_model_args_config(&a->ma, cfg, err, errlen)) return MS_EXIT_USAGE;
+    if (ms_plan_load_json(a->plan, plan, err, errlen)) return MS_EXIT_USAGE;
+    if (ms_rerun_check(cfg, plan, NULL, err, errlen)) return MS_EXIT_USAGE; /* another model: both values */
+    if (ms_launch_check_size(plan, err, errlen)) return MS_EXIT_USAGE;
+    return 0;
+}
+
+/* The device and the GPU claims, alike on every rank (collective): 0, or
  * the exit status (said on rank 0). */
-static int prepare(const ms_world *w, rank_args *a, ms_config *cfg, ms_plan *plan, char *device, size_t len)
+static int check_devices(const ms_world *w, rank_args *a, char *device, size_t len)
 {
     char err[1024];
-    int code = 0;
-    if (ms_model_args_config(&a->ma, cfg, err, sizeof err)) code = MS_EXIT_USAGE;
-    else if (ms_plan_load_json(a->plan, plan, err, sizeof err)) code = MS_EXIT_USAGE;
-    else if (ms_rerun_check(cfg, plan, NULL, err, sizeof err)) code = MS_EXIT_USAGE; /* another model: both values */
-    else if (ms_launch_check_size(plan, err, sizeof err)) code = MS_EXIT_USAGE;
-    if (!code) {
-        ms_launch_device(a->ma.device, device, len);
-        if (ms_launch_check_claims(device, err, sizeof err)) code = MS_EXIT_USAGE;
-    }
-    if (code && w->rank == 0) fprintf(stderr, "memsplit train: %s\n", err);
+    ms_launch_device(a->ma.device, device, len);
     a->o.device = device;
-    return code;
+    if (!ms_launch_check_claims(device, err, sizeof err)) return 0;
+    if (w->rank == 0) fprintf(stderr, "memsplit train: %s\n", err);
+    return MS_EXIT_USAGE;
 }
 
 static int rank_train(const ms_world *w, int argc, char **argv)
 {
     rank_args a;
-    int code = parse(argc, argv, w->rank, &a);
-    if (code) return code < 0 ? MS_EXIT_OK : code;
     ms_config cfg;
     ms_plan plan;
+    memset(&cfg, 0, sizeof cfg);
     memset(&plan, 0, sizeof plan);
-    char device[40];
-    code = prepare(w, &a, &cfg, &plan, device, sizeof device);
+    char err[1024], said[4096], device[40];
+    /* every rank checks its own arguments, then all of them agree on one
+     * job (run/rank_agree.h) before anything collective is tried: a rank
+     * that refused alone, or that runs another job (an MPMD launch with
+     * another plan, --steps or seed), would leave the others waiting */
+    int code = parse(argc, argv, w->rank, &a, err, sizeof err);
+    if (!code) code = check_here(&a, &cfg, &plan, err, sizeof err);
+    code = ms_rank_agree(w, code, err, &cfg, &plan, &a.o, said, sizeof said);
+    if (code > 0 && w->rank == 0) fprintf(stderr, "memsplit train: %s\n", said);
+    if (!code) code = check_devices(w, &a, device, sizeof device);
     if (!code) code = ms_run_rank_train(w, &cfg, &plan, &a.o);
     ms_plan_free(&plan);
-    return code;
+    return code < 0 ? MS_EXIT_OK : code;
 }
 
 int main(int argc, char **argv)
@@ -190,9 +211,15 @@ int main(int argc, char **argv)
         fputs(main_usage, stderr);
         return MS_EXIT_USAGE;
     }
+    /* a rank whose launcher dies (mpirun killed) is told to stop, as when
+     * the launcher stops it, rather than train on, orphaned */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
     ms_mpi_init(&argc, &argv);
     ms_world w;
     ms_mpi_world(&w);
+    char who[64];
+    snprintf(who, sizeof who, "memsplit train: rank %d", w.rank);
+    ms_interrupt_arm(who); /* a signal stops every rank after the same step, checkpointed (run/interrupt.h) */
     int rc = rank_train(&w, argc - 1, argv + 1);
     ms_mpi_finalize();
     return rc;

@@ -11,6 +11,7 @@
 
 #include "reports/grow.h"
 #include "reports/run_facts.h"
+#include "vocab/tmpfile.h"
 #include <unistd.h>
 
 /* A doctor holds trial, plan and training runs; deeper nesting is not made
@@ -251,10 +252,16 @@ int ms_html_report_write(const char *path, ms_db *db, int64_t run, char *err, si
     size_t len = strlen(path) + 32;
     char *tmp = malloc(len);
     if (!tmp) { snprintf(err, errlen, "out of memory"); return -1; }
-    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
+    /* a new file under a random name beside the page, never one planted
+     * there ahead (vocab/tmpfile.h), then renamed into place */
+    int fd = ms_tmp_create(path, tmp, len);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         free(tmp);
         return -1;
     }

@@ -22,8 +22,10 @@
  *    integers) beside its human form (KiB/MiB/GiB); tables have stable ids
  *    (docs/html-report.md lists them).
  *  - Reads the database only. Returns 0, or -1 with the reason in err;
- *    never aborts. ms_html_report_write() writes to a temporary file beside
- *    path and renames it, so path is never left half-written. */
+ *    never aborts. ms_html_report_write() writes to a new temporary file
+ *    beside path (a random name, created exclusively, never through a
+ *    symlink planted there: vocab/tmpfile.h) and renames it, so path is
+ *    never left half-written and nothing but path is written. */
 #ifndef MS_HTML_REPORT_H
 #define MS_HTML_REPORT_H
 

@@ -4,10 +4,12 @@
  * answer.h; term_run.c prints it under the run's header). */
 #include "reports/term_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "reports/run_facts.h"
 #include "reports/term_report.h"
+#include "vocab/visible.h"
 
 static void field(FILE *f, int width, const char *label, const char *value)
 {
@@ -30,8 +32,9 @@ static void say_trial(FILE *f, const ms_answer *a, int width)
     if (p->oom.happened) {
         ms_term_report_oom_sentence(p, line, sizeof line);
     } else {
+        rep_capacity(p->capacity, b2, sizeof b2);
         snprintf(line, sizeof line, "none: the trial %s: peak %s of %s on %s", p->fits ? "fit" : "stopped",
-                 ms_term_bytes(p->peak, b1, sizeof b1), ms_term_bytes(p->capacity, b2, sizeof b2), p->device);
+                 ms_term_bytes(p->peak, b1, sizeof b1), b2, p->device);
     }
     field(f, width, "overflow", line);
 }
@@ -51,8 +54,10 @@ static void say_placement(FILE *f, const ms_answer *a, int width)
         const ms_answer_stage *st = &a->stages[s];
         if (st->capacity) ms_term_bytes(st->capacity, b, sizeof b);
         else snprintf(b, sizeof b, "no capacity set");
-        int n = snprintf(line + used, sizeof line - used, "%s%s -> device %d, %s (%s)", s ? "; " : "", st->modules,
-                         st->device, st->device_name, b);
+        char *mods = ms_visible_dup(st->modules, 0), dev[4 * sizeof st->device_name];
+        int n = snprintf(line + used, sizeof line - used, "%s%s -> device %d, %s (%s)", s ? "; " : "",
+                         mods ? mods : "?", st->device, ms_visible(st->device_name, dev, sizeof dev), b);
+        free(mods);
         if (n > 0) used += (size_t)n < sizeof line - used ? (size_t)n : sizeof line - used - 1;
     }
     if (used + 1 < sizeof line)
@@ -73,7 +78,7 @@ static void say_devices(FILE *f, const ms_answer *a, int width)
     fprintf(f, "%-9s %-12s %11s %11s %11s %8s\n", "peaks", "device", "capacity", "predicted", "measured", "gap");
     for (int i = 0; i < a->n_dev; i++) {
         const ms_device_peak *d = &a->dev[i];
-        char name[48], cut[4 * 12 + 2];
+        char name[48];
         snprintf(name, sizeof name, "%d %.*s", d->device, rep_prefix(d->name, (int)sizeof d->name), d->name);
         if (d->capacity) ms_term_bytes(d->capacity, cap, sizeof cap);
         else snprintf(cap, sizeof cap, "none set");
@@ -85,7 +90,7 @@ static void say_devices(FILE *f, const ms_answer *a, int width)
                      100.0 * ((double)d->measured_peak - (double)d->predicted_peak) / (double)d->predicted_peak);
         }
         fprintf(f, "%-9s ", "");
-        rep_pad(f, rep_cut(name, 12, cut, sizeof cut), 12);
+        rep_cell(f, name, 12);
         fprintf(f, " %11s %11s %11s %8s\n", cap, pred, ms_term_bytes(d->measured_peak, meas, sizeof meas), gap);
     }
     (void)width;

@@ -255,7 +255,9 @@ static void print_group(FILE *f, const ms_profile *p, int precision, int micro_b
     free(rows);
 }
 
-void ms_term_report_profile(FILE *f, const ms_profile *p, int width)
+static void oom_text(FILE *f, const ms_profile *p, int width);
+
+static void profile_text(FILE *f, const ms_profile *p, int width)
 {
     if (width <= 0) width = 80;
     char line[2048], about[1536], b1[32], b2[32], b3[32];
@@ -274,7 +276,7 @@ void ms_term_report_profile(FILE *f, const ms_profile *p, int width)
     if (p->n_rows == 0) fprintf(f, "\n(no layer rows recorded)\n");
 
     fprintf(f, "\n");
-    ms_term_bytes(p->capacity, b1, sizeof b1);
+    rep_capacity(p->capacity, b1, sizeof b1);
     ms_term_bytes(p->reserve, b2, sizeof b2);
     snprintf(line, sizeof line, "%s on %.*s (reserve: %s before any tensor)", b1, (int)sizeof p->device,
              p->device, b2);
@@ -287,7 +289,7 @@ void ms_term_report_profile(FILE *f, const ms_profile *p, int width)
         fprintf(f, "peak      %s\n", b3);
     if (p->oom.happened) {
         fprintf(f, "result    OUT OF MEMORY (diagnosis below)\n\n");
-        ms_term_report_oom(f, p, width);
+        oom_text(f, p, width);
     } else {
         fprintf(f, "result    %s\n", p->fits ? "fits: the trial finished without running out of memory"
                                              : "did not finish (no out-of-memory recorded)");
@@ -368,7 +370,7 @@ static void print_top_layers(FILE *f, const ms_profile *p, uint64_t live, int wi
     free(ll);
 }
 
-void ms_term_report_oom_sentence(const ms_profile *p, char *line, size_t len)
+static void oom_sentence(const ms_profile *p, char *line, size_t len)
 {
     const ms_oom_info *o = &p->oom;
     uint64_t live = 0;
@@ -416,15 +418,15 @@ void ms_term_report_oom_sentence(const ms_profile *p, char *line, size_t len)
     }
 }
 
-void ms_term_report_oom_headline(FILE *f, const ms_profile *p, int width)
+static void oom_headline(FILE *f, const ms_profile *p, int width)
 {
     char line[4 * MS_NAME_MAX];
     if (!p->oom.happened) return;
-    ms_term_report_oom_sentence(p, line, sizeof line);
+    oom_sentence(p, line, sizeof line);
     rep_wrap(f, width > 0 ? width : 80, 2, line);
 }
 
-void ms_term_report_oom(FILE *f, const ms_profile *p, int width)
+static void oom_text(FILE *f, const ms_profile *p, int width)
 {
     const ms_oom_info *o = &p->oom;
     if (!o->happened) return;
@@ -433,7 +435,7 @@ void ms_term_report_oom(FILE *f, const ms_profile *p, int width)
     for (int c = 0; c < MS_CAT_N; c++) live += o->live_by_cat[c];
     uint64_t cap = o->capacity ? o->capacity : p->capacity;
     char line[640];
-    ms_term_report_oom_headline(f, p, width);
+    oom_headline(f, p, width);
     snprintf(line, sizeof line, "Exact bytes: requested %" PRIu64 ", live %" PRIu64 ", capacity %" PRIu64 ".",
              o->requested, live, cap);
     rep_wrap(f, width, 2, line);
@@ -453,4 +455,41 @@ void ms_term_report_oom(FILE *f, const ms_profile *p, int width)
     char b[32];
     fprintf(f, "  %-10s %12s\n", "total", ms_term_bytes(live, b, sizeof b));
     print_top_layers(f, p, live, width);
+}
+
+/* ---- the entry points: each prints a copy of the profile whose strings
+ * are in their visible form (vocab/visible.h), so that no module or class
+ * name a program chose, and nothing else the database holds, reaches the
+ * terminal with a control character in it ---------------------------- */
+
+void ms_term_report_profile(FILE *f, const ms_profile *p, int width)
+{
+    ms_profile v;
+    ms_profile_visible_copy(p, &v);
+    profile_text(f, &v, width);
+    ms_profile_free(&v);
+}
+
+void ms_term_report_oom(FILE *f, const ms_profile *p, int width)
+{
+    ms_profile v;
+    ms_profile_visible_copy(p, &v);
+    oom_text(f, &v, width);
+    ms_profile_free(&v);
+}
+
+void ms_term_report_oom_headline(FILE *f, const ms_profile *p, int width)
+{
+    ms_profile v;
+    ms_profile_visible_copy(p, &v);
+    oom_headline(f, &v, width);
+    ms_profile_free(&v);
+}
+
+void ms_term_report_oom_sentence(const ms_profile *p, char *line, size_t len)
+{
+    ms_profile v;
+    ms_profile_visible_copy(p, &v);
+    oom_sentence(&v, line, len);
+    ms_profile_free(&v);
 }

@@ -9,6 +9,7 @@
 #include "reports/grow.h"
 #include "reports/run_facts.h"
 #include "vocab/plan_json.h"
+#include "vocab/visible.h"
 #include <unistd.h>
 
 /* A doctor holds trial, plan and training runs; deeper nesting is not made
@@ -17,10 +18,11 @@
 
 void ms_term_report_run_line(FILE *f, const ms_run_info *r, int width)
 {
-    char line[160], parent[32] = "";
+    char line[640], parent[32] = "", kind[64], started[96], model[4 * sizeof r->model];
     if (r->parent) snprintf(parent, sizeof parent, " (in run %lld)", (long long)r->parent);
-    int col = fprintf(f, "%5lld  %-7s  %-10s  %.19sZ  ", (long long)r->id, r->kind, ms_run_state(r), r->started);
-    snprintf(line, sizeof line, "%s%s", r->model[0] ? r->model : "-", parent);
+    int col = fprintf(f, "%5lld  %-7s  %-10s  %.19sZ  ", (long long)r->id, ms_visible(r->kind, kind, sizeof kind),
+                      ms_run_state(r), ms_visible(r->started, started, sizeof started));
+    snprintf(line, sizeof line, "%s%s", r->model[0] ? ms_visible(r->model, model, sizeof model) : "-", parent);
     rep_wrap_from(f, width, col, 7, line);
 }
 
@@ -28,6 +30,15 @@ static void print_field(FILE *f, int width, const char *label, const char *value
 {
     fprintf(f, "%-9s ", label);
     rep_wrap_from(f, width, 10, 10, value);
+}
+
+/* A field of one line from outside (the command line, the model's name):
+ * every control character visible, a newline too. */
+static void print_field_line(FILE *f, int width, const char *label, const char *value)
+{
+    char *v = ms_visible_dup(value, 0);
+    print_field(f, width, label, v ? v : "(out of memory)");
+    free(v);
 }
 
 static void print_header(FILE *f, ms_db *db, const ms_run_info *r, int width)
@@ -52,11 +63,11 @@ static void print_header(FILE *f, ms_db *db, const ms_run_info *r, int width)
                      "this cannot check)", r->host[0] ? r->host : "?");
     }
     print_field(f, width, "finished", line);
-    print_field(f, width, "model", r->model[0] ? r->model : "-");
+    print_field_line(f, width, "model", r->model[0] ? r->model : "-");
     char devs[1024];
     if (rf_run_devices(db, r, devs, sizeof devs) == 0 || !devs[0]) snprintf(devs, sizeof devs, "- (none recorded)");
     print_field(f, width, "devices", devs);
-    if (r->cmdline[0]) print_field(f, width, "command", r->cmdline);
+    if (r->cmdline[0]) print_field_line(f, width, "command", r->cmdline);
     if (r->parent) {
         snprintf(line, sizeof line, "run %lld", (long long)r->parent);
         print_field(f, width, "part of", line);
@@ -74,7 +85,7 @@ static int print_plan(const ms_plan_info *pl, void *ctx)
     char stages[48] = "";
     ms_plan plan;
     if (ms_plan_read_loose(pl->plan_json, &plan) == 0 && plan.n_stages >= 0)
-        snprintf(stages, sizeof stages, ", %d stages", plan.n_stages);
+        snprintf(stages, sizeof stages, ", %d stage%s", plan.n_stages, plan.n_stages == 1 ? "" : "s");
     ms_plan_free(&plan);
     char line[256];
     snprintf(line, sizeof line, "plan %lld: %s%s, predicted %.2f ms per step", (long long)pl->id,
@@ -99,7 +110,8 @@ static int print_peak(const ms_device_peak *d, void *ctx)
         snprintf(gap, sizeof gap, "%+.2f%%",
                  100.0 * ((double)d->measured_peak - (double)d->predicted_peak) / (double)d->predicted_peak);
     }
-    fprintf(pr->f, "%-10.10s %11s %11s %11s %8s%s\n", d->name, cap, pred, meas, gap,
+    rep_cell(pr->f, d->name, 10);
+    fprintf(pr->f, " %11s %11s %11s %8s%s\n", cap, pred, meas, gap,
             d->capacity && d->measured_peak > d->capacity ? "  OVER" : "");
     return 0;
 }
@@ -158,8 +170,11 @@ static int print_recovery(const ms_recovery_rec *r, void *ctx)
     if (r->resumed_step >= 0) snprintf(resumed, sizeof resumed, " from the checkpoint of step %d", r->resumed_step);
     if (r->old_plan_id || r->new_plan_id)
         snprintf(plans, sizeof plans, "; plan %lld -> plan %lld", (long long)r->old_plan_id, (long long)r->new_plan_id);
-    snprintf(line, sizeof line, "recovery at step %d (%s): %s; resumed%s%s%s%s", r->step, r->t, r->reason, resumed,
-             r->checkpoint[0] ? " in " : "", r->checkpoint, plans);
+    if (!r->new_plan_id && !r->checkpoint[0] && r->resumed_step < 0) /* a failure nothing could recover */
+        snprintf(line, sizeof line, "failure at step %d (%s): %s; not resumed", r->step, r->t, r->reason);
+    else
+        snprintf(line, sizeof line, "recovery at step %d (%s): %s; resumed%s%s%s%s", r->step, r->t, r->reason,
+                 resumed, r->checkpoint[0] ? " in " : "", r->checkpoint, plans);
     if (pr->n++ == 0 && !pr->brief) fprintf(pr->f, "\n");
     rep_wrap(pr->f, pr->width, 2, line);
     return 0;
@@ -185,8 +200,9 @@ static void print_profile_brief(FILE *f, const ms_profile *p, int width)
         ms_term_report_oom_headline(f, p, width - 2);
         return;
     }
+    rep_capacity(p->capacity, b2, sizeof b2);
     snprintf(line, sizeof line, "%s: peak %s of %s on %s", p->fits ? "fits" : "did not finish",
-             ms_term_bytes(p->peak, b1, sizeof b1), ms_term_bytes(p->capacity, b2, sizeof b2), p->device);
+             ms_term_bytes(p->peak, b1, sizeof b1), b2, p->device);
     print_field(f, width, "profile", line);
 }
 

@@ -1,7 +1,13 @@
 /* term_text.c — word wrapping for the terminal reports. */
 #include "reports/term_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "reports/term_report.h"
+#include "vocab/visible.h"
+
+#define MS_VIS_CELL 128 /* the widest cell rep_cell fills */
 
 int rep_columns(const char *s, int nbytes)
 {
@@ -55,6 +61,13 @@ const char *rep_cut(const char *s, int w, char *buf, size_t len)
     return buf;
 }
 
+void rep_cell(FILE *f, const char *s, int w)
+{
+    char vis[4 * MS_VIS_CELL + 8], cut[4 * MS_VIS_CELL + 8];
+    if (w > MS_VIS_CELL) w = MS_VIS_CELL;
+    rep_pad(f, rep_cut(ms_visible(s ? s : "", vis, sizeof vis), w, cut, sizeof cut), w);
+}
+
 void rep_pad(FILE *f, const char *s, int w)
 {
     int cols = rep_columns(s, (int)strlen(s));
@@ -62,9 +75,26 @@ void rep_pad(FILE *f, const char *s, int w)
     if (cols < w) fprintf(f, "%*s", w - cols, "");
 }
 
+static void wrap_visible(FILE *f, int width, int first_col, int indent, const char *text);
+
 void rep_wrap(FILE *f, int width, int indent, const char *text) { rep_wrap_from(f, width, 0, indent, text); }
 
+void rep_capacity(uint64_t capacity, char *buf, size_t len)
+{
+    if (capacity) ms_term_bytes(capacity, buf, len);
+    else snprintf(buf, len, "no cap");
+}
+
 void rep_wrap_from(FILE *f, int width, int first_col, int indent, const char *text)
+{
+    /* whatever the text holds, no control character but a line break
+     * reaches the terminal (vocab/visible.h) */
+    char *shown = ms_visible_dup(text ? text : "", 1);
+    wrap_visible(f, width, first_col, indent, shown ? shown : "(out of memory)");
+    free(shown);
+}
+
+static void wrap_visible(FILE *f, int width, int first_col, int indent, const char *text)
 {
     if (width < 20) width = 20;
     if (indent > width / 2) indent = width / 2;

@@ -2,6 +2,7 @@
 #include "run/doctor.h"
 #include "run/doctor_ranks.h"
 #include "run/exit.h"
+#include "run/interrupt.h"
 #include "run/records.h"
 #include "run/rerun.h"
 #include "run/text.h"
@@ -33,7 +34,20 @@ typedef struct doctor_job {
     ms_plan plan;
     ms_rerun_result rr;
     int code;
+    int interrupted;           /* the signal that stopped it (run/interrupt.h), 0 none */
 } doctor_job;
+
+/* A signal since the last look: doctor stops here, between its parts
+ * (the part in progress was finished and recorded). 1 when it does. */
+static int stopped(doctor_job *j, const char *after)
+{
+    int sig = ms_interrupt_signal();
+    if (!sig) return 0;
+    j->interrupted = sig;
+    j->code = ms_interrupt_status(sig);
+    fprintf(stderr, "memsplit doctor: interrupted by %s after %s\n", ms_signal_name(sig), after);
+    return 1;
+}
 
 /* The trial's profile as the terminal shows it: the diagnosis (or that it
  * fits), the full tables only when asked for. */
@@ -196,7 +210,7 @@ static void rerun_opts(doctor_job *j, int64_t train_run, ms_rerun_opts *ro, char
     }
     ro->device = a->device ? a->device : (!strncmp(j->cfg->device, "cuda", 4) ? NULL : "cpu");
     ro->steps = j->cfg->steps;
-    ro->ckpt_dir = a->ckpt_every > 0 ? ckdir : NULL;
+    ro->ckpt_dir = ckdir; /* checkpoints every ckpt_every steps (0: none), and one when a signal stops it */
     ro->ckpt_every = a->ckpt_every;
     ro->prof = &j->tr.prof;
     ro->popts = j->po;
@@ -237,13 +251,26 @@ static void train(doctor_job *j)
     }
     ms_rerun_result *rr = &j->rr;
     j->dbf += rr->db_failed;
+    const char *status = rr->interrupted ? "interrupted" : rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed";
     if (train_run > 0)
-        ms_run_recorded(ms_db_run_finish(j->db, train_run, rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed"),
-                        j->db, "doctor", "the training's end", &j->dbf);
+        ms_run_recorded(ms_db_run_finish(j->db, train_run, status), j->db, "doctor", "the training's end", &j->dbf);
+    if (rr->interrupted) {
+        /* a signal stopped the training after a finished step, whose checkpoint it wrote */
+        j->interrupted = rr->interrupted;
+        j->code = rc == MS_OK ? ms_interrupt_status(rr->interrupted) : MS_EXIT_RUNTIME;
+        fprintf(stderr, "memsplit doctor: training interrupted by %s after step %d of %d%s%s\n",
+                ms_signal_name(rr->interrupted), rr->steps, cfg->steps, rc == MS_OK ? "" : ": ",
+                rc == MS_OK ? "" : rr->err);
+        if (rr->checkpoint[0]) print_resume_hint(stderr, a, cfg, rr);
+        return;
+    }
     if (rc != MS_OK) {
         fprintf(stderr, "memsplit doctor: training: %s\n", rr->err);
         j->code = rc == MS_EOOM ? MS_EXIT_OOM : MS_EXIT_RUNTIME;
-        if (rr->oom_unrecovered && rr->checkpoint[0]) print_resume_hint(stderr, a, cfg, rr);
+        char note[1200];
+        snprintf(note, sizeof note, "training: %s", rr->err);
+        ms_run_recorded(ms_db_run_note(j->db, j->top, note), j->db, "doctor", "the training's failure", &j->dbf);
+        if ((rr->oom_unrecovered || a->launch) && rr->checkpoint[0]) print_resume_hint(stderr, a, cfg, rr);
     } else {
         ms_rerun_print_devices(j->out, rr);
         fprintf(j->out, "trained %d steps: loss %.4f -> %.4f, %.0f tokens/s, %d recover%s\n", rr->steps,
@@ -265,10 +292,10 @@ int ms_run_doctor(const ms_config *cfg, const ms_doctor_args *a, json_t **summar
     int code = begin(&j);
     if (code) return code;
     json_t *jout = json_object();
-    if (!trial(&j)) {
+    if (!stopped(&j, "its start") && !trial(&j)) {
         json_t *tj = ms_profile_to_json(&j.tr.prof);
         if (tj) json_object_set_new(jout, "trial", tj);
-        if (!plan(&j)) train(&j);
+        if (!stopped(&j, "the trial") && !plan(&j) && !stopped(&j, "the plan")) train(&j);
     }
     if (j.plan.n_stages) {
         json_t *pj = ms_plan_to_json(&j.plan);
@@ -276,8 +303,9 @@ int ms_run_doctor(const ms_config *cfg, const ms_doctor_args *a, json_t **summar
     }
     if (j.rr.losses) json_object_set_new(jout, "train", ms_rerun_result_json(&j.rr));
     code = j.code;
-    ms_run_recorded(ms_db_run_finish(j.db, j.top, code == MS_EXIT_OK ? "ok" : code == MS_EXIT_OOM ? "oom" : "failed"),
-                    j.db, "doctor", "the run's end", &j.dbf);
+    const char *status = j.interrupted ? "interrupted" : code == MS_EXIT_OK ? "ok" : code == MS_EXIT_OOM ? "oom" : "failed";
+    if (j.interrupted) json_object_set_new(jout, "interrupted", json_string(ms_signal_name(j.interrupted)));
+    ms_run_recorded(ms_db_run_finish(j.db, j.top, status), j.db, "doctor", "the run's end", &j.dbf);
     if (j.dbf && code == MS_EXIT_OK) code = MS_EXIT_RUNTIME;
     if (a->json) *summary = json_incref(jout);
     json_decref(jout);

@@ -2,19 +2,20 @@
  * recovering from a rank that dies (doctor_ranks.h). */
 #include "run/doctor_ranks.h"
 #include "run/exit.h"
+#include "run/interrupt.h"
 #include "run/launch_env.h"
+#include "run/launcher.h"
 #include "planner/explain.h"
 #include "vocab/plan_json.h"
 #include "vocab/plan_replicas.h"
 #include "trainer/checkpoint.h"
+#include "vocab/errf.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_ARGS 256
@@ -36,96 +37,6 @@ static void addf(argv_buf *a, const char *fmt, long v)
     if (a->n >= MAX_ARGS) return;
     snprintf(a->store[a->n], sizeof a->store[0], fmt, v);
     add(a, a->store[a->n]);
-}
-
-/* What the launcher said about the run's end. */
-typedef struct child_end {
-    int status;       /* exit status, 128 + signal when killed */
-    int rank;         /* the rank that failed first, -1: not said */
-    char why[200];
-    int rank_of[3];   /* by evidence: 0 killed by a signal (the launcher), 1 MPI_Abort, 2 memsplit's own line */
-    char why_of[3][200];
-    char ours[64][200]; /* memsplit's own line of each rank (the first 64), "" none */
-} child_end;
-
-/* OpenMPI's "process rank R with PID ... exited on signal S", MPI_Abort's
- * "invoked on rank R", memsplit-rank's "memsplit train: rank R (...): what: why".
- * A rank killed by a signal is the cause, whatever the others said after it:
- * when one dies, its peers may fail on the lost connection before the
- * launcher ends them. */
-static void scan(const char *line, child_end *e)
-{
-    int r, sig;
-    const char *p;
-    char buf[200];
-    if ((p = strstr(line, "process rank ")) && sscanf(p, "process rank %d", &r) == 1 && e->rank_of[0] < 0) {
-        const char *s = strstr(p, "exited on signal ");
-        if (s && sscanf(s, "exited on signal %d", &sig) == 1) {
-            e->rank_of[0] = r;
-            snprintf(e->why_of[0], sizeof e->why_of[0], "killed by signal %d", sig);
-        }
-    } else if ((p = strstr(line, "invoked on rank ")) && sscanf(p, "invoked on rank %d", &r) == 1 && e->rank_of[1] < 0) {
-        e->rank_of[1] = r;
-    } else if (sscanf(line, "memsplit train: rank %d (", &r) == 1 && r >= 0) {
-        const char *colon = strstr(line, "): ");
-        snprintf(buf, sizeof buf, "%.180s", colon ? colon + 3 : line);
-        buf[strcspn(buf, "\n")] = 0;
-        if (r < 64 && !e->ours[r][0]) snprintf(e->ours[r], sizeof e->ours[r], "%s", buf);
-        if (e->rank_of[2] < 0) {
-            e->rank_of[2] = r;
-            snprintf(e->why_of[2], sizeof e->why_of[2], "%s", buf);
-        }
-    }
-}
-
-static void settle(child_end *e)
-{
-    for (int k = 0; k < 3 && e->rank < 0; k++)
-        if (e->rank_of[k] >= 0) {
-            e->rank = e->rank_of[k];
-            const char *own = e->rank < 64 ? e->ours[e->rank] : "";
-            snprintf(e->why, sizeof e->why, "%s", k == 0 ? e->why_of[0] : own[0] ? own : "ended the run with an error");
-        }
-}
-
-/* Runs the launcher; its stdout (rank 0's JSON) goes to out_path, its stderr
- * through progress and scan(). */
-static int run_child(char **argv, const char *out_path, FILE *progress, child_end *e, char *err, size_t errlen)
-{
-    int pfd[2];
-    memset(e, 0, sizeof *e);
-    e->rank = e->rank_of[0] = e->rank_of[1] = e->rank_of[2] = -1;
-    if (pipe(pfd)) {
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
-        return -1;
-    }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(err, errlen, "fork: %s", strerror(errno));
-        return -1;
-    }
-    if (pid == 0) {
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0 || dup2(fd, 1) < 0 || dup2(pfd[1], 2) < 0) _exit(127);
-        close(pfd[0]);
-        execvp(argv[0], argv);
-        fprintf(stderr, "memsplit doctor: cannot start %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    close(pfd[1]);
-    FILE *f = fdopen(pfd[0], "r");
-    char line[4096];
-    while (f && fgets(line, sizeof line, f)) {
-        if (progress) fputs(line, progress);
-        scan(line, e);
-    }
-    if (f) fclose(f);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    e->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    settle(e);
-    return 0;
 }
 
 static void build_argv(argv_buf *a, char *words, const char *rank_bin, const ms_config *cfg, const ms_plan *plan,
@@ -170,17 +81,18 @@ static void build_argv(argv_buf *a, char *words, const char *rank_bin, const ms_
     if (o->quiet) add(a, "--quiet");
 }
 
-/* The plan for the devices left when `lost` is gone. */
-static int replan(const ms_doctor_ranks_opts *o, ms_plan *plan, int lost, char *err, size_t errlen)
+/* The plan for the devices left when those marked in lost[] are gone. */
+static int replan(const ms_doctor_ranks_opts *o, ms_plan *plan, const char *lost, char *err, size_t errlen)
 {
     int n = 0;
     ms_plan_device *devs = calloc((size_t)plan->n_devices, sizeof *devs);
     if (!devs) return MS_EFAIL;
     for (int d = 0; d < plan->n_devices; d++)
-        if (d != lost) devs[n++] = plan->devices[d];
+        if (!lost[d]) devs[n++] = plan->devices[d];
     char what[64];
-    snprintf(what, sizeof what, "the %d devices that remain", n);
-    int rc = ms_rerun_replan(o->prof, &o->popts, devs, n, what, plan, err, errlen);
+    snprintf(what, sizeof what, "the %d device%s that remain%s", n, n == 1 ? "" : "s", n == 1 ? "s" : "");
+    int rc = n ? ms_rerun_replan(o->prof, &o->popts, devs, n, what, plan, err, errlen)
+               : ms_errf(err, errlen, "no device is left") ? MS_EFAIL : MS_EFAIL;
     free(devs);
     return rc;
 }
@@ -197,8 +109,11 @@ static int collect_loss(const ms_step_rec *s, void *ctx)
     return 0;
 }
 
-static void record_recovery(const ms_doctor_ranks_opts *o, const child_end *e, const char *dead, const char *ckdir,
-                            int64_t old_plan, int64_t new_plan)
+/* A failure of the launch in the run's recovery events: what happened and
+ * what was done (new_plan 0 and no checkpoint: nothing could be), and in
+ * the run's notes. */
+static void record_recovery(const ms_doctor_ranks_opts *o, const char *what, const char *ckdir, int64_t old_plan,
+                            int64_t new_plan, int recovered)
 {
     if (!o->db) return;
     ms_recovery_rec rr;
@@ -206,17 +121,20 @@ static void record_recovery(const ms_doctor_ranks_opts *o, const child_end *e, c
     int done = 0;
     ms_db_list_steps(o->db, o->run, last_step, &done);
     rr.step = done + 1;
-    rr.resumed_step = 0;
+    rr.resumed_step = recovered ? 0 : -1;
     char ck[1024];
-    if (ms_ckpt_latest(ckdir, ck, sizeof ck) == 1) {
+    if (recovered && ms_ckpt_latest(ckdir, ck, sizeof ck) == 1) {
         snprintf(rr.checkpoint, sizeof rr.checkpoint, "%.511s", ck);
         const char *b = strrchr(ck, '/');
         if (!b || sscanf(b, "/step-%d.ckpt", &rr.resumed_step) != 1) rr.resumed_step = -1;
     }
-    snprintf(rr.reason, sizeof rr.reason, "rank %d (%.31s) died: %.80s", e->rank, dead, e->why);
+    snprintf(rr.reason, sizeof rr.reason, "%s", what);
     rr.old_plan_id = old_plan;
-    rr.new_plan_id = new_plan;
-    ms_db_add_recovery(o->db, o->run, &rr);
+    rr.new_plan_id = recovered ? new_plan : 0;
+    char note[1200];
+    snprintf(note, sizeof note, "step %d: %s", rr.step, what);
+    if (ms_db_add_recovery(o->db, o->run, &rr) < 0 || ms_db_run_note(o->db, o->run, note))
+        fprintf(stderr, "memsplit doctor: could not record \"%s\": %s\n", what, ms_db_errmsg(o->db));
 }
 
 /* The last launch's JSON summary (rank 0's stdout) into r. */
@@ -239,6 +157,120 @@ static void read_summary(const char *path, const ms_doctor_ranks_opts *o, ms_rer
     }
 }
 
+/* Why the launch ended, and what doctor does about it (doctor_ranks.h):
+ * MS_OK with r->interrupted (a signal stopped it: doctor's own, passed on,
+ * or one its ranks received), MS_OK to launch again (a recovery recorded),
+ * or MS_EFAIL with r->err (every death recorded, no recovery possible).
+ * Clean ends (status 0) are MS_OK. */
+static int after_launch(const ms_doctor_ranks_opts *o, const ms_config *cfg, ms_plan *plan, int64_t *plan_id,
+                        const ms_launch_end *e, const char *dir, int *launcher_deaths, ms_rerun_result *r)
+{
+    (void)cfg;
+    int n = e->n, got = 0, named = 0, dead = 0, oom = 0;
+    if (e->status == 0) return MS_OK;
+    for (int k = 0; k < n; k++) {
+        named += e->killed[k] != 0;
+        if (!got && e->got[k]) got = e->got[k];
+    }
+    char ck[1024] = "";
+    if (ms_ckpt_latest(dir, ck, sizeof ck) != 1) ck[0] = 0;
+    /* 1. doctor was told to stop, and told the launcher: interrupted */
+    snprintf(r->checkpoint, sizeof r->checkpoint, "%s", ck); /* what a resume would take, said on every stop */
+    const char *b = strrchr(ck, '/');
+    if (!b || sscanf(b, "/step-%d.ckpt", &r->checkpoint_step) != 1) r->checkpoint_step = 0;
+    if (e->interrupted || (!named && e->rank < 0 && got)) {
+        r->interrupted = e->interrupted ? e->interrupted : got;
+        if (!e->interrupted && o->progress)
+            fprintf(o->progress, "doctor: the ranks were stopped by %s from outside\n", ms_signal_name(got));
+        return MS_OK;
+    }
+    /* 2. ranks died: those the launcher names killed, and, when one was, every
+     * rank that said nothing at all (the launcher names only the first);
+     * else 3. a rank's own failure (an out-of-memory, a device error), which
+     * costs its device, as before. Said with the plan they ran under. */
+    char *lost = calloc((size_t)plan->n_devices, 1);
+    char (*deaths)[400] = calloc((size_t)n, sizeof *deaths);
+    char what[1024];
+    if (!lost || !deaths) {
+        free(lost);
+        free(deaths);
+        return ms_errf(r->err, sizeof r->err, "out of host memory") ? MS_EFAIL : MS_EFAIL;
+    }
+    for (int k = 0; k < n; k++) {
+        char how[220];
+        if (e->killed[k]) snprintf(how, sizeof how, "killed by signal %d", e->killed[k]);
+        else if (named && !e->said[k]) snprintf(how, sizeof how, "killed (it said nothing; the launcher names the first death only)");
+        else if (!named && k == e->rank && e->status != MS_EXIT_USAGE) {
+            snprintf(how, sizeof how, "%.200s", e->why);
+            oom = e->status == MS_EXIT_OOM || strstr(e->why, "out of memory") != NULL; /* its own out-of-memory */
+        } else continue;
+        int stage, replica, dev = ms_plan_rank_device(plan, k, &stage, &replica);
+        lost[dev] = 1;
+        dead++;
+        snprintf(deaths[k], sizeof deaths[k], "rank %d (stage %d, replica %d, device %d %.31s) died: %s", k, stage,
+                 replica, dev, plan->devices[dev].name, how);
+        if (o->progress) fprintf(o->progress, "doctor: %s\n", deaths[k]);
+    }
+    int64_t old_plan = *plan_id;
+    if (!dead) {
+        free(lost);
+        free(deaths);
+        /* 4. the launcher itself was killed, and no rank died of it: launch
+         * again as it was, from the last checkpoint, once in a row */
+        if (e->signaled && e->rank < 0 && (*launcher_deaths)++ < 1) {
+            snprintf(what, sizeof what, "the launcher (%.60s) was killed by signal %d%s; no rank died: launched again "
+                     "with the same plan", o->launch, e->status - 128, e->orphans ? ", its ranks ended by doctor" : "");
+            if (o->progress) fprintf(o->progress, "doctor: %s\n", what);
+            record_recovery(o, what, dir, old_plan, old_plan, 1);
+            r->recoveries++;
+            return MS_OK;
+        }
+        snprintf(r->err, sizeof r->err, "the ranks ended with status %d%s%s", e->status, e->why[0] ? ": " : "", e->why);
+        if (e->signaled) {
+            snprintf(what, sizeof what, "the launcher (%.60s) was killed by signal %d again, before any progress",
+                     o->launch, e->status - 128);
+            record_recovery(o, what, dir, old_plan, 0, 0);
+            snprintf(r->err, sizeof r->err, "%s", what);
+        }
+        return MS_EFAIL;
+    }
+    *launcher_deaths = 0;
+    /* the devices of the dead are lost: re-plan for the rest and resume;
+     * every death is recorded, recovered or not */
+    char why[600];
+    int prc = replan(o, plan, lost, why, sizeof why);
+    if (prc == MS_OK) {
+        char *js = ms_plan_to_string(plan);
+        *plan_id = o->db && js ? ms_db_add_plan(o->db, o->run, js, plan->step_ms, 1) : 0;
+        free(js);
+    }
+    for (int k = 0; k < n; k++) {
+        if (!deaths[k][0]) continue;
+        snprintf(what, sizeof what, "%s%s%s", deaths[k], prc == MS_OK ? "" : "; not recovered: ",
+                 prc == MS_OK ? "" : why);
+        record_recovery(o, what, dir, old_plan, *plan_id, prc == MS_OK);
+        r->recoveries += prc == MS_OK;
+    }
+    free(lost);
+    free(deaths);
+    if (prc != MS_OK) {
+        /* no plan for what remains: after a rank's own out-of-memory, that
+         * (exit 3); after a killed rank a failure, never an out-of-memory */
+        if (oom) snprintf(r->err, sizeof r->err, "%s", why);
+        else snprintf(r->err, sizeof r->err, "%d rank%s died, and %s", dead, dead == 1 ? "" : "s", why);
+        if (o->progress && ck[0]) fprintf(o->progress, "doctor: stopped; the last checkpoint, %s, is intact\n", ck);
+        r->oom_unrecovered = oom && prc == MS_EOOM;
+        return r->oom_unrecovered ? MS_EOOM : MS_EFAIL;
+    }
+    if (o->progress) {
+        fprintf(o->progress, "doctor: re-planned without the device%s of the rank%s that died:\n", dead == 1 ? "" : "s",
+                dead == 1 ? "" : "s");
+        ms_plan_print_table(o->progress, plan, o->prof, 0);
+        fprintf(o->progress, "doctor: resuming from the last checkpoint\n");
+    }
+    return MS_OK;
+}
+
 int ms_doctor_ranks(const ms_config *cfg, ms_plan *plan, const ms_doctor_ranks_opts *o, int64_t plan_id,
                     ms_rerun_result *r)
 {
@@ -258,6 +290,7 @@ int ms_doctor_ranks(const ms_config *cfg, ms_plan *plan, const ms_doctor_ranks_o
         return MS_EFAIL;
     }
     setenv("NCCL_NVLS_ENABLE", "0", 1); /* every rank: NVLink multicast can take the host's GPUs down */
+    int launcher_deaths = 0;
     for (int launch = 0;; launch++) {
         char err[1024];
         if (ms_plan_save_json(plan_path, plan, err, sizeof err)) {
@@ -271,42 +304,18 @@ int ms_doctor_ranks(const ms_config *cfg, ms_plan *plan, const ms_doctor_ranks_o
         if (o->progress)
             fprintf(o->progress, "doctor: launching %d ranks (%d stages x %d replicas): %s -n %d ...\n",
                     ms_plan_ranks(plan), plan->n_stages, plan->replicas, o->launch, ms_plan_ranks(plan));
-        child_end e;
-        if (run_child(a.v, out_path, o->progress, &e, err, sizeof err)) {
+        ms_launch_end e;
+        int n_ranks = ms_plan_ranks(plan);
+        if (ms_launcher_run(a.v, out_path, n_ranks, o->progress, &e, err, sizeof err)) {
+            ms_launch_end_free(&e);
             snprintf(r->err, sizeof r->err, "%s", err);
             return MS_EFAIL;
         }
-        if (e.status == 0) break;
-        if (e.status == MS_EXIT_USAGE || e.rank < 0 || e.rank >= ms_plan_ranks(plan)) {
-            snprintf(r->err, sizeof r->err, "the ranks ended with status %d%s%s", e.status, e.why[0] ? ": " : "", e.why);
-            return MS_EFAIL;
-        }
-        /* a rank died: its device is lost; re-plan for the rest and resume */
-        int stage, replica, dev = ms_plan_rank_device(plan, e.rank, &stage, &replica);
-        if (o->progress)
-            fprintf(o->progress, "doctor: rank %d (stage %d, replica %d, device %d %s) died: %s\n", e.rank, stage,
-                    replica, dev, plan->devices[dev].name, e.why);
-        char dead[32];
-        snprintf(dead, sizeof dead, "%.31s", plan->devices[dev].name);
-        int64_t old_plan = plan_id;
-        int prc = replan(o, plan, dev, r->err, sizeof r->err);
-        if (prc != MS_OK) {
-            r->oom_unrecovered = prc == MS_EOOM;
-            char ck[1024];
-            if (o->progress && ms_ckpt_latest(dir, ck, sizeof ck) == 1)
-                fprintf(o->progress, "doctor: stopped; the last checkpoint, %s, is intact\n", ck);
-            return prc;
-        }
-        char *js = ms_plan_to_string(plan);
-        plan_id = o->db && js ? ms_db_add_plan(o->db, o->run, js, plan->step_ms, 1) : 0;
-        free(js);
-        record_recovery(o, &e, dead, dir, old_plan, plan_id);
-        r->recoveries++;
-        if (o->progress) {
-            fprintf(o->progress, "doctor: re-planned without %s:\n", dead);
-            ms_plan_print_table(o->progress, plan, o->prof, 0);
-            fprintf(o->progress, "doctor: resuming from the last checkpoint\n");
-        }
+        int rc = after_launch(o, cfg, plan, &plan_id, &e, dir, &launcher_deaths, r);
+        ms_launch_end_free(&e);
+        if (rc == MS_OK && !r->interrupted && e.status) continue; /* recovered: launch again, resuming */
+        if (rc != MS_OK) return rc;
+        break;
     }
     read_summary(out_path, o, r);
     return MS_OK;

@@ -17,9 +17,22 @@
  * checkpointed step is lost and no step row is doubled. Each run's
  * checkpoints live in their own folder, so another run's are never resumed.
  *
- * Returns MS_OK, MS_EOOM (nothing fits the devices that remain; r->err
- * says what would) or MS_EFAIL (r->err); *plan may be replaced by the
- * recovery's. r is filled as ms_rerun fills it (losses from the database). */
+ * Every rank that died is recorded (recovery_events and the run's notes):
+ * the one the launcher names, and every rank that said nothing at all once
+ * one was named (a rank the launcher stops says that a signal reached it).
+ * A launcher killed outright is launched again once, with the same plan
+ * (no rank died); its ranks are told to stop at its death (they set
+ * PR_SET_PDEATHSIG) and doctor, their subreaper, ends what is left before
+ * the next launch. The launcher has its own process group and no stdin; a
+ * signal doctor receives (run/interrupt.h) is passed once to the ranks
+ * (or to the launcher where they are not its children here), which stop
+ * after a step, checkpointed: r->interrupted.
+ *
+ * Returns MS_OK (also when interrupted), MS_EOOM (nothing fits the devices
+ * that remain after an out-of-memory; r->err says what would) or MS_EFAIL
+ * (r->err: ranks died and no plan fits what remains, which is a failure,
+ * never an out-of-memory); *plan may be replaced by the recovery's. r is
+ * filled as ms_rerun fills it (losses from the database). */
 #ifndef MS_RUN_DOCTOR_RANKS_H
 #define MS_RUN_DOCTOR_RANKS_H
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "vocab/errf.h"
+#include "vocab/visible.h"
 
 int ms_program_plan_opts(const ms_profile *p, ms_plan_opts *o, char *err, size_t errlen)
 {
@@ -36,75 +37,173 @@ int ms_program_plan_opts(const ms_profile *p, ms_plan_opts *o, char *err, size_t
     return 0;
 }
 
-/* "transformers.13" -> prefix "transformers." and 13; -1 when the name
- * does not end in a number after a dot. */
+/* A name as the placement line writes it: bare (is_bare) as it is, else
+ * a Python literal, so no control character, quote or separator reaches
+ * the line raw and the line parses back (docs/bridge.md). 0, or -1 when it
+ * does not fit. */
+static int is_bare(const char *name, int device);
+static int item_text(const char *name, int device, char *out, size_t len)
+{
+    if (!is_bare(name, device)) return ms_py_literal(name, out, len);
+    return snprintf(out, len, "%s", name) < (int)len ? 0 : -1;
+}
+
+/* Whether name is bare: [A-Za-z0-9_.] only (a device's also ':', '/', '-'). */
+static int is_bare(const char *name, int device)
+{
+    int bare = name[0] != 0;
+    for (const char *c = name; *c && bare; c++)
+        bare = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+               *c == '.' || (device && (*c == ':' || *c == '/' || *c == '-'));
+    return bare;
+}
+
+/* "transformers.13" -> prefix "transformers." and 13; -1 when the name is
+ * not bare or does not end in a number after a dot (only bare names are
+ * shortened into runs, so "a.0-12" cannot be a name: '-' is never bare). */
 static long trailing_index(const char *s, size_t *prefix_len)
 {
     size_t n = strlen(s), i = n;
     while (i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9') i--;
-    if (i == n || i == 0 || s[i - 1] != '.') return -1;
+    if (i == n || i == 0 || s[i - 1] != '.' || n - i > 9 || !is_bare(s, 0)) return -1;
     *prefix_len = i;
     return strtol(s + i, NULL, 10);
 }
 
-/* One stage's modules, runs of numbered blocks shortened: "segment1, transformers.0-12". */
-static void stage_text(const ms_plan *pl, const ms_plan_stage *st, char *out, size_t len)
+/* The modules of layer l: a block is one module; the layers before and
+ * after the blocks (0 and the last) hold a comma-joined list of them, or a
+ * "(before the blocks)" placeholder when the trial saw none. */
+static int is_edge(const ms_plan *pl, int l) { return l == 0 || l == pl->n_layers - 1; }
+static int placeholder(const char *m, size_t k)
 {
-    size_t n = 0;
-    out[0] = '\0';
-    for (int l = st->first; l <= st->last && n < len; l++) {
-        const char *name = pl->layer_names ? pl->layer_names[l] : "";
-        size_t pre_a = 0, pre_b = 0;
-        long a = trailing_index(name, &pre_a), last = a;
-        int e = l;
-        while (a >= 0 && e + 1 <= st->last) {   /* extend a run transformers.a, a+1, ... */
-            const char *nx = pl->layer_names[e + 1];
-            long b = trailing_index(nx, &pre_b);
-            if (b != last + 1 || pre_b != pre_a || strncmp(nx, name, pre_a)) break;
-            last = b;
-            e++;
-        }
-        char item[MS_NAME_MAX + 24];
-        if (e > l) snprintf(item, sizeof item, "%.*s%ld-%ld", (int)pre_a, name, a, last);
-        else snprintf(item, sizeof item, "%s", name);
-        for (char *c = item; *c; c++)   /* a pre/post layer's modules are comma-joined */
-            if (*c == ',') *c = ';';
-        n += (size_t)snprintf(out + n, len - n, "%s%s", n ? ", " : "", item);
-        l = e;
+    return (k == 19 && !strncmp(m, "(before the blocks)", k)) || (k == 18 && !strncmp(m, "(after the blocks)", k));
+}
+
+/* Calls each(name, ctx) for every module of layer l, in order. */
+static void modules_of(const ms_plan *pl, int l, void (*each)(const char *name, void *ctx), void *ctx)
+{
+    const char *names = pl->layer_names ? pl->layer_names[l] : "";
+    if (!is_edge(pl, l)) {
+        if (names[0]) each(names, ctx);
+        return;
     }
-    for (char *c = out; *c; c++)
-        if (*c == ';') *c = ',';
+    char m[MS_NAME_MAX];
+    for (const char *p = names; *p;) {
+        size_t k = strcspn(p, ",");
+        if (k && k < sizeof m) {
+            memcpy(m, p, k);
+            m[k] = 0;
+            each(m, ctx);
+        }
+        p += k + (p[k] == ',');
+    }
+}
+
+/* The placement line's text of one stage, into a growing buffer. */
+typedef struct line_buf {
+    char *s;
+    size_t n, cap;
+    int items;
+    const char *run_name; /* a run being extended: its first bare name ... */
+    size_t run_pre;
+    long run_first, run_last;
+} line_buf;
+
+static void put(line_buf *b, const char *text)
+{
+    size_t k = strlen(text);
+    if (b->n + k + 1 > b->cap) {
+        size_t cap = (b->n + k + 1) * 2;
+        char *g = realloc(b->s, cap);
+        if (!g) return;
+        b->s = g;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, text, k + 1);
+    b->n += k;
+}
+
+static void flush_run(line_buf *b)
+{
+    if (!b->run_name) return;
+    char item[MS_NAME_MAX + 48];
+    if (b->run_last > b->run_first)
+        snprintf(item, sizeof item, "%.*s%ld-%ld", (int)b->run_pre, b->run_name, b->run_first, b->run_last);
+    else
+        snprintf(item, sizeof item, "%s", b->run_name);
+    put(b, b->items++ ? ", " : "");
+    put(b, item);
+    free((char *)b->run_name);
+    b->run_name = NULL;
+}
+
+/* One module into the stage's text: runs of numbered bare names shortened
+ * ("transformers.0-12"); other names as item_text writes them. */
+static void add_module(const char *name, void *ctx)
+{
+    line_buf *b = ctx;
+    size_t pre = 0;
+    long i = trailing_index(name, &pre);
+    if (b->run_name && i >= 0 && i == b->run_last + 1 && pre == b->run_pre && !strncmp(name, b->run_name, pre)) {
+        b->run_last = i;
+        return;
+    }
+    flush_run(b);
+    if (i >= 0) {
+        b->run_name = strdup(name);
+        b->run_pre = pre;
+        b->run_first = b->run_last = i;
+        if (b->run_name) return;
+    }
+    char item[4 * MS_NAME_MAX + 8];
+    if (item_text(name, 0, item, sizeof item)) snprintf(item, sizeof item, "'...'");
+    put(b, b->items++ ? ", " : "");
+    put(b, item);
 }
 
 void ms_program_placement(FILE *f, const ms_plan *pl)
 {
     fprintf(f, "placement: ");
     for (int s = 0; s < pl->n_stages; s++) {
-        char text[4096];
-        stage_text(pl, &pl->stages[s], text, sizeof text);
-        fprintf(f, "%s%s → %s", s ? "; " : "", text, pl->devices[pl->stages[s].device].name);
+        const ms_plan_stage *st = &pl->stages[s];
+        line_buf b;
+        memset(&b, 0, sizeof b);
+        for (int l = st->first; l <= st->last; l++) modules_of(pl, l, add_module, &b);
+        flush_run(&b);
+        char dev[4 * 32 + 8];
+        if (item_text(pl->devices[st->device].name, 1, dev, sizeof dev)) snprintf(dev, sizeof dev, "'?'");
+        fprintf(f, "%s%s → %s", s ? "; " : "", b.s ? b.s : "", dev);
+        free(b.s);
     }
     fputc('\n', f);
 }
 
+typedef struct snippet_ctx {
+    FILE *f;
+    const char *dev;      /* the stage's device, as a Python literal */
+} snippet_ctx;
+
+static void snippet_entry(const char *name, void *ctx)
+{
+    snippet_ctx *x = ctx;
+    char lit[4 * MS_NAME_MAX + 8];
+    if (placeholder(name, strlen(name)) || ms_py_literal(name, lit, sizeof lit)) return;
+    fprintf(x->f, "    (%s, %s),\n", lit, x->dev);
+}
+
 void ms_program_snippet(FILE *f, const ms_plan *pl)
 {
-    const char *root_dev = pl->devices[pl->stages[0].device].name;
+    char root[4 * 32 + 8], dev[4 * 32 + 8];
+    if (ms_py_literal(pl->devices[pl->stages[0].device].name, root, sizeof root)) snprintf(root, sizeof root, "'cpu'");
     fprintf(f, "# Place the modules by hand (memsplit train --plan does this for you, with\n"
                "# keyword arguments, shared weights and the framework's own moves handled):\n"
                "import torch\n\n"
                "PLACEMENT = [\n");
     for (int s = 0; s < pl->n_stages; s++) {
         const ms_plan_stage *st = &pl->stages[s];
-        for (int l = st->first; l <= st->last; l++) {
-            const char *names = pl->layer_names ? pl->layer_names[l] : "";
-            const char *p = names;
-            while (*p) {    /* one entry per module of a comma-joined layer */
-                size_t k = strcspn(p, ",");
-                if (k) fprintf(f, "    (\"%.*s\", \"%s\"),\n", (int)k, p, pl->devices[st->device].name);
-                p += k + (p[k] == ',');
-            }
-        }
+        if (ms_py_literal(pl->devices[st->device].name, dev, sizeof dev)) continue;
+        snippet_ctx x = { f, dev };
+        for (int l = st->first; l <= st->last; l++) modules_of(pl, l, snippet_entry, &x);
     }
     fprintf(f, "]\n\n"
                "def _to(obj, dev):\n"
@@ -122,7 +221,7 @@ void ms_program_snippet(FILE *f, const ms_plan *pl)
                "    def forward(*args, **kwargs):\n"
                "        return _to(fwd(*_to(args, dev), **_to(kwargs, dev)), home)\n"
                "    module.forward = forward\n\n"
-               "def place(model, home=\"%s\"):\n"
+               "def place(model, home=%s):\n"
                "    for name, dev in PLACEMENT:\n"
                "        module = model.get_submodule(name).to(dev)\n"
                "        # a list's elements are not called themselves: wrap what is\n"
@@ -130,5 +229,5 @@ void ms_program_snippet(FILE *f, const ms_plan *pl)
                "        for m in (module.children() if isinstance(module, lists) else [module]):\n"
                "            _wrap(m, torch.device(dev), torch.device(home))\n"
                "    return model\n",
-            root_dev);
+            root);
 }

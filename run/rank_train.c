@@ -1,6 +1,7 @@
 /* rank_train.c — one rank of `memsplit train --plan` (rank_train.h). */
 #include "run/rank_train.h"
 #include "run/exit.h"
+#include "run/interrupt.h"
 #include "run/records.h"
 #include "run/steplog.h"
 #include "run/text.h"
@@ -28,6 +29,7 @@ static double now_s(void)
 /* What every rank sends rank 0 each step. */
 typedef struct rank_rec {
     uint64_t peak_total, peak[MS_CAT_N], capacity;
+    int64_t signal;         /* a signal this rank received (run/interrupt.h), 0 none */
 } rank_rec;
 
 typedef struct rank_run {
@@ -143,7 +145,17 @@ static void gather_recs(rank_run *r, const ms_pipeline *p)
     mine.peak_total = d->peak_total;
     mine.capacity = d->capacity;
     for (int c = 0; c < MS_CAT_N; c++) mine.peak[c] = d->peak[c];
+    mine.signal = ms_interrupt_signal();
     r->w->allgather(&mine, sizeof mine, r->recs);
+}
+
+/* The first signal any rank received, from the last gather: every rank
+ * sees the same, so all of them stop after the same step. */
+static int any_signal(const rank_run *r)
+{
+    for (int k = 0; k < r->size; k++)
+        if (r->recs[k].signal) return (int)r->recs[k].signal;
+    return 0;
 }
 
 /* {"cpu/v0": bytes, ...} over every rank, malloc'd */
@@ -288,6 +300,7 @@ static void resume(rank_run *r, ms_pipeline *p)
     r->w->bcast(path, sizeof path);
     if (!path[0]) return; /* nothing to resume: start at step 0, as a one-process run does not */
     if (ms_pipe_load(p, path)) die(r, MS_EXIT_RUNTIME, "resume", p->err);
+    if (r->rank == 0) ms_ckpt_sweep(r->ckdir); /* the run owns the folder now: what saves cut short left goes */
     if (r->rank == 0) fprintf(stderr, "train: resumed from %s at step %d (%d ranks)\n", path, p->step, r->size);
 }
 
@@ -330,8 +343,8 @@ static int train(rank_run *r, const ms_rank_opts *o, const ms_config *cfg, const
     if (o->resume) resume(r, &p);
     r->first_step = r->last_step = p.step;
     double t_steady = 0, tok_steady = 0;
-    int first = 1;
-    while (p.step < c.steps) {
+    int first = 1, sig = 0;
+    while (p.step < c.steps && !sig) {
         if (p.step + 1 == o->kill_step && r->rank == o->kill_rank) r->w->arm_kill(&D);
         if (p.step + 1 == o->fail_step && r->rank == o->fail_rank) die(r, MS_EXIT_RUNTIME, "step", "injected (--inject-fail)");
         double t0 = now_s();
@@ -346,13 +359,20 @@ static int train(rank_run *r, const ms_rank_opts *o, const ms_config *cfg, const
         r->last_step = p.step;
         gather_recs(r, &p);
         record_step(r, &p, plan, dt, o, c.steps);
-        if (o->ckdir && ((o->ckevery && p.step % o->ckevery == 0) || p.step == c.steps)) checkpoint(r, &p, o);
+        int ck = o->ckdir && ((o->ckevery && p.step % o->ckevery == 0) || p.step == c.steps);
+        /* a signal on any rank: every rank stops after this step, checkpointed */
+        if ((sig = p.step < c.steps ? any_signal(r) : 0) && o->ckdir) ck = 1;
+        if (ck) checkpoint(r, &p, o);
     }
+    if (sig && r->rank == 0)
+        fprintf(stderr, "memsplit train: interrupted by %s after step %d of %d%s%s%s\n", ms_signal_name(sig), p.step,
+                c.steps, o->ckdir ? "; its checkpoint is in " : " (no --checkpoint-dir: the steps are not kept)",
+                o->ckdir ? o->ckdir : "", o->ckdir ? " (--resume continues from it)" : "");
     gather_recs(r, &p);
     if (r->rank == 0) print_summary(r, plan, &p, t_steady > 0 ? tok_steady / t_steady : 0, o->json);
     ms_pipe_close(&p);
     r->w->close_dist(&D);
-    return MS_EXIT_OK;
+    return sig ? ms_interrupt_status(sig) : MS_EXIT_OK;
 }
 
 int ms_run_rank_train(const ms_world *w, const ms_config *cfg, const ms_plan *plan, const ms_rank_opts *o)
@@ -377,8 +397,8 @@ int ms_run_rank_train(const ms_world *w, const ms_config *cfg, const ms_plan *pl
             r.db_failed++;
         }
         if (r.own_run)
-            ms_run_recorded(ms_db_run_finish(r.db, r.run, code == MS_EXIT_OK ? "ok" : "failed"), r.db, "train",
-                            "the run's end", &r.db_failed);
+            ms_run_recorded(ms_db_run_finish(r.db, r.run, code == MS_EXIT_OK ? "ok" : code > 128 ? "interrupted" : "failed"),
+                            r.db, "train", "the run's end", &r.db_failed);
         ms_steplog_free(r.steps);
         ms_db_close(r.db);
         if (r.db_failed && code == MS_EXIT_OK) code = MS_EXIT_RUNTIME;

@@ -18,8 +18,14 @@
  * agree on (a checkpoint) waits at a barrier for that; one on another rank
  * alone can still end rank 0 first, and the run row then stays "running".
  *
- * Returns the exit status (MS_EXIT_*), the same on every rank when the run
- * ends normally. */
+ * A signal armed by run/interrupt.h on any rank (mpirun passes SIGTERM on;
+ * a rank whose launcher dies gets it too) stops every rank after the same
+ * step: each rank's signal travels with the step's records, the step is
+ * checkpointed where there is a folder, and rank 0 records its own run
+ * "interrupted".
+ *
+ * Returns the exit status (MS_EXIT_*, or 128 + the signal), the same on
+ * every rank when the run ends normally or is interrupted. */
 #ifndef MS_RUN_RANK_TRAIN_H
 #define MS_RUN_RANK_TRAIN_H
 

@@ -1,5 +1,6 @@
 /* rerun.c — train with a plan; measured against predicted; OOM recovery. */
 #include "run/rerun.h"
+#include "run/interrupt.h"
 #include "run/recover.h"
 #include "run/records.h"
 #include "run/steplog.h"
@@ -83,6 +84,20 @@ static void inject(run_ctx *x, ms_pipeline *p, const int *plan_dev)
     }
 }
 
+/* Stopped by a signal after a finished step: its checkpoint, where the run
+ * has a folder and the step has none yet (run/interrupt.h). */
+static int checkpoint_interrupted(run_ctx *x, ms_pipeline *p)
+{
+    char path[1024];
+    if (!x->o->ckpt_dir || p->step <= 0 || x->r->checkpoint_step == p->step) return MS_OK;
+    if (ms_pipe_checkpoint(p, x->o->ckpt_dir, path, sizeof path) != MS_OK) {
+        snprintf(x->r->err, sizeof x->r->err, "interrupted, and the checkpoint of step %d failed: %s", p->step, p->err);
+        return MS_EFAIL;
+    }
+    keep_ckpt(x, path, p->step);
+    return MS_OK;
+}
+
 /* The steps of one opening of the pipeline, from p->step to o->steps. */
 static int run_steps(run_ctx *x, ms_pipeline *p, const ms_plan *plan, const int *plan_dev, int *inject_done,
                      double *t_steady, double *tok_steady)
@@ -92,6 +107,7 @@ static int run_steps(run_ctx *x, ms_pipeline *p, const ms_plan *plan, const int 
     size_t tokens = (size_t)plan->global_batch * p->cfg.seq_len;
     int first_in_open = 1, rc = MS_OK;
     while (rc == MS_OK && p->step < o->steps) {
+        if ((r->interrupted = ms_interrupt_signal())) break; /* between steps: run/interrupt.h */
         if (!*inject_done && o->inject.step > 0 && p->step + 1 == o->inject.step) {
             inject(x, p, plan_dev);
             *inject_done = 1;
@@ -135,6 +151,7 @@ static int run_steps(run_ctx *x, ms_pipeline *p, const ms_plan *plan, const int 
             keep_ckpt(x, path, p->step);
         }
     }
+    if (rc == MS_OK && r->interrupted) rc = checkpoint_interrupted(x, p);
     return rc;
 }
 

@@ -12,7 +12,9 @@
  * process killed while writing); it deletes no file it did not write or
  * resume from. No step row or record is dropped: a write the database
  * refuses is kept and retried (steplog.h), and a record that is never
- * written makes r->db_failed non-zero. The recovery itself is recover.h's;
+ * written makes r->db_failed non-zero. A signal armed by run/interrupt.h
+ * stops it between steps, with a checkpoint of the last finished one where
+ * it has a folder (r->interrupted). The recovery itself is recover.h's;
  * each device's outcome (JSON, records, lines) is rerun_result.c's. */
 #ifndef MS_RUN_RERUN_H
 #define MS_RUN_RERUN_H
@@ -52,6 +54,8 @@ typedef struct ms_rerun_result {
     json_t *devices;           /* [{name, capacity_bytes, predicted_peak_bytes, measured_peak_bytes, gap, by category}] */
     double worst_gap;          /* max over devices of |measured - predicted| / predicted */
     int oom_unrecovered;       /* 1: stopped because no plan fits any more */
+    int interrupted;           /* the signal that stopped it between steps (run/interrupt.h), 0 none: the
+                                  last finished step is checkpointed where there is a folder; MS_OK */
     char checkpoint[1024];     /* the last checkpoint written or resumed from ("": none): a run
                                   stopped by an OOM can resume it (same job: trainer/job.h) */
     int checkpoint_step;

@@ -1,6 +1,8 @@
 /* rerun_result.c — a rerun's outcome per device, measured against the
  * plan's prediction: its JSON, its records and its lines (rerun.h). */
 #include "run/rerun.h"
+#include "run/interrupt.h"
+#include "vocab/visible.h"
 #include "run/records.h"
 #include "vocab/size.h"
 
@@ -72,6 +74,7 @@ json_t *ms_rerun_result_json(const ms_rerun_result *r)
     json_object_set_new(o, "devices", r->devices ? json_incref(r->devices) : json_array());
     json_object_set_new(o, "worst_gap", json_real(r->worst_gap));
     json_object_set_new(o, "checkpoint", r->checkpoint[0] ? json_string(r->checkpoint) : json_null());
+    json_object_set_new(o, "interrupted", r->interrupted ? json_string(ms_signal_name(r->interrupted)) : json_null());
     return o;
 }
 
@@ -84,8 +87,10 @@ void ms_rerun_print_devices(FILE *f, const ms_rerun_result *r)
     json_t *d;
     json_array_foreach(r->devices, i, d) {
         char a[32], b[32], c[32];
-        fprintf(f, "  %-14.14s %12s %12s %12s %+8.2f%%\n",
-                json_string_value(json_object_get(d, "name")),
+        char vis[64];
+        fputs("  ", f);
+        ms_print_cell(f, ms_visible(json_string_value(json_object_get(d, "name")), vis, sizeof vis), 14);
+        fprintf(f, " %12s %12s %12s %+8.2f%%\n",
                 ms_fmt_bytes((size_t)json_integer_value(json_object_get(d, "capacity_bytes")), a, sizeof a),
                 ms_fmt_bytes((size_t)json_integer_value(json_object_get(d, "predicted_peak_bytes")), b, sizeof b),
                 ms_fmt_bytes((size_t)json_integer_value(json_object_get(d, "measured_peak_bytes")), c, sizeof c),

@@ -4,8 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-void ms_print_wrapped(FILE *f, const char *s, int width)
+#include "vocab/visible.h"
+
+void ms_print_wrapped(FILE *f, const char *text, int width)
 {
+    /* names from a program or a database may be in the text: every control
+     * character is printed visibly (vocab/visible.h), a newline too */
+    char *shown = ms_visible_dup(text ? text : "", 0);
+    const char *s = shown ? shown : "(out of memory)";
     int col = 0;
     while (*s) {
         size_t w = strcspn(s, " ");
@@ -22,6 +28,7 @@ void ms_print_wrapped(FILE *f, const char *s, int width)
         while (*s == ' ') s++;
     }
     fputc('\n', f);
+    free(shown);
 }
 
 void ms_print_json(json_t *j)

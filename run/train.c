@@ -1,9 +1,11 @@
 /* train.c — `memsplit train` on one device (train.h). */
 #include "run/train.h"
 #include "run/exit.h"
+#include "run/interrupt.h"
 #include "run/records.h"
 #include "run/steplog.h"
 #include "run/train_summary.h"
+#include "trainer/checkpoint.h"
 #include "trainer/session.h"
 #include "vocab/size.h"
 
@@ -102,14 +104,16 @@ static int steps(ms_session *s, const ms_config *cfg, const ms_train_args *a, tr
 {
     ms_train_kt *kt = a->kt;
     int rc = MS_OK;
-    while (rc == MS_OK && s->step < cfg->steps) {
+    /* a signal (run/interrupt.h) stops the loop between steps; a step
+     * already queued ahead is finished first, so that the state is whole */
+    while (rc == MS_OK && s->step < cfg->steps && (!ms_interrupt_signal() || s->ahead)) {
         int traced = ms_train_kt_traced(kt, s->step);
         ms_train_kt_before_step(kt, s->step);
         /* the next step may be queued before this one's loss is read where
          * it follows at once: no checkpoint between, and not the first
          * traced step (its kernels would run before tracing starts) */
         s->launch_ahead = cfg->launch_ahead && s->step + 1 < cfg->steps && !checkpoint_after(cfg, s->step + 1) &&
-                          ms_train_kt_traced(kt, s->step + 1) == traced;
+                          ms_train_kt_traced(kt, s->step + 1) == traced && !ms_interrupt_signal();
         double t0 = now_s();
         rc = ms_session_step(s);
         if (rc) break;
@@ -128,6 +132,26 @@ static int steps(ms_session *s, const ms_config *cfg, const ms_train_args *a, tr
         json_array_append_new(st->losses, json_real(s->last_loss));
         rc = after_step(s, cfg, a, r, st, dt);
     }
+    return rc;
+}
+
+/* Stopped by a signal after a finished step: a checkpoint of that step
+ * where there is a folder (unless the step just wrote one), and what
+ * happened, on stderr. 0, or -1 when the checkpoint could not be written. */
+static int stop_interrupted(ms_session *s, const ms_config *cfg, const ms_train_stats *st, int sig)
+{
+    char path[1024] = "";
+    int rc = 0;
+    if (cfg->checkpoint_dir[0] && s->step > st->first_step && !checkpoint_after(cfg, s->step)) {
+        rc = ms_session_checkpoint(s, cfg->checkpoint_dir, path, sizeof path) == MS_OK ? 0 : -1;
+        if (rc) fprintf(stderr, "memsplit train: interrupted, and the checkpoint of step %d failed: %s\n", s->step, s->err);
+    } else if (cfg->checkpoint_dir[0] && s->step > 0) {
+        ms_ckpt_path(cfg->checkpoint_dir, s->step, path, sizeof path);
+    }
+    if (!rc)
+        fprintf(stderr, "memsplit train: interrupted by %s after step %d of %d; %s%s%s\n", ms_signal_name(sig), s->step,
+                cfg->steps, path[0] ? "its checkpoint is " : "no checkpoint folder (--checkpoint-dir): the steps are not kept",
+                path, path[0] ? " (--resume continues from it)" : "");
     return rc;
 }
 
@@ -152,7 +176,7 @@ static int say_end(const ms_session *s, const ms_config *cfg, const ms_train_arg
     else if (!a->quiet && s->graph.captures)
         fprintf(stderr, "train: steps replayed a CUDA graph (%d captured; the last took %.1f ms to capture, %.1f MiB)\n",
                 s->graph.captures, s->graph.capture_ms, s->graph.bytes / 1048576.0);
-    if (!a->quiet && rc == MS_OK) {
+    if (!a->quiet && rc == MS_OK && s->step == cfg->steps) {
         char pk[32];
         fprintf(stderr, "done: %d steps in %.2f s, %.0f tokens/s, peak %s on %s\n", st->steps_run,
                 now_s() - st->t_start, tps, ms_fmt_bytes(s->dev.peak_total, pk, sizeof pk), s->dev.name);
@@ -160,8 +184,9 @@ static int say_end(const ms_session *s, const ms_config *cfg, const ms_train_arg
     return code;
 }
 
-/* The last step rows, the device's peak and the run's end. */
-static void close_records(const ms_session *s, train_db *r, int rc)
+/* The last step rows, the device's peak and the run's end (sig: the run
+ * was interrupted by it). */
+static void close_records(const ms_session *s, train_db *r, int rc, int sig)
 {
     char err[512];
     if (ms_steplog_finish(r->steps, err, sizeof err)) {
@@ -177,8 +202,8 @@ static void close_records(const ms_session *s, train_db *r, int rc)
         for (int c = 0; c < MS_CAT_N; c++) dp.measured_by_cat[c] = s->dev.peak[c];
         ms_run_recorded(ms_db_add_device_peak(r->db, r->run, &dp), r->db, "train", "the device's peak", &r->failed);
     }
-    ms_run_recorded(ms_db_run_finish(r->db, r->run, rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed"), r->db,
-                    "train", "the run's end", &r->failed);
+    const char *status = sig ? "interrupted" : rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed";
+    ms_run_recorded(ms_db_run_finish(r->db, r->run, status), r->db, "train", "the run's end", &r->failed);
     ms_steplog_free(r->steps);
     ms_db_close(r->db);
 }
@@ -200,13 +225,20 @@ int ms_run_train(const ms_config *cfg, const ms_train_args *a, json_t **summary)
     ms_train_stats st = { .loss_first = NAN, .loss_last = NAN, .t_start = now_s(), .first_step = s.step,
                        .tokens_per_step = (size_t)cfg->accum * cfg->batch * cfg->seq_len, .losses = json_array() };
     if (rc == MS_OK) rc = steps(&s, cfg, a, &r, &st);
+    /* a signal stopped it before its last step: that step's checkpoint, the
+     * run "interrupted", 128 + the signal (run/interrupt.h) */
+    int sig = rc == MS_OK && s.step < cfg->steps ? ms_interrupt_signal() : 0;
+    int lost = sig && stop_interrupted(&s, cfg, &st, sig); /* its checkpoint failed: an error (2) */
     int code = say_end(&s, cfg, a, &st, rc);
+    if (sig && code == MS_EXIT_OK) code = lost ? MS_EXIT_RUNTIME : ms_interrupt_status(sig);
     if (r.db) {
-        close_records(&s, &r, rc);
+        close_records(&s, &r, rc, sig);
         if (r.failed && code == MS_EXIT_OK) code = MS_EXIT_RUNTIME;
     }
-    if (a->json)
+    if (a->json) {
         *summary = ms_train_summary(&s, cfg, a->kt, rc, &st);
+        if (*summary && sig) json_object_set_new(*summary, "interrupted", json_string(ms_signal_name(sig)));
+    }
     json_decref(st.losses);
     ms_session_close(&s);
     return code;

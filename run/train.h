@@ -9,7 +9,9 @@
  * kept and retried (steplog.h). Returns the exit status (run/exit.h): 1 when
  * the resumed step leaves --kernel-steps too few steps, 2 a device, data,
  * checkpoint or database failure (also a record never written), 3 out of
- * memory. With a->json, *summary is the summary object for the caller to
+ * memory, 128 + N when signal N (armed by run/interrupt.h) stopped it
+ * between steps: the last finished step is checkpointed where there is a
+ * folder and the run recorded "interrupted". With a->json, *summary is the summary object for the caller to
  * print and free; else NULL. */
 #ifndef MS_RUN_TRAIN_H
 #define MS_RUN_TRAIN_H

@@ -1,6 +1,7 @@
 /* train_plan.c — `memsplit train --plan FILE` (train_plan.h). */
 #include "run/train_plan.h"
 #include "run/exit.h"
+#include "run/interrupt.h"
 #include "run/records.h"
 #include "run/rerun.h"
 #include "vocab/plan_json.h"
@@ -97,10 +98,18 @@ int ms_run_train_plan(const ms_config *cfg, const ms_train_plan_args *a, json_t 
     code = rc == MS_OK ? MS_EXIT_OK : rc == MS_EOOM ? MS_EXIT_OOM : MS_EXIT_RUNTIME;
     if (rc != MS_OK) fprintf(stderr, "memsplit train: %s\n", rr.err);
     else if (!a->quiet) ms_rerun_print_devices(stderr, &rr);
+    const char *status = rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed";
+    if (rr.interrupted) { /* a signal stopped it between steps (run/interrupt.h) */
+        status = "interrupted";
+        if (rc == MS_OK) code = ms_interrupt_status(rr.interrupted);
+        fprintf(stderr, "memsplit train: interrupted by %s after step %d of %d; %s%s%s\n",
+                ms_signal_name(rr.interrupted), rr.steps, cfg->steps,
+                rr.checkpoint[0] ? "its checkpoint is " : "no checkpoint folder (--checkpoint-dir): the steps are not kept",
+                rr.checkpoint, rr.checkpoint[0] ? " (--resume continues from it)" : "");
+    }
     if (db) {
         int dbf = rr.db_failed;
-        ms_run_recorded(ms_db_run_finish(db, ro.run, rc == MS_OK ? "ok" : rc == MS_EOOM ? "oom" : "failed"), db,
-                        "train", "the run's end", &dbf);
+        ms_run_recorded(ms_db_run_finish(db, ro.run, status), db, "train", "the run's end", &dbf);
         ms_db_close(db);
         if (dbf && code == MS_EXIT_OK) code = MS_EXIT_RUNTIME;
     }

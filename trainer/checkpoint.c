@@ -3,6 +3,7 @@
  * header, the model, the section table and the whole-file CRC before it
  * touches the caller's memory. */
 #include "trainer/checkpoint.h"
+#include "vocab/tmpfile.h"
 #include "trainer/config_keys.h"
 #include "trainer/crc32c.h"
 #include "trainer/job.h"
@@ -166,15 +167,10 @@ int ms_ckpt_save(const char *path, const ms_ckpt_meta *m, const ms_ckpt_section 
     put_u32(hdr + o, ms_crc32c(0, hdr + 8, o - 8));
     uint32_t crc = ms_crc32c(0, hdr + 8, header_bytes - 8);
 
-    char tmp[4096 + 8];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        free(hdr);
-        snprintf(err, errlen, "checkpoint save: path too long");
-        return -1;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    char tmp[4096 + 16];
+    int fd = ms_tmp_create(path, tmp, sizeof tmp); /* never a name planted ahead (tmpfile.h) */
     if (fd < 0) {
-        snprintf(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
+        snprintf(err, errlen, "cannot create a file beside '%s': %s", path, strerror(errno));
         free(hdr);
         return -1;
     }
@@ -574,14 +570,10 @@ int ms_ckpt_latest_before(const char *dir, int64_t before, char *path_out, size_
 
 /* ---- small files, written the same way (the parts' manifest) ---- */
 int ms_ckpt_write_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen) {
-    char tmp[4096 + 8];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        snprintf(err, errlen, "path too long: %s", path);
-        return -1;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    char tmp[4096 + 16];
+    int fd = ms_tmp_create(path, tmp, sizeof tmp);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
+        snprintf(err, errlen, "cannot create a file beside '%s': %s", path, strerror(errno));
         return -1;
     }
     int bad = write_all(fd, data, n) || fsync(fd);

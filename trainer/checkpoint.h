@@ -2,8 +2,10 @@
  * named byte sections (parameters, optimizer state, ...).
  *
  * Contract:
- *  - ms_ckpt_save writes path.tmp, fsyncs it, renames it to path and fsyncs
- *    the folder: a crash leaves the old file or the new one, never half of one.
+ *  - ms_ckpt_save writes a new path.tmp.XXXXXX (created exclusively, never
+ *    through a planted symlink: vocab/tmpfile.h), fsyncs it, renames it to
+ *    path and fsyncs the folder: a crash leaves the old file or the new
+ *    one, never half of one (and a *.tmp.* that a resume removes).
  *  - ms_ckpt_load refuses, with a one-line message, a file that is not a
  *    checkpoint, has another format version, is truncated, fails its CRC-32C,
  *    is for a different model (m->model_hash on entry, 0 = do not check) or
@@ -74,7 +76,7 @@ int ms_ckpt_latest(const char *dir, char *path_out, size_t len);
 /* The same among the files with N < before. */
 int ms_ckpt_latest_before(const char *dir, int64_t before, char *path_out, size_t len);
 
-/* n bytes to path the way checkpoints are written (path.tmp, fsync, rename,
+/* n bytes to path the way checkpoints are written (path.tmp.XXXXXX, fsync, rename,
  * fsync of the folder); 0 or -1 with err. ms_ckpt_sync_parent() fsyncs the
  * folder holding path (after renaming something into it); 0 or -1. */
 int ms_ckpt_write_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen);

@@ -1,10 +1,12 @@
 /* ckpt_parts.c — checkpoints as parts and a manifest (ckpt_parts.h). */
 #include "trainer/ckpt_parts.h"
+#include "vocab/tmpfile.h"
 #include "trainer/checkpoint.h"
 #include "vocab/json_io.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,19 +137,24 @@ static int save_part(const ms_train_state *s, const ms_dist *D, int first, int l
     return rc;
 }
 
-/* Removes a checkpoint (file, or folder of parts); 0 or -1. */
+/* Removes a checkpoint (file, or folder of parts); 0 or -1. Never follows
+ * a symlink: one found at the name (planted there) is removed itself, and
+ * the folder's entries are removed through the folder opened without
+ * following, so nothing outside it is touched. */
 static int remove_ckpt(const char *path)
 {
-    if (!ms_ckpt_is_parts(path)) return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
-    DIR *d = opendir(path);
-    if (!d) return -1;
+    struct stat st;
+    if (lstat(path, &st)) return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(st.st_mode)) return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
     struct dirent *e;
-    char p[4096 + 300];
     while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            unlink(p);
-        }
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlinkat(dirfd(d), e->d_name, 0);
     closedir(d);
     return rmdir(path);
 }
@@ -182,26 +189,42 @@ int ms_ckpt_all_ok(const ms_dist *D, int ok)
     return res;
 }
 
+#define TMP_SUFFIX 16 /* ".tmp.XXXXXX" and its NUL, with room */
+
+/* Collective: rank 0's suffix to every rank; 0, or -1 (out of host memory). */
+static int share_suffix(const ms_dist *D, char *suffix)
+{
+    char *all = calloc((size_t)D->size, TMP_SUFFIX);
+    int rc = all && D->allgather(D->ctx, suffix, TMP_SUFFIX, all) == 0 ? 0 : -1;
+    if (!rc) memcpy(suffix, all, TMP_SUFFIX); /* rank 0's */
+    suffix[TMP_SUFFIX - 1] = 0;
+    free(all);
+    return rc;
+}
+
 int ms_ckpt_parts_save(const ms_train_state *s, const ms_dist *D, const ms_ckpt_layout *lay, const char *dir,
                        char *path_out, size_t len, char *err, size_t errlen)
 {
-    char final[4096], tmp[4096 + 8], part[4096 + 32];
+    char final[4096], tmp[4096 + 16], part[4096 + 48];
     err[0] = 0;
     snprintf(final, sizeof final, "%.4000s/step-%08d.ckpt", dir, *s->step);
-    snprintf(tmp, sizeof tmp, "%s.tmp", final);
     snprintf(path_out, len, "%s", final);
-    /* rank 0 makes an empty step-N.ckpt.tmp/ before anyone writes into it */
+    /* rank 0 makes a new, empty step-N.ckpt.tmp.XXXXXX/ (a name nobody could
+     * plant ahead: vocab/tmpfile.h) before anyone writes into it, and tells
+     * the others its name */
     int ok = 1;
+    char suffix[TMP_SUFFIX] = "";
     if (D->rank == 0) {
         if (mkdir(dir, 0777) && errno != EEXIST) ok = 0;
-        if (ok && ms_ckpt_is_parts(tmp)) remove_ckpt(tmp);
-        if (ok && mkdir(tmp, 0777)) ok = 0;
-        if (!ok) snprintf(err, errlen, "cannot create checkpoint folder %s: %s", tmp, strerror(errno));
+        if (ok && ms_tmp_mkdir(final, tmp, sizeof tmp)) ok = 0;
+        if (!ok) snprintf(err, errlen, "cannot create a checkpoint folder in %s: %s", dir, strerror(errno));
+        else snprintf(suffix, sizeof suffix, "%s", tmp + strlen(final));
     }
-    if (!ms_ckpt_all_ok(D, ok)) {
-        if (D->rank) snprintf(err, errlen, "rank 0 could not create checkpoint folder %s", tmp);
+    if (share_suffix(D, suffix) || !ms_ckpt_all_ok(D, ok)) {
+        if (D->rank) snprintf(err, errlen, "rank 0 could not create a checkpoint folder in %s", dir);
         return MS_EFAIL;
     }
+    snprintf(tmp, sizeof tmp, "%s%s", final, suffix);
     int first = lay->first[D->stage], last = lay->last[D->stage];
     snprintf(part, sizeof part, "%s/part-%03d.ckpt", tmp, D->stage);
     ok = save_part(s, D, first, last, part, err, errlen) == 0;
@@ -386,6 +409,31 @@ int ms_ckpt_parts_load(const ms_train_state *s, const ms_dist *D, const char *pa
 
 /* ---- keeping the newest --------------------------------------------- */
 
+/* "step-N.ckpt.tmp.XXXXXX" (or the old "step-N.ckpt.tmp") and
+ * "step-N.ckpt.old": what a save cut short leaves. */
+static int leftover(const char *name)
+{
+    const char *dot = strstr(name, ".ckpt");
+    if (strncmp(name, "step-", 5) || !dot) return 0;
+    char base[300];
+    snprintf(base, sizeof base, "%.*s", (int)(dot + 5 - name), name);
+    return ms_tmp_is_ours(name, base) || !strcmp(dot, ".ckpt.old");
+}
+
+void ms_ckpt_sweep(const char *dir)
+{
+    DIR *d = dir ? opendir(dir) : NULL;
+    if (!d) return;
+    struct dirent *e;
+    char p[4096 + 300];
+    while ((e = readdir(d)))
+        if (leftover(e->d_name)) {
+            snprintf(p, sizeof p, "%.4000s/%s", dir, e->d_name);
+            remove_ckpt(p);
+        }
+    closedir(d);
+}
+
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 void ms_ckpt_prune(const char *dir, int keep)
@@ -401,7 +449,7 @@ void ms_ckpt_prune(const char *dir, int keep)
         char tail[16] = "";
         if (sscanf(e->d_name, "step-%ld.ckp%15s", &step, tail) != 2) continue;
         if (!strcmp(tail, "t") && n < 4096) names[n++] = strdup(e->d_name);
-        else if (!strcmp(tail, "t.tmp") || !strcmp(tail, "t.old")) { /* a save cut short */
+        else if (leftover(e->d_name)) { /* a save cut short */
             snprintf(p, sizeof p, "%.4000s/%s", dir, e->d_name);
             remove_ckpt(p);
         }

@@ -17,10 +17,12 @@
  *    of the global batch, so every layout of one job writes the same; a
  *    reader refuses another job's as foreign. A manifest written before
  *    the fingerprint has null there; then the parts' own fingerprints decide.
- *    The parts go into step-N.ckpt.tmp/; when every rank has written its
- *    own, rank 0 writes the manifest and renames the folder to
- *    step-N.ckpt, so a crash leaves the older checkpoints and a *.tmp that
- *    readers ignore (ms_ckpt_latest finds both kinds by name).
+ *    The parts go into a new step-N.ckpt.tmp.XXXXXX/ (a random name rank 0
+ *    creates and hands out: vocab/tmpfile.h); when every rank has written
+ *    its own, rank 0 writes the manifest and renames the folder to
+ *    step-N.ckpt, so a crash leaves the older checkpoints and a *.tmp.*
+ *    that readers ignore (ms_ckpt_latest finds both kinds by name) and a
+ *    resume removes (ms_ckpt_sweep).
  * Reading takes, for each part that holds some of this process's layers,
  * the whole part (verified by its CRCs, as one file is), and copies those
  * layers onto their devices: under ZeRO-1 only the rank's chunk of m and v.
@@ -65,7 +67,12 @@ int ms_ckpt_parts_load(const ms_train_state *s, const ms_dist *D, const char *pa
                        size_t errlen);
 
 /* Keeps the newest `keep` checkpoints in dir (files or folders) and removes
- * the older ones and any leftover *.tmp. */
+ * the older ones and any leftover of a save cut short (ms_ckpt_sweep). */
 void ms_ckpt_prune(const char *dir, int keep);
+/* Removes what saves cut short left in dir: step-N.ckpt.tmp.XXXXXX (and the
+ * old fixed step-N.ckpt.tmp) files and folders, and step-N.ckpt.old. A
+ * resume calls it: the run that resumes owns the folder from then on. A
+ * symlink at such a name is removed itself, never followed. */
+void ms_ckpt_sweep(const char *dir);
 
 #endif

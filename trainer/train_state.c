@@ -164,6 +164,7 @@ int ms_train_state_resume(const ms_train_state *s, const char *dir, char *path_o
         int foreign;
         char why[1024];
         int rc = load(s, path_out, &foreign, why, sizeof why);
+        if (rc == MS_OK) ms_ckpt_sweep(dir); /* this run owns the folder now: what saves cut short left goes */
         if (rc == MS_OK || rc == MS_EOOM || foreign) {
             if (rc != MS_OK) snprintf(err, errlen, "%s", why);
             return rc;

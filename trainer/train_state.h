@@ -31,7 +31,9 @@ int ms_train_state_load(const ms_train_state *s, const char *path, char *err, si
  * gets its name). A corrupt or unreadable newest file does not block the
  * resume: it is skipped for the one before it, and note (may be NULL) says
  * which was skipped and why. A sound checkpoint of another model or job
- * (trainer/job.h) stops the search: MS_EFAIL, err names both fingerprints. */
+ * (trainer/job.h) stops the search: MS_EFAIL, err names both fingerprints.
+ * Once a checkpoint is loaded, what saves cut short left in dir is removed
+ * (ms_ckpt_sweep, ckpt_parts.h). */
 int ms_train_state_resume(const ms_train_state *s, const char *dir, char *path_out, size_t len, char *note,
                           size_t notelen, char *err, size_t errlen);
 /* Save as <dir>/step-NNNNNNNN.ckpt (the directory is created); path_out gets the name. */

@@ -1,5 +1,6 @@
 /* profile.c — profile lookup and cleanup. */
 #include "vocab/profile.h"
+#include "vocab/visible.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,4 +20,32 @@ const ms_layer_row *ms_profile_find(const ms_profile *p, int layer, int precisio
         if (r->layer == layer && r->precision == precision && r->micro_batch == micro_batch) return r;
     }
     return NULL;
+}
+
+int ms_profile_visible_copy(const ms_profile *p, ms_profile *v)
+{
+    *v = *p;
+    v->rows = NULL;
+    v->oom.live_by_layer = NULL;
+    v->oom.n_live_layers = 0;
+    if (p->n_rows > 0 && !(v->rows = malloc((size_t)p->n_rows * sizeof *v->rows))) v->n_rows = 0;
+    if (p->oom.n_live_layers > 0 && p->oom.live_by_layer &&
+        (v->oom.live_by_layer = malloc((size_t)p->oom.n_live_layers * sizeof *v->oom.live_by_layer))) {
+        memcpy(v->oom.live_by_layer, p->oom.live_by_layer, (size_t)p->oom.n_live_layers * sizeof *v->oom.live_by_layer);
+        v->oom.n_live_layers = p->oom.n_live_layers;
+    }
+    if (v->rows) memcpy(v->rows, p->rows, (size_t)p->n_rows * sizeof *v->rows);
+    ms_visible_field(v->model, sizeof v->model);
+    ms_visible_field(v->device, sizeof v->device);
+    ms_visible_field(v->fingerprint, sizeof v->fingerprint);
+    ms_visible_field(v->layer_list, sizeof v->layer_list);
+    ms_visible_field(v->framework, sizeof v->framework);
+    ms_visible_field(v->accounting, sizeof v->accounting);
+    ms_visible_field(v->oom.layer_name, sizeof v->oom.layer_name);
+    ms_visible_field(v->oom.what, sizeof v->oom.what);
+    for (int i = 0; i < v->n_rows; i++) {
+        ms_visible_field(v->rows[i].name, sizeof v->rows[i].name);
+        ms_visible_field(v->rows[i].kind, sizeof v->rows[i].kind);
+    }
+    return (p->n_rows > 0 && !v->rows) || v->oom.n_live_layers != p->oom.n_live_layers ? -1 : 0;
 }

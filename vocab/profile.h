@@ -120,6 +120,13 @@ typedef struct ms_profile {
 } ms_profile;
 
 void ms_profile_free(ms_profile *p);
+/* A copy of p for a terminal: every string it holds (the model, module and
+ * class names, the OOM's layer and tensor) in its visible form
+ * (vocab/visible.h: no control character reaches the terminal raw), cut to
+ * its field. The copy owns its arrays (ms_profile_free). -1 when memory ran
+ * out (the copy then lacks what could not be copied, and is still safe to
+ * print and to free). */
+int ms_profile_visible_copy(const ms_profile *p, ms_profile *v);
 /* First row for (layer, precision, micro_batch), or NULL. */
 const ms_layer_row *ms_profile_find(const ms_profile *p, int layer, int precision, int micro_batch);
 

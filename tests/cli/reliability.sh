@@ -184,6 +184,94 @@ order=$(grep -oE "^(OUT OF MEMORY|plan:|measured against predicted|== run 1)" "$
 verdict "... diagnosis, plan, measured against predicted, report" -- \
     test "$order" = "OUT OF MEMORY|plan:|measured against predicted|== run 1|"
 
+# ---- 14. issue 38: temporary files at names nobody can plant; what a kill
+# left is removed by the resume that takes the folder over
+mkdir -p "$T/plant"; echo mine >"$T/victim"
+ln -s "$T/victim" "$T/plant/step-00000002.ckpt.tmp"
+check "a symlink planted at step-N.ckpt.tmp: the checkpoint is written anyway" 0 "checkpoint .*step-00000002.ckpt" \
+    -- "$M" train --preset tiny --steps 2 --checkpoint-dir "$T/plant"
+verdict "... and the link's target is left as it was" -- test "$(cat "$T/victim")" = mine
+: >"$T/plant/step-00000001.ckpt.tmp.Ab3dE1"; mkdir "$T/plant/step-00000002.ckpt.tmp.Xy7zW9"  # saves a kill cut short
+check "a resume in that folder" 0 "resumed from .*step-00000002.ckpt at step 2" \
+    -- "$M" train --preset tiny --steps 3 --checkpoint-dir "$T/plant" --resume
+verdict "... removes what saves cut short left (and the planted link, not its target)" -- \
+    test "$(ls "$T/plant" | grep -c tmp)/$(cat "$T/victim")" = 0/mine
+
+# ---- 15. issue 38: a program's module names are untrusted input. The plan's
+# snippet quotes them as Python literals (a name that ends a string and runs
+# code creates nothing), its placement line parses back to the same modules
+# (tests/cli/hostile.py has the grammar), and no command prints a control
+# character a name carried (ESC, CR, BS, OSC): they show as \x1b
+H="$(dirname "$0")/hostile.py"
+"$M" profile --preset seed17-cpu --gpu-mem 0 --json >"$T/s17.json" 2>/dev/null
+python3 "$H" names "$T/s17.json" "$T/hostile.json" "$T/PWNED"
+check "plan for a program with hostile module names" 0 "" \
+    -- "$M" plan --profile "$T/hostile.json" --gpus 2 --gpu-mem 20MiB -o "$T/hostile_plan.json"
+cp "$T/out" "$T/hplan.out"; cp "$T/err" "$T/hplan.err"
+verdict "... its snippet runs no code hidden in a name, and places every module" -- \
+    python3 "$H" snippet "$T/hostile_plan.json" "$T/hplan.out" "$T/PWNED"
+verdict "... its placement line parses back to the same modules per stage" -- \
+    python3 "$H" placement "$T/hostile_plan.json" "$T/hplan.out"
+verdict "... and it prints no control character" -- python3 "$H" clean "$T/hplan.out" "$T/hplan.err"
+"$M" profile --preset tiny --gpu-mem 300KiB --db "$T/esc.db" --quiet >/dev/null 2>&1
+python3 - "$T/esc.db" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("UPDATE layer_rows SET name = 'blk\x1b[2J\x1b]0;owned\x07\r\x08' || layer || ' ' || ?, kind = 'B\x1b[31m'",
+          ("\u00e9" * 40,))  # a name past the table's cell, cut between two-byte characters
+c.execute("UPDATE oom_events SET layer_name = 'blk\x1b[2J', what = 'w\x1b]8;;http://x\x07'")
+c.execute("UPDATE runs SET cmdline = 'memsplit profile \x1b[2J\x9b2J\r\nforged line', model = 'm\x1b[1m'")
+c.commit()
+PY
+for form in "" --brief --list; do
+    check "report $form of a run whose names and command hold escapes" 0 "" -- "$M" report --db "$T/esc.db" $form
+    verdict "... prints them visibly (\\x1b), never raw" -- sh -c "python3 '$H' clean '$T/out' '$T/err' && { [ '$form' = --list ] || grep -qF '\\x1b' '$T/out'; }"
+done
+check "plan from that profile" 0 "" -- "$M" plan --db "$T/esc.db" --gpus 2 --gpu-mem 1MiB
+verdict "... prints its names visibly" -- python3 "$H" clean "$T/out" "$T/err"
+
+# ---- 16. issue 38: SIGINT, SIGTERM and SIGHUP stop a run cleanly: it finishes
+# the step in progress, checkpoints it, records the run "interrupted" and exits
+# 128 + the signal (before: killed at once, no message, no checkpoint, the run
+# left "running")
+steps_of() { sqlite3 "$1" "select count(*) from steps where run_id = (select max(id) from runs where kind = 'train')" 2>/dev/null || echo 0; }
+wait_steps() { # db n pid: until the newest train run has n step rows (or pid ended)
+    for _ in $(seq 600); do [ "$(steps_of "$1")" -ge "$2" ] 2>/dev/null && return; kill -0 "$3" 2>/dev/null || return; sleep 0.1; done
+}
+interrupted() { # name signal code db ckdir: the run's record, its checkpoint at its last step
+    local n=$1 sig=$2 want=$3 db=$4 ck=$5 got=$6
+    local st last ckl; st=$(sqlite3 "$db" "select group_concat(status) from runs where kind in ('train', 'doctor')")
+    last=$(sqlite3 "$db" "select max(step) from steps where run_id = (select max(id) from runs where kind = 'train')")
+    ckl=$(ls "$ck" 2>/dev/null | grep -E '^step-[0-9]+\.ckpt$' | sort | tail -1)
+    if [ "$got" = "$want" ] && [ -z "$(echo "$st" | tr ',' '\n' | grep -v interrupted)" ] && [ "$ckl" = "$(printf 'step-%08d.ckpt' "$last")" ] &&
+       grep -q "$sig received: stopping after the step in progress" "$T/sig.err" && grep -q "interrupted by $sig after step $last" "$T/sig.err"
+    then echo "ok   $n: exit $got, the run interrupted, checkpoint of its last step ($last)"; pass=$((pass+1))
+    else echo "FAIL $n: exit $got (wanted $want), runs '$st', last step $last, newest checkpoint '$ckl'"; tail -3 "$T/sig.err"; fail=$((fail+1)); fi
+}
+for sc in INT:130 TERM:143 HUP:129; do
+    sig=${sc%:*}; rm -rf "$T/sig.db"* "$T/sigck"
+    "$M" train --preset tiny --steps 100000 --checkpoint-dir "$T/sigck" --checkpoint-every 1000 --db "$T/sig.db" --quiet 2>"$T/sig.err" &
+    pid=$!; wait_steps "$T/sig.db" 30 $pid; kill -$sig $pid; wait $pid
+    interrupted "train, SIG$sig" SIG$sig ${sc#*:} "$T/sig.db" "$T/sigck" $?
+done
+check "... and it resumes from that checkpoint" 0 "resumed from .*step-" \
+    -- "$M" train --preset tiny --steps 3000 --checkpoint-dir "$T/sigck" --resume
+rm -rf "$T/sig.db"*
+"$M" doctor "${shape17[@]}" --steps 1000 --checkpoint-every 0 --db "$T/sig.db" --quiet >/dev/null 2>"$T/sig.err" &
+pid=$!; wait_steps "$T/sig.db" 3 $pid; kill -TERM $pid; wait $pid
+interrupted "doctor, SIGTERM" SIGTERM 143 "$T/sig.db" "$T/sig.db.ckpt/run-1" $?
+
+# ---- 17. issue 38, smaller: an uncapped profile has no cap (not "0 B"), a plan
+# over CPU devices counts devices (not GPUs), one stage is one stage
+check "an uncapped profile" 0 "" -- "$M" profile --preset tiny --db "$T/small.db"
+verdict "... says it has no cap, never 'capacity 0 B'" -- \
+    sh -c "cat '$T/out' '$T/err' | grep -q 'capacity  no cap on cpu' && ! cat '$T/out' '$T/err' | grep -q 'capacity  0 B'"
+check "a plan over two CPU devices" 0 "" -- "$M" plan --db "$T/small.db" --gpus 2 --devices cpu/v0,cpu/v1 --gpu-mem 1MiB
+verdict "... counts devices, not GPUs" -- grep -q "2 of 2 devices," "$T/out"
+"$M" plan --db "$T/small.db" --gpus 1 --gpu-mem 1GiB >/dev/null 2>&1
+check "a report with a one-stage plan" 0 "" -- "$M" report --db "$T/small.db" --brief
+verdict "... says '1 stage'" -- sh -c "grep -q ', 1 stage,' '$T/out' && ! grep -q '1 stages' '$T/out'"
+
 # ---- 13. help and docs match the code
 "$M" --version >"$T/out" 2>&1
 verdict "--version" -- grep -qE "^memsplit [0-9]+\.[0-9]+" "$T/out"

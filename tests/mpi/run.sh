@@ -188,6 +188,85 @@ PY
     then ok "rank 1 killed in step 4: re-planned without its device, resumed from step 2, losses of one device, no step row doubled"
     else bad "recovery from a killed rank"; fi
 else bad "doctor --launch with a killed rank"; grep -E "doctor|died|error" "$T/kill.err" | tail -5; fi
+# ---- issue 38: ranks of one launch that disagree (an MPMD launch: another plan,
+# split, --steps, model shape or seed on one rank) all refuse before anything
+# runs, exit 1, naming the rank and both values; nothing hangs, no run is left
+# "running" (before: a crash in the transport, a hang, or wrong training, exit 0)
+plan pmb --stages 2 --replicas 1 --micro-batch 1 --n-micro 8 --schedule gpipe
+python3 - "$T/p2x1.json" "$T/psplit.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1])); p["stages"][0]["layers"] = [0, 0]; p["stages"][1]["layers"] = [1, 3]
+json.dump(p, open(sys.argv[2], "w"))
+PY
+mpmd() { # name pattern 'rank 0 args' 'rank 1 args': exit 1 on every rank, the pattern said, in time
+    local name=$1 pat=$2
+    "$M" train --preset tiny --steps 1 --db "$T/mpmd.db" --quiet 2>/dev/null
+    timeout 120 $MPIRUN -np 1 "$M" train --preset tiny --device cpu --db "$T/mpmd.db" $3 \
+        : -np 1 "$M" train --preset tiny --device cpu --db "$T/mpmd.db" $4 >/dev/null 2>"$T/mpmd.err"
+    local rc=$? runs; runs=$(sqlite3 "$T/mpmd.db" "select count(*) from runs where status = 'running'")
+    if [ $rc = 1 ] && grep -q -- "$pat" "$T/mpmd.err" && [ "$runs" = 0 ]; then ok "$name"
+    else bad "$name (exit $rc, $runs runs left running)"; grep "memsplit" "$T/mpmd.err" | head -3; fi
+}
+mpmd "MPMD: micro-batches 2x4 against 1x8 refused" \
+    "rank 1 runs another job than rank 0 (fingerprint [0-9a-f]* on rank 0, [0-9a-f]* on rank 1): plan.micro_batch is 2 on rank 0, 1 on rank 1" \
+    "--plan $T/p2x1.json --steps 2" "--plan $T/pmb.json --steps 2"
+mpmd "MPMD: other split points refused" "plan.stages\[0\].layers\[1\] is 1 on rank 0, 0 on rank 1" \
+    "--plan $T/p2x1.json --steps 2" "--plan $T/psplit.json --steps 2"
+mpmd "MPMD: --steps 3 against --steps 6 refused" "train.steps is 3 on rank 0, 6 on rank 1" \
+    "--plan $T/p2x1.json --steps 3" "--plan $T/p2x1.json --steps 6"
+mpmd "MPMD: another model.d_model on one rank refused" \
+    "rank 1: the plan is for a model with d_model 32; this run's model has d_model 64" \
+    "--plan $T/p2x1.json --steps 2" "--plan $T/p2x1.json --steps 2 --set model.d_model=64"
+mpmd "MPMD: another train.seed on one rank refused" "train.seed is 1337 on rank 0, 7 on rank 1" \
+    "--plan $T/p2x1.json --steps 2" "--plan $T/p2x1.json --steps 2 --set train.seed=7"
+mpmd "MPMD: another --checkpoint-every on one rank refused" "rank.checkpoint_every is 1 on rank 0, 2 on rank 1" \
+    "--plan $T/p2x1.json --steps 2 --checkpoint-dir $T/mpmd.ck --checkpoint-every 1" \
+    "--plan $T/p2x1.json --steps 2 --checkpoint-dir $T/mpmd.ck --checkpoint-every 2"
+mpmd "MPMD: a flag one rank refuses stops them all" "rank 1: --checkpoint-every needs N >= 0" \
+    "--plan $T/p2x1.json --steps 2" "--plan $T/p2x1.json --steps 2 --checkpoint-every -3"
+# ---- issue 38: signals and deaths under doctor --launch. A signal to doctor
+# stops the launcher and every rank after one step, checkpointed, recorded
+# "interrupted", exit 143 (before: doctor exited, mpirun and the ranks trained
+# on); every rank killed is a failure with every death recorded (before: exit
+# 3, "oom", one recovery row); a killed launcher is launched again (before:
+# exit 2, no recovery)
+doc_launch() { # db doctor-args...: doctor --launch in the background, its pid in DOC
+    "$M" doctor --preset seed17-cpu --precision fp32 --device cpu --gpus 2 --gpu-mem 20MiB --launch "$MPIRUN" \
+        --db "$1" "${@:2}" >/dev/null 2>"$1.err" &
+    DOC=$!
+}
+rows() { sqlite3 "$1" "select count(*) from steps" 2>/dev/null || echo 0; }
+wait_rows() { # db n: until the database holds n step rows, or doctor ended (2 minutes at most)
+    for _ in $(seq 1200); do [ "$(rows "$1")" -ge "$2" ] 2>/dev/null && return; kill -0 $DOC 2>/dev/null || return; sleep 0.1; done
+}
+launcher_of() { pgrep -P "$1" -x mpirun; }
+doc_launch "$T/sigd.db" --steps 3000 --checkpoint-every 1000
+wait_rows "$T/sigd.db" 6
+mp=$(launcher_of $DOC); kids=$(pgrep -P "$mp" | tr '\n' ' ')
+kill -TERM $DOC; wait $DOC; rc=$?
+n1=$(rows "$T/sigd.db"); sleep 3; n2=$(rows "$T/sigd.db")
+left=$(for k in $mp $kids; do kill -0 $k 2>/dev/null && echo $k; done | tr '\n' ' ')
+st=$(sqlite3 "$T/sigd.db" "select group_concat(status) from runs where kind in ('doctor', 'train')")
+ck=$(ls "$T/sigd.db.ckpt/run-4" 2>/dev/null | grep -E '^step-[0-9]+\.ckpt$' | sort | tail -1)
+if [ $rc = 143 ] && [ "$st" = interrupted,interrupted ] && [ "$n1" = "$n2" ] && [ -z "$left" ] && [ "$ck" = "$(printf 'step-%08d.ckpt' "$n1")" ]
+then ok "SIGTERM to doctor --launch: the launcher and both ranks stop after step $n1, checkpointed, exit 143, interrupted"
+else bad "SIGTERM to doctor --launch (exit $rc, runs $st, rows $n1 then $n2, left running: '$left', newest checkpoint $ck)"
+     grep -E "memsplit|doctor" "$T/sigd.db.err" | tail -4; for k in $left; do kill -9 $k; done; fi
+doc_launch "$T/alld.db" --steps 3000 --checkpoint-every 5
+wait_rows "$T/alld.db" 6
+mp=$(launcher_of $DOC); kids=$(pgrep -P "$mp" | tr '\n' ' ')
+kill -9 $kids; wait $DOC; rc=$?
+got=$(sqlite3 "$T/alld.db" "select status from runs where kind = 'train'; select count(*) from recovery_events where reason like 'rank % died: %not recovered%'; select count(*) from runs where notes like '%died%'")
+if [ $rc = 2 ] && [ "$got" = "$(printf 'failed\n2\n2')" ] && grep -q "training: 2 ranks died, and no device is left" "$T/alld.db.err"
+then ok "every rank killed under doctor --launch: exit 2, failed (not oom), both deaths recorded and noted"
+else bad "every rank killed (exit $rc, status/deaths/notes: $(echo $got))"; grep -E "memsplit|doctor" "$T/alld.db.err" | tail -4; fi
+doc_launch "$T/mpk.db" --steps 30 --checkpoint-every 5
+wait_rows "$T/mpk.db" 8
+kill -9 $(launcher_of $DOC); wait $DOC; rc=$?
+got=$(sqlite3 "$T/mpk.db" "select count(*), count(distinct step), max(step) from steps; select count(*) from recovery_events where reason like 'the launcher % was killed by signal 9%'; select status from runs where kind = 'train'")
+if [ $rc = 0 ] && [ "$got" = "$(printf '30|30|30\n1\nok')" ] && ! pgrep -f "memsplit-rank train .*$T/mpk.db" >/dev/null
+then ok "the launcher killed under doctor --launch: its ranks ended, launched again, 30 steps once each"
+else bad "the launcher killed (exit $rc, $(echo $got))"; grep -E "memsplit|doctor" "$T/mpk.db.err" | tail -4; fi
 refused() { # name pattern command...: exit 1 with the pattern on stderr
     local name=$1 pat=$2; shift 2
     "$@" >/dev/null 2>"$T/refused"; local rc=$?

@@ -2,6 +2,7 @@
  * refused with the caller's memory untouched, model and section checks,
  * atomic replacement, latest(), the model hash and CRC-32C. */
 #include <setjmp.h>
+#include <dirent.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@
 
 #include "tests/common/trainer_files.h"
 #include "trainer/checkpoint.h"
+#include "trainer/ckpt_parts.h"
 #include "trainer/config.h"
 #include "trainer/crc32c.h"
 #include "trainer/job.h"
@@ -39,6 +41,16 @@ static int teardown(void **state) {
 
 static void assert_contains(const char *haystack, const char *needle) {
     if (!strstr(haystack, needle)) fail_msg("expected \"%s\" in \"%s\"", needle, haystack);
+}
+
+/* Entries of dir whose names start with prefix. */
+static int count_named(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += !strncmp(e->d_name, prefix, strlen(prefix));
+    closedir(d);
+    return n;
 }
 
 /* A set of sections with random contents; sizes given, names "s0", "s1", ... */
@@ -161,7 +173,7 @@ static void test_round_trip(void **state) {
 
     /* no temporary file is left behind */
     char *tmp = tf_join(dir_path, "rt.ckpt.tmp");
-    assert_int_equal(access(tmp, F_OK), -1);
+    assert_int_equal(count_named(dir_path, "rt.ckpt.tmp"), 0);
 
     make_targets(&dst, &src);
     ms_ckpt_meta m = expecting(&saved);
@@ -492,7 +504,7 @@ static void test_save_failures_keep_old_file(void **state) {
     assert_int_equal(n0, n1);
     assert_memory_equal(before, after, n0);
     char *tmp = tf_join(dir_path, "keep.ckpt.tmp");
-    assert_int_equal(access(tmp, F_OK), -1);
+    assert_int_equal(count_named(dir_path, "keep.ckpt.tmp"), 0);
 
     /* a folder that does not exist */
     char *nowhere = tf_join(dir_path, "no/such/dir/x.ckpt");
@@ -506,6 +518,73 @@ static void test_save_failures_keep_old_file(void **state) {
     free(after);
     free(path);
     free_sections(&src);
+}
+
+/* Symlinks planted at the temporary names a writer could predict
+ * ("x.ckpt.tmp", and the step-N.ckpt.tmp of a folder of parts) are never
+ * followed: the save lands in a new file of its own, their targets are left
+ * as they were, and a sweep removes the links themselves (and the leftovers
+ * of saves cut short), never what they point to. */
+static void test_planted_symlinks(void **state) {
+    (void)state;
+    static const size_t sizes[] = {100, 3000};
+    ms_config c = tiny();
+    section_set src;
+    make_sections(&src, sizes, 2, 31);
+    ms_ckpt_meta meta;
+    make_meta(&meta, &c, 3);
+    char *dir = tf_join(dir_path, "planted");
+    assert_int_equal(mkdir(dir, 0755), 0);
+    char *victim = tf_join(dir_path, "victim.txt"), *vdir = tf_join(dir_path, "victim-dir");
+    char *vfile = tf_join(vdir, "keep.txt");
+    tf_write(victim, "mine", 4);
+    assert_int_equal(mkdir(vdir, 0755), 0);
+    tf_write(vfile, "also mine", 9);
+    char *path = tf_join(dir, "step-00000003.ckpt"), *man = tf_join(dir, "manifest.json");
+    char *link1 = tf_join(dir, "step-00000003.ckpt.tmp"), *link2 = tf_join(dir, "manifest.json.tmp");
+    char *link3 = tf_join(dir, "step-00000004.ckpt.tmp");
+    assert_int_equal(symlink(victim, link1), 0);
+    assert_int_equal(symlink(victim, link2), 0);
+    assert_int_equal(symlink(vdir, link3), 0);
+    char err[ERRLEN];
+    if (ms_ckpt_save(path, &meta, src.s, src.n, err, sizeof err)) fail_msg("save: %s", err);
+    if (ms_ckpt_write_atomic(man, "{}", 2, err, sizeof err)) fail_msg("write: %s", err);
+    size_t n;
+    char *got = tf_read(victim, &n);
+    assert_int_equal((int)n, 4); /* the target is as it was */
+    assert_memory_equal(got, "mine", 4);
+    free(got);
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    ms_ckpt_meta back = expecting(&meta);
+    section_set dst;
+    make_targets(&dst, &src);
+    assert_int_equal(ms_ckpt_load(path, &back, dst.s, dst.n, err, sizeof err), 0);
+    /* leftovers of saves cut short go; the links go, their targets stay */
+    char *cut = tf_join(dir, "step-00000002.ckpt.tmp.Ab3xYz"), *cutdir = tf_join(dir, "step-00000005.ckpt.tmp.Qq7Rr8");
+    char *inside = tf_join(cutdir, "part-000.ckpt");
+    tf_write(cut, "x", 1);
+    assert_int_equal(mkdir(cutdir, 0755), 0);
+    tf_write(inside, "x", 1);
+    ms_ckpt_sweep(dir);
+    assert_int_equal(count_named(dir, "step-00000002.ckpt.tmp"), 0);
+    assert_int_equal(count_named(dir, "step-00000003.ckpt.tmp"), 0);
+    assert_int_equal(count_named(dir, "step-00000004.ckpt.tmp"), 0);
+    assert_int_equal(count_named(dir, "step-00000005.ckpt.tmp"), 0);
+    assert_int_equal(count_named(dir, "step-00000003.ckpt"), 1);
+    assert_int_equal(access(vfile, F_OK), 0);
+    assert_int_equal(access(victim, F_OK), 0);
+    unlink(link2);
+    unlink(man);
+    unlink(path);
+    rmdir(dir);
+    unlink(vfile);
+    rmdir(vdir);
+    char *ptrs[] = {dir, victim, vdir, vfile, path, man, link1, link2, link3, cut, cutdir, inside};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
+    free_sections(&src);
+    free_sections(&dst);
 }
 
 static void test_many_sections(void **state) {
@@ -660,6 +739,7 @@ int main(void) {
         cmocka_unit_test(test_section_mismatch_refused),
         cmocka_unit_test(test_save_failures_keep_old_file),
         cmocka_unit_test(test_many_sections),
+        cmocka_unit_test(test_planted_symlinks),
         cmocka_unit_test(test_latest),
         cmocka_unit_test(test_model_hash),
         cmocka_unit_test(test_crc32c),

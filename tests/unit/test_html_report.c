@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include <ctype.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -864,9 +865,29 @@ static void test_write_file(void **state)
     assert_int_equal(ms_html_report_write(path, s.db, 9999, err, sizeof err), -1);
     assert_non_null(strstr(err, "9999"));
     assert_int_not_equal(access(path, F_OK), 0);
-    char tmp[420];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    assert_int_not_equal(access(tmp, F_OK), 0);
+    DIR *d = opendir(tmpdir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) assert_null(strstr(e->d_name, "absent.html.tmp"));
+    closedir(d);
+    /* A symlink planted at the temporary names a writer could predict (the
+     * old "<page>.tmp.<pid>", "<page>.tmp"): never followed; its target is
+     * left as it was and the page is written where it was asked to be. */
+    char victim[420], planted[480];
+    snprintf(path, sizeof path, "%s/planted.html", tmpdir);
+    snprintf(victim, sizeof victim, "%s/victim.txt", tmpdir);
+    FILE *v = fopen(victim, "w");
+    assert_non_null(v);
+    fputs("mine\n", v);
+    fclose(v);
+    snprintf(planted, sizeof planted, "%s.tmp.%ld", path, (long)getpid());
+    assert_int_equal(symlink(victim, planted), 0);
+    snprintf(planted, sizeof planted, "%s.tmp", path);
+    assert_int_equal(symlink(victim, planted), 0);
+    assert_int_equal(ms_html_report_write(path, s.db, s.doctor, err, sizeof err), 0);
+    assert_int_equal(stat(victim, &st), 0);
+    assert_int_equal((int)st.st_size, 5);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode) && st.st_size > 10000);
     destroy(&s);
 }
 
