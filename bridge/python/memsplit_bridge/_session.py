@@ -163,13 +163,12 @@ class Session:
             parent = -1 if i == 0 else index.get(path.rsplit(".", 1)[0] if "." in path else "", 0)
             is_list = isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential))
             nbytes = sum(p.numel() * p.element_size() for p in m.parameters())
-            lines.append("%d\t%d\t%s\t%s\t%d\t%d\t%s" % (i, parent, path, type(m).__name__, int(is_list), nbytes, sig(m)))
+            lines.append("%d\t%d\t%s\t%s\t%d\t%d\t%s" % (i, parent, _lib.tsv(path), _lib.tsv(type(m).__name__),
+                                                       int(is_list), nbytes, sig(m)))
         tree = "\n".join(lines) + "\n"
         pick, why = self.lib.pick(tree, self.cfg.get("layers", ""))
         if pick < 0:
-            self.send("refuse", what="layers", text=why)
-            self.on = False
-            return False
+            self.refuse("layers", why)        # stops the program: it would run on unobserved
         list_path, lst = mods[pick]
         blocks = list(lst.named_children())
         self.n_blocks = len(blocks)
@@ -180,6 +179,14 @@ class Session:
             if lst in list(m.modules()):
                 self.list_ancestors.add(id(m))
         names = [(list_path + "." if list_path else "") + name for name, _ in blocks]
+        for name in names:                    # names travel whole or the program is refused, up front
+            problem = _lib.name_problem(name)
+            if problem:
+                self.refuse("names", "memsplit cannot carry the module name %s: %s; rename the module"
+                            % (_lib.shown(name), problem))
+        if len(names) > 4094:                 # vocab/limits.h: MS_MAX_BLOCKS
+            self.refuse("names", "the block list %s has %d blocks; memsplit handles up to 4094"
+                        % (_lib.shown(list_path), len(names)))
         self.precision = self.detect_precision(root)
         self.device = next((p.device for p in root.parameters()), torch.device("cpu"))
         self.cuda = self.device.type == "cuda"
@@ -308,6 +315,13 @@ class Session:
         side = 0 if layer == 0 else 1
         if any(path == p or path.startswith(p + ".") for p in self.members[side]):
             return
+        problem = _lib.name_problem(path, member=True) or \
+            (len(",".join(self.members[side] + [path]).encode("utf-8")) > _lib.NAME_MAX and
+             "with the other modules that run %s the blocks it makes that layer's name longer than the %d bytes "
+             "memsplit keeps" % ("before" if side == 0 else "after", _lib.NAME_MAX))
+        if problem:
+            self.refuse("names", "memsplit cannot carry the module name %s: %s; rename the module"
+                        % (_lib.shown(path), problem))
         self.members[side].append(path)
         self.send("member", l=layer, module=path)
         if layer != 0:
