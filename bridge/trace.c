@@ -115,6 +115,14 @@ size_t msb_utf8_copy(char *dst, size_t cap, const char *src, size_t max)
     return n;
 }
 
+char *msb_utf8_dup(const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    char *out = malloc(3 * n + 1);        /* every byte may become U+FFFD */
+    if (out) msb_utf8_copy(out, 3 * n + 1, src, (size_t)-1);
+    return out;
+}
+
 /* A string field, cut at a character boundary to fit; a NUL inside it
  * (JSON's \u0000) shows as U+FFFD, so nothing after it is lost unseen. */
 static void str(const json_t *o, const char *k, char *dst, size_t cap)

@@ -135,6 +135,9 @@ void msb_trace_warn(msb_trace *t, const char *item);
  * at a character boundary and NUL-terminated; a byte of src that starts no
  * valid character shows as U+FFFD. Returns the bytes written. */
 size_t msb_utf8_copy(char *dst, size_t cap, const char *src, size_t max);
+/* The same, whole, in a malloc'd copy (free it); NULL when out of memory.
+ * What memsplit records of the program's command line is valid UTF-8. */
+char *msb_utf8_dup(const char *src);
 /* The memory events of the process that trained (ALLOC, FREE, REFUSED and
  * SEGMENT lines, in order), as the database keeps a trial's: on its one
  * device, 0, each allocation with its storage's final category

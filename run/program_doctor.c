@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bridge/host/launch.h"
+#include "bridge/trace.h"
 #include "planner/explain.h"
 #include "reports/db.h"
 #include "vocab/plan_json.h"
@@ -307,7 +308,9 @@ int ms_run_doctor_program(const ms_program_doctor_args *a, json_t **summary)
         return MS_EXIT_RUNTIME;
     }
     ms_program_name(a->prog, name, sizeof name);
-    int64_t doc = ms_db_run_begin(db, "doctor", a->cmdline, NULL, NULL, name, 0);
+    char *cmd = msb_utf8_dup(a->cmdline ? a->cmdline : "");   /* argv may hold any bytes */
+    int64_t doc = cmd ? ms_db_run_begin(db, "doctor", cmd, NULL, NULL, name, 0) : -1;
+    free(cmd);
     if (doc < 0) {
         fprintf(stderr, "memsplit doctor: %s\n", ms_db_errmsg(db));
         ms_db_close(db);

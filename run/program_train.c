@@ -109,9 +109,12 @@ static int64_t begin_record(const ms_program_train_args *a, const char *cfgs, ch
         strncat(cmd, a->prog[i], sizeof cmd - strlen(cmd) - 2);
         strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1);
     }
-    int64_t run = devs ? ms_db_run_begin(a->db, "train", cmd, cfgs, devs, pl->program, a->parent) : -1;
+    char *cmd_utf8 = msb_utf8_dup(cmd);   /* argv may hold any bytes */
+    int have = devs && cmd_utf8;
+    int64_t run = have ? ms_db_run_begin(a->db, "train", cmd_utf8, cfgs, devs, pl->program, a->parent) : -1;
+    free(cmd_utf8);
     if (run < 0) {
-        ms_errf(err, errlen, "recording the run: %s", devs ? ms_db_errmsg(a->db) : "out of memory");
+        ms_errf(err, errlen, "recording the run: %s", have ? ms_db_errmsg(a->db) : "out of memory");
     } else if (!plan_text || ms_db_add_plan(a->db, run, plan_text, pl->step_ms, 1) < 0) {
         /* the run was begun: it ends failed, not running, and says why */
         ms_errf(err, errlen, "recording the run's plan: %s",

@@ -160,7 +160,9 @@ static int begin(trial_job *j)
     char devs[160];
     snprintf(devs, sizeof devs, "[{\"name\": \"%s\", \"capacity_bytes\": %zu}]", j->gpu ? "cuda:0" : "cpu",
              a->capacity);
-    r->run = ms_db_run_begin(a->db, "profile", a->cmdline, cfgs, devs, r->name, a->parent);
+    char *cmd = msb_utf8_dup(a->cmdline ? a->cmdline : "");   /* argv may hold any bytes */
+    r->run = cmd ? ms_db_run_begin(a->db, "profile", cmd, cfgs, devs, r->name, a->parent) : -1;
+    free(cmd);
     free(cfgs);
     if (r->run >= 0) return 0;
     fprintf(stderr, "memsplit %s: %s\n", j->who, ms_db_errmsg(a->db));

@@ -172,6 +172,17 @@ check "a pre-module named with a comma: refused" 1 "cannot carry the module name
 check "pre-modules whose joined names pass 255 bytes: refused" 1 "longer than the 255 bytes" -- \
     "$M" profile -- "$PY" "$H" --pre "$("$PY" -c "print('|'.join('pre_module_%02d_%s' % (i, 'x' * 20) for i in range(10)))")"
 
+# a script whose path is not UTF-8 (argv holds any bytes): its name, its
+# argv in the hello and the recorded command line are kept as valid UTF-8
+cp "$H" "$T/h"$'\xff'".py"
+check "a script path that is not UTF-8: profile" 0 "" -- "$M" profile --quiet --json --db "$T/argv.db" -- \
+    "$PY" "$T/h"$'\xff'".py"
+[ "$(py "d['model']['name'] == 'h\ufffd.py'")" = True ] && ok "a script path that is not UTF-8: named with U+FFFD" || \
+    bad "non-UTF-8 script name" "$(py "d.get('model')")"
+check "a script path that is not UTF-8: report --html" 0 "" -- "$M" report --db "$T/argv.db" --html "$T/argv.html"
+"$PY" -c "open('$T/argv.html', encoding='utf-8', errors='strict').read()" 2>/dev/null && \
+    ok "a script path that is not UTF-8: the HTML page is valid UTF-8" || bad "argv: invalid UTF-8 in the HTML" ""
+
 # ---- 6. a wrong or partial profile recorded as a success --------------------------
 check "a subprocess trains another model" 0 "" -- "$M" profile --json --db "$T/sub.db" -- "$PY" "$H" --subprocess
 if [ "$(py "len(d['layers']) == 6 and d['program']['steps_done'] == 2 and 'another process also trained' in d['program']['warnings']")" = True ] &&
