@@ -144,7 +144,7 @@ gpu-build: $(GPU_BIN) $(BUILD)/memsplit $(BUILD)/memsplit-rank
 # scripts/check_floors.py: no #include runs up or sideways (README's layout)
 test: tests-build fuzz-build
 	MEMSPLIT=$(abspath $(BUILD)/memsplit) FUZZ_BIN=$(abspath $(FUZZ_BUILD)/fuzz) \
-	    tests/run.sh scripts/check_floors.py $(UNIT_BIN) tests/cli/run.sh tests/cli/reliability.sh tests/bridge/run.sh tests/bridge/shapes.sh tests/mpi/run.sh \
+	    tests/run.sh scripts/check_floors.py $(UNIT_BIN) tests/cli/run.sh tests/cli/reliability.sh tests/bridge/run.sh tests/bridge/shapes.sh tests/bridge/untrusted.sh tests/mpi/run.sh \
 	    tests/browser/render.sh tests/fuzz/ci.sh
 
 check-floors:
@@ -217,7 +217,8 @@ FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit
 FUZZ_NAMES    = $(patsubst tests/fuzz/fuzz_%.c,%,$(filter-out tests/fuzz/fuzz_util.c,$(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_BIN      = $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
 FUZZ_LIB_SRC  = $(wildcard vocab/*.c reports/*.c) trainer/config.c trainer/config_ini.c trainer/config_table.c \
-                trainer/checkpoint.c trainer/crc32c.c trainer/job.c
+                trainer/checkpoint.c trainer/crc32c.c trainer/job.c \
+                bridge/trace.c bridge/rows.c bridge/ledger.c $(wildcard bridge/host/*.c)
 FUZZ_LIB      = $(BUILD)/libfuzzdeps.a
 
 $(FUZZ_LIB): $(FUZZ_LIB_SRC:%.c=$(BUILD)/obj/%.o)

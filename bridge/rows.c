@@ -541,7 +541,9 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
     p->fits = !t->oom.happened;
     snprintf(p->fingerprint, sizeof p->fingerprint, "%s", t->fingerprint);
     snprintf(p->layer_list, sizeof p->layer_list, "%.*s", (int)sizeof p->layer_list - 1, t->why);
-    snprintf(p->framework, sizeof p->framework, "torch %.48s (%s)", t->torch_version, t->cuda ? "cuda" : "cpu");
+    char version[49];          /* cut at a character boundary: a forged version may not be ASCII */
+    msb_utf8_copy(version, sizeof version, t->torch_version, 48);
+    snprintf(p->framework, sizeof p->framework, "torch %s (%s)", version, t->cuda ? "cuda" : "cpu");
     snprintf(p->accounting, sizeof p->accounting, "%s", t->cuda ? "cuda-caching-allocator" : "cpu-dispatcher");
     if (t->oom.happened) {
         ms_oom_info *x = &p->oom;
@@ -570,8 +572,11 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         x->n_live_layers = n;
         x->live_by_layer = mt.oom_layer;
         mt.oom_layer = NULL;
+        char module[181], type[61];   /* cut at character boundaries: names are UTF-8 */
+        msb_utf8_copy(module, sizeof module, t->oom.module, 180);
+        msb_utf8_copy(type, sizeof type, t->oom.type[0] ? t->oom.type : "?", 60);
         if (t->oom.module[0])
-            snprintf(x->what, sizeof x->what, "%.180s (%.60s)", t->oom.module, t->oom.type[0] ? t->oom.type : "?");
+            snprintf(x->what, sizeof x->what, "%s (%s)", module, type);
         else if (t->oom.layer == n)
             snprintf(x->what, sizeof x->what, "the program's own code after the model's forward (its loss)");
     }

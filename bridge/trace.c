@@ -1,7 +1,9 @@
 /* trace.c — parsing the bridge's event lines into a trace (trace.h). */
 #include "bridge/trace.h"
 #include "vocab/addr_map.h"
+#include "vocab/limits.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,24 +43,174 @@ void msb_trace_free(msb_trace *t)
     msb_trace_init(t);
 }
 
+/* A number field, dflt when absent or not a number; a real out of range
+ * is held at the range's end (the program may send anything). */
 static int64_t num(const json_t *o, const char *k, int64_t dflt)
 {
     const json_t *v = json_object_get(o, k);
     if (json_is_integer(v)) return (int64_t)json_integer_value(v);
-    if (json_is_real(v)) return (int64_t)json_real_value(v);
-    return dflt;
+    if (!json_is_real(v)) return dflt;
+    double d = json_real_value(v);
+    if (d != d) return dflt;
+    if (d >= 9.2e18) return INT64_MAX;
+    if (d <= -9.2e18) return INT64_MIN;
+    return (int64_t)d;
 }
 
+static int clamp_int(int64_t v) { return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v; }
+
+/* An int field (a layer, a phase, a count), held to int's range. */
+static int inum(const json_t *o, const char *k, int dflt) { return clamp_int(num(o, k, dflt)); }
+
+/* A byte count (-1: none), held to [-1, MSB_MAX_BYTES]: sums of them in the
+ * rows never overflow. */
+static int64_t bnum(const json_t *o, const char *k, int64_t dflt)
+{
+    int64_t v = num(o, k, dflt);
+    return v < -1 ? -1 : v > (int64_t)MSB_MAX_BYTES ? (int64_t)MSB_MAX_BYTES : v;
+}
+
+static uint64_t ubnum(const json_t *o, const char *k)
+{
+    int64_t v = bnum(o, k, 0);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+static int64_t bval(json_int_t v, int64_t lo)
+{
+    return v < lo ? lo : v > (json_int_t)MSB_MAX_BYTES ? (int64_t)MSB_MAX_BYTES : (int64_t)v;
+}
+
+/* A measured value (a time, a loss) held to where sums of it stay finite. */
+static double finite_or_0(double d) { return d == d && d < 1e12 && d > -1e12 ? d : 0.0; }
+
+/* A time in microseconds, held to about 30 years either way. */
 static double real(const json_t *o, const char *k)
 {
     const json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? json_number_value(v) : 0.0;
+    double d = json_is_number(v) ? json_number_value(v) : 0.0;
+    return d != d ? 0.0 : d > 1e15 ? 1e15 : d < -1e15 ? -1e15 : d;
 }
 
+/* The length of the valid UTF-8 character at s (at most n bytes there),
+ * or 0 when s starts no valid character (a stray byte, an overlong form, a
+ * surrogate, past U+10FFFF, or cut short). */
+static size_t utf8_char(const unsigned char *s, size_t n)
+{
+    if (!n) return 0;
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    size_t k = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (!k || n < k) return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if (c == 0xE0 && s[1] < 0xA0) return 0;     /* overlong */
+    if (c == 0xED && s[1] > 0x9F) return 0;     /* a surrogate */
+    if (c == 0xF0 && s[1] < 0x90) return 0;     /* overlong */
+    if (c == 0xF4 && s[1] > 0x8F) return 0;     /* past U+10FFFF */
+    return k;
+}
+
+size_t msb_utf8_copy(char *dst, size_t cap, const char *src, size_t max)
+{
+    if (!cap) return 0;
+    size_t n = 0, room = cap - 1 < max ? cap - 1 : max, len = src ? strlen(src) : 0;
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_char((const unsigned char *)src + i, len - i);
+        const char *piece = k ? src + i : "\xEF\xBF\xBD";    /* U+FFFD for a byte that is no character */
+        size_t w = k ? k : 3;
+        if (n + w > room) break;
+        memcpy(dst + n, piece, w);
+        n += w;
+        i += k ? k : 1;
+    }
+    dst[n] = '\0';
+    return n;
+}
+
+char *msb_utf8_dup(const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    char *out = malloc(3 * n + 1);        /* every byte may become U+FFFD */
+    if (out) msb_utf8_copy(out, 3 * n + 1, src, (size_t)-1);
+    return out;
+}
+
+/* A string field, cut at a character boundary to fit; a NUL inside it
+ * (JSON's \u0000) shows as U+FFFD, so nothing after it is lost unseen. */
 static void str(const json_t *o, const char *k, char *dst, size_t cap)
 {
     const json_t *v = json_object_get(o, k);
-    snprintf(dst, cap, "%s", json_is_string(v) ? json_string_value(v) : "");
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+    size_t len = json_is_string(v) ? json_string_length(v) : 0, n = 0;
+    dst[0] = '\0';
+    for (size_t i = 0; i < len && n + 1 < cap;) {
+        if (!s[i]) {
+            if (n + 4 > cap) break;
+            memcpy(dst + n, "\xEF\xBF\xBD", 3);
+            n += 3;
+            i++;
+            continue;
+        }
+        size_t piece = strnlen(s + i, len - i);
+        char *end = dst + n;
+        n += msb_utf8_copy(end, cap - n, s + i, piece);
+        if (n - (size_t)(end - dst) < piece) break;   /* did not fit */
+        i += piece;
+    }
+    dst[n] = '\0';
+}
+
+/* name as a message shows it: printable, control characters and quotes
+ * escaped, at most about 60 characters, its length when cut */
+static void shown_name(char *dst, size_t cap, const char *name, size_t len)
+{
+    size_t n = 0, i = 0, chars = 0;
+    if (cap < 16) { if (cap) dst[0] = '\0'; return; }
+    dst[n++] = '\'';
+    for (; i < len && chars < 60 && n + 8 < cap; chars++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c < 0x20 || c == 0x7F || c == '\'' || c == '\\') {
+            n += (size_t)snprintf(dst + n, cap - n, c == '\'' || c == '\\' ? "\\%c" : "\\x%02x", c);
+            i++;
+        } else {
+            size_t k = utf8_char((const unsigned char *)name + i, len - i);
+            if (!k) k = 1;            /* cannot happen: jansson checked it */
+            memcpy(dst + n, name + i, k);
+            n += k;
+            i += k;
+        }
+    }
+    dst[n++] = '\'';
+    dst[n] = '\0';
+    if (i < len) snprintf(dst + n, cap - n, "... (%zu bytes)", len);
+}
+
+/* The program sent a module name the records cannot hold: the trial is
+ * refused with what and why (the first such name only). */
+static void refuse_name(msb_trace *t, const char *name, size_t len, const char *why)
+{
+    if (t->refused) return;
+    char shown[320];
+    shown_name(shown, sizeof shown, name, len);
+    t->refused = 1;
+    snprintf(t->refuse_what, sizeof t->refuse_what, "names");
+    snprintf(t->refuse_text, sizeof t->refuse_text, "memsplit cannot carry the module name %s: %s", shown, why);
+}
+
+/* Why a module name cannot travel through the records (rows, the run
+ * database, plans: MS_NAME_MAX - 1 bytes of UTF-8, no NUL), or NULL. A
+ * member of the layer before or after the blocks is also joined with
+ * commas into its layer's name: no comma, no leading '('. */
+static const char *name_problem(const char *s, size_t len, int member)
+{
+    if (len == 0) return "it is empty";
+    if (strlen(s) != len) return "it holds a NUL character";
+    if (len >= MS_NAME_MAX) return "longer than the 255 bytes memsplit keeps of a module path";
+    if (member && strchr(s, ',')) return "it holds a comma, which joins the module paths of the layer before or after "
+                                         "the blocks";
+    if (member && s[0] == '(') return "it begins with '(', which marks a layer with no module of its own";
+    return NULL;
 }
 
 static int push(msb_trace *t, const msb_ev *e)
@@ -74,19 +226,63 @@ static int push(msb_trace *t, const msb_ev *e)
     return 0;
 }
 
-/* "a,b" += s, once */
-static void join(char *dst, size_t cap, const char *s)
+/* "a,b" += s, once: 0, or -1 when the joined names would not fit */
+static int join(char *dst, size_t cap, const char *s)
 {
     size_t n = strlen(dst), k = strlen(s);
-    for (const char *p = dst; (p = strstr(p, s)) != NULL; p += k)
-        if ((p == dst || p[-1] == ',') && (p[k] == ',' || p[k] == '\0')) return;
-    if (n) snprintf(dst + n, cap - n, ",%s", s);
-    else snprintf(dst, cap, "%s", s);
+    if (!k) return 0;
+    for (const char *p = dst; (p = strstr(p, s)) != NULL; p++)
+        if ((p == dst || p[-1] == ',') && (p[k] == ',' || p[k] == '\0')) return 0;
+    if (n + (n ? 1 : 0) + k >= cap) return -1;
+    snprintf(dst + n, cap - n, "%s%s", n ? "," : "", s);
+    return 0;
 }
 
+/* A module that runs before (l 0) or after the blocks: one more member of
+ * that layer's name. Only the training process's, and only names the
+ * records can carry (refused otherwise). */
+static void on_member(msb_trace *t, const json_t *o, int conn)
+{
+    if (conn != t->model_conn) return;
+    const json_t *v = json_object_get(o, "module");
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+    size_t len = json_is_string(v) ? json_string_length(v) : 0;
+    const char *why = name_problem(s, len, 1);
+    int pre = num(o, "l", 0) == 0;
+    if (!why && join(pre ? t->pre : t->post, MS_NAME_MAX, s) != 0)
+        why = pre ? "with the other modules that run before the blocks it makes that layer's name longer than the "
+                    "255 bytes memsplit keeps"
+                  : "with the other modules that run after the blocks it makes that layer's name longer than the "
+                    "255 bytes memsplit keeps";
+    if (why) refuse_name(t, s, len, why);
+}
+
+/* The process that trains is the first that sends `model`; another
+ * process that trains a model later (a subprocess, another worker) is left
+ * out of the profile, with a warning. What that process said before its
+ * model (a refusal, its end, an OOM) is forgotten when it is not this one. */
 static int on_model(msb_trace *t, const json_t *o, int conn)
 {
+    if (t->model_conn >= 0) {
+        if (conn != t->model_conn) {
+            char root[128], item[300];
+            str(o, "root", root, sizeof root);
+            snprintf(item, sizeof item, "model: another process also trained a model (%s); only the first process "
+                     "that trained is profiled", root);
+            msb_trace_warn(t, item);
+        }
+        return 0;
+    }
     t->model_conn = conn;
+    if (t->done && t->done_conn != conn) {
+        t->done = 0;
+        t->done_reason[0] = t->done_exc[0] = '\0';
+    }
+    if (t->refused && t->refuse_conn != conn) {
+        t->refused = 0;
+        t->refuse_what[0] = t->refuse_text[0] = '\0';
+    }
+    if (t->oom.happened && t->oom.conn != conn) memset(&t->oom, 0, sizeof t->oom);
     str(o, "root", t->root, sizeof t->root);
     str(o, "list", t->list, sizeof t->list);
     str(o, "why", t->why, sizeof t->why);
@@ -96,12 +292,25 @@ static int on_model(msb_trace *t, const json_t *o, int conn)
     const json_t *b = json_object_get(o, "blocks"), *sg = json_object_get(o, "sigs");
     size_t n = json_is_array(b) ? json_array_size(b) : 0;
     free_blocks(t);
+    if (n > MS_MAX_BLOCKS) {
+        if (!t->refused) {
+            t->refused = 1;
+            snprintf(t->refuse_what, sizeof t->refuse_what, "names");
+            snprintf(t->refuse_text, sizeof t->refuse_text, "the program's block list has %zu blocks; memsplit "
+                     "handles up to %d", n, MS_MAX_BLOCKS);
+        }
+        n = 0;
+    }
     t->blocks = n ? calloc(n, sizeof *t->blocks) : NULL;
     t->sigs = n && json_is_array(sg) && json_array_size(sg) == n ? calloc(n, sizeof *t->sigs) : NULL;
     if (n && !t->blocks) return -1;
     for (size_t i = 0; i < n; i++) {
-        const json_t *s = json_array_get(b, i), *g = t->sigs ? json_array_get(sg, i) : NULL;
-        t->blocks[i] = strdup(json_is_string(s) ? json_string_value(s) : "?");
+        const json_t *v = json_array_get(b, i), *g = t->sigs ? json_array_get(sg, i) : NULL;
+        const char *s = json_is_string(v) ? json_string_value(v) : "";
+        size_t len = json_is_string(v) ? json_string_length(v) : 0;
+        const char *why = name_problem(s, len, 0);
+        if (why) refuse_name(t, s, len, why);
+        t->blocks[i] = strdup(why ? "?" : s);
         if (!t->blocks[i]) return -1;
         t->n_blocks++;
         if (g && json_is_string(g) && !(t->sigs[i] = strdup(json_string_value(g)))) return -1;
@@ -111,29 +320,30 @@ static int on_model(msb_trace *t, const json_t *o, int conn)
 
 static int on_step(msb_trace *t, const json_t *o, int conn)
 {
+    if (conn != t->model_conn) return 0;      /* the training process's steps only */
     msb_step *g = realloc(t->steps, (size_t)(t->n_steps + 1) * sizeof *g);
     if (!g) return -1;
     t->steps = g;
     msb_step *s = &t->steps[t->n_steps++];
     memset(s, 0, sizeof *s);
-    s->n = (int)num(o, "n", t->n_steps);
-    s->accum = (int)num(o, "accum", 1);
-    s->micro_batch = (int)num(o, "micro_batch", 0);
+    s->n = inum(o, "n", t->n_steps);
+    s->accum = inum(o, "accum", 1);
+    s->micro_batch = inum(o, "micro_batch", 0);
     const json_t *mem = json_object_get(o, "mem");
     s->mem_free = s->mem_total = s->mem_reserved = -1;
     if (json_is_array(mem) && json_array_size(mem) == 3) {
-        s->mem_free = (int64_t)json_integer_value(json_array_get(mem, 0));
-        s->mem_total = (int64_t)json_integer_value(json_array_get(mem, 1));
-        s->mem_reserved = (int64_t)json_integer_value(json_array_get(mem, 2));
+        s->mem_free = bval(json_integer_value(json_array_get(mem, 0)), -1);
+        s->mem_total = bval(json_integer_value(json_array_get(mem, 1)), -1);
+        s->mem_reserved = bval(json_integer_value(json_array_get(mem, 2)), -1);
     }
     const json_t *loss = json_object_get(o, "loss");
     if (json_is_number(loss)) {
         s->has_loss = 1;
-        s->loss = json_number_value(loss);
+        s->loss = finite_or_0(json_number_value(loss));
     }
     const json_t *sp = json_object_get(o, "stage_peaks");
     for (size_t i = 0; json_is_array(sp) && i < json_array_size(sp) && i < 64; i++)
-        s->stage_peaks[s->n_stage_peaks++] = (uint64_t)json_integer_value(json_array_get(sp, i));
+        s->stage_peaks[s->n_stage_peaks++] = (uint64_t)bval(json_integer_value(json_array_get(sp, i)), 0);
     /* [[bytes per category] per stage]: kept only when whole and one per stage */
     const json_t *sc = json_object_get(o, "stage_peak_cats");
     if (json_is_array(sc) && s->n_stage_peaks > 0 && json_array_size(sc) == (size_t)s->n_stage_peaks) {
@@ -149,8 +359,7 @@ static int on_step(msb_trace *t, const json_t *o, int conn)
                 break;
             }
             for (int c = 0; c < MS_CAT_N; c++) {
-                json_int_t v = json_integer_value(json_array_get(row, (size_t)c));
-                s->stage_peak_cats[i][c] = v > 0 ? (uint64_t)v : 0;
+                s->stage_peak_cats[i][c] = (uint64_t)bval(json_integer_value(json_array_get(row, (size_t)c)), 0);
             }
         }
     }
@@ -162,8 +371,8 @@ static int on_step(msb_trace *t, const json_t *o, int conn)
             if (s->n_device_peaks == 8) break;
             snprintf(s->device_names[s->n_device_peaks], sizeof s->device_names[0], "%s", dk);
             const json_t *cv = json_is_object(dc) ? json_object_get(dc, dk) : NULL;
-            s->device_context[s->n_device_peaks] = json_is_integer(cv) ? json_integer_value(cv) : -1;
-            s->device_peaks[s->n_device_peaks++] = (uint64_t)json_integer_value(dv);
+            s->device_context[s->n_device_peaks] = json_is_integer(cv) ? bval(json_integer_value(cv), -1) : -1;
+            s->device_peaks[s->n_device_peaks++] = (uint64_t)bval(json_integer_value(dv), 0);
         }
     const json_t *iv = json_object_get(o, "intervals");
     size_t n = json_is_array(iv) ? json_array_size(iv) : 0;
@@ -172,9 +381,9 @@ static int on_step(msb_trace *t, const json_t *o, int conn)
     for (size_t i = 0; i < n; i++) {
         const json_t *x = json_array_get(iv, i);
         if (!json_is_array(x) || json_array_size(x) != 3) continue;
-        s->iv[s->n_iv++] = (msb_interval_ms){ (int)json_integer_value(json_array_get(x, 0)),
-                                               (int)json_integer_value(json_array_get(x, 1)),
-                                               json_number_value(json_array_get(x, 2)) };
+        s->iv[s->n_iv++] = (msb_interval_ms){ clamp_int(json_integer_value(json_array_get(x, 0))),
+                                               clamp_int(json_integer_value(json_array_get(x, 1))),
+                                               finite_or_0(json_number_value(json_array_get(x, 2))) };
     }
     msb_ev e = { .kind = MSB_EV_STEP, .conn = conn, .n = s->n };
     return push(t, &e);
@@ -183,13 +392,15 @@ static int on_step(msb_trace *t, const json_t *o, int conn)
 static int on_oom(msb_trace *t, const json_t *o, int conn)
 {
     if (t->oom.happened) return 0;   /* the first is where it died; a retry's second says nothing new */
+    if (t->model_conn >= 0 && conn != t->model_conn) return 0;   /* another process's */
     t->oom.happened = 1;
-    t->oom.layer = (int)num(o, "l", -1);
-    t->oom.phase = (int)num(o, "p", MS_PH_FORWARD);
-    t->oom.step = (int)num(o, "step", 0);
-    t->oom.stage = (int)num(o, "stage", -1);
-    t->oom.requested = (uint64_t)num(o, "requested", 0);
-    t->oom.device_free = num(o, "free", -1);
+    t->oom.conn = conn;
+    t->oom.layer = inum(o, "l", -1);
+    t->oom.phase = inum(o, "p", MS_PH_FORWARD);
+    t->oom.step = inum(o, "step", 0);
+    t->oom.stage = inum(o, "stage", -1);
+    t->oom.requested = ubnum(o, "requested");
+    t->oom.device_free = bnum(o, "free", -1);
     str(o, "module", t->oom.module, sizeof t->oom.module);
     str(o, "type", t->oom.type, sizeof t->oom.type);
     str(o, "source", t->oom.source, sizeof t->oom.source);
@@ -205,33 +416,46 @@ static int on_ledger(msb_trace *t, const json_t *o, const char *ev, int conn)
     msb_ev e = { .conn = conn };
     ms_mem_event *m = &e.m;
     m->t_us = real(o, "t");
-    m->device = (int)num(o, "d", 0);
+    m->device = inum(o, "d", 0);
     m->address = (uint64_t)num(o, "k", 0);
-    m->bytes = (uint64_t)num(o, "b", 0);
-    m->category = (int)num(o, "c", MS_CAT_TRANSIENT);
-    m->layer = (int)num(o, "l", -1);
-    m->phase = (int)num(o, "p", MS_PH_INIT);
+    int64_t b = num(o, "b", 0);
+    if (b < 0 || (uint64_t)b > MSB_MAX_BYTES) {
+        t->bad_lines++;        /* no device holds that: forged */
+        return 0;
+    }
+    m->bytes = (uint64_t)b;
+    m->category = inum(o, "c", MS_CAT_TRANSIENT);
+    m->layer = inum(o, "l", -1);
+    m->phase = inum(o, "p", MS_PH_INIT);
     m->source = MS_EV_SRC_ALLOCATOR;
     e.alloc = e.peak = e.reserved = e.rpeak = e.xin = -1;
     switch (ev[0]) {
-    case 'a': e.kind = MSB_EV_ALLOC; m->kind = MS_EV_ALLOC; break;
+    case 'a':
+        if (t->alloc_bytes > MSB_MAX_ALLOCATED - m->bytes) {
+            t->bad_lines++;    /* more than any program allocates: forged (and sums would overflow) */
+            return 0;
+        }
+        t->alloc_bytes += m->bytes;
+        e.kind = MSB_EV_ALLOC;
+        m->kind = MS_EV_ALLOC;
+        break;
     case 'f': e.kind = MSB_EV_FREE; m->kind = MS_EV_FREE; break;
     case 'r': e.kind = MSB_EV_RELABEL; break;
     case 'x':
         e.kind = MSB_EV_REFUSED;
         m->kind = MS_EV_FAIL;
-        e.alloc = num(o, "live", 0);
-        e.peak = num(o, "cap", 0);
+        e.alloc = bnum(o, "live", 0);
+        e.peak = bnum(o, "cap", 0);
         break;
     case 'w':
         e.kind = MSB_EV_WHERE;
-        e.n = (int)num(o, "fp", 0);
-        e.alloc = num(o, "alloc", -1);
-        e.peak = num(o, "peak", -1);
-        e.reserved = num(o, "reserved", -1);
-        e.rpeak = num(o, "rpeak", -1);
-        e.xin = num(o, "xin", -1);
-        e.xl = (int)num(o, "xl", -1);
+        e.n = inum(o, "fp", 0);
+        e.alloc = bnum(o, "alloc", -1);
+        e.peak = bnum(o, "peak", -1);
+        e.reserved = bnum(o, "reserved", -1);
+        e.rpeak = bnum(o, "rpeak", -1);
+        e.xin = bnum(o, "xin", -1);
+        e.xl = inum(o, "xl", -1);
         break;
     default:
         return 0;
@@ -248,13 +472,13 @@ static int on_segment(msb_trace *t, const json_t *o, int conn)
     msb_ev e = { .kind = MSB_EV_SEGMENT, .conn = conn };
     ms_mem_event *m = &e.m;
     m->t_us = real(o, "t");
-    m->bytes = (uint64_t)num(o, "b", 0);
+    m->bytes = ubnum(o, "b");
     m->address = (uint64_t)num(o, "addr", 0);
-    m->api_result = (int)num(o, "rc", 0);
+    m->api_result = inum(o, "rc", 0);
     m->kind = m->api_result ? MS_EV_FAIL : num(o, "free", 0) ? MS_EV_FREE : MS_EV_ALLOC;
     m->category = -1;   /* a segment of the caching allocator holds tensors of any category */
-    m->layer = (int)num(o, "l", -1);
-    m->phase = (int)num(o, "p", MS_PH_INIT);
+    m->layer = inum(o, "l", -1);
+    m->phase = inum(o, "p", MS_PH_INIT);
     m->source = MS_EV_SRC_CUPTI_CALLBACK;
     e.alloc = e.peak = e.reserved = e.rpeak = e.xin = -1;
     return push(t, &e);
@@ -309,10 +533,31 @@ int msb_trace_mem_events(const msb_trace *t, ms_mem_event **out)
     return n;
 }
 
+void msb_trace_warn(msb_trace *t, const char *item)
+{
+    if (!item[0] || strstr(t->warnings, item)) return;
+    size_t n = strlen(t->warnings);
+    if (n + 3 >= sizeof t->warnings) return;
+    if (n) {
+        memcpy(t->warnings + n, "; ", 3);
+        n += 2;
+    }
+    msb_utf8_copy(t->warnings + n, sizeof t->warnings - n, item, (size_t)-1);
+}
+
+/* Events a process says of itself: only the training process's count once
+ * one trains; before that, the last to say them (on_model forgets another
+ * process's). */
+static int own(const msb_trace *t, int conn) { return t->model_conn < 0 || conn == t->model_conn; }
+
 int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn)
 {
+    if (!line) {               /* a line too long to keep (reader.h) */
+        t->bad_lines++;
+        return 0;
+    }
     json_error_t je;
-    json_t *o = json_loadb(line, len, 0, &je);
+    json_t *o = json_loadb(line, len, JSON_ALLOW_NUL, &je);
     const json_t *evj = o ? json_object_get(o, "ev") : NULL;
     if (!json_is_object(o) || !json_is_string(evj)) {
         t->bad_lines++;
@@ -321,58 +566,60 @@ int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn)
     }
     const char *ev = json_string_value(evj);
     int rc = 0;
-    if (!ev[1] && strchr("afrxw", ev[0])) rc = on_ledger(t, o, ev, conn);
+    if (ev[0] && !ev[1] && strchr("afrxw", ev[0])) rc = on_ledger(t, o, ev, conn);
     else if (!strcmp(ev, "seg")) rc = on_segment(t, o, conn);
     else if (!strcmp(ev, "hello")) t->n_hello++;
     else if (!strcmp(ev, "torch")) {
-        t->torch_seen = 1;
-        str(o, "version", t->torch_version, sizeof t->torch_version);
-        t->cuda = json_is_true(json_object_get(o, "cuda"));
-        str(o, "lightning", t->lightning, sizeof t->lightning);
+        if (own(t, conn)) {
+            t->torch_seen = 1;
+            str(o, "version", t->torch_version, sizeof t->torch_version);
+            t->cuda = json_is_true(json_object_get(o, "cuda"));
+            str(o, "lightning", t->lightning, sizeof t->lightning);
+        }
     } else if (!strcmp(ev, "model")) rc = on_model(t, o, conn);
-    else if (!strcmp(ev, "member")) {
-        char m[MS_NAME_MAX];
-        str(o, "module", m, sizeof m);
-        if (num(o, "l", 0) == 0) join(t->pre, sizeof t->pre, m);
-        else join(t->post, sizeof t->post, m);
-    } else if (!strcmp(ev, "step")) rc = on_step(t, o, conn);
+    else if (!strcmp(ev, "member")) on_member(t, o, conn);
+    else if (!strcmp(ev, "step")) rc = on_step(t, o, conn);
     else if (!strcmp(ev, "oom")) rc = on_oom(t, o, conn);
     else if (!strcmp(ev, "done")) {
-        if (conn == t->model_conn || t->model_conn < 0) {
+        if (own(t, conn)) {
             t->done = 1;
+            t->done_conn = conn;
             str(o, "reason", t->done_reason, sizeof t->done_reason);
             str(o, "exc", t->done_exc, sizeof t->done_exc);
         }
     } else if (!strcmp(ev, "refuse")) {
-        t->refused = 1;
-        str(o, "what", t->refuse_what, sizeof t->refuse_what);
-        str(o, "text", t->refuse_text, sizeof t->refuse_text);
+        if (own(t, conn) && !(t->refused && !strcmp(t->refuse_what, "names"))) {
+            t->refused = 1;
+            t->refuse_conn = conn;
+            str(o, "what", t->refuse_what, sizeof t->refuse_what);
+            str(o, "text", t->refuse_text, sizeof t->refuse_text);
+        }
     } else if (!strcmp(ev, "ballast")) {
-        t->ballast.taken = 1;
-        t->ballast.device = (int)num(o, "device", 0);
-        t->ballast.bytes = (uint64_t)num(o, "b", 0);
-        t->ballast.total = (uint64_t)num(o, "total", 0);
-        t->ballast.free = (uint64_t)num(o, "free", 0);
-        t->ballast.capacity = (uint64_t)num(o, "capacity", 0);
+        if (own(t, conn)) {
+            t->ballast.taken = 1;
+            t->ballast.device = inum(o, "device", 0);
+            t->ballast.bytes = ubnum(o, "b");
+            t->ballast.total = ubnum(o, "total");
+            t->ballast.free = ubnum(o, "free");
+            t->ballast.capacity = ubnum(o, "capacity");
+        }
     } else if (!strcmp(ev, "save")) {
-        if (num(o, "skipped", 0)) {
+        if (!own(t, conn)) {
+        } else if (num(o, "skipped", 0)) {
             t->n_saves_skipped++;       /* a diagnostic pass writes no checkpoint */
         } else {
             t->n_saves++;
             str(o, "path", t->last_save, sizeof t->last_save);
-            t->last_save_step = (int)num(o, "step", 0);
+            t->last_save_step = inum(o, "step", 0);
         }
     } else if (!strcmp(ev, "load")) {
-        if (!t->n_loads++) str(o, "path", t->first_load, sizeof t->first_load);
+        if (own(t, conn) && !t->n_loads++) str(o, "path", t->first_load, sizeof t->first_load);
     } else if (!strcmp(ev, "warn")) {
         char what[32], text[512], item[600];
         str(o, "what", what, sizeof what);
         str(o, "text", text, sizeof text);
         snprintf(item, sizeof item, "%s: %s", what, text);
-        if (!strstr(t->warnings, item)) {
-            size_t n = strlen(t->warnings);
-            snprintf(t->warnings + n, sizeof t->warnings - n, "%s%s", n ? "; " : "", item);
-        }
+        msb_trace_warn(t, item);
     }
     json_decref(o);
     return rc;

@@ -6,10 +6,23 @@
  *    object, no newline) from connection `conn` (one per process) and
  *    appends it: ledger and transition events to ev[], the rest into the
  *    summary fields. Unknown event names are ignored (newer bridges);
- *    a line that is not a JSON object with a string "ev" is counted in
- *    bad_lines and otherwise ignored. Returns 0, or -1 when out of memory.
- *  - The process that trains is the one that sent `model` (model_conn);
- *    rows.h uses only its events. Strings are cut to their fields' sizes.
+ *    a line that is not a JSON object with a string "ev" (or NULL: a line
+ *    too long to keep) is counted in bad_lines and otherwise ignored.
+ *    Returns 0, or -1 when out of memory. Any line, in any order, from any
+ *    connection, is safe: the program is untrusted input
+ *    (tests/fuzz/fuzz_bridge_events.c).
+ *  - The process that trains is the first that sends `model` (model_conn);
+ *    another process's model is left out with a warning, and its steps,
+ *    members, OOM, end and refusal with it; rows.h uses only model_conn's
+ *    events. Strings are valid UTF-8, cut at a character boundary to their
+ *    fields' sizes (a NUL inside shows as U+FFFD).
+ *  - Module names travel whole or not at all: a block or member name the
+ *    records cannot hold (empty, a NUL, MS_NAME_MAX bytes or more; for a
+ *    member, whose names are comma-joined into the layer's, a comma or a
+ *    leading '(' or a joined name too long), or more than MS_MAX_BLOCKS
+ *    blocks, refuses the trial (refused, refuse_what "names", the name
+ *    shown escaped). The bridge refuses them first, in the program
+ *    (docs/bridge.md, "Module names").
  *  - msb_trace_free() releases everything; a zeroed trace is valid. */
 #ifndef MS_BRIDGE_TRACE_H
 #define MS_BRIDGE_TRACE_H
@@ -19,6 +32,12 @@
 
 #include "vocab/mem_event.h"
 #include "vocab/profile.h"
+
+/* Byte counts the program sends are held to MSB_MAX_BYTES (no device holds
+ * more); an allocation event past it, or past MSB_MAX_ALLOCATED allocated in
+ * all, is forged and counted as a bad line, so sums of bytes never overflow. */
+#define MSB_MAX_BYTES (1ull << 48)
+#define MSB_MAX_ALLOCATED (1ull << 62)
 
 typedef enum {
     MSB_EV_ALLOC = 'a', MSB_EV_FREE = 'f', MSB_EV_RELABEL = 'r', MSB_EV_REFUSED = 'x',
@@ -76,7 +95,7 @@ typedef struct msb_trace {
     int cuda;
     char lightning[32];
     int model_conn;            /* -1 until a process sends `model` */
-    char root[128], list[MS_NAME_MAX], why[512], fingerprint[MS_FINGERPRINT_MAX];
+    char root[128], list[MS_NAME_MAX], why[MS_NAME_MAX], fingerprint[MS_FINGERPRINT_MAX];
     char precision[8], device[32];
     int n_blocks;
     char **blocks;             /* n_blocks names (owned): the units' module paths */
@@ -93,10 +112,11 @@ typedef struct msb_trace {
         uint64_t requested;
         int64_t device_free;   /* the device's free bytes at a CUDA OOM, -1 unknown */
         int ev_index;          /* position in ev[] (an OOM marker) */
+        int conn;              /* the process it came from */
     } oom;
-    int done;
+    int done, done_conn;
     char done_reason[16], done_exc[512];
-    int refused;
+    int refused, refuse_conn;
     char refuse_what[16], refuse_text[1024];
     struct { int taken; int device; uint64_t bytes, total, free, capacity; } ballast;
     char warnings[1024];       /* "what: text; ..." */
@@ -105,11 +125,21 @@ typedef struct msb_trace {
     int last_save_step;        /* steps this process had finished at its last save */
     char last_save[512], first_load[512];
     int bad_lines;
+    uint64_t alloc_bytes;      /* allocated in all (ALLOC events), for MSB_MAX_ALLOCATED */
 } msb_trace;
 
 void msb_trace_init(msb_trace *t);
 void msb_trace_free(msb_trace *t);
 int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn);
+/* Appends "; item" to t->warnings (once; cut at a character boundary). */
+void msb_trace_warn(msb_trace *t, const char *item);
+/* Copies src into dst (cap bytes) as valid UTF-8, at most max bytes, cut
+ * at a character boundary and NUL-terminated; a byte of src that starts no
+ * valid character shows as U+FFFD. Returns the bytes written. */
+size_t msb_utf8_copy(char *dst, size_t cap, const char *src, size_t max);
+/* The same, whole, in a malloc'd copy (free it); NULL when out of memory.
+ * What memsplit records of the program's command line is valid UTF-8. */
+char *msb_utf8_dup(const char *src);
 /* The memory events of the process that trained (ALLOC, FREE, REFUSED and
  * SEGMENT lines, in order), as the database keeps a trial's: on its one
  * device, 0, each allocation with its storage's final category

@@ -31,7 +31,7 @@ static const char usage[] =
     "  --gpus N          devices to split over (required)\n"
     "  --gpu-mem SIZE    the capacity of each, the trial's too (required)\n"
     "  --devices LIST    the devices, e.g. cuda:0,cuda:1 or cpu,cpu (default: as above)\n"
-    "  --steps N         optimizer steps of the trial (default 2)\n"
+    "  --steps N         optimizer steps of the trial (default 2, at least 2)\n"
     "  --train-steps N   stop the rerun after N steps (default: the program runs to its end)\n"
     "  --headroom F      fraction of each device the plan keeps free (default 0.05)\n"
     "  --layers P[,P...] open these modules into units (as in profile; the rerun\n"
@@ -42,7 +42,8 @@ static const char usage[] =
     "  -h, --help        this text\n"
     "\n"
     "Exit status: 0 trained with the plan; 3 no plan fits (or every restart ran out);\n"
-    "1 usage error; 2 the program failed.\n";
+    "1 usage error; 2 the program failed; 130, 143, 129 memsplit was stopped by\n"
+    "SIGINT, SIGTERM or SIGHUP (the program too; the runs are recorded interrupted).\n";
 
 typedef struct doctor_args {
     int gpus;
@@ -114,7 +115,7 @@ static int take_opt(doctor_args *a, int c)
         }
         return 0;
     case O_DEVICES: a->devices = optarg; return 0;
-    case O_STEPS: return parse_long_arg("steps", optarg, 1, 1000000, &a->steps);
+    case O_STEPS: return parse_long_arg("steps", optarg, 2, 1000000, &a->steps);   /* run/program.h: 2 or more */
     case O_TSTEPS: return parse_long_arg("train-steps", optarg, 1, 100000000, &a->train_steps);
     case O_HEAD:
         if (!ms_arg_fraction("--headroom", optarg, &a->headroom, err, sizeof err)) return 0;

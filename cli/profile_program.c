@@ -28,8 +28,9 @@ static const char ms_profile_program_usage[] =
     "  --gpu-mem SIZE     emulate a device of SIZE bytes (24GiB, 512MiB): on a GPU\n"
     "                     the whole device, CUDA context included; on the CPU an\n"
     "                     accounting cap on the program's tensors\n"
-    "  --steps N          optimizer steps in the trial (default 2), then the program\n"
-    "                     is stopped cleanly (MEMSPLIT_PHASE=trial is set meanwhile)\n"
+    "  --steps N          optimizer steps in the trial (default 2, at least 2), then\n"
+    "                     the program is stopped cleanly (MEMSPLIT_PHASE=trial is\n"
+    "                     set meanwhile)\n"
     "  --layers P[,P...]  open these modules (\".\" the root): their children are\n"
     "                     units, whatever their size (default: the units are chosen\n"
     "                     from the module tree and the parameter bytes)\n"
@@ -52,8 +53,11 @@ static const char ms_profile_program_usage[] =
     "not a forecast for a GPU, whose kernels differ.\n"
     "\n"
     "Exit status: 0 the program fits; 3 it ran out of memory (diagnosis printed);\n"
-    "1 usage error; 2 the program could not be profiled (its own exit status or\n"
-    "signal is in the message and in the JSON).\n";
+    "1 usage error, or a program memsplit refuses (a module name it cannot carry);\n"
+    "2 the program could not be profiled, or the profile is partial (it failed or\n"
+    "ended before the steps were measured: its own exit status or signal is in\n"
+    "the message and in the JSON); 130, 143, 129 memsplit was stopped by SIGINT,\n"
+    "SIGTERM or SIGHUP (the program too; the run is recorded interrupted).\n";
 
 typedef struct profile_program_args {
     size_t capacity;
@@ -79,8 +83,9 @@ static int take_opt(profile_program_args *a, int c)
     case O_STEPS: {
         char *end;
         a->steps = strtol(optarg, &end, 10);
-        if (!*optarg || *end || a->steps < 1 || a->steps > 1000000) {
-            fprintf(stderr, "memsplit profile: --steps takes a whole number from 1 to 1000000, got '%s'\n", optarg);
+        if (!*optarg || *end || a->steps < 2 || a->steps > 1000000) {
+            fprintf(stderr, "memsplit profile: --steps takes a whole number from 2 to 1000000 (the optimizer's state, "
+                    "made in the first step, is live from the second on), got '%s'\n", optarg);
             return -1;
         }
         return 0;

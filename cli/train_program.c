@@ -32,7 +32,9 @@ static const char usage[] =
     "  -h, --help      this text\n"
     "\n"
     "Exit status: 0 trained; 3 a device ran out of memory; 1 usage error (a plan for\n"
-    "another program, more stages than GPUs); 2 the program failed.\n";
+    "another program, more stages than GPUs); 2 the program failed; 130, 143, 129\n"
+    "memsplit was stopped by SIGINT, SIGTERM or SIGHUP (the program too; the run is\n"
+    "recorded interrupted).\n";
 
 /* 0 parsed, 1 help printed, -1 usage error (printed); *dd: argv[*dd] is "--". */
 static int parse_args(int argc, char **argv, ms_train_program_args *a, int *dd)

@@ -10,4 +10,9 @@ enum {
     MS_EXIT_OOM = 3,      /* ran out of memory / no plan fits */
 };
 
+/* Stopped by a signal (SIGINT, SIGTERM, SIGHUP) and recorded `interrupted`:
+ * 128 + the signal, as a shell reports a process the signal ended (130 for
+ * SIGINT, 143 for SIGTERM). */
+#define MS_EXIT_STOPPED(sig) (128 + ((sig) > 0 ? (sig) : 2))
+
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bridge/host/launch.h"
+#include "bridge/trace.h"
 #include "planner/explain.h"
 #include "reports/db.h"
 #include "vocab/plan_json.h"
@@ -184,6 +185,14 @@ static int rerun(doctor_job *j, int attempt)
     }
     const msb_trace *now = &run->trace;
     note_run(&j->seen, run, attempt > 0);
+    if (run->ex.interrupted) {
+        char how[96];
+        fprintf(stderr, "memsplit doctor: the program was interrupted (%s) after %d step%s\n",
+                msb_exit_text(&run->ex, how, sizeof how), run->steps, run->steps == 1 ? "" : "s");
+        j->code = MS_EXIT_STOPPED(run->ex.stop_signal);
+        j->status = "interrupted";
+        return 1;
+    }
     if (run->failure[0]) {
         fprintf(stderr, "memsplit doctor: %s\n", run->failure);
         j->code = run->refused ? MS_EXIT_USAGE : MS_EXIT_RUNTIME;
@@ -195,12 +204,12 @@ static int rerun(doctor_job *j, int attempt)
     json_object_set_new(j->result, "train", ms_program_run_json(run));
     if (run->oom) return 0;
     say_checkpoints(j->out, &j->seen);
-    if (run->ex.interrupted || run->ex.signaled || (run->ex.status && strcmp(now->done_reason, "steps"))) {
+    if (run->ex.signaled || (run->ex.status && strcmp(now->done_reason, "steps"))) {
         char how[96];
         fprintf(stderr, "memsplit doctor: the program failed (%s)%s%s\n", msb_exit_text(&run->ex, how, sizeof how),
                 now->done_exc[0] ? ": " : "", now->done_exc);
         j->code = MS_EXIT_RUNTIME;
-        j->status = run->ex.interrupted ? "interrupted" : "failed";
+        j->status = "failed";
     } else {
         j->code = MS_EXIT_OK;
         j->status = "ok";
@@ -249,6 +258,18 @@ static int restart(doctor_job *j, int attempt)
     return 0;
 }
 
+/* memsplit was asked to stop (a signal between the program's runs): 1,
+ * the loop ends interrupted; else 0. */
+static int stop_asked(doctor_job *j)
+{
+    int sig = msb_stop_signal();
+    if (!sig) return 0;
+    fprintf(stderr, "memsplit doctor: stopped (%s)\n", strsignal(sig));
+    j->code = MS_EXIT_STOPPED(sig);
+    j->status = "interrupted";
+    return 1;
+}
+
 /* 1. the trial; 2. plan, 3. rerun, with restarts after an OOM. */
 static void doctor(doctor_job *j)
 {
@@ -259,6 +280,11 @@ static void doctor(doctor_job *j)
                                  .parent = j->doc, .cmdline = a->cmdline, .who = "doctor" };
     j->code = j->tr && j->run ? ms_program_run_trial(&ta, j->tr) : MS_EXIT_RUNTIME;
     if (j->tr) json_object_set_new(j->result, "trial", ms_program_trial_json(j->tr));
+    if (j->tr && j->tr->status && !strcmp(j->tr->status, "interrupted")) {   /* the trial's own exit status */
+        j->status = "interrupted";
+        return;
+    }
+    if (stop_asked(j)) return;
     if (j->code == MS_EXIT_OK && j->tr->have_prof)
         fprintf(j->out, "doctor: the program fits one device of %s; splitting it anyway as asked\n",
                 ms_fmt_bytes(a->cap, b, sizeof b));
@@ -267,12 +293,14 @@ static void doctor(doctor_job *j)
     j->recoveries = json_array();
     json_object_set_new(j->result, "recoveries", j->recoveries);
     for (int attempt = 0;; attempt++)
-        if (make_plan(j, attempt) || rerun(j, attempt) || restart(j, attempt)) return;
+        if (stop_asked(j) || make_plan(j, attempt) || stop_asked(j) || rerun(j, attempt) || restart(j, attempt))
+            return;
 }
 
 int ms_run_doctor_program(const ms_program_doctor_args *a, json_t **summary)
 {
     *summary = NULL;
+    msb_stop_catch();          /* a stop signal ends the program and the loop, recorded interrupted */
     char err[1536], name[128];
     ms_db *db = ms_db_open(a->db_path, 1, err, sizeof err);
     if (!db) {
@@ -280,7 +308,9 @@ int ms_run_doctor_program(const ms_program_doctor_args *a, json_t **summary)
         return MS_EXIT_RUNTIME;
     }
     ms_program_name(a->prog, name, sizeof name);
-    int64_t doc = ms_db_run_begin(db, "doctor", a->cmdline, NULL, NULL, name, 0);
+    char *cmd = msb_utf8_dup(a->cmdline ? a->cmdline : "");   /* argv may hold any bytes */
+    int64_t doc = cmd ? ms_db_run_begin(db, "doctor", cmd, NULL, NULL, name, 0) : -1;
+    free(cmd);
     if (doc < 0) {
         fprintf(stderr, "memsplit doctor: %s\n", ms_db_errmsg(db));
         ms_db_close(db);

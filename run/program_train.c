@@ -128,11 +128,21 @@ static int64_t begin_record(const ms_program_train_args *a, const char *cfgs, ch
         strncat(cmd, a->prog[i], sizeof cmd - strlen(cmd) - 2);
         strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1);
     }
-    int64_t run = ms_db_run_begin(a->db, "train", cmd, cfgs, devs, pl->program, a->parent);
-    if (run > 0 && (!plan_text || ms_db_add_plan(a->db, run, plan_text, pl->step_ms, 1) < 0)) run = -1;
+    char *cmd_utf8 = msb_utf8_dup(cmd);   /* argv may hold any bytes */
+    int have = devs && cmd_utf8;
+    int64_t run = have ? ms_db_run_begin(a->db, "train", cmd_utf8, cfgs, devs, pl->program, a->parent) : -1;
+    free(cmd_utf8);
+    if (run < 0) {
+        ms_errf(err, errlen, "recording the run: %s", have ? ms_db_errmsg(a->db) : "out of memory");
+    } else if (!plan_text || ms_db_add_plan(a->db, run, plan_text, pl->step_ms, 1) < 0) {
+        /* the run was begun: it ends failed, not running, and says why */
+        ms_errf(err, errlen, "recording the run's plan: %s",
+                plan_text ? ms_db_errmsg(a->db) : "the plan cannot be written as JSON (out of memory)");
+        ms_db_run_finish(a->db, run, "failed");
+        run = -1;
+    }
     free(devs);
     free(plan_text);
-    if (run < 0) ms_errf(err, errlen, "recording the run: %s", ms_db_errmsg(a->db));
     return run;
 }
 
@@ -172,9 +182,9 @@ static void measure(const ms_plan *pl, const msb_trace *t, ms_program_run *out)
 static void find_oom(const ms_plan *pl, const msb_trace *t, ms_program_run *out)
 {
     out->oom = 1;
-    out->oom_stage = t->oom.stage < pl->n_stages ? t->oom.stage : -1;
+    out->oom_stage = t->oom.stage >= 0 && t->oom.stage < pl->n_stages ? t->oom.stage : -1;
     for (int i = t->oom.ev_index - 1; i >= 0 && i >= t->oom.ev_index - 4; i--)
-        if (t->ev[i].kind == MSB_EV_REFUSED) {
+        if (t->ev[i].kind == MSB_EV_REFUSED && t->ev[i].m.device >= 0 && t->ev[i].m.device < pl->n_stages) {
             out->oom_stage = t->ev[i].m.device;
             if (t->ev[i].alloc >= 0) out->oom_need = (uint64_t)t->ev[i].alloc + t->ev[i].m.bytes;
         }
@@ -340,7 +350,12 @@ static int outcome(const ms_train_program_args *a, const ms_program_run *r)
 {
     FILE *f = a->json ? stderr : stdout;
     int code = MS_EXIT_OK;
-    if (r->failure[0]) {
+    if (r->ex.interrupted) {
+        char how[96];
+        fprintf(stderr, "memsplit train: the program was interrupted (%s) after %d step%s\n",
+                msb_exit_text(&r->ex, how, sizeof how), r->steps, r->steps == 1 ? "" : "s");
+        code = MS_EXIT_STOPPED(r->ex.stop_signal);
+    } else if (r->failure[0]) {
         fprintf(stderr, "memsplit train: %s\n", r->failure);
         code = r->refused ? MS_EXIT_USAGE : MS_EXIT_RUNTIME;
     } else if (r->oom) {
@@ -364,6 +379,7 @@ static int outcome(const ms_train_program_args *a, const ms_program_run *r)
 int ms_run_train_program(const ms_train_program_args *a, json_t **summary)
 {
     *summary = NULL;
+    msb_stop_catch();          /* a stop signal ends the program and this run, recorded interrupted */
     ms_plan pl;
     ms_db *db = NULL;
     int code = open_plan(a, &pl, &db);
@@ -381,7 +397,7 @@ int ms_run_train_program(const ms_train_program_args *a, json_t **summary)
                                  .db = db };
     if (!r || ms_program_train(&ta, r, err, sizeof err) != 0) {
         fprintf(stderr, "memsplit train: %s\n", r ? err : "out of memory");
-        code = MS_EXIT_RUNTIME;
+        code = msb_stop_signal() ? MS_EXIT_STOPPED(msb_stop_signal()) : MS_EXIT_RUNTIME;
     } else {
         code = outcome(a, r);
         if (a->json) *summary = ms_program_run_json(r);

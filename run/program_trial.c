@@ -108,11 +108,11 @@ void ms_program_name(char *const *prog, char *out, size_t len)
     for (int i = 0; prog[i]; i++) {
         size_t n = strlen(prog[i]);
         if (n > 3 && !strcmp(prog[i] + n - 3, ".py")) {
-            snprintf(out, len, "%s", base_name(prog[i]));
+            msb_utf8_copy(out, len, base_name(prog[i]), (size_t)-1);   /* recorded: valid UTF-8 */
             return;
         }
     }
-    snprintf(out, len, "%s", base_name(prog[0]));
+    msb_utf8_copy(out, len, base_name(prog[0]), (size_t)-1);
 }
 
 static json_t *exit_json(const msb_exit *ex)
@@ -136,6 +136,8 @@ typedef struct trial_job {
     int incomplete;            /* rows copied where no pass measured a backward */
     int code;
     const char *status;
+    char said[600];            /* how the trial ended, when not as asked (verdict) */
+    int said_is_note;          /* said is a note beside a result, not an error */
 } trial_job;
 
 /* The bridge, the program's name, the pass's config and the "profile" run:
@@ -160,12 +162,21 @@ static int begin(trial_job *j)
     char devs[160];
     snprintf(devs, sizeof devs, "[{\"name\": \"%s\", \"capacity_bytes\": %zu}]", j->gpu ? "cuda:0" : "cpu",
              a->capacity);
-    r->run = ms_db_run_begin(a->db, "profile", a->cmdline, cfgs, devs, r->name, a->parent);
+    char *cmd = msb_utf8_dup(a->cmdline ? a->cmdline : "");   /* argv may hold any bytes */
+    r->run = cmd ? ms_db_run_begin(a->db, "profile", cmd, cfgs, devs, r->name, a->parent) : -1;
+    free(cmd);
     free(cfgs);
     if (r->run >= 0) return 0;
     fprintf(stderr, "memsplit %s: %s\n", j->who, ms_db_errmsg(a->db));
     snprintf(r->fail, sizeof r->fail, "%s", ms_db_errmsg(a->db));
     return MS_EXIT_RUNTIME;
+}
+
+/* Stopped by a signal: the trial's status and exit status. */
+static void stopped(trial_job *j, int sig)
+{
+    j->code = MS_EXIT_STOPPED(sig);
+    j->status = "interrupted";
 }
 
 /* The pass under the capacity and, after an OOM, the uncapped one. */
@@ -174,6 +185,13 @@ static void passes(trial_job *j)
     const ms_program_trial_args *a = j->a;
     ms_program_trial *r = j->r;
     char err[1024] = "", label[64];
+    if (msb_stop_signal()) {
+        snprintf(r->fail, sizeof r->fail, "memsplit was asked to stop (%s) before the trial began",
+                 strsignal(msb_stop_signal()));
+        fprintf(stderr, "memsplit %s: %s\n", j->who, r->fail);
+        stopped(j, msb_stop_signal());
+        return;
+    }
     if (!a->quiet)
         fprintf(stderr, "%s: running %s for %ld step%s%s\n", j->who, r->name, a->steps, a->steps == 1 ? "" : "s",
                 a->capacity ? " under the emulated capacity" : "");
@@ -184,15 +202,17 @@ static void passes(trial_job *j)
         snprintf(r->fail, sizeof r->fail, "%s", err);
         j->code = MS_EXIT_RUNTIME;
         j->status = "failed";
+        if (msb_stop_signal()) stopped(j, msb_stop_signal());
     }
     const msb_trace *t = &r->t;
     const char *fail = j->code == MS_EXIT_OK ? ms_program_failure(t, &r->ex, r->fail, sizeof r->fail) : NULL;
     if (j->code == MS_EXIT_OK && fail) {
         fprintf(stderr, "memsplit %s: %s\n", j->who, fail);
         j->code = t->refused && strcmp(t->refuse_what, "torch") ? MS_EXIT_USAGE : MS_EXIT_RUNTIME;
-        j->status = r->ex.interrupted ? "interrupted" : "failed";
+        j->status = "failed";
+        if (r->ex.interrupted) stopped(j, r->ex.stop_signal);
     }
-    if (j->code != MS_EXIT_OK || !t->oom.happened || !a->second || r->ex.interrupted) return;
+    if (j->code != MS_EXIT_OK || !t->oom.happened || !a->second || r->ex.interrupted || msb_stop_signal()) return;
     if (!a->quiet)
         fprintf(stderr, "%s: out of memory; a second, uncapped pass measures what it did not reach\n", j->who);
     json_object_set_new(j->cfg, "capacity", json_integer(0));
@@ -200,7 +220,7 @@ static void passes(trial_job *j)
     err[0] = '\0';
     snprintf(label, sizeof label, "%s: uncapped pass", j->who);
     if (ms_program_pass(a->prog, j->bdir, j->cfg, "trial", j->gpu, label, a->quiet, a->json, a->record, &j->u, &j->exu,
-                        err, sizeof err) == 0 && j->u.model_conn >= 0)
+                        err, sizeof err) == 0 && j->u.model_conn >= 0 && !j->exu.interrupted)
         r->have_u = 1;
     else if (!a->quiet)
         fprintf(stderr, "%s: the uncapped pass gave nothing usable%s%s\n", j->who, err[0] ? ": " : "", err);
@@ -212,8 +232,9 @@ static void rows(trial_job *j)
     ms_program_trial *r = j->r;
     msb_trace *tp = &r->t;
     if (r->have_u && j->u.warnings[0] && !strstr(tp->warnings, j->u.warnings)) {   /* what the second pass said too */
-        size_t n = strlen(tp->warnings);
-        snprintf(tp->warnings + n, sizeof tp->warnings - n, "%suncapped pass: %s", n ? "; " : "", j->u.warnings);
+        char item[sizeof j->u.warnings + 16];
+        snprintf(item, sizeof item, "uncapped pass: %s", j->u.warnings);
+        msb_trace_warn(tp, item);
     }
     if (j->code != MS_EXIT_OK) return;
     char err[1024];
@@ -228,8 +249,52 @@ static void rows(trial_job *j)
     }
 }
 
+/* How the trial ended, when there is a profile: the exit status, the run's
+ * status and what to say. A profile says it fits only when its steps were
+ * measured: not when the program was interrupted, failed, or ended where
+ * the bridge could not see it (os._exit), nor before its first step. */
+static void verdict(trial_job *j, const char *how)
+{
+    ms_program_trial *r = j->r;
+    const msb_trace *t = &r->t;
+    ms_profile *p = &r->prof;
+    int k = t->n_steps;
+    long want = j->a->steps;
+    if (r->ex.interrupted || j->exu.interrupted) {   /* in the trial, or in the uncapped pass after it */
+        stopped(j, r->ex.interrupted ? r->ex.stop_signal : j->exu.stop_signal);
+        p->fits = 0;
+        snprintf(j->said, sizeof j->said, "the program was interrupted (%s) after %d of the %ld steps asked", how, k,
+                 want);
+    } else if (p->oom.happened) {
+        j->code = MS_EXIT_OOM;
+        j->status = "oom";
+    } else if (!t->done && !r->ex.signaled) {
+        j->code = MS_EXIT_RUNTIME;
+        j->status = "failed";
+        p->fits = 0;
+        snprintf(j->said, sizeof j->said, "the program ended (%s) in step %d, without the bridge seeing it end "
+                 "(os._exit, or a process that ended from inside): the profile is partial", how, k + 1);
+    } else if (strcmp(t->done_reason, "steps") && (r->ex.signaled || r->ex.status != 0)) {
+        j->code = MS_EXIT_RUNTIME;
+        j->status = "failed";
+        p->fits = 0;
+        snprintf(j->said, sizeof j->said, "the program failed (%s)%s%.400s", how, t->done_exc[0] ? ": " : "",
+                 t->done_exc);
+    } else if (k == 0) {
+        j->code = MS_EXIT_RUNTIME;
+        j->status = "failed";
+        p->fits = 0;
+        snprintf(j->said, sizeof j->said, "the program ended (%s) before its first optimizer step finished: no whole "
+                 "step was measured", how);
+    } else if (k < want && strcmp(t->done_reason, "steps")) {
+        j->said_is_note = 1;
+        snprintf(j->said, sizeof j->said, "note: the program ended by itself (%s) after %d of the %ld steps asked; "
+                 "the profile is of those", how, k, want);
+    }
+}
+
 /* The table (or with brief only the diagnosis), the notes, and how the program ended. */
-static void show(trial_job *j, const char *how)
+static void show(trial_job *j)
 {
     const ms_program_trial_args *a = j->a;
     ms_program_trial *r = j->r;
@@ -253,19 +318,8 @@ static void show(trial_job *j, const char *how)
     if (j->incomplete)
         fprintf(out, "note: some layers never ran backward and no uncapped pass measured them: their rows are partial\n");
     if (t->warnings[0]) fprintf(out, "warnings: %s\n", t->warnings);
-    if (p->oom.happened) {
-        j->code = MS_EXIT_OOM;
-        j->status = "oom";
-    } else if (r->ex.interrupted) {
-        j->code = MS_EXIT_RUNTIME;
-        j->status = "interrupted";
-        fprintf(stderr, "memsplit %s: the program was interrupted (%s)\n", j->who, how);
-    } else if (strcmp(t->done_reason, "steps") && (r->ex.signaled || r->ex.status != 0)) {
-        j->code = MS_EXIT_RUNTIME;
-        j->status = "failed";
-        fprintf(stderr, "memsplit %s: the program failed (%s)%s%s\n", j->who, how, t->done_exc[0] ? ": " : "",
-                t->done_exc);
-    }
+    if (j->said[0] && j->said_is_note) fprintf(out, "%s\n", j->said);
+    else if (j->said[0]) fprintf(stderr, "memsplit %s: %s\n", j->who, j->said);
 }
 
 /* The memory events, the rows, how the program ended and the run's end. */
@@ -280,8 +334,8 @@ static void record(trial_job *j, const char *how)
         if (n < 0 || ms_db_add_mem_events(db, r->run, mev, n) != 0 || ms_db_add_rows(db, r->run, &r->prof) != 0) ok = 0;
         free(mev);
     }
-    char note[256];
-    snprintf(note, sizeof note, "program: %s", how);
+    char note[800];
+    snprintf(note, sizeof note, "program: %s%s%s", how, j->said[0] ? "; " : "", j->said);
     if (ok && ms_db_run_note(db, r->run, note) != 0) ok = 0;
     if (ms_db_run_finish(db, r->run, j->status) != 0) ok = 0;
     if (!ok) {
@@ -295,6 +349,15 @@ static void record(trial_job *j, const char *how)
 int ms_program_run_trial(const ms_program_trial_args *a, ms_program_trial *r)
 {
     memset(r, 0, sizeof *r);
+    msb_stop_catch();
+    if (a->steps < 2) {
+        fprintf(stderr, "memsplit %s: --steps %ld: a program's trial takes 2 steps or more: the optimizer's state, "
+                "made in the first step, is live only from the second on, so one step cannot say whether it fits\n",
+                a->who ? a->who : "profile", a->steps);
+        snprintf(r->fail, sizeof r->fail, "a program's trial takes 2 steps or more");
+        r->status = "failed";
+        return r->code = MS_EXIT_USAGE;
+    }
     trial_job j = { .a = a, .r = r, .who = a->who ? a->who : "profile", .code = MS_EXIT_OK, .status = "ok" };
     int code = begin(&j);
     if (code) {
@@ -307,7 +370,10 @@ int ms_program_run_trial(const ms_program_trial_args *a, ms_program_trial *r)
     rows(&j);
     char how[96];
     msb_exit_text(&r->ex, how, sizeof how);
-    if (r->have_prof) show(&j, how);
+    if (r->have_prof) {
+        verdict(&j, how);
+        show(&j);
+    }
     if (a->db && r->run > 0) record(&j, how);
     msb_trace_free(&j.u);
     json_decref(j.cfg);
@@ -328,6 +394,8 @@ json_t *ms_program_trial_json(const ms_program_trial *r)
     json_object_set_new(pr, "exit", exit_json(&r->ex));
     json_object_set_new(pr, "warnings", json_string(r->t.warnings));
     json_object_set_new(pr, "second_pass", json_boolean(r->have_u));
+    json_object_set_new(pr, "steps_done", json_integer(r->t.n_steps));
+    json_object_set_new(pr, "status", json_string(r->status ? r->status : "failed"));
     if (!r->have_prof) json_object_set_new(o, "error", json_string(r->fail));
     if (r->run > 0) json_object_set_new(o, "run_id", json_integer(r->run));
     return o;

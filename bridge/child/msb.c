@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +22,8 @@ static struct {
     pthread_mutex_t mu;
     int opened;          /* msb_open ran */
     int fd;              /* -1: inert */
+    dev_t dev;           /* the socket's identity: the program may close fd and reuse the number */
+    ino_t ino;
     pid_t pid;           /* the process that connected */
     double t0;
     int layer, phase;
@@ -34,12 +37,28 @@ static double mono_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* Is S.fd still the socket msb_open connected? The program owns its
+ * descriptors: it may close ours and get the number back for a file or a
+ * socket of its own, which the bridge must neither write to nor close. */
+static int still_ours(void)
+{
+    struct stat st;
+    return S.fd >= 0 && fstat(S.fd, &st) == 0 && S.dev == st.st_dev && S.ino == st.st_ino;
+}
+
+/* The bridge goes inert: its socket is closed only if the descriptor is
+ * still its own. */
+static void let_go(void)
+{
+    if (still_ours()) close(S.fd);
+    S.fd = -1;
+}
+
 /* A forked child (a DataLoader worker) must never write: the stream is the
  * parent process's. Closing here only drops the child's copy of the fd. */
 static void after_fork_child(void)
 {
-    if (S.fd >= 0) close(S.fd);
-    S.fd = -1;
+    let_go();
     pthread_mutex_init(&S.mu, NULL);
 }
 
@@ -55,8 +74,11 @@ int msb_open(void)
             int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
             struct sockaddr_un a = { .sun_family = AF_UNIX };
             snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
-            if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+            struct stat st;
+            if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0 && fstat(fd, &st) == 0) {
                 S.fd = fd;
+                S.dev = st.st_dev;
+                S.ino = st.st_ino;
                 S.pid = getpid();
                 pthread_atfork(NULL, NULL, after_fork_child);
             } else if (fd >= 0) {
@@ -73,16 +95,21 @@ int msb_active(void) { return S.fd >= 0 && S.pid == getpid(); }
 
 double msb_now_us(void) { return mono_us() - S.t0; }
 
-/* Writes one line; the caller holds the mutex. */
+/* Writes one line; the caller holds the mutex. The descriptor is checked
+ * to be the bridge's socket before each line (the program may have closed
+ * it and reused the number). */
 static int write_line(const char *buf, size_t n)
 {
     if (S.fd < 0 || S.pid != getpid()) return -1;
+    if (!still_ours()) {
+        S.fd = -1;              /* not ours any more: never written to, never closed */
+        return -1;
+    }
     while (n > 0) {
         ssize_t w = send(S.fd, buf, n, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
-            close(S.fd);        /* the parent is gone: run on, inert */
-            S.fd = -1;
+            let_go();           /* the parent is gone: run on, inert */
             return -1;
         }
         buf += w;

@@ -13,6 +13,11 @@
  *    mutex, at once: nothing waits in a buffer, so a program that dies loses
  *    nothing it reported. A write that fails (the parent is gone) makes the
  *    bridge inert; msb_active() then returns 0.
+ *  - The program owns its descriptors: before each line the bridge checks
+ *    that its descriptor is still the socket it connected (device and
+ *    inode). If the program closed it (and perhaps got the number back for
+ *    a file or socket of its own), the bridge goes inert without writing to
+ *    that descriptor or closing it.
  *  - After fork() the child process is inert (its copy of the connection is
  *    closed): DataLoader workers never write.
  *  - Layers and phases are the vocabulary's (vocab.h); msb_where sets where

@@ -16,27 +16,37 @@
 
 #include "vocab/errf.h"
 
-#define MAX_CONNS 64
-#define MAX_LINE (1 << 20)        /* a longer line is cut off and reported as bad */
 #define DRAIN_MS 2000
 
-static volatile sig_atomic_t g_child = 0, g_interrupted = 0;
+/* The stop signals memsplit got (msb_stop_catch): the first, how many, and
+ * whether the last came from the terminal (which sends it to the whole
+ * foreground process group). */
+static volatile sig_atomic_t g_stop = 0, g_stops = 0, g_from_tty = 0;
+static int g_caught = 0;
 
-/* A signal from the terminal already reached the program (same process
- * group); one sent to memsplit alone (kill, a job scheduler) is passed on. */
-static void on_signal(int sig, siginfo_t *si, void *uc)
+static void on_stop(int sig, siginfo_t *si, void *uc)
 {
     (void)uc;
-    g_interrupted = 1;
-    if (g_child > 0 && si && si->si_code != SI_KERNEL) kill((pid_t)g_child, sig);
+    if (!g_stop) g_stop = sig;
+    g_stops = g_stops + 1;
+    g_from_tty = si && si->si_code == SI_KERNEL;
 }
 
-typedef struct conn {
-    int fd;
-    char *buf;
-    size_t len, cap;
-    int overflow;
-} conn;
+void msb_stop_catch(void)
+{
+    if (g_caught) return;
+    g_caught = 1;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_stop;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(SIGHUP, &sa, NULL);
+}
+
+int msb_stop_signal(void) { return g_stop; }
 
 static double now_ms(void)
 {
@@ -77,40 +87,13 @@ static void child_exec(const msb_launch *l, const char *sock, int report_fd)
     }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    if (signal(SIGHUP, SIG_DFL) == SIG_IGN) signal(SIGHUP, SIG_IGN);   /* nohup stays */
     if (l->stdout_to_stderr) ok &= dup2(2, 1) == 1;
     if (ok) execvp(l->argv[0], l->argv);
     int e = ok ? errno : ENOMEM;
     ssize_t w = write(report_fd, &e, sizeof e);
     (void)w;
     _exit(127);
-}
-
-static int read_conn(conn *c, int id, msb_line_fn on_line, void *user)
-{
-    char chunk[65536];
-    ssize_t n = read(c->fd, chunk, sizeof chunk);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return 1;
-    if (n <= 0) return 0;       /* closed */
-    for (ssize_t i = 0; i < n; i++) {
-        char ch = chunk[i];
-        if (ch == '\n') {
-            if (!c->overflow && on_line(c->buf ? c->buf : "", c->len, id, user) != 0) return -1;
-            c->len = 0;
-            c->overflow = 0;
-            continue;
-        }
-        if (c->len + 1 >= c->cap) {
-            if (c->cap >= MAX_LINE) { c->overflow = 1; continue; }
-            size_t ncap = c->cap ? c->cap * 2 : 4096;
-            char *g = realloc(c->buf, ncap);
-            if (!g) return -1;
-            c->buf = g;
-            c->cap = ncap;
-        }
-        c->buf[c->len++] = ch;
-        c->buf[c->len] = '\0';
-    }
-    return 1;
 }
 
 const char *msb_exit_text(const msb_exit *ex, char *buf, size_t len)
@@ -123,34 +106,53 @@ const char *msb_exit_text(const msb_exit *ex, char *buf, size_t len)
     return buf;
 }
 
+/* Signal sig to the program: to its own process group when it has one (it
+ * left memsplit's with setsid()), else to the program itself, unless the
+ * terminal sent the signal to the group they share; then to every other
+ * process still connected to the bridge that has not had it that way. */
+static void signal_program(pid_t pid, int alive, const msb_reader *rd, int sig, int from_tty)
+{
+    pid_t ours = getpgrp(), group = -1, one = -1;
+    if (alive) {
+        pid_t pg = getpgid(pid);
+        if (pg == pid) kill(-(group = pid), sig);
+        else if (!(from_tty && pg == ours)) kill(one = pid, sig);
+    }
+    int peers[MSB_MAX_OPEN];
+    int n = msb_reader_peers(rd, peers, MSB_MAX_OPEN);
+    for (int i = 0; i < n; i++) {
+        pid_t pg = getpgid(peers[i]);
+        if (pg < 0 || peers[i] == getpid() || peers[i] == one || pg == group || (from_tty && pg == ours)) continue;
+        kill(peers[i], sig);
+    }
+}
+
 int msb_run_program(const msb_launch *l, msb_line_fn on_line, void *user, msb_exit *ex, char *err, size_t errlen)
 {
     memset(ex, 0, sizeof *ex);
     if (!l || !l->argv || !l->argv[0]) return ms_errf(err, errlen, "no program to run after --");
+    msb_stop_catch();
+    if (g_stop)
+        return ms_errf(err, errlen, "memsplit was asked to stop (%s) before the program started", strsignal(g_stop));
     char dir[] = "/tmp/memsplit-bridge-XXXXXX";
     if (!mkdtemp(dir)) return ms_errf(err, errlen, "cannot make a folder for the bridge socket: %s", strerror(errno));
     char sock[sizeof dir + 8];
     snprintf(sock, sizeof sock, "%s/s", dir);
-    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     struct sockaddr_un a = { .sun_family = AF_UNIX };
     snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
     int pipefd[2] = { -1, -1 };
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(lfd, 16) != 0 ||
-        pipe2(pipefd, O_CLOEXEC) != 0) {
-        ms_errf(err, errlen, "cannot open the bridge socket %s: %s", sock, strerror(errno));
+    msb_reader *rd = NULL;
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(lfd, 64) != 0 ||
+        pipe2(pipefd, O_CLOEXEC) != 0 || !(rd = msb_reader_new(lfd, on_line, user))) {
+        ms_errf(err, errlen, "cannot open the bridge socket %s: %s", sock, rd || errno ? strerror(errno) : "out of memory");
         if (lfd >= 0) close(lfd);
+        if (pipefd[0] >= 0) close(pipefd[0]);
+        if (pipefd[1] >= 0) close(pipefd[1]);
         unlink(sock);
         rmdir(dir);
         return -1;
     }
-    fcntl(lfd, F_SETFL, O_NONBLOCK);
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    g_interrupted = 0;
-    g_child = 0;
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) child_exec(l, sock, pipefd[1]);
@@ -159,9 +161,6 @@ int msb_run_program(const msb_launch *l, msb_line_fn on_line, void *user, msb_ex
     if (pid < 0) {
         rc = ms_errf(err, errlen, "cannot start the program: %s", strerror(errno));
     } else {
-        g_child = pid;
-        sigaction(SIGINT, &sa, &old_int);
-        sigaction(SIGTERM, &sa, &old_term);
         int e = 0;
         if (read(pipefd[0], &e, sizeof e) == (ssize_t)sizeof e) {   /* exec failed: EOF otherwise */
             waitpid(pid, NULL, 0);
@@ -169,39 +168,34 @@ int msb_run_program(const msb_launch *l, msb_line_fn on_line, void *user, msb_ex
         }
     }
     close(pipefd[0]);
-    conn conns[MAX_CONNS];
-    int n_conns = 0, alive = rc == 0 && pid > 0, status = 0;
-    double exited_at = 0;
+    int alive = rc == 0 && pid > 0, status = 0, handled = 0, killed = 0;
+    double exited_at = 0, kill_at = 0, killed_at = 0;
     while (rc == 0) {
-        struct pollfd pf[MAX_CONNS + 1];
-        pf[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
-        for (int i = 0; i < n_conns; i++) pf[i + 1] = (struct pollfd){ .fd = conns[i].fd, .events = POLLIN };
-        int open_conns = 0;
-        for (int i = 0; i < n_conns; i++) open_conns += conns[i].fd >= 0;
-        if (!alive && (open_conns == 0 || now_ms() - exited_at > DRAIN_MS)) break;
-        int k = poll(pf, (nfds_t)n_conns + 1, 100);
-        if (k < 0 && errno != EINTR) { rc = ms_errf(err, errlen, "poll: %s", strerror(errno)); break; }
-        if (k > 0 && (pf[0].revents & POLLIN)) {
-            int fd;
-            while ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
-                if (n_conns == MAX_CONNS) { close(fd); continue; }
-                conns[n_conns++] = (conn){ .fd = fd };
-                ex->connections++;
+        int stops = g_stops;
+        if (stops > handled) {
+            if (!kill_at) {       /* the first: passed on, and a grace period for a clean end */
+                signal_program(pid, alive, rd, g_stop, g_from_tty);
+                kill_at = now_ms() + MSB_STOP_GRACE_MS;
+            } else {
+                kill_at = now_ms();   /* a second: at once */
             }
+            handled = stops;
         }
-        for (int i = 0; k > 0 && i < n_conns; i++) {
-            if (conns[i].fd < 0 || !(pf[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            int r;
-            while ((r = read_conn(&conns[i], i, on_line, user)) == 1 && (pf[i + 1].revents & POLLIN)) {
-                /* one read per wake-up is enough unless more is waiting */
-                struct pollfd one = { .fd = conns[i].fd, .events = POLLIN };
-                if (poll(&one, 1, 0) <= 0) break;
-            }
-            if (r <= 0) {
-                close(conns[i].fd);
-                conns[i].fd = -1;
-                if (r < 0) rc = ms_errf(err, errlen, "out of memory reading the program's events");
-            }
+        int open = msb_reader_open(rd);
+        double now = now_ms();
+        if (kill_at && !killed && now >= kill_at && (alive || open)) {
+            signal_program(pid, alive, rd, SIGKILL, 0);
+            killed = 1;
+            killed_at = now;
+        }
+        if (!alive) {
+            if (open == 0) break;
+            if (killed && now - killed_at > DRAIN_MS) break;
+            if (!kill_at && now - exited_at > DRAIN_MS) break;
+        }
+        if (msb_reader_step(rd, 100, err, errlen) != 0) {
+            rc = -1;
+            break;
         }
         if (alive && waitpid(pid, &status, WNOHANG) == pid) {
             alive = 0;
@@ -218,16 +212,12 @@ int msb_run_program(const msb_launch *l, msb_line_fn on_line, void *user, msb_ex
         ex->signaled = WIFSIGNALED(status);
         ex->signo = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     }
-    ex->interrupted = g_interrupted;
-    if (pid > 0) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
+    ex->connections = msb_reader_accepted(rd);
+    if (g_stops > 0) {
+        ex->interrupted = 1;
+        ex->stop_signal = g_stop;
     }
-    g_child = 0;
-    for (int i = 0; i < n_conns; i++) {
-        if (conns[i].fd >= 0) close(conns[i].fd);
-        free(conns[i].buf);
-    }
+    msb_reader_free(rd);
     close(lfd);
     unlink(sock);
     rmdir(dir);

@@ -4,22 +4,9 @@
 # test models (tests/bridge/models.py), the rows against the tensors' own
 # bytes, the OOM at the right module, the program's features, and every kind
 # of bad input with its message and exit code. Needs $MEMSPLIT.
+WHO=bridge
 . "$(dirname "$0")/lib.sh"
 
-if ! "$PY" -c 'import torch' 2>/dev/null; then
-    echo "bridge: $PY has no torch (install python3-torch: scripts/deps.sh does)"; exit 1
-fi
-
-# check NAME WANT_EXIT STDERR_PATTERN -- command...   (stdout in $T/out, stderr in $T/err)
-check() {
-    local name=$1 want=$2 pat=$3; shift 4
-    "$@" >"$T/out" 2>"$T/err"; local got=$?
-    if [ "$got" != "$want" ]; then bad "$name: exit $got, wanted $want" "$(tail -5 "$T/err")"; return 1; fi
-    if [ -n "$pat" ] && ! grep -qiE "$pat" "$T/err"; then bad "$name: stderr lacks /$pat/" "$(tail -5 "$T/err")"; return 1; fi
-    ok "$name"
-}
-# py EXPR: evaluate a Python expression over d = the JSON in $T/out
-py() { "$PY" -c "import json,sys; d=json.load(open('$T/out')); print($1)" 2>&1; }
 expect_params() {  # NAME MODEL_ARGS... : rows' param bytes equal the model's own, every byte in one row
     local name=$1; shift
     local want got
@@ -180,14 +167,14 @@ n=$(sqlite3 "$T/kill.db" "select count(*) from mem_events" 2>/dev/null || echo 0
 st=$(sqlite3 "$T/kill.db" "select status from runs" 2>/dev/null)
 if [ "${n:-0}" -gt 100 ] && [ "$st" = failed ]; then ok "killed: $n events kept, run recorded as failed"; else bad "killed run" "events $n status $st"; fi
 
-# ---- Ctrl-C reaches the program; the run is recorded interrupted -----------
+# ---- SIGINT reaches the program; the run is recorded interrupted, exit 130 ----
 "$M" profile --db "$T/int.db" -- "$PY" "$MODELS" --model seq --sleep 30 >"$T/int.out" 2>"$T/int.err" &
 mp=$!
 for _ in $(seq 100); do grep -q ready "$T/int.out" 2>/dev/null && break; sleep 0.1; done
 kill -INT $mp
 wait $mp; rc=$?
 st=$(sqlite3 "$T/int.db" "select status from runs" 2>/dev/null)
-if [ $rc = 2 ] && [ "$st" = interrupted ] && grep -q "interrupted" "$T/int.err"; then ok "SIGINT: forwarded, run interrupted, exit 2"
+if [ $rc = 130 ] && [ "$st" = interrupted ] && grep -q "interrupted" "$T/int.err"; then ok "SIGINT: forwarded, run interrupted, exit 130"
 else bad "interrupt" "exit $rc status $st" "$(tail -3 "$T/int.err")"; fi
 
 # ---- plans and reruns: the program split over two devices -------------------

@@ -39,8 +39,17 @@ class Lib:
         self.now_us = c.msb_now_us
 
     def send(self, ev, **fields):
+        """One event; never raises for what a string holds: text that is
+        not valid Unicode (a lone surrogate from undecodable bytes, in
+        sys.argv say) goes as U+FFFD. Module names that must travel whole
+        are checked before (name_problem)."""
         fields["ev"] = ev
-        return self.c.msb_send(json.dumps(fields, separators=(",", ":")).encode())
+        text = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+        return self.c.msb_send(data)
 
     def warn(self, what, text):
         self.c.msb_warn(what.encode(), text.encode(errors="replace"))
@@ -70,6 +79,50 @@ class Lib:
         err = ctypes.create_string_buffer(512)
         taken = self.c.msb_ballast(ordinal, capacity, err, len(err))
         return taken, err.value.decode(errors="replace")
+
+
+# ---- module names (docs/bridge.md, "Module names") ---------------------------
+
+NAME_MAX = 255      # bytes of UTF-8 memsplit keeps of a module path (vocab/profile.h: MS_NAME_MAX - 1)
+
+
+def tsv(text):
+    """A field of the module tree (layers.h) that cannot break its lines or
+    columns: tab, newline and NUL written as \\t, \\n, \\0, and text that is
+    not valid Unicode escaped (\\udc80). Only the C side's choice of the list
+    and the fingerprint read these; the names that travel are the modules'
+    own."""
+    if text.isprintable() and text.isascii():
+        return text
+    text = text.replace("\t", "\\t").replace("\n", "\\n").replace("\0", "\\0")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shown(name):
+    """A module name as a message shows it: quoted, escaped, cut."""
+    return repr(name[:60]) + ("... (%d characters)" % len(name) if len(name) > 60 else "")
+
+
+def name_problem(name, member=False):
+    """Why a module path cannot travel whole through memsplit's records
+    (profile rows, the run database, plans), or None. A member of the layer
+    before or after the blocks is joined with commas into that layer's
+    name, so it may hold no comma and may not begin with '('."""
+    try:
+        n = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "it is not valid Unicode (a lone surrogate, as undecodable bytes make): memsplit's records hold UTF-8"
+    if not name:
+        return "it is empty"
+    if "\0" in name:
+        return "it holds a NUL character"
+    if n > NAME_MAX:
+        return "it is %d bytes long; memsplit keeps module paths of up to %d bytes (UTF-8)" % (n, NAME_MAX)
+    if member and "," in name:
+        return "it holds a comma, which joins the module paths of the layer before or after the blocks"
+    if member and name.startswith("("):
+        return "it begins with '(', which marks a layer with no module of its own"
+    return None
 
 
 def load():

@@ -164,7 +164,8 @@ class Session:
             parent = -1 if i == 0 else index.get(path.rsplit(".", 1)[0] if "." in path else "", 0)
             is_list = isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict))
             nbytes = sum(p.numel() * p.element_size() for p in m.parameters())
-            lines.append("%d\t%d\t%s\t%s\t%d\t%d\t%s" % (i, parent, path, type(m).__name__, int(is_list), nbytes, sig(m)))
+            lines.append("%d\t%d\t%s\t%s\t%d\t%d\t%s" % (i, parent, _lib.tsv(path), _lib.tsv(type(m).__name__),
+                                                       int(is_list), nbytes, sig(m)))
         tree = "\n".join(lines) + "\n"
         fingerprint = self.lib.fingerprint(tree)
         plan = self.cfg.get("plan")
@@ -173,9 +174,7 @@ class Session:
         else:
             tops, why = self.units_of_tree(mods, tree)
             if tops is None:
-                self.send("refuse", what="layers", text=why)
-                self.on = False
-                return False
+                self.refuse("layers", why)    # stops the program: it would run on unobserved
         # tops: [[module path, ...] per unit], in order; a unit is the subtrees of its top modules.
         # The first and the last unit are the layers before and after the others (0 and n + 1:
         # the program's own code there and the modules it calls first and last, as the rows and
@@ -197,6 +196,16 @@ class Session:
                     self.block_of[id(m)] = b
         names = [",".join(paths) for paths in tops]
         sigs = [",".join(sig(root.get_submodule(path)) for path in paths) for paths in tops]
+        for paths, name in zip(tops, names):  # names travel whole or the program is refused, up front
+            problem = next((q for q in (_lib.name_problem(path, member=True) for path in paths) if q), None)
+            if problem is None and len(name.encode("utf-8")) > _lib.NAME_MAX:
+                problem = "with the other modules of its unit it makes the unit's name longer than the %d bytes " \
+                          "memsplit keeps" % _lib.NAME_MAX
+            if problem:
+                self.refuse("names", "memsplit cannot carry the module name %s: %s; rename the module"
+                            % (_lib.shown(name), problem))
+        if len(names) > 4094:                 # vocab/limits.h: MS_MAX_BLOCKS
+            self.refuse("names", "the program has %d units; memsplit handles up to 4094" % len(names))
         self.precision = self.detect_precision(root)
         self.device = next((p.device for p in root.parameters()), torch.device("cpu"))
         self.cuda = self.device.type == "cuda"
@@ -357,6 +366,13 @@ class Session:
         side = 0 if layer == 0 else 1
         if any(path == p or path.startswith(p + ".") for p in self.members[side]):
             return
+        problem = _lib.name_problem(path, member=True) or \
+            (len(",".join(self.members[side] + [path]).encode("utf-8")) > _lib.NAME_MAX and
+             "with the other modules that run %s the blocks it makes that layer's name longer than the %d bytes "
+             "memsplit keeps" % ("before" if side == 0 else "after", _lib.NAME_MAX))
+        if problem:
+            self.refuse("names", "memsplit cannot carry the module name %s: %s; rename the module"
+                        % (_lib.shown(path), problem))
         self.members[side].append(path)
         self.send("member", l=layer, module=path)
         if layer != 0:

@@ -10,6 +10,7 @@ at every layer transition). A refusal by the ledger's cap becomes
 torch.cuda.OutOfMemoryError raised from the operator that crossed it.
 """
 import os
+import threading
 
 from ._lib import CAT, PH_BACKWARD
 
@@ -29,6 +30,7 @@ class Tracker:
                 self.cast_ops.add(op.default if hasattr(op, "default") else op)
         self.half = (torch.float16, torch.bfloat16)
         self.pid = os.getpid()
+        self.lock = threading.RLock()   # the program's threads allocate too (start: every thread)
 
     def storage_of(self, t):
         try:
@@ -43,8 +45,9 @@ class Tracker:
         self.lib.free(key)
 
     def sweep_all(self):
-        for key, h in [kv for kv in self.live.items() if self.untyped._expired(kv[1])]:
-            self.expire(key, h)
+        with self.lock:
+            for key, h in [kv for kv in list(self.live.items()) if self.untyped._expired(kv[1])]:
+                self.expire(key, h)
 
     def sweep_recent(self):
         if not self.s.cuda:
@@ -209,10 +212,31 @@ def start(torch, session):
             if ap is not None:
                 ap.check_inputs(func, args)
             out = func(*args, **(kwargs or {}))
-            tracker.seen(func, args, out)
+            with tracker.lock:
+                tracker.seen(func, args, out)
             return out
 
     mode = _Mode()
     mode.__enter__()          # for the whole program: never left
     tracker.mode = mode
+    _every_thread(mode)
     return tracker
+
+
+def _every_thread(mode):
+    """The dispatch mode is per thread: every thread the program starts
+    (threading) enters it too, so its allocations count as the main
+    thread's do."""
+    real = getattr(threading.Thread, "_bootstrap_inner", None)
+    if real is None or getattr(real, "_memsplit", False):
+        return
+
+    def _bootstrap_inner(self, *a, **k):
+        try:
+            mode.__enter__()
+        except Exception:
+            pass
+        return real(self, *a, **k)
+
+    _bootstrap_inner._memsplit = True
+    threading.Thread._bootstrap_inner = _bootstrap_inner
