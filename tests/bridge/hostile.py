@@ -53,6 +53,9 @@ class Model(nn.Module):
         self.list = a.list
         for p in a.pre.split("|"):
             self.add_module(p, nn.Embedding(a.vocab, a.dim))
+        self.pre_free = [p for p in a.pre_free.split("|") if p]
+        for p in self.pre_free:        # no parameters: they join the unit of the module before them
+            self.add_module(p, nn.Dropout(0.0))
         cls = type(a.block_class, (Block,), {}) if a.block_class else Block
         self.add_module(a.list, nn.Sequential(collections.OrderedDict(
             (NAMES[a.names](i), cls(a.dim)) for i in range(a.blocks))))
@@ -61,6 +64,8 @@ class Model(nn.Module):
 
     def forward(self, idx):
         x = sum(getattr(self, p)(idx) for p in self.pre.split("|"))
+        for p in self.pre_free:
+            x = getattr(self, p)(x)
         for i, b in enumerate(getattr(self, self.list)):
             if self.exit_in and i == 1:
                 os._exit(0)            # in the middle of the forward: no step finished, no atexit
@@ -136,6 +141,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--names", default="plain", choices=sorted(NAMES))
     ap.add_argument("--pre", default="embed", help="the pre-modules' names, |-separated")
+    ap.add_argument("--pre-free", default="", help="modules with no parameters after them (|-separated names)")
     ap.add_argument("--list", default="body", help="the block list's name")
     ap.add_argument("--names-out", default="")
     ap.add_argument("--blocks", type=int, default=4)
