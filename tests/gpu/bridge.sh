@@ -17,6 +17,13 @@
 #    doctor with the unsplit run's losses, the GPU stage's peak within 2%;
 #    the same plan on virtual devices crosses at the same places; a module
 #    moving tensors itself is refused; 16-mixed with a CPU stage is refused
+#  - programs (only when asked: SECTIONS=programs): torchvision ResNet-152
+#    (fp16 AMP, batch 384), HF T5 (bf16) and HF Llama in Lightning (bf16-mixed,
+#    4 x 2048) each run alone, profiled under a CAP it dies in (exit 3, the
+#    OOM's module named) and trained by doctor over two devices of CAP on
+#    cuda:0: the split's losses against the alone run's (2e-2 relative), each
+#    device's measured peak against the plan (2%); the runs' output, JSON and
+#    databases in $OUT (programs_*)
 # Needs $MEMSPLIT; PY (default python3) is the interpreter with torch.
 # SECTIONS (default "small ref hf misc doctor resume realdev overhead") picks parts.
 set -u
@@ -268,6 +275,94 @@ if want overhead; then
     m0=$(med "$T"/o0.*); m1=$(med "$T"/o1.*); m2=$(med "$T"/o2.*)
     echo "  step ms (median of steps 4..20, two runs each): plain $m0, diagnose-only $m1, tensor trace $m2"
     "$PY" -c "a,b,c=$m0,$m1,$m2; print('  overhead: diagnose-only %+.1f%%, trace %+.1f%%' % (100*(b/a-1), 100*(c/a-1)))"
+fi
+if want programs; then
+    # programs as users write them, each too big for one emulated device of
+    # CAP and split by doctor over GPUS virtual ones on cuda:0 (issue 40):
+    # alone uncapped, profiled under CAP (the OOM named), doctor (the split's
+    # losses against the alone run's, each device's measured peak against
+    # the plan). Every run's output, JSON and database come back in $OUT.
+    # PROGRAMS picks ("resnet152 t5 llama"); CAP_RESNET152, CAP_T5, CAP_LLAMA
+    # (20GiB, 47GiB, 50GiB), GPUS_<NAME> (2) and ARGS_<NAME> (appended to the
+    # program's arguments) override; PROGRAMS_STEPS (4) the program's steps.
+    # A default CAP that the alone run shows does not make the program die
+    # (its peak below it) or that GPUS devices could not hold is replaced by
+    # 1.4/GPUS of the peak, and said; a CAP given is kept as it is.
+    # PROGRAMS_RUN_S (300) caps each run, PROGRAMS_BUDGET_S (480) the section.
+    pstart=$SECONDS
+    exec 3>&1   # prun says how a run went here, whatever the run's output is redirected to
+    # prun NAME CMD...: the command under timeout, within the section's budget
+    prun() {
+        local name=$1 left=$(( ${PROGRAMS_BUDGET_S:-480} - (SECONDS - pstart) )); shift
+        local lim=${PROGRAMS_RUN_S:-300}; [ "$left" -lt "$lim" ] && lim=$left
+        if [ "$lim" -lt 20 ]; then echo "  $name: skipped, the section's ${PROGRAMS_BUDGET_S:-480} s are spent" >&3; return 124; fi
+        local t0=$SECONDS rc=0
+        timeout -k 10 "$lim" "$@" || rc=$?
+        echo "  ($name: exit $rc, $((SECONDS - t0)) s, at $((SECONDS - pstart)) s of the section)" >&3
+        [ $rc = 124 ] || [ $rc = 137 ] && echo "  $name: TIMED OUT after $lim s" >&3
+        return $rc
+    }
+    bytes() { "$PY" -c "import re,sys; m=re.fullmatch(r'([0-9.]+)\s*([KMGT]?)(i?B)?', sys.argv[1].strip(), re.I)
+print(int(float(m.group(1)) * (1024 if m.group(3) in (None, 'iB', 'IB', 'ib') else 1000) ** ' KMGT'.index((m.group(2) or ' ').upper())))" "$1"; }
+    losses() { grep -oE '^step [0-9]+ loss [0-9.naif]+' "$1" | awk '{print $4}' | paste -sd' ' -; }
+    steps=${PROGRAMS_STEPS:-4}
+    for name in ${PROGRAMS:-resnet152 t5 llama}; do
+        case $name in
+        resnet152) P=("$PY" "$HERE/bridge/tv_resnet_amp.py" --model resnet152 --batch 384); dcap=20GiB; prec=fp16 ;;
+        t5) P=("$PY" "$HERE/bridge/hf_t5.py" --batch 16 --seq 512); dcap=47GiB; prec=bf16 ;;
+        llama) P=("$PY" "$HERE/bridge/hf_llama_lightning.py" --batch 4 --seq 2048); dcap=50GiB; prec=bf16 ;;
+        *) bad "programs: no program named $name (resnet152, t5, llama)"; continue ;;
+        esac
+        U=$(echo "$name" | tr a-z A-Z)
+        cv=CAP_$U gv=GPUS_$U av=ARGS_$U
+        cap=${!cv:-$dcap} g=${!gv:-2}
+        # shellcheck disable=SC2206  # ARGS_<NAME> is meant to split
+        P+=(--steps "$steps" ${!av:-})
+        echo "== programs: $name: ${P[*]:1}"
+        # a. alone, uncapped: its losses, step times and torch's own peak
+        prun "$name alone" "${P[@]}" --report "$T/pa_$name.json" > "$T/pa_$name.out" 2>&1
+        rc=$?; cp "$T/pa_$name.out" "$OUTD/programs_$name.alone.out" 2>/dev/null
+        cp "$T/pa_$name.json" "$OUTD/programs_$name.alone.json" 2>/dev/null
+        if [ $rc != 0 ]; then bad "programs $name: the program alone failed (exit $rc)" "$(tail -5 "$T/pa_$name.out")"; continue; fi
+        la=$(losses "$T/pa_$name.out")
+        echo "  alone: losses $la; step ms $(grep -oE '^step [0-9]+ .* ms [0-9.]+' "$T/pa_$name.out" | awk '{print $6}' | paste -sd' ' -)"
+        pk=$(js "$T/pa_$name.json" "d['max_allocated'] + d['context']")
+        echo "  alone: peak $(js "$T/pa_$name.json" "'%.2f GiB (max_memory_allocated %.2f GiB + context %.2f GiB; reserved %.2f GiB)' % ((d['max_allocated'] + d['context'])/2**30, d['max_allocated']/2**30, d['context']/2**30, d['max_reserved']/2**30)")"
+        capb=$(bytes "$cap")
+        if [ -z "${!cv:-}" ] && ! "$PY" -c "import sys; pk,c,g=$pk,$capb,$g; sys.exit(0 if pk > 1.03*c and pk < 0.85*g*c else 1)" 2>/dev/null; then
+            new=$("$PY" -c "print(int($pk * 1.4 / $g))")
+            echo "  NOTE: $cap does not make $name die alone on one device and fit $g (peak $pk B): CAP is $new B ($(( new >> 30 )) GiB) instead"
+            cap=$new
+        fi
+        # b. profiled under CAP: out of memory, and where
+        prun "$name profile" "$M" profile --json --no-second-pass --gpu-mem "$cap" -- "${P[@]}" \
+            > "$T/pp_$name.json" 2> "$T/pp_$name.err"; rc=$?
+        cp "$T/pp_$name.json" "$OUTD/programs_$name.profile.json" 2>/dev/null
+        cp "$T/pp_$name.err" "$OUTD/programs_$name.profile.err" 2>/dev/null
+        echo "  under $cap: $(js "$T/pp_$name.json" "d['oom']['layer_name'], d['oom']['phase'], d['oom']['what']")"
+        [ $rc = 3 ] && ok "programs $name: out of memory under $cap, named (exit 3)" || \
+            bad "programs $name: profile under $cap exit $rc (3 expected)" "$(tail -4 "$T/pp_$name.err")"
+        # c. doctor over GPUS devices of CAP on cuda:0
+        devs=$(printf 'cuda:0%.0s,' $(seq "$g")); devs=${devs%,}
+        rm -f "$OUTD/programs_$name.db"
+        prun "$name doctor" "$M" doctor --gpus "$g" --devices "$devs" --gpu-mem "$cap" --json \
+            --db "$OUTD/programs_$name.db" -- "${P[@]}" > "$T/pd_$name.json" 2> "$T/pd_$name.err"; rc=$?
+        cp "$T/pd_$name.json" "$OUTD/programs_$name.doctor.json" 2>/dev/null
+        cp "$T/pd_$name.err" "$OUTD/programs_$name.doctor.err" 2>/dev/null
+        grep -E "^placement|OUT OF MEMORY in|re-planned" "$T/pd_$name.err" | head -4 | sed 's/^/  /'
+        if [ $rc != 0 ]; then bad "programs $name: doctor exit $rc" "$(tail -8 "$T/pd_$name.err")"; continue; fi
+        ok "programs $name: doctor trained it over $devs of $cap (exit 0)"
+        js "$T/pd_$name.json" "'  devices: ' + '; '.join('%s predicted %.2f GiB measured %s' % (x['name'], x['predicted_peak_bytes']/2**30, 'not measured' if x['measured_peak_bytes'] is None else '%.2f GiB gap %+.2f%%' % (x['measured_peak_bytes']/2**30, 100*x['gap'])) for x in d['train']['devices'])"
+        gaps=$(js "$T/pd_$name.json" "all(x['gap'] is not None and abs(x['gap']) <= 0.02 for x in d['train']['devices'])")
+        [ "$gaps" = True ] && ok "programs $name: every measured peak within 2% of the plan" || \
+            bad "programs $name: a measured peak more than 2% from the plan (or not measured)" "$gaps"
+        ld=$(js "$T/pd_$name.json" "' '.join('%.4f' % x for x in d['train']['losses'])")
+        echo "  losses split $ld; alone $la"
+        same=$("$PY" -c "a=[float(x) for x in '$ld'.split()]; b=[float(x) for x in '$la'.split()]
+print(len(a) == len(b) > 0 and all(abs(x - y) <= 2e-2 * abs(y) for x, y in zip(a, b)), end='')" 2>&1)
+        [ "$same" = True ] && ok "programs $name: losses equal the alone run's within 2e-2 relative ($prec autocast)" || \
+            bad "programs $name: losses differ from the alone run's (2e-2 relative, $prec)" "$ld" "$la"
+    done
 fi
 echo "bridge-gpu: $pass passed, $fail failed"
 [ $fail -eq 0 ]
