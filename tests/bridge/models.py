@@ -181,6 +181,8 @@ def main():
     ap.add_argument("--torch-profiler", action="store_true", help="train inside torch.profiler.profile()")
     ap.add_argument("--step-fn", action="store_true", help="the loss in a function, as Lightning's training_step")
     ap.add_argument("--lightning-order", action="store_true", help="zero_grad between the forward and backward")
+    ap.add_argument("--closure", action="store_true",
+                    help="the forward and backward inside optimizer.step(closure), as Lightning runs them")
     ap.add_argument("--labels", action="store_true", help="hf: the loss computed inside the model's forward")
     ap.add_argument("--resume", default="", help="checkpoint after every step; continue from it when there")
     ap.add_argument("--grow-at", type=int, default=0, help="from this step on, keep --grow-mb MiB more")
@@ -250,26 +252,36 @@ def train(a, model, opts, loader, dev):
     while step < a.steps:
         if a.grow_at and step + 1 >= a.grow_at and extra is None:
             extra = torch.ones(int(a.grow_mb * 2**20) // 4, device=dev)
-        if not a.lightning_order:
-            for o in opts:
-                o.zero_grad(set_to_none=True)
-        for _ in range(a.accum):
-            idx, it = next_batch(it, loader)
-            idx = idx.to(dev)
-            if a.step_fn or a.labels:
-                loss = training_step(a, model, idx, dev)     # the outputs are gone before backward
-            else:
-                with torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=a.amp):
-                    logits = model(input_ids=idx[:, :-1]) if a.model == "hf" else model(idx[:, :-1])
-                    loss = nn.functional.cross_entropy(logits.float().reshape(-1, a.vocab), idx[:, 1:].reshape(-1))
-            if a.lightning_order and _ == 0:
-                for o in opts:       # Lightning's closure: training_step, zero_grad, backward
+        def forward_backward():
+            nonlocal it
+            if not a.lightning_order:
+                for o in opts:
                     o.zero_grad(set_to_none=True)
-            (loss / a.accum).backward()
-        if a.clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
-        for o in opts:
-            o.step()
+            for k in range(a.accum):
+                idx, it = next_batch(it, loader)
+                idx = idx.to(dev)
+                if a.step_fn or a.labels:
+                    loss = training_step(a, model, idx, dev)     # the outputs are gone before backward
+                else:
+                    with torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=a.amp):
+                        logits = model(input_ids=idx[:, :-1]) if a.model == "hf" else model(idx[:, :-1])
+                        loss = nn.functional.cross_entropy(logits.float().reshape(-1, a.vocab),
+                                                           idx[:, 1:].reshape(-1))
+                if a.lightning_order and k == 0:
+                    for o in opts:       # Lightning's closure: training_step, zero_grad, backward
+                        o.zero_grad(set_to_none=True)
+                (loss / a.accum).backward()
+            if a.clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
+            return loss
+        if a.closure:                # the first optimizer runs the iteration inside its step, as Lightning's does
+            loss = opts[0].step(forward_backward)
+            for o in opts[1:]:
+                o.step()
+        else:
+            loss = forward_backward()
+            for o in opts:
+                o.step()
         print("step %d loss %.4f" % (step, loss.item()), flush=True)
         step += 1
         if a.move_each_step:

@@ -304,6 +304,23 @@ check "Lightning's order: profile" 0 "" -- "$M" profile --quiet --json -- "$PY" 
 [ "$(py "(d['grads_freed_each_step'], d.get('grads_freed_before'))")" = "(True, 'backward')" ] && \
     ok "Lightning's order: the gradients are freed before backward, the profile says" || \
     bad "grads_freed_before" "$(py "(d['grads_freed_each_step'], d.get('grads_freed_before'))")"
+# Lightning runs the forward and backward inside optimizer.step(closure).
+# A trial that runs out in the second step's forward (the last step's
+# gradients and the optimizer state live) finished one step, not two: the
+# step that raised is not counted, the program dies of its OOM as it would
+# alone, and when the gradients are freed comes from the uncapped pass's
+# whole steps. Before, the raising step was counted, the trial said the
+# gradients are kept, and doctor's plan over-predicted (-5.6%, -2.9%).
+CL=(--closure --lightning-order --dim 64 --blocks 4 --batch 8 --seq 32 --steps 4)
+check "closure: uncapped profile" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" "${CL[@]}"
+capc=$(py "int(d['peak_bytes'] * 0.9)")
+check "closure: a trial that runs out in step 2" 3 "OUT OF MEMORY in the forward pass .*step 2" -- \
+    "$M" profile --quiet --json --gpu-mem "$capc" -- "$PY" "$MODELS" "${CL[@]}"
+[ "$(py "(d['oom']['step'], d['program']['steps_done'], d.get('grads_freed_before'))")" = "(2, 1, 'backward')" ] && \
+    ok "closure: the step that ran out is not counted (1 done); the gradients are freed before backward" || \
+    bad "closure: steps and gradients" "$(py "(d['oom']['step'], d['program']['steps_done'], d.get('grads_freed_before'))")"
+grep -q "OutOfMemoryError" "$T/err" && ok "closure: the program died of its own OOM" || bad "closure: the OOM" "$(tail -3 "$T/err")"
+split_case "closure, Lightning's order, out in step 2" 2 0.9 -- "${CL[@]}"
 # HF's labels=: the loss inside the model's forward, after the tied lm_head,
 # runs where the lm_head's output is (the root stage), and its backward too
 split_case "hf, tied, loss in the model's forward (labels=)" 2 0.75 -- --model hf --vocab 2048 --blocks 8 --steps 4 --labels

@@ -581,6 +581,12 @@ class Session:
             if p.grad is not None and id(p) in self.param_layer:
                 self.relabel(p.grad, CAT["grad"], self.param_layer[id(p)], owner=p)
 
+    def backward_failed(self):
+        self.in_backward -= 1      # it raised (out of memory): no optimizer phase follows
+
+    def step_failed(self):
+        self.in_step -= 1          # it raised (its closure ran out of memory): the step did not end
+
     def step_begins(self):
         self.in_step += 1
         if self.in_step == 1 and self.root is not None and self.on and self.phase != PH_OPTIMIZER:
@@ -723,7 +729,10 @@ def _batch_of(torch, inputs):
 
 # ---- installing ------------------------------------------------------------
 
-def _wrap(owner, name, before, after):
+def _wrap(owner, name, before, after, failed=None):
+    """owner.name calls before(args), then after(args) when it returns,
+    or failed(args) (default: after) when it raises: an optimizer step
+    whose closure ran out of memory did not end, and is not counted."""
     fn = getattr(owner, name)
     if getattr(fn, "_memsplit", False):
         return
@@ -732,9 +741,12 @@ def _wrap(owner, name, before, after):
     def wrapped(*args, **kwargs):
         before(args)
         try:
-            return fn(*args, **kwargs)
-        finally:
-            after(args)
+            out = fn(*args, **kwargs)
+        except BaseException:
+            (failed or after)(args)
+            raise
+        after(args)
+        return out
 
     wrapped._memsplit = True
     setattr(owner, name, wrapped)
@@ -765,8 +777,10 @@ def start(torch, lib, cfg):
     mods = torch.nn.modules.module
     mods.register_module_forward_pre_hook(s.pre_hook)
     mods.register_module_forward_hook(s.post_hook)
-    _wrap(torch.Tensor, "backward", lambda a: s.backward_begins(a), lambda a: s.backward_ends())
-    _wrap(torch.autograd, "backward", lambda a: s.backward_begins(a), lambda a: s.backward_ends())
+    _wrap(torch.Tensor, "backward", lambda a: s.backward_begins(a), lambda a: s.backward_ends(),
+          lambda a: s.backward_failed())
+    _wrap(torch.autograd, "backward", lambda a: s.backward_begins(a), lambda a: s.backward_ends(),
+          lambda a: s.backward_failed())
     if cfg.get("plan") is not None:
         _install_plan(torch, lib, s, cfg["plan"], cuda)
     _install_step_wrappers(torch, s)
@@ -955,7 +969,7 @@ def _install_step_wrappers(torch, s):
         init(self, *a, **k)
         track_opt(self)
         s.optimizers.append(self)
-        _wrap(type(self), "step", before, after)
+        _wrap(type(self), "step", before, after, lambda a: s.step_failed())
 
     torch.optim.Optimizer.__init__ = init_wrapped
     for cls_path in ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler"):
@@ -963,7 +977,7 @@ def _install_step_wrappers(torch, s):
         cls = getattr(sys.modules.get(mod_name), cls_name, None)
         if cls is not None and "step" in cls.__dict__:
             _wrap(cls, "step", lambda a: (track_opt(a[1]) if len(a) > 1 else None, s.step_begins()),
-                  after)
+                  after, lambda a: s.step_failed())
             _wrap_scale(torch, cls, s)
 
 
