@@ -2,6 +2,7 @@
 # bench/run.sh — memsplit's training benchmark beside PyTorch, in one call.
 #
 #   bench/run.sh path/to/memsplit [--quick]
+#   bench/run.sh path/to/memsplit --programs   (only bench/programs.sh)
 #
 # On a machine with a GPU: the matrix rate of the GPU (gemm_rate, the MFU
 # ceiling), then each model of BENCH_MODELS (memsplit presets: gpt2-small,
@@ -27,16 +28,20 @@
 #                       what is left, so a hang cannot eat the call
 #   BENCH_MS_ARGS       extra arguments for memsplit train (word-split)
 #   BENCH_TORCH_ARGS    extra arguments for torch_ref.py (word-split)
+#   BENCH_PROGRAMS      1: then bench/programs.sh too (users' PyTorch programs
+#                       alone and under memsplit), in what the budget leaves
 set -u -o pipefail
 
-usage() { echo "usage: bench/run.sh path/to/memsplit [--quick]" >&2; exit 2; }
+usage() { echo "usage: bench/run.sh path/to/memsplit [--quick | --programs]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 MS=$1
 shift
 QUICK=0
+PROGRAMS_ONLY=0
 for a in "$@"; do
     case $a in
     --quick) QUICK=1 ;;
+    --programs) PROGRAMS_ONLY=1 ;;
     *) usage ;;
     esac
 done
@@ -97,6 +102,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
     exit 0
 fi
 [ -x "$MS" ] || { echo "bench: $MS is not an executable (build it with make)" >&2; exit 1; }
+[ $PROGRAMS_ONLY = 1 ] && exec bash "$HERE/programs.sh" "$MS"
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$RAW/gpu.txt" 2>&1 || true
 echo "bench: $(head -n 1 "$RAW/gpu.txt"); models: $MODELS; precisions: $PRECISIONS; raw output in $RAW" >&2
@@ -190,6 +196,10 @@ echo "bench: the runs took $((SECONDS - START)) s of the ${BUDGET} s budget" >&2
 
 "$PY" "$HERE/report.py" "$RAW" "$OUTDIR/bench.json"
 TABLE_RC=$?
+if [ "${BENCH_PROGRAMS:-0}" = 1 ]; then
+    echo
+    BENCH_BUDGET_S=$((BUDGET - (SECONDS - START))) bash "$HERE/programs.sh" "$MS" || TABLE_RC=1
+fi
 echo
 plan_bench
 exit $TABLE_RC

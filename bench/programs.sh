@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# bench/programs.sh — what memsplit costs a user's own PyTorch program (issue 40).
+#
+#   bench/programs.sh path/to/memsplit
+#
+# For each program of BENCH_PROGRAM_LIST, the program's own step times
+# (its `step N loss X ms Y` lines) in four runs:
+#   alone     the program, nothing else
+#   diagnose  memsplit profile --diagnose-only --steps N   (target ≤ 3%)
+#   trace     memsplit profile --steps N, the tensor-level trace (target ≤ 25%)
+#   plan      memsplit train --plan P, a one-stage plan on one real device made
+#             by memsplit plan --gpus 1 from the trace run's profile (target ≤ 2%)
+# The overhead is the median of steps 4..N-2 (the steps every run has: a
+# profile stops inside step N-1) against the alone run's; the first-step
+# cost is step 0's ms against the alone run's step 0. A table, one line per
+# target (PROGRAM MODE overhead +X.X% (target ≤ Y%) MET|MISSED) and
+# ${OUT:-bench/out}/programs.json with every figure; each run's output in
+# ${OUT:-bench/out}/programs/. Exit 1 when a run gave no step lines or a
+# target was missed. Durations: bench/README.md ("Programs").
+#
+# Environment:
+#   OUT                    where programs.json and programs/ go (bench/out)
+#   PYTHON                 the Python with torch (python3)
+#   BENCH_PROGRAM_LIST     programs, in order ("llama gpt2 ref resnet152")
+#   BENCH_PROGRAM_<NAME>   the command of program NAME (upper case, - as _),
+#                          word-split; --steps N is appended. Overrides the
+#                          built-in ones, and names new ones
+#   BENCH_PROGRAM_STEPS    the program's steps, and the profile's (16)
+#   BENCH_PROGRAM_MODES    which runs ("alone diagnose trace plan")
+#   BENCH_PROGRAM_RUN_S    one run's cap in seconds (150)
+#   BENCH_BUDGET_S         seconds for the whole call (480): each run gets at
+#                          most what is left, so a hang cannot eat the call
+set -u -o pipefail
+
+[ $# -eq 1 ] || { echo "usage: bench/programs.sh path/to/memsplit" >&2; exit 2; }
+MS=$1
+[ -x "$MS" ] || { echo "bench/programs: $MS is not an executable (build it with make)" >&2; exit 1; }
+case $MS in /*) ;; *) MS=$PWD/$MS ;; esac
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+OUTDIR=${OUT:-bench/out}
+RAW=$OUTDIR/programs
+PY=${PYTHON:-python3}
+BUDGET=${BENCH_BUDGET_S:-480}
+STEPS=${BENCH_PROGRAM_STEPS:-16}
+LIST=${BENCH_PROGRAM_LIST:-llama gpt2 ref resnet152}
+MODES=${BENCH_PROGRAM_MODES:-alone diagnose trace plan}
+RUN_S=${BENCH_PROGRAM_RUN_S:-150}
+# no PYTHONUNBUFFERED: print() would write a line and its newline apart, and
+# memsplit's own lines could land between them (the programs flush each line)
+mkdir -p "$RAW" || exit 1
+START=$SECONDS
+[ "$STEPS" -ge 7 ] || { echo "bench/programs: BENCH_PROGRAM_STEPS must be at least 7 (steps 4..N-2 are timed)" >&2; exit 2; }
+
+program() { # NAME -> the command, one word a line
+    local var
+    var=BENCH_PROGRAM_$(echo "$1" | tr 'a-z-' 'A-Z_')
+    if [ -n "${!var:-}" ]; then
+        printf '%s\n' ${!var} # shellcheck disable=SC2086  # word-split on purpose
+        return
+    fi
+    local G=$REPO/tests/gpu/bridge
+    case $1 in
+    llama) printf '%s\n' "$PY" "$G/hf_llama_lightning.py" --batch 4 --seq 2048 ;;
+    gpt2) printf '%s\n' "$PY" "$G/hf_gpt2_lightning.py" ;;
+    # the overhead section's reference model (tests/gpu/bridge.sh)
+    ref) printf '%s\n' "$PY" "$REPO/tests/bridge/ref_model.py" --blocks 8 --dim 2048 --heads 16 --seq 2048 --batch 8 \
+        --vocab 32000 --amp ;;
+    resnet152) printf '%s\n' "$PY" "$G/tv_resnet_amp.py" --model resnet152 --batch 128 ;;
+    *) return 1 ;;
+    esac
+}
+
+# run NAME.MODE CMD...: stdout to $RAW/NAME.MODE.out, stderr to .log, capped
+# by RUN_S and the budget; its exit status and seconds to .rc
+run() {
+    local tag=$1
+    shift
+    local left=$((BUDGET - (SECONDS - START) - 15)) # 15: timeout's grace before KILL
+    local limit=$((RUN_S < left ? RUN_S : left)) t0=$SECONDS rc=0
+    if [ "$limit" -lt 15 ]; then
+        echo "bench/programs: $tag skipped: the ${BUDGET} s budget is spent" | tee "$RAW/$tag.log" >&2
+        echo "skipped 0" >"$RAW/$tag.rc"
+        return 124
+    fi
+    timeout -k 15 "$limit" "$@" >"$RAW/$tag.out" 2>"$RAW/$tag.log" || rc=$?
+    [ $rc = 124 ] || [ $rc = 137 ] && echo "timed out after ${limit} s" >>"$RAW/$tag.log"
+    echo "$rc $((SECONDS - t0))" >"$RAW/$tag.rc"
+    echo "bench/programs: $tag exit $rc ($((SECONDS - t0)) s, at $((SECONDS - START)) s of ${BUDGET})" >&2
+    return $rc
+}
+
+want() { case " $MODES " in *" $1 "*) return 0 ;; esac; return 1; }
+
+: >"$RAW/list.txt"
+for NAME in $LIST; do
+    mapfile -t P < <(program "$NAME") || true
+    if [ ${#P[@]} = 0 ]; then
+        echo "bench/programs: no program $NAME (built in: llama gpt2 ref resnet152; or set BENCH_PROGRAM_$(echo "$NAME" | tr 'a-z-' 'A-Z_'))" >&2
+        echo "$NAME -" >>"$RAW/list.txt"
+        continue
+    fi
+    P+=(--steps "$STEPS")
+    printf '%s\t%s\n' "$NAME" "${P[*]}" >>"$RAW/list.txt"
+    rm -f "$RAW/$NAME".*
+    echo "== $NAME: ${P[*]}" >&2
+    want alone && run "$NAME.alone" "${P[@]}"
+    want diagnose && run "$NAME.diagnose" "$MS" profile --json --quiet --diagnose-only --steps "$STEPS" -- "${P[@]}"
+    want trace && run "$NAME.trace" "$MS" profile --json --quiet --steps "$STEPS" -- "${P[@]}"
+    if want plan; then
+        prof=$RAW/$NAME.trace.out
+        [ -s "$prof" ] || prof=$RAW/$NAME.diagnose.out
+        # a profile made on the CPU records no capacity: the CPU stage gets one
+        mem=$("$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print('' if d.get('device','').startswith('cuda') else '64GiB')" \
+            "$prof" 2>/dev/null)
+        if "$MS" plan --profile "$prof" --gpus 1 ${mem:+--gpu-mem "$mem"} -o "$RAW/$NAME.plan.json" \
+            >"$RAW/$NAME.plan.txt" 2>&1; then
+            run "$NAME.plan" "$MS" train --plan "$RAW/$NAME.plan.json" --json --quiet -- "${P[@]}"
+        else
+            echo "bench/programs: $NAME: no one-stage plan from $prof; last lines:" >&2
+            tail -n 4 "$RAW/$NAME.plan.txt" | sed 's/^/    /' >&2
+            { echo "no plan: memsplit plan failed (see $NAME.plan.txt)"; cat "$RAW/$NAME.plan.txt"; } >"$RAW/$NAME.plan.log"
+            echo "noplan 0" >"$RAW/$NAME.plan.rc"
+        fi
+    fi
+done
+echo "bench/programs: the runs took $((SECONDS - START)) s of the ${BUDGET} s budget" >&2
+
+"$PY" - "$RAW" "$OUTDIR/programs.json" "$STEPS" "$MODES" <<'EOF'
+import json, os, re, statistics, sys
+
+raw, out, steps, modes = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
+TARGET = {"diagnose": 3.0, "trace": 25.0, "plan": 2.0}
+LINE = re.compile(r"^step (\d+) loss (\S+) ms ([0-9]+(?:\.[0-9]*)?)")
+lo, hi = 4, steps - 2                       # a profile's last printed step is N-2
+
+
+def read(name, mode):
+    r = {"mode": mode, "rc": None, "wall_s": None, "steps": {}, "losses": {}}
+    p = os.path.join(raw, "%s.%s" % (name, mode))
+    if os.path.exists(p + ".rc"):
+        rc, wall = open(p + ".rc").read().split()
+        r["rc"], r["wall_s"] = (int(rc) if rc.lstrip("-").isdigit() else rc), int(wall)
+    for ext in (".out", ".log"):
+        if os.path.exists(p + ext):
+            for line in open(p + ext, errors="replace"):
+                m = LINE.match(line)
+                if m:   # a step printed twice (a restart) counts its last time
+                    r["steps"][int(m.group(1))] = float(m.group(3))
+                    r["losses"][int(m.group(1))] = m.group(2)
+    timed = [ms for s, ms in r["steps"].items() if lo <= s <= hi]
+    r["timed_steps"] = len(timed)
+    r["median_ms"] = statistics.median(timed) if timed else None
+    r["step0_ms"] = r["steps"].get(0)
+    r["log"] = p + ".log"
+    return r
+
+
+progs, failed, lines = {}, [], []
+for row in open(os.path.join(raw, "list.txt")):
+    name, _, cmd = row.rstrip("\n").partition("\t")
+    name = name.split()[0]
+    if not cmd:
+        failed.append("%s: no such program" % name)
+        lines.append("%-10s %-8s FAILED: no such program" % (name, "-"))
+        continue
+    runs = {m: read(name, m) for m in modes}
+    base = runs.get("alone")
+    for m, r in runs.items():
+        r["target_pct"] = TARGET.get(m)
+        r["overhead_pct"] = r["first_step_extra_ms"] = r["met"] = None
+        if r["median_ms"] is None:
+            why = "no step lines" if not r["steps"] else "no step in %d..%d" % (lo, hi)
+            r["error"] = "%s (exit %s; %s)" % (why, r["rc"], r["log"])
+            failed.append("%s %s: %s" % (name, m, r["error"]))
+            lines.append("%-10s %-8s FAILED: %s" % (name, m, r["error"]))
+            continue
+        if m == "alone" or base is None or base["median_ms"] is None:
+            continue
+        r["overhead_pct"] = 100.0 * (r["median_ms"] / base["median_ms"] - 1)
+        if r["step0_ms"] is not None and base["step0_ms"] is not None:
+            r["first_step_extra_ms"] = r["step0_ms"] - base["step0_ms"]
+        if r["target_pct"] is not None:
+            r["met"] = r["overhead_pct"] <= r["target_pct"]
+            lines.append("%s %s overhead %+.1f%% (target ≤ %g%%) %s" % (name, m, r["overhead_pct"], r["target_pct"],
+                                                                         "MET" if r["met"] else "MISSED"))
+            if not r["met"]:
+                failed.append("%s %s: missed" % (name, m))
+    if base is not None and base["median_ms"] is None:
+        for m in runs:
+            if m != "alone" and runs[m]["median_ms"] is not None:
+                lines.append("%-10s %-8s FAILED: no overhead without the alone run's steps" % (name, m))
+    progs[name] = {"command": cmd.split(" "), "runs": runs}
+
+print("programs, median ms of steps %d..%d (the program's own lines), step 0, and against the program alone:" % (lo, hi))
+print("%-10s %-8s %5s %6s %10s %10s %9s %20s %6s" % ("program", "mode", "exit", "wall s", "median ms", "step0 ms",
+                                                     "overhead", "step 0 against alone", "steps"))
+fmt = lambda v, f: "-" if v is None else f % v
+for name, p in progs.items():
+    for m, r in p["runs"].items():
+        x = r["first_step_extra_ms"]
+        first = "-" if x is None else "%+.0f ms (x%.2f)" % (x, r["step0_ms"] / p["runs"]["alone"]["step0_ms"])
+        print("%-10s %-8s %5s %6s %10s %10s %9s %20s %6s" % (
+            name, m, fmt(r["rc"], "%s"), fmt(r["wall_s"], "%d"), fmt(r["median_ms"], "%.2f"), fmt(r["step0_ms"], "%.2f"),
+            fmt(r["overhead_pct"], "%+.1f%%"), first, len(r["steps"])))
+print()
+for l in lines:
+    print(l)
+json.dump({"steps": steps, "timed_steps": [lo, hi], "targets_pct": TARGET, "programs": progs, "failed": failed},
+          open(out, "w"), indent=1)
+print("\nbench/programs: %s; figures in %s" % ("all targets met" if not failed else "%d FAILED or MISSED" % len(failed), out))
+sys.exit(1 if failed else 0)
+EOF
