@@ -198,7 +198,8 @@ def main():
             g_loss = F.softplus(-D(fake)).mean()
             g_loss.backward()
             og.step()
-            print("step %d loss %.4f" % (step, g_loss.item()), flush=True)
+            # the iteration's loss as memsplit reports it: the sum of what went to backward()
+            print("step %d loss %.4f" % (step, d_loss.item() + g_loss.item()), flush=True)
     else:
         model = {"encdec": lambda: EncDec(vocab, a.dim, 3), "dict": lambda: DictNet(vocab, a.dim, 6),
                  "nested": lambda: Nested(vocab, a.dim, 4), "accum": lambda: DictNet(vocab, a.dim, 6),

@@ -4,6 +4,7 @@ state, the OOM, and the trial's end (docs/bridge.md, "Units, and the layers they
 import atexit
 import functools
 import hashlib
+import itertools
 import os
 import sys
 import time
@@ -70,6 +71,8 @@ class Session:
         self.peaks = [0, 0]         # the program's own view: allocated and reserved peaks
         self.ballast = {}           # GPU ordinal -> bytes the ballast took there
         self.stepped = set()        # optimizers that stepped in this iteration (ids)
+        self.other_models = set()   # ids of other models the program trains (a GAN's discriminator)
+        self.other_params = []      # their parameters, counted in layer 0
 
     # ---- reporting -------------------------------------------------------
     def send(self, ev, **f):
@@ -331,6 +334,28 @@ class Session:
                     self.confirmed.add(id(p))
                 self.relabel(p, cat, layer)
 
+    def another_model(self, module):
+        """A model the program trains beside the one it splits (a GAN's
+        discriminator beside its generator): its parameters, gradients and
+        optimizer state are the program's own, counted in layer 0 (the
+        program's code before the units), and it stays where the program
+        put it, on the first stage's device. Only the first model is split."""
+        self.other_models.add(id(module))
+        new = [p for p in module.parameters() if id(p) not in self.param_layer]
+        if not new:
+            return          # a part of the split model called directly, or a module with no parameters
+        cat = CAT["master"] if self.autocast is not None else CAT["param"]
+        for p in new:
+            self.param_layer[id(p)] = 0
+            self.confirmed.add(id(p))
+            self.relabel(p, cat, 0)
+            self.other_params.append(p)
+        nbytes = sum(p.numel() * p.element_size() for p in new)
+        self.lib.warn("models", "the program trains a second model, %s (%d parameter bytes), besides %s: memsplit "
+                      "splits the first one it trains; the second's parameters, gradients and optimizer state are "
+                      "counted in layer 0 and stay on the first stage's device"
+                      % (type(module).__name__, nbytes, type(self.root).__name__))
+
     def relabel(self, t, cat, layer, owner=None):
         """t's storage is of category cat in layer. Without the tensor
         tracker (GPU, diagnosis only) the storage is registered here, and the
@@ -404,6 +429,9 @@ class Session:
                 return None
         if self.in_backward:
             return None     # a recomputed forward (activation checkpointing) stays in backward
+        if len(self.stack) == 1 and module is not self.root and id(module) not in self.other_models \
+                and module.training and torch.is_grad_enabled():
+            self.another_model(module)
         if module is self.root and len(self.stack) == 1:
             training = module.training and torch.is_grad_enabled()
             self.in_root = True
@@ -577,7 +605,7 @@ class Session:
         # what follows backward until the step ends (gradient clipping, the
         # update) is the optimizer phase
         self.transition(-1, PH_OPTIMIZER)
-        for p in self.root.parameters():
+        for p in itertools.chain(self.root.parameters(), self.other_params):
             if p.grad is not None and id(p) in self.param_layer:
                 self.relabel(p.grad, CAT["grad"], self.param_layer[id(p)], owner=p)
 
