@@ -329,9 +329,10 @@ print(int(float(m.group(1)) * (1024 if m.group(3) in (None, 'iB', 'IB', 'ib') el
         pk=$(js "$T/pa_$name.json" "d['max_allocated'] + d['context']")
         echo "  alone: peak $(js "$T/pa_$name.json" "'%.2f GiB (max_memory_allocated %.2f GiB + context %.2f GiB; reserved %.2f GiB)' % ((d['max_allocated'] + d['context'])/2**30, d['max_allocated']/2**30, d['context']/2**30, d['max_reserved']/2**30)")"
         capb=$(bytes "$cap")
-        if [ -z "${!cv:-}" ] && ! "$PY" -c "import sys; pk,c,g=$pk,$capb,$g; sys.exit(0 if pk > 1.03*c and pk < 0.85*g*c else 1)" 2>/dev/null; then
-            new=$("$PY" -c "print(int($pk * 1.4 / $g))")
-            echo "  NOTE: $cap does not make $name die alone on one device and fit $g (peak $pk B): CAP is $new B ($(( new >> 30 )) GiB) instead"
+        # the default CAP, where the peak says it would not make the program die alone or fit GPUS devices
+        new=$("$PY" -c "pk,c,g=$pk,$capb,$g; print('' if 1.03*c < pk < 0.85*g*c else int(pk * 1.4 / g))" 2>/dev/null)
+        if [ -z "${!cv:-}" ] && [ -n "$new" ]; then
+            echo "  NOTE: $cap would not make $name die alone and fit $g devices (peak $pk B): CAP is $new B ($((new >> 30)) GiB) instead"
             cap=$new
         fi
         # b. profiled under CAP: out of memory, and where

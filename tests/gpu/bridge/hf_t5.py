@@ -29,7 +29,8 @@ def main():
     torch.manual_seed(0)
     cuda = a.device.startswith("cuda")
     cfg = T5Config(vocab_size=a.vocab, d_model=a.dim, d_kv=a.kv, d_ff=a.ff, num_layers=a.layers,
-                   num_decoder_layers=a.layers, num_heads=a.heads, dropout_rate=a.dropout, use_cache=False)
+                   num_decoder_layers=a.layers, num_heads=a.heads, dropout_rate=a.dropout, use_cache=False,
+                   decoder_start_token_id=0)   # labels= shifts right from it (t5's own configs say 0, the pad)
     model = T5ForConditionalGeneration(cfg).float().to(a.device)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
