@@ -29,8 +29,7 @@ def main():
     torch.manual_seed(0)
     cuda = a.device.startswith("cuda")
     cfg = T5Config(vocab_size=a.vocab, d_model=a.dim, d_kv=a.kv, d_ff=a.ff, num_layers=a.layers,
-                   num_decoder_layers=a.layers, num_heads=a.heads, dropout_rate=a.dropout, use_cache=False,
-                   decoder_start_token_id=0)   # labels= shifts right from it (t5's own configs say 0, the pad)
+                   num_decoder_layers=a.layers, num_heads=a.heads, dropout_rate=a.dropout, use_cache=False)
     model = T5ForConditionalGeneration(cfg).float().to(a.device)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -44,8 +43,11 @@ def main():
         t0 = time.perf_counter()
         ids = torch.randint(1, a.vocab, (a.batch, a.seq), generator=g).to(a.device)
         labels = torch.randint(1, a.vocab, (a.batch, a.seq), generator=g).to(a.device)
+        # the decoder's input: the labels shifted right after token 0 (T5's start, the pad), given
+        # here since a config built by hand may name no decoder start token for labels= to use
+        dec = torch.cat([torch.zeros_like(labels[:, :1]), labels[:, :-1]], dim=1)
         with torch.autocast(device_type=a.device.split(":")[0], dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=labels).loss
+            loss = model(input_ids=ids, decoder_input_ids=dec, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
