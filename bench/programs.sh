@@ -93,6 +93,7 @@ run() {
 want() { case " $MODES " in *" $1 "*) return 0 ;; esac; return 1; }
 
 : >"$RAW/list.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$RAW/gpu.txt" 2>/dev/null || : >"$RAW/gpu.txt"
 for NAME in $LIST; do
     mapfile -t P < <(program "$NAME") || true
     if [ ${#P[@]} = 0 ]; then
@@ -206,7 +207,8 @@ for name, p in progs.items():
 print()
 for l in lines:
     print(l)
-json.dump({"steps": steps, "timed_steps": [lo, hi], "targets_pct": TARGET, "programs": progs, "failed": failed},
+gpu = open(os.path.join(raw, "gpu.txt")).read().strip() if os.path.exists(os.path.join(raw, "gpu.txt")) else ""
+json.dump({"gpu": gpu, "steps": steps, "timed_steps": [lo, hi], "targets_pct": TARGET, "programs": progs, "failed": failed},
           open(out, "w"), indent=1)
 print("\nbench/programs: %s; figures in %s" % ("all targets met" if not failed else "%d FAILED or MISSED" % len(failed), out))
 sys.exit(1 if failed else 0)
