@@ -28,7 +28,7 @@
 #   BENCH_PROGRAM_STEPS    the program's steps, and the profile's (16)
 #   BENCH_PROGRAM_MODES    which runs ("alone diagnose trace plan")
 #   BENCH_PROGRAM_RUN_S    one run's cap in seconds (150)
-#   BENCH_BUDGET_S         seconds for the whole call (480): each run gets at
+#   BENCH_BUDGET_S         seconds for the whole call (540): each run gets at
 #                          most what is left, so a hang cannot eat the call
 set -u -o pipefail
 
@@ -41,7 +41,7 @@ REPO=$(cd "$HERE/.." && pwd)
 OUTDIR=${OUT:-bench/out}
 RAW=$OUTDIR/programs
 PY=${PYTHON:-python3}
-BUDGET=${BENCH_BUDGET_S:-480}
+BUDGET=${BENCH_BUDGET_S:-540}
 STEPS=${BENCH_PROGRAM_STEPS:-16}
 LIST=${BENCH_PROGRAM_LIST:-llama gpt2 ref resnet152}
 MODES=${BENCH_PROGRAM_MODES:-alone diagnose trace plan}

@@ -288,14 +288,14 @@ if want programs; then
     # A default CAP that the alone run shows does not make the program die
     # (its peak below it) or that GPUS devices could not hold is replaced by
     # 1.4/GPUS of the peak, and said; a CAP given is kept as it is.
-    # PROGRAMS_RUN_S (300) caps each run, PROGRAMS_BUDGET_S (480) the section.
+    # PROGRAMS_RUN_S (300) caps each run, PROGRAMS_BUDGET_S (540) the section.
     pstart=$SECONDS
     exec 3>&1   # prun says how a run went here, whatever the run's output is redirected to
     # prun NAME CMD...: the command under timeout, within the section's budget
     prun() {
-        local name=$1 left=$(( ${PROGRAMS_BUDGET_S:-480} - (SECONDS - pstart) )); shift
+        local name=$1 left=$(( ${PROGRAMS_BUDGET_S:-540} - (SECONDS - pstart) )); shift
         local lim=${PROGRAMS_RUN_S:-300}; [ "$left" -lt "$lim" ] && lim=$left
-        if [ "$lim" -lt 20 ]; then echo "  $name: skipped, the section's ${PROGRAMS_BUDGET_S:-480} s are spent" >&3; return 124; fi
+        if [ "$lim" -lt 20 ]; then echo "  $name: skipped, the section's ${PROGRAMS_BUDGET_S:-540} s are spent" >&3; return 124; fi
         local t0=$SECONDS rc=0
         timeout -k 10 "$lim" "$@" || rc=$?
         echo "  ($name: exit $rc, $((SECONDS - t0)) s, at $((SECONDS - pstart)) s of the section)" >&3
