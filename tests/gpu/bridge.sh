@@ -236,10 +236,13 @@ print(len(a) == len(b) > 0 and max(abs(x - y) for x, y in zip(a, b)) <= 2e-4, en
 if want realdev; then
     MB=("$PY" "$HERE/../bridge/models.py")
     # sizes where the tensors (several GiB) and not the CUDA context decide what fits
-    realdev_case loop 'step [0-9]+ loss [0-9.]+' -- "${MB[@]}" --model ref --blocks 6 --dim 1024 --seq 256 --batch 16 \
-        --vocab 16384 --steps 5
+    # REALDEV_CASES picks the programs (default both)
+    rcase() { case " ${REALDEV_CASES:-loop lightning32} " in *" $1 "*) return 0;; esac; return 1; }
+    rcase loop && realdev_case loop 'step [0-9]+ loss [0-9.]+' -- "${MB[@]}" --model ref --blocks 6 --dim 1024 \
+        --seq 256 --batch 16 --vocab 16384 --steps 5
     L32=(--blocks 6 --dim 1024 --heads 8 --seq 512 --batch 8 --vocab 16384 --steps 4)
-    realdev_case lightning32 'step [0-9]+ loss [0-9.]+' -- "$PY" "$HERE/bridge/ref_lightning.py" --precision 32-true "${L32[@]}"
+    rcase lightning32 && realdev_case lightning32 'step [0-9]+ loss [0-9.]+' -- "$PY" "$HERE/bridge/ref_lightning.py" \
+        --precision 32-true "${L32[@]}"
     [ -n "${REALDEV_QUICK:-}" ] && SECTIONS=${SECTIONS/realdev/}
 fi
 if want realdev; then
