@@ -227,6 +227,16 @@ def training_step(a, model, idx, dev):
         return nn.functional.cross_entropy(logits.float().reshape(-1, a.vocab), idx[:, 1:].reshape(-1))
 
 
+def lightning_closure(a, model, opts, idx, dev):
+    """What Lightning's optimizer.step(closure) runs: training_step, then
+    zero_grad, then backward."""
+    loss = training_step(a, model, idx, dev)
+    for o in opts:
+        o.zero_grad(set_to_none=True)
+    loss.backward()
+    return loss
+
+
 def next_batch(it, loader):
     """The next batch, the loader started again when it runs out."""
     try:
@@ -252,12 +262,17 @@ def train(a, model, opts, loader, dev):
     while step < a.steps:
         if a.grow_at and step + 1 >= a.grow_at and extra is None:
             extra = torch.ones(int(a.grow_mb * 2**20) // 4, device=dev)
-        def forward_backward():
-            nonlocal it
+        if a.closure:                # the first optimizer runs the iteration inside its step, as Lightning's does
+            idx, it = next_batch(it, loader)
+            idx = idx.to(dev)
+            loss = opts[0].step(lambda: lightning_closure(a, model, opts, idx, dev))
+            for o in opts[1:]:
+                o.step()
+        else:
             if not a.lightning_order:
                 for o in opts:
                     o.zero_grad(set_to_none=True)
-            for k in range(a.accum):
+            for _ in range(a.accum):
                 idx, it = next_batch(it, loader)
                 idx = idx.to(dev)
                 if a.step_fn or a.labels:
@@ -267,19 +282,12 @@ def train(a, model, opts, loader, dev):
                         logits = model(input_ids=idx[:, :-1]) if a.model == "hf" else model(idx[:, :-1])
                         loss = nn.functional.cross_entropy(logits.float().reshape(-1, a.vocab),
                                                            idx[:, 1:].reshape(-1))
-                if a.lightning_order and k == 0:
+                if a.lightning_order and _ == 0:
                     for o in opts:       # Lightning's closure: training_step, zero_grad, backward
                         o.zero_grad(set_to_none=True)
                 (loss / a.accum).backward()
             if a.clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
-            return loss
-        if a.closure:                # the first optimizer runs the iteration inside its step, as Lightning's does
-            loss = opts[0].step(forward_backward)
-            for o in opts[1:]:
-                o.step()
-        else:
-            loss = forward_backward()
             for o in opts:
                 o.step()
         print("step %d loss %.4f" % (step, loss.item()), flush=True)

@@ -310,7 +310,7 @@ check "Lightning's order: profile" 0 "" -- "$M" profile --quiet --json -- "$PY" 
 # step that raised is not counted, the program dies of its OOM as it would
 # alone, and when the gradients are freed comes from the uncapped pass's
 # whole steps. Before, the raising step was counted, the trial said the
-# gradients are kept, and doctor's plan over-predicted (-5.6%, -2.9%).
+# gradients are kept, and doctor's plan over-predicted (-2.9%, -2.9%).
 CL=(--closure --lightning-order --dim 64 --blocks 4 --batch 8 --seq 32 --steps 4)
 check "closure: uncapped profile" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" "${CL[@]}"
 capc=$(py "int(d['peak_bytes'] * 0.9)")
