@@ -199,7 +199,76 @@ def run(devices, leak=False):
     return crossings, float(loss), [p.grad.clone() for p in net.parameters()], ap
 
 
+class SeqNet(torch.nn.Module):
+    """A ResNet-like stage: an nn.Sequential of blocks the root calls, then a head."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(5)
+        self.body = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(4)])
+        self.head = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def run_seq(devices, opened=True):
+    """SeqNet with body.0-1 on stage 0, body.2-3 on stage 1, the head on
+    stage 0; the Sequential wrapped as an opened module (what
+    wrap_boundaries does) or not: (crossings, loss, gradients)."""
+    s = Session()
+    net = SeqNet()
+    plan = {"stages": [{"device": d, "first": i, "last": i} for i, d in enumerate(devices)]}
+    ap = _apply.Applier(torch, s, plan)
+    world = World(ap, s)
+    crossings = []
+
+    def primitive(t, dev):
+        crossings.append((s.phase, ap.holder(t), ap.stage_now()))
+        out = t.clone()
+        world.put(out, dev, ap.stage_now())
+        return out
+
+    ap.device_of = world.device_of
+    ap.primitive = primitive
+    x = data()
+    with world:
+        for m, st in ((net.body[0], 0), (net.body[1], 0), (net.body[2], 1), (net.body[3], 1), (net.head, 0)):
+            for p in m.parameters():
+                world.put(p, ap.devices[st], st)
+            ap.wrap(m, st)
+        if opened:
+            ap.wrap_opened(net.body)
+        world.put(x, ap.devices[0], 0)
+        ap.placed = True
+        y = net(x)
+        loss = (y * y).sum()
+        s.phase = PH_BACKWARD
+        loss.backward()
+    return crossings, float(loss), [p.grad.clone() for p in net.parameters()]
+
+
 class CrossingPath(unittest.TestCase):
+    def test_sequential_blocks_cross_once(self):
+        # an nn.Sequential has no code of its own between its blocks: a block's
+        # output goes on to the next block where it is, so only the stage
+        # boundary crosses (and the Sequential's output back to its caller);
+        # brought back to the caller after every block, each block on stage 1
+        # would cross twice and its output be held twice
+        net = SeqNet()
+        y = net(data())
+        want = (y * y).sum()
+        want.backward()
+        want_grads = [p.grad.clone() for p in net.parameters()]
+        for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
+            crossings, loss, grads = run_seq(devices)
+            self.assertEqual(crossings, [(PH_FORWARD, 0, 1), (PH_FORWARD, 1, 0),
+                                         (PH_BACKWARD, 0, 1), (PH_BACKWARD, 1, 0)])
+            self.assertEqual(loss, float(want))
+            self.assertTrue(all(torch.equal(a, b) for a, b in zip(grads, want_grads)))
+            back_and_forth, _, _ = run_seq(devices, opened=False)
+            self.assertEqual(len(back_and_forth), 8)
+
     def test_same_crossings_clone_against_to(self):
         virt, loss_v, grads_v, _ = run(["cuda:0", "cuda:0"])
         real, loss_r, grads_r, _ = run(["cuda:0", "cuda:1"])

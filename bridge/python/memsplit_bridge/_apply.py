@@ -53,6 +53,8 @@ class Applier:
         self.root_device = self.devices[0]
         self.param_stage = {}                              # id(param) -> stage
         self.exec = []                                     # stages of wrapped modules running now
+        self.opened_frames = set()                         # indices in exec of opened Sequentials' frames
+        self.flow_children = set()                         # ids of those Sequentials' children
         self.wrapped = set()
         self.placed = False
         self.moving = 0
@@ -209,6 +211,9 @@ class Applier:
                 parent_of.setdefault(id(c), m)
         for path, m in root.named_modules():
             st = self.exec_stage_of(m)
+            if st is None and m is not root and id(m) in self.s.list_ancestors and id(m) not in self.wrapped \
+                    and isinstance(m, torch.nn.Sequential) and type(m).forward is torch.nn.Sequential.forward:
+                self.wrap_opened(m)
             if st is None or id(m) in self.wrapped or isinstance(m, containers):
                 continue
             parent = parent_of.get(id(m))
@@ -237,10 +242,49 @@ class Applier:
                 raise
             finally:
                 ap.exec.pop()
+            if id(m) in ap.flow_children and ap.exec and len(ap.exec) - 1 in ap.opened_frames:
+                # called by an opened module (an nn.Sequential of blocks, a model's layer loop):
+                # its own code belongs to the unit that ran before it, as in the profile's rows,
+                # so it goes on where this unit's output is, with no copy back and forth
+                ap.exec[-1] = st
+                return out
             return ap.follow(out, caller) if caller != st else out
 
         m.forward = forward
         self.wrapped.add(id(m))
+
+    def wrap_opened(self, m):
+        """An nn.Sequential opened to reach the units (torch's own chain,
+        with no code of its own between its children): each child's output
+        goes on to the next where it is, with no copy back to the caller's
+        stage and out again (a ResNet stage's blocks split over two
+        devices would otherwise hold every block's output twice, the
+        block's and the copy the next block saves); the Sequential's output
+        goes back to its caller's stage. Other opened modules (a model's
+        own forward between its layers) may combine their units' outputs
+        in their own code, so their code runs on their caller's stage."""
+        fwd = m.forward
+        ap = self
+
+        @functools.wraps(fwd)
+        def forward(*args, **kwargs):
+            caller = ap.stage_now()
+            ap.exec.append(caller)
+            frame = len(ap.exec) - 1
+            ap.opened_frames.add(frame)
+            try:
+                out = fwd(*args, **kwargs)
+            finally:
+                ap.opened_frames.discard(frame)
+                last = ap.exec.pop()
+            if id(m) in ap.flow_children and ap.exec and len(ap.exec) - 1 in ap.opened_frames:
+                ap.exec[-1] = last          # a Sequential in a Sequential: the chain goes on
+                return out
+            return ap.follow(out, caller) if last != caller else out
+
+        m.forward = forward
+        self.wrapped.add(id(m))
+        self.flow_children.update(id(c) for c in m.children())
 
     def wrap_root(self, root):
         fwd = root.forward
