@@ -165,14 +165,9 @@ def unsplit():
     return float(loss), [p.grad.clone() for p in net.parameters()]
 
 
-def run(devices, leak=False):
-    """Forward and backward of Net with a on stage 0, b on stage 1, c on
-    stage 0, over `devices`: (crossings, loss, gradients, applier)."""
-    s = Session()
-    net = Net(leak)
-    plan = {"stages": [{"device": d, "first": i, "last": i} for i, d in enumerate(devices)]}
-    ap = _apply.Applier(torch, s, plan)
-    world = World(ap, s)
+def record_crossings(ap, world, s):
+    """The applier's primitive, recorded (phase, from, to, clone or .to,
+    shape) and made a clone tagged with its destination: the list it fills."""
     crossings = []
 
     def primitive(t, dev):
@@ -184,6 +179,18 @@ def run(devices, leak=False):
 
     ap.device_of = world.device_of
     ap.primitive = primitive
+    return crossings
+
+
+def run(devices, leak=False):
+    """Forward and backward of Net with a on stage 0, b on stage 1, c on
+    stage 0, over `devices`: (crossings, loss, gradients, applier)."""
+    s = Session()
+    net = Net(leak)
+    plan = {"stages": [{"device": d, "first": i, "last": i} for i, d in enumerate(devices)]}
+    ap = _apply.Applier(torch, s, plan)
+    world = World(ap, s)
+    crossings = record_crossings(ap, world, s)
     x = data()
     with world:
         for m, st in ((net.a, 0), (net.b, 1), (net.c, 0)):
@@ -221,16 +228,7 @@ def run_seq(devices, opened=True):
     plan = {"stages": [{"device": d, "first": i, "last": i} for i, d in enumerate(devices)]}
     ap = _apply.Applier(torch, s, plan)
     world = World(ap, s)
-    crossings = []
-
-    def primitive(t, dev):
-        crossings.append((s.phase, ap.holder(t), ap.stage_now()))
-        out = t.clone()
-        world.put(out, dev, ap.stage_now())
-        return out
-
-    ap.device_of = world.device_of
-    ap.primitive = primitive
+    crossings = record_crossings(ap, world, s)
     x = data()
     with world:
         for m, st in ((net.body[0], 0), (net.body[1], 0), (net.body[2], 1), (net.body[3], 1), (net.head, 0)):
@@ -262,8 +260,8 @@ class CrossingPath(unittest.TestCase):
         want_grads = [p.grad.clone() for p in net.parameters()]
         for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
             crossings, loss, grads = run_seq(devices)
-            self.assertEqual(crossings, [(PH_FORWARD, 0, 1), (PH_FORWARD, 1, 0),
-                                         (PH_BACKWARD, 0, 1), (PH_BACKWARD, 1, 0)])
+            self.assertEqual([c[:3] for c in crossings], [(PH_FORWARD, 0, 1), (PH_FORWARD, 1, 0),
+                                                          (PH_BACKWARD, 0, 1), (PH_BACKWARD, 1, 0)])
             self.assertEqual(loss, float(want))
             self.assertTrue(all(torch.equal(a, b) for a, b in zip(grads, want_grads)))
             back_and_forth, _, _ = run_seq(devices, opened=False)
@@ -331,6 +329,64 @@ class CrossingPath(unittest.TestCase):
                                                            {"device": "cuda:0/v1", "first": 1, "last": 1}]})
         self.assertEqual([str(d) for d in ap.devices], ["cuda:0", "cuda:0"])
         self.assertTrue(ap.virtual)
+
+
+class FakeCuda:
+    """torch.cuda as the clock uses it, on two GPUs: the current device is
+    the one a `with device(d)` set, and an event belongs to the device
+    current when it was made; recording it on another device's stream, or
+    timing two devices' events against each other, fails as CUDA does."""
+
+    def __init__(self):
+        self.current = 1           # a later stage's backward thread: its GPU is current
+        cuda = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.dev = cuda.current
+
+            def record(self, stream=None):
+                if (stream if stream is not None else cuda.current) != self.dev:
+                    raise RuntimeError("CUDA error: invalid resource handle")
+
+            def elapsed_time(self, other):
+                if other.dev != self.dev:
+                    raise RuntimeError("CUDA error: invalid resource handle")
+                return 0.0
+
+        self.Event = Event
+
+    def device(self, d):
+        cuda = self
+
+        class Ctx:
+            def __enter__(self):
+                self.saved, cuda.current = cuda.current, torch.device(d).index
+
+            def __exit__(self, *a):
+                cuda.current = self.saved
+
+        return Ctx()
+
+    def current_stream(self, d):
+        return torch.device(d).index
+
+
+class Clock(unittest.TestCase):
+    def test_events_on_the_root_device(self):
+        # on two GPUs a transition in stage 1's backward runs where cuda:1 is
+        # current; every mark must still be the root device's, or the step's
+        # intervals cannot be timed ("invalid resource handle" on the H200 x2)
+        from memsplit_bridge._session import Session as Real
+        from types import SimpleNamespace
+        fake = SimpleNamespace(cuda=FakeCuda())
+        me = SimpleNamespace(torch=fake, cuda=True, device=torch.device("cuda:0"))
+        fake.cuda.current = 0
+        t0 = Real.clock(me)
+        fake.cuda.current = 1
+        t1 = Real.clock(me)
+        self.assertEqual((t0.dev, t1.dev, fake.cuda.current), (0, 0, 1))
+        t0.elapsed_time(t1)
 
 
 if __name__ == "__main__":

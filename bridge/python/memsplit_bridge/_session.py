@@ -127,8 +127,14 @@ class Session:
 
     def clock(self):
         if self.cuda:
-            ev = self.torch.cuda.Event(enable_timing=True)
-            ev.record()
+            # every event on the root's device: events of two devices cannot be timed against
+            # each other (cudaEventElapsedTime: "invalid resource handle"), and a stage's backward
+            # runs on its own GPU's autograd thread, where that GPU is the current device. The
+            # stream is the root's, so on two GPUs a later stage's interval is the root GPU's time
+            # between the marks, not that stage's own
+            with self.torch.cuda.device(self.device):
+                ev = self.torch.cuda.Event(enable_timing=True)
+                ev.record(self.torch.cuda.current_stream(self.device))
             return ev
         return time.perf_counter()
 
