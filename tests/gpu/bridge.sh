@@ -281,7 +281,7 @@ if want overhead; then
 fi
 if want programs; then
     # programs as users write them, each too big for one emulated device of
-    # CAP and split by doctor over GPUS virtual ones on cuda:0 (issue 40):
+    # CAP and split by doctor over GPUS virtual ones on cuda:0 (issue 37):
     # alone uncapped, profiled under CAP (the OOM named), doctor (the split's
     # losses against the alone run's, each device's measured peak against
     # the plan). Every run's output, JSON and database come back in $OUT.
