@@ -182,21 +182,23 @@ def record_crossings(ap, world, s):
     return crossings
 
 
-def run(devices, leak=False):
-    """Forward and backward of Net with a on stage 0, b on stage 1, c on
-    stage 0, over `devices`: (crossings, loss, gradients, applier)."""
+def run_net(net, placement, devices, opened=()):
+    """Forward and backward of net with each (module, stage) of placement
+    wrapped as the applier wraps a unit, and each module of opened as an
+    opened Sequential, over `devices`: (crossings, loss, gradients, applier)."""
     s = Session()
-    net = Net(leak)
     plan = {"stages": [{"device": d, "first": i, "last": i} for i, d in enumerate(devices)]}
     ap = _apply.Applier(torch, s, plan)
     world = World(ap, s)
     crossings = record_crossings(ap, world, s)
     x = data()
     with world:
-        for m, st in ((net.a, 0), (net.b, 1), (net.c, 0)):
+        for m, st in placement:
             for p in m.parameters():
                 world.put(p, ap.devices[st], st)
             ap.wrap(m, st)
+        for m in opened:
+            ap.wrap_opened(m)
         world.put(x, ap.devices[0], 0)
         ap.placed = True
         y = net(x)
@@ -204,6 +206,12 @@ def run(devices, leak=False):
         s.phase = PH_BACKWARD
         loss.backward()
     return crossings, float(loss), [p.grad.clone() for p in net.parameters()], ap
+
+
+def run(devices, leak=False):
+    """Net with a on stage 0, b on stage 1, c on stage 0."""
+    net = Net(leak)
+    return run_net(net, ((net.a, 0), (net.b, 1), (net.c, 0)), devices)
 
 
 class SeqNet(torch.nn.Module):
@@ -223,27 +231,10 @@ def run_seq(devices, opened=True):
     """SeqNet with body.0-1 on stage 0, body.2-3 on stage 1, the head on
     stage 0; the Sequential wrapped as an opened module (what
     wrap_boundaries does) or not: (crossings, loss, gradients)."""
-    s = Session()
     net = SeqNet()
-    plan = {"stages": [{"device": d, "first": i, "last": i} for i, d in enumerate(devices)]}
-    ap = _apply.Applier(torch, s, plan)
-    world = World(ap, s)
-    crossings = record_crossings(ap, world, s)
-    x = data()
-    with world:
-        for m, st in ((net.body[0], 0), (net.body[1], 0), (net.body[2], 1), (net.body[3], 1), (net.head, 0)):
-            for p in m.parameters():
-                world.put(p, ap.devices[st], st)
-            ap.wrap(m, st)
-        if opened:
-            ap.wrap_opened(net.body)
-        world.put(x, ap.devices[0], 0)
-        ap.placed = True
-        y = net(x)
-        loss = (y * y).sum()
-        s.phase = PH_BACKWARD
-        loss.backward()
-    return crossings, float(loss), [p.grad.clone() for p in net.parameters()]
+    b = net.body
+    placement = ((b[0], 0), (b[1], 0), (b[2], 1), (b[3], 1), (net.head, 0))
+    return run_net(net, placement, devices, [b] if opened else ())[:3]
 
 
 class CrossingPath(unittest.TestCase):

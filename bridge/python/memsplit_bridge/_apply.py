@@ -242,16 +242,20 @@ class Applier:
                 raise
             finally:
                 ap.exec.pop()
-            if id(m) in ap.flow_children and ap.exec and len(ap.exec) - 1 in ap.opened_frames:
-                # called by an opened module (an nn.Sequential of blocks, a model's layer loop):
-                # its own code belongs to the unit that ran before it, as in the profile's rows,
-                # so it goes on where this unit's output is, with no copy back and forth
-                ap.exec[-1] = st
+            if ap.hands_on(m, st):
                 return out
             return ap.follow(out, caller) if caller != st else out
 
         m.forward = forward
         self.wrapped.add(id(m))
+
+    def hands_on(self, m, st):
+        """m, a child of the opened Sequential running now, returned on stage
+        st: the Sequential goes on there, with no copy back to it (True)."""
+        if id(m) in self.flow_children and self.exec and len(self.exec) - 1 in self.opened_frames:
+            self.exec[-1] = st
+            return True
+        return False
 
     def wrap_opened(self, m):
         """An nn.Sequential opened to reach the units (torch's own chain,
@@ -277,8 +281,7 @@ class Applier:
             finally:
                 ap.opened_frames.discard(frame)
                 last = ap.exec.pop()
-            if id(m) in ap.flow_children and ap.exec and len(ap.exec) - 1 in ap.opened_frames:
-                ap.exec[-1] = last          # a Sequential in a Sequential: the chain goes on
+            if ap.hands_on(m, last):        # a Sequential in a Sequential: the chain goes on
                 return out
             return ap.follow(out, caller) if last != caller else out
 

@@ -4,7 +4,6 @@ heads, vocab 32000 by default), trained by a LightningModule on one GPU
 (bf16-mixed by default), AdamW, batch 4 x 2048 tokens."""
 import argparse
 import atexit
-import json
 import time
 
 import torch
@@ -14,6 +13,8 @@ try:
 except ImportError:
     import pytorch_lightning as L
 from transformers import LlamaConfig, LlamaForCausalLM
+
+import step_report   # beside this script
 
 
 class LM(L.LightningModule):
@@ -42,11 +43,7 @@ class LM(L.LightningModule):
 
     def write_report(self):
         if self.a.report:
-            with open(self.a.report, "w") as f:
-                free, total = torch.cuda.mem_get_info()
-                json.dump({"step_ms": self.times, "max_allocated": torch.cuda.max_memory_allocated(),
-                           "max_reserved": torch.cuda.max_memory_reserved(),
-                           "context": total - free - torch.cuda.memory_reserved()}, f)
+            step_report.write(self.a.report, self.times)
 
     def configure_optimizers(self):
         return torch.optim.AdamW(self.parameters(), lr=1e-4)

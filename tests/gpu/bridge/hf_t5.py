@@ -4,11 +4,12 @@ d_ff 4096, 16 heads), trained in a plain loop under bf16 autocast with
 AdamW on random token ids (input and labels of --seq tokens)."""
 import argparse
 import atexit
-import json
 import time
 
 import torch
 from transformers import T5Config, T5ForConditionalGeneration
+
+import step_report   # beside this script
 
 
 def main():
@@ -36,7 +37,7 @@ def main():
     g = torch.Generator().manual_seed(1)
     times = []
     if a.report:    # at exit too: memsplit stops a trial inside the last step's optimizer
-        atexit.register(lambda: report(a.report, times))
+        atexit.register(lambda: step_report.write(a.report, times))
     for step in range(a.steps):
         if cuda:
             torch.cuda.synchronize()
@@ -57,17 +58,7 @@ def main():
         times.append((time.perf_counter() - t0) * 1e3)
         print("step %d loss %.4f ms %.2f" % (step, lv, times[-1]), flush=True)
         if a.report:
-            report(a.report, times)
-
-
-def report(path, times):
-    out = {"step_ms": times}
-    if torch.cuda.is_available():
-        free, total = torch.cuda.mem_get_info()
-        out.update(max_allocated=torch.cuda.max_memory_allocated(), max_reserved=torch.cuda.max_memory_reserved(),
-                   context=total - free - torch.cuda.memory_reserved())
-    with open(path, "w") as f:
-        json.dump(out, f)
+            step_report.write(a.report, times)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,13 @@ of 1000 classes. `--device cpu --model resnet18 --size 32 --batch 2` runs it
 on the CPU (autocast and the scaler off there) as a quick check."""
 import argparse
 import atexit
-import json
 import time
 
 import torch
 import torch.nn.functional as F
 import torchvision
+
+import step_report   # beside this script
 
 
 def main():
@@ -36,7 +37,7 @@ def main():
     g.manual_seed(1)
     times = []
     if a.report:    # at exit too: memsplit stops a trial inside the last step's optimizer
-        atexit.register(lambda: report(a.report, times))
+        atexit.register(lambda: step_report.write(a.report, times))
     model.train()
     for step in range(a.steps):
         sync(cuda)
@@ -54,22 +55,12 @@ def main():
         times.append((time.perf_counter() - t0) * 1e3)
         print("step %d loss %.4f ms %.2f" % (step, lv, times[-1]), flush=True)
         if a.report:
-            report(a.report, times)
+            step_report.write(a.report, times)
 
 
 def sync(cuda):
     if cuda:
         torch.cuda.synchronize()
-
-
-def report(path, times):
-    out = {"step_ms": times}
-    if torch.cuda.is_available():
-        free, total = torch.cuda.mem_get_info()
-        out.update(max_allocated=torch.cuda.max_memory_allocated(), max_reserved=torch.cuda.max_memory_reserved(),
-                   context=total - free - torch.cuda.memory_reserved())
-    with open(path, "w") as f:
-        json.dump(out, f)
 
 
 if __name__ == "__main__":
