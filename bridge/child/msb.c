@@ -206,6 +206,58 @@ int msb_alloc(int dev, uint64_t key, uint64_t bytes, int cat, int layer)
     return rc;
 }
 
+/* Lines gathered for one send (msb_replay): a run of events goes out
+ * together, in chunks, so a step's allocator trace costs a few writes. */
+typedef struct { char *p; size_t n, cap; int failed; } linebuf;
+
+static void lb_flush(linebuf *b)
+{
+    if (b->n && write_line(b->p, b->n) != 0) b->failed = 1;
+    b->n = 0;
+}
+
+__attribute__((format(printf, 2, 3))) static void lb_addf(linebuf *b, const char *fmt, ...)
+{
+    if (b->cap - b->n < 512) lb_flush(b);
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(b->p + b->n, b->cap - b->n - 1, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= b->cap - b->n - 1) return;   /* numbers only: never long */
+    b->n += (size_t)k;
+    b->p[b->n++] = '\n';
+}
+
+int msb_replay(int n, const char *op, const uint64_t *key, const uint64_t *bytes, const int *cat, const int *layer,
+               int phase, const double *t)
+{
+    if (n < 0 || (n > 0 && (!op || !key || !bytes || !cat || !layer || !t))) return -1;
+    if (!msb_active()) return 0;
+    linebuf b = { .cap = 64 * 1024 };
+    b.p = malloc(b.cap);
+    if (!b.p) return -1;
+    pthread_mutex_lock(&S.mu);
+    for (int i = 0; i < n; i++) {
+        if (op[i] == 'a') {
+            if (msl_alloc(&S.ledger, 0, key[i], bytes[i], cat[i], layer[i], NULL) == MSL_OK && bytes[i])
+                lb_addf(&b, "{\"ev\":\"a\",\"t\":%.1f,\"d\":0,\"k\":%" PRIu64 ",\"b\":%" PRIu64 ",\"c\":%d,\"l\":%d,"
+                        "\"p\":%d}", t[i], key[i], bytes[i], cat[i], layer[i], phase);
+        } else if (op[i] == 'f') {
+            int dev = 0;
+            if (msl_free(&S.ledger, key[i], &dev))
+                lb_addf(&b, "{\"ev\":\"f\",\"t\":%.1f,\"d\":%d,\"k\":%" PRIu64 "}", t[i], dev, key[i]);
+        } else if (op[i] == 'r') {
+            const msl_rec *r = msl_find(&S.ledger, key[i]);
+            if (r && (r->cat != cat[i] || r->layer != layer[i]) && msl_relabel(&S.ledger, key[i], cat[i], layer[i]) == 0)
+                lb_addf(&b, "{\"ev\":\"r\",\"k\":%" PRIu64 ",\"c\":%d,\"l\":%d}", key[i], cat[i], layer[i]);
+        }
+    }
+    lb_flush(&b);
+    pthread_mutex_unlock(&S.mu);
+    free(b.p);
+    return b.failed ? -1 : 0;
+}
+
 void msb_free(uint64_t key)
 {
     if (!msb_active()) return;

@@ -25,6 +25,15 @@ for s in $SHAPES; do
     "${P[@]}" > "$T/$s.plain" 2>&1 || { bad "$s: the program alone failed" "$(tail -3 "$T/$s.plain")"; continue; }
     "$M" profile --quiet --json -- "${P[@]}" > "$T/$s.json" 2> "$T/$s.err" || \
         { bad "$s: uncapped profile" "$(tail -4 "$T/$s.err")"; continue; }
+    # the allocator's record (docs/program-record.md, "Cheap on the GPU"), with the dispatcher
+    # standing in for the GPU's allocator: every byte of the profile as the per-operator trace's
+    if MEMSPLIT_RECORD=allocator "$M" profile --quiet --json -- "${P[@]}" > "$T/$s.rec.json" 2> "$T/$s.rec.err"; then
+        d=$("$PY" "$HERE/same_profile.py" "$T/$s.json" "$T/$s.rec.json") && \
+            ok "$s: the allocator's record gives the per-operator trace's profile, byte for byte" || \
+            bad "$s: the allocator's record differs from the per-operator trace" "$d"
+    else
+        bad "$s: profile with the allocator's record" "$(tail -4 "$T/$s.rec.err")"
+    fi
     # every parameter byte of the program in exactly one row
     want=$("$PY" -c "
 import sys, json; sys.argv = ['shapes.py'] + '$(shape_args "$s")'.split(); sys.path.insert(0, '$HERE')

@@ -352,7 +352,7 @@ class FakeCuda:
 
         class Ctx:
             def __enter__(self):
-                self.saved, cuda.current = cuda.current, torch.device(d).index
+                self.saved, cuda.current = cuda.current, d if isinstance(d, int) else torch.device(d).index
 
             def __exit__(self, *a):
                 cuda.current = self.saved
@@ -360,7 +360,10 @@ class FakeCuda:
         return Ctx()
 
     def current_stream(self, d):
-        return torch.device(d).index
+        return torch.device(d).index if not isinstance(d, int) else d
+
+    def current_device(self):
+        return self.current
 
 
 class Clock(unittest.TestCase):
@@ -371,7 +374,7 @@ class Clock(unittest.TestCase):
         from memsplit_bridge._session import Session as Real
         from types import SimpleNamespace
         fake = SimpleNamespace(cuda=FakeCuda())
-        me = SimpleNamespace(torch=fake, cuda=True, device=torch.device("cuda:0"))
+        me = SimpleNamespace(torch=fake, cuda=True, device=torch.device("cuda:0"), dev_index=0)
         fake.cuda.current = 0
         t0 = Real.clock(me)
         fake.cuda.current = 1

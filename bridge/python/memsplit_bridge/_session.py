@@ -10,7 +10,7 @@ import sys
 import time
 import weakref
 
-from . import _lib
+from . import _history, _lib
 from ._lib import CAT, PH_BACKWARD, PH_FORWARD, PH_INIT, PH_OPTIMIZER, PH_VALIDATION
 
 SUPPORTED = ((1, 13), (3, 0))   # torch versions: from 1.13 up to (not including) 3.0
@@ -52,6 +52,8 @@ class Session:
         self.times = []             # (layer, phase, t) at transitions, this step
         self.done_sent = False
         self.tracker = None
+        self.record = None          # the allocator's record (_history), when it makes the tensor-level record
+        self.dev_index = 0          # the root GPU's ordinal, for the allocator's counters
         self.in_step = 0
         self.in_backward = 0
         self.static_keys = {}       # without the tracker: (owner id, cat) -> storage key registered
@@ -73,6 +75,7 @@ class Session:
         self.stepped = set()        # optimizers that stepped in this iteration (ids)
         self.other_models = set()   # ids of other models the program trains (a GAN's discriminator)
         self.other_params = []      # their parameters, counted in layer 0
+        self.late = None            # (step, marks, losses) whose times and loss are sent at the next step's end
 
     # ---- reporting -------------------------------------------------------
     def send(self, ev, **f):
@@ -85,15 +88,16 @@ class Session:
         exact; the program still sees its own peaks (_keep_peaks)."""
         if not self.cuda:
             return -1, -1, -1, -1
-        d = self.device
         # the allocator's own counters, not torch.cuda.max_memory_allocated:
-        # that reads memory_stats, which _keep_peaks wraps for the program
-        st = self.real["memory_stats"](d)
-        out = (st.get("allocated_bytes.all.current", 0), st.get("allocated_bytes.all.peak", 0),
-               st.get("reserved_bytes.all.current", 0), st.get("reserved_bytes.all.peak", 0))
+        # that reads memory_stats, which _keep_peaks wraps for the program.
+        # The nested form straight from C: memory_stats flattens it in Python
+        # (about 140 us a call on the H200, 12 us this way), at every transition
+        st = self.real["nested_stats"](self.dev_index)
+        a, r = st.get("allocated_bytes", {}).get("all", {}), st.get("reserved_bytes", {}).get("all", {})
+        out = (a.get("current", 0), a.get("peak", 0), r.get("current", 0), r.get("peak", 0))
         self.peaks[0] = max(self.peaks[0], out[1])
         self.peaks[1] = max(self.peaks[1], out[3])
-        self.real["reset_peak_memory_stats"](d)
+        self.real["reset_peaks"](self.dev_index)
         return out
 
     def device_peak(self, d):
@@ -119,8 +123,12 @@ class Session:
         if self.tracker is not None:
             self.tracker.sweep_all()
         alloc, peak, reserved, rpeak = self.stats()
-        self.send("w", l=layer, p=phase, alloc=alloc, peak=peak, reserved=reserved, rpeak=rpeak, xin=xin,
-                  xl=xl, fp=self.forwards)
+        w = dict(l=layer, p=phase, alloc=alloc, peak=peak, reserved=reserved, rpeak=rpeak, xin=xin, xl=xl,
+                 fp=self.forwards)
+        if self.record is not None:
+            self.record.transition(layer, phase, w)    # sent at the next drain, in order with the allocations
+        else:
+            self.send("w", **w)
         self.layer, self.phase = layer, phase
         self.lib.where(layer, phase)
         self.times.append((layer, phase, self.clock()))
@@ -132,9 +140,14 @@ class Session:
             # runs on its own GPU's autograd thread, where that GPU is the current device. The
             # stream is the root's, so on two GPUs a later stage's interval is the root GPU's time
             # between the marks, not that stage's own
-            with self.torch.cuda.device(self.device):
-                ev = self.torch.cuda.Event(enable_timing=True)
-                ev.record(self.torch.cuda.current_stream(self.device))
+            cuda = self.torch.cuda
+            if cuda.current_device() == self.dev_index:
+                ev = cuda.Event(enable_timing=True)
+                ev.record(cuda.current_stream(self.dev_index))
+                return ev
+            with cuda.device(self.dev_index):
+                ev = cuda.Event(enable_timing=True)
+                ev.record(cuda.current_stream(self.dev_index))
             return ev
         return time.perf_counter()
 
@@ -218,6 +231,10 @@ class Session:
         self.precision = self.detect_precision(root)
         self.device = next((p.device for p in root.parameters()), torch.device("cpu"))
         self.cuda = self.device.type == "cuda"
+        self.dev_index = _ordinal(torch, self.device)
+        if self.record is not None:
+            # from the first training forward, on the model's GPU: what was made before is registered
+            self.record.start(self.dev_index)
         self.send("model", root=type(root).__name__, list="", why=why, blocks=names, sigs=sigs,
                   fingerprint=fingerprint, precision=self.precision,
                   device=str(self.device), torch=torch.__version__)
@@ -234,6 +251,7 @@ class Session:
             self.applier.place(root)
             self.device = self.applier.root_device
             self.cuda = self.device.type == "cuda"     # the allocator's counters are the root GPU's, if any
+            self.dev_index = _ordinal(torch, self.device)
         self.label_params(root)
         return True
 
@@ -362,12 +380,21 @@ class Session:
                       "counted in layer 0 and stay on the first stage's device"
                       % (type(module).__name__, nbytes, type(self.root).__name__))
 
-    def relabel(self, t, cat, layer, owner=None):
+    def relabel(self, t, cat, layer, owner=None, run=None, at_start=False):
         """t's storage is of category cat in layer. Without the tensor
         tracker (GPU, diagnosis only) the storage is registered here, and the
-        one it replaces for the same owner is let go."""
+        one it replaces for the same owner is let go. With run (a
+        _history.Run), a step's many relabels go to the ledger together
+        (flushed by the caller) where no plan places them."""
         key, nbytes = self.storage_key(t)
         if not key or not nbytes or t.device.type != self.track_type:
+            return
+        if run is None or self.applier is not None or (self.tracker is not None and self.record is None):
+            run = _history.Direct(self.lib)
+        if self.record is not None:
+            # the record has every storage made since it started, in the ledger at its next
+            # drain; one made before it is registered then
+            self.record.label(key, cat, layer, _block_bytes(nbytes, self.cuda), at_start)
             return
         if self.tracker is not None:
             self.tracker.ensure(t, key, nbytes, cat, layer)
@@ -379,13 +406,13 @@ class Session:
         slot = (ident, cat)
         old = self.static_keys.get(slot)
         if old == key:
-            self.lib.relabel(key, cat, layer)
+            run.add(b"r", key, 0, cat, layer)
             return
         if old:
-            self.lib.free(old)
+            run.add(b"f", old, 0, 0, 0)
         self.static_keys[slot] = key
         dev = self.applier.stage_of_layer.get(layer, 0) if self.applier is not None else 0
-        self.lib.alloc(dev, key, _block_bytes(nbytes, self.cuda), cat, layer)
+        run.add(b"a", key, _block_bytes(nbytes, self.cuda), cat, layer, dev=dev)
 
     def member(self, module, layer):
         """A module outside the list runs in the first training forward."""
@@ -567,7 +594,11 @@ class Session:
                 # device; xl: the layer whose work made them (a tied lm_head: 0)
                 outs = list(_tensors(self.torch, output))
                 xin = sum(t.numel() * t.element_size() for t in outs)
-                xl = self.lib.owner(self.storage_key(outs[0])[0], CAT["act"]) if outs else None
+                key = self.storage_key(outs[0])[0] if outs else 0
+                if self.record is not None:     # the ledger learns the outputs at the drain, which asks then
+                    xl = _history.OwnerOf(key, CAT["act"])
+                else:
+                    xl = self.lib.owner(key, CAT["act"]) if key else None
                 self.transition(self.n_blocks + 2, self.phase, xin, -1 if xl is None else xl)
         return None
 
@@ -603,6 +634,10 @@ class Session:
         self.in_backward += 1
         if self.in_backward == 1 and self.root is not None and self.on:
             self.transition(self.n_blocks + 2 if self.outside else self.n_blocks + 1, PH_BACKWARD)
+            if self.record is not None and args and isinstance(args[0], self.torch.Tensor) and \
+                    args[0].requires_grad:
+                # backward runs on its own thread on a GPU: tagged from its first moment
+                args[0].register_hook(_TagHere(self.record))
 
     def backward_ends(self):
         self.in_backward -= 1
@@ -611,9 +646,13 @@ class Session:
         # what follows backward until the step ends (gradient clipping, the
         # update) is the optimizer phase
         self.transition(-1, PH_OPTIMIZER)
+        run = _history.Run(self.lib)
         for p in itertools.chain(self.root.parameters(), self.other_params):
             if p.grad is not None and id(p) in self.param_layer:
-                self.relabel(p.grad, CAT["grad"], self.param_layer[id(p)], owner=p)
+                self.relabel(p.grad, CAT["grad"], self.param_layer[id(p)], owner=p, run=run, at_start=True)
+        run.flush(self.phase)
+        if self.record is not None:
+            self.record.optimizer_begins()
 
     def backward_failed(self):
         self.in_backward -= 1      # it raised (out of memory): no optimizer phase follows
@@ -625,17 +664,21 @@ class Session:
         self.in_step += 1
         if self.in_step == 1 and self.root is not None and self.on and self.phase != PH_OPTIMIZER:
             self.transition(-1, PH_OPTIMIZER)
+            if self.record is not None:
+                self.record.optimizer_begins()
 
     def step_ends(self, optimizers, opt=None):
         self.in_step -= 1
         if self.in_step > 0 or self.root is None or not self.on:
             return
+        run = _history.Run(self.lib)
         for o in optimizers:
             for p, st in o.state.items():
                 layer = self.param_layer.get(id(p), 0)
                 for name, v in st.items():
                     if isinstance(v, self.torch.Tensor):
-                        self.relabel(v, CAT["optim"], layer, owner=(id(p), name))
+                        self.relabel(v, CAT["optim"], layer, owner=(id(p), name), run=run)
+        run.flush(self.phase)
         # a step of the trial is a whole iteration of the program: every optimizer it made has
         # stepped (a GAN's discriminator, then its generator); one that steps again before the
         # others did ends the iteration too (the others do not step every iteration)
@@ -645,12 +688,20 @@ class Session:
             if not again and any(id(o) not in self.stepped for o in self.optimizers):
                 return
         self.stepped = set()
+        if self.record is not None:
+            self.record.optimizer_ends()
         self.transition(-1, PH_INIT)
+        if self.record is not None:
+            self.record.drain()       # the step's allocations and labels, its last interval closed, before its event
         self.steps += 1
-        loss = None
-        if self.losses:
-            loss = float(sum(float(x) for x in self.losses))
-            self.losses = []
+        self.send_late()           # the step before's times and loss: done on the GPU long since
+        # this step's marks and losses are read at the next step's end (or the program's): on a
+        # GPU the bridge then never waits for the GPU, and the program's own work after its step
+        # still overlaps the GPU's (the CPU does the same, so that one path is tested)
+        self.late = None
+        late = (self.steps, self.times, self.losses)
+        self.times, self.losses = self.times[-1:], []
+        loss = ivs = None
         peaks = peak_cats = None
         if self.applier is not None:
             # the ledger's peak of each stage, and what it held by category (vocab.h's
@@ -672,28 +723,42 @@ class Session:
             dev_peaks = {d: self.device_peak(d) for d in gpus}
             dev_context = {d: self.device_context(d) for d in gpus}
         self.send("step", n=self.steps, accum=self.forwards, micro_batch=self.micro_batch,
-                  intervals=self.intervals(), mem=mem, loss=loss, stage_peaks=peaks, stage_peak_cats=peak_cats,
-                  device_peaks=dev_peaks, device_context=dev_context)
+                  intervals=ivs, mem=mem, loss=loss, stage_peaks=peaks, stage_peak_cats=peak_cats,
+                  device_peaks=dev_peaks, device_context=dev_context, late=True)
+        self.late = late
         self.forwards = 0
         if self.steps_wanted and self.steps >= self.steps_wanted:
             self.finish("steps")
             raise SystemExit(0)
 
-    def intervals(self):
-        """[layer, phase, ms] for each interval of this step, in order."""
+    def step_data(self, late):
+        """(step, [[layer, phase, ms] for each interval, in order], the
+        loss summed) of a step's marks and losses (waits for the GPU to
+        reach its last mark)."""
+        n, times, losses = late
+        if self.cuda and times:
+            times[-1][2].synchronize()
         out = []
-        if self.cuda and self.times:
-            self.times[-1][2].synchronize()
-        for (l0, p0, t0), (_, _, t1) in zip(self.times, self.times[1:]):
+        for (l0, p0, t0), (_, _, t1) in zip(times, times[1:]):
             ms = t0.elapsed_time(t1) if self.cuda else (t1 - t0) * 1e3
             out.append([l0, p0, round(ms, 4)])
-        self.times = self.times[-1:]
-        return out
+        loss = float(sum(float(x) for x in losses)) if losses else None
+        return n, out, loss
+
+    def send_late(self):
+        """The step whose intervals and loss were left for later (event
+        stepdata)."""
+        late, self.late = self.late, None
+        if late is not None:
+            n, ivs, loss = self.step_data(late)
+            self.send("stepdata", n=n, intervals=ivs, loss=loss)
 
     def oom(self, requested, source, message, device_free=-1, stage=None, ordinal=None):
         """The program ran out: where (the innermost module, layer, phase,
         the step it is in) and, under a plan, on which stage: the ledger's
         (stage) or the stage alone on the GPU that refused (ordinal)."""
+        if self.record is not None:
+            self.record.drain()      # what was live when it ran out (the allocator's lock is not held here)
         m = self.stack[-1] if self.stack else None
         path = self.path_of.get(id(m), type(m).__name__ if m is not None else "")
         ap = self.applier
@@ -708,6 +773,17 @@ class Session:
         if self.done_sent:
             return
         self.done_sent = True
+        try:
+            self.send_late()
+        except Exception as e:           # at exit CUDA may be gone
+            self.lib.warn("steps", "the last step's times and loss were lost at the program's end: %s" % str(e)[:200])
+        if self.record is not None:
+            try:
+                self.record.drain()
+                self.record.stop()
+            except Exception as e:       # at exit CUDA may be gone: the stream says so
+                self.lib.warn("record", "the last part of the allocator's record was lost at the program's end: "
+                              "%s" % str(e)[:200])
         self.send("done", reason=reason, steps=self.steps, exc=exc or "")
 
 
@@ -721,6 +797,20 @@ class _BackwardMark:
         s = self.s()
         if s is not None and s.on and s.phase == PH_BACKWARD and self.layer < s.layer:
             s.transition(self.layer, PH_BACKWARD)
+        return None
+
+
+class _TagHere:
+    """A gradient hook on the tensor backward starts from: backward's own
+    thread is tagged with the interval (the allocator's record)."""
+
+    def __init__(self, record):
+        self.record = weakref.ref(record)
+
+    def __call__(self, grad):
+        r = self.record()
+        if r is not None:
+            r.tag_here()
         return None
 
 
@@ -747,6 +837,12 @@ def _tensors(torch, obj):
     elif isinstance(obj, dict):
         for x in obj.values():
             yield from _tensors(torch, x)
+
+
+def _ordinal(torch, device):
+    if device.type != "cuda":
+        return 0
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 def _block_bytes(nbytes, cuda):
@@ -802,7 +898,10 @@ def start(torch, lib, cfg):
     if cfg.get("observe", True) is False:
         _watch_unobserved(torch, s)      # the ballast alone: where the program dies by itself
         return
-    elif capacity:
+    elif capacity and not (cuda and cfg.get("trace", "tensors") == "tensors" and cfg.get("plan") is None and
+                           _allocator_record(torch, cfg)):
+        # the ledger's cap (the CPU, virtual devices); the allocator's record is made after
+        # the fact, and on its GPU the ballast is the cap
         lib.c.msb_set_capacity(0, capacity)
     if cuda:
         _keep_peaks(torch, s)
@@ -819,12 +918,34 @@ def start(torch, lib, cfg):
         _install_plan(torch, lib, s, cfg["plan"], cuda)
     _install_step_wrappers(torch, s)
     _watch_checkpoints(torch, s)
-    if cfg.get("trace", "tensors") == "tensors" or not cuda:
+    tensors = cfg.get("trace", "tensors") == "tensors"
+    if tensors and cuda and cfg.get("plan") is None and _allocator_record(torch, cfg):
+        # the tensor-level record on a GPU: the caching allocator's own trace, no Python per operator
+        s.record = _history.Record(torch, s, _history.Allocator(torch))
+    elif tensors or not cuda:
         from . import _track
         s.tracker = _track.start(torch, s)
+        emulate = _record_choice(cfg) == "allocator"
+        if not cuda and emulate and cfg.get("plan") is None and not capacity:
+            # the allocator's record on the CPU (tests): the tracker stands in for the GPU's allocator
+            s.tracker.emulate = _history.Emulated()
+            s.record = _history.Record(torch, s, s.tracker.emulate)
     _install_oom_observer(torch, s)
     _watch_exit(s)
     os.register_at_fork(after_in_child=lambda: setattr(s, "on", False))
+
+
+def _record_choice(cfg):
+    """How the tensor-level record is made: "allocator" (the GPU's default
+    where torch has the allocator's trace with metadata; on the CPU, the
+    dispatcher standing in for it), "dispatch" (the per-operator trace), or
+    "" (the default). MEMSPLIT_RECORD, for tests and comparisons
+    (docs/bridge.md, "Tensor tracking")."""
+    return cfg.get("record", os.environ.get("MEMSPLIT_RECORD", ""))
+
+
+def _allocator_record(torch, cfg):
+    return _record_choice(cfg) != "dispatch" and _history.available(torch)
 
 
 def _keep_peaks(torch, s):
@@ -834,6 +955,12 @@ def _keep_peaks(torch, s):
     m = torch.cuda.memory
     for name in ("max_memory_allocated", "max_memory_reserved", "reset_peak_memory_stats", "memory_stats"):
         s.real[name] = getattr(m, name)
+    # the counters the bridge reads at every transition, straight from C where torch has them
+    nested = getattr(torch._C, "_cuda_memoryStats", None)
+    reset = getattr(torch._C, "_cuda_resetPeakMemoryStats", None)
+    s.real["nested_stats"] = nested if nested is not None else \
+        (lambda d: m.memory_stats_as_nested_dict(d))
+    s.real["reset_peaks"] = reset if reset is not None else s.real["reset_peak_memory_stats"]
 
     def max_alloc(device=None):
         return max(s.peaks[0], s.real["memory_stats"](device).get("allocated_bytes.all.peak", 0))

@@ -31,6 +31,9 @@ class Tracker:
         self.half = (torch.float16, torch.bfloat16)
         self.pid = os.getpid()
         self.lock = threading.RLock()   # the program's threads allocate too (start: every thread)
+        # the allocator's record on the CPU (_history.Emulated): storages go to it as the GPU's
+        # allocator would report them, and the record makes the ledger's events from them
+        self.emulate = None
 
     def storage_of(self, t):
         try:
@@ -42,7 +45,10 @@ class Tracker:
     def expire(self, key, handle):
         self.untyped._free_weak_ref(handle)
         del self.live[key]
-        self.lib.free(key)
+        if self.emulate is not None:
+            self.emulate.free(key)
+        else:
+            self.lib.free(key)
 
     def sweep_all(self):
         with self.lock:
@@ -69,6 +75,10 @@ class Tracker:
 
     def record(self, st, key, nbytes, cat, layer, cuda, t=None, dev=None):
         b = (nbytes + 511) // 512 * 512 if cuda else nbytes
+        if self.emulate is not None:
+            self.emulate.alloc(key, b)
+            self.live[key] = st._weak_ref()
+            return 0, b
         ap = self.s.applier
         if dev is None:
             dev = ap.ledger_device(t) if ap is not None and t is not None else 0
@@ -83,7 +93,9 @@ class Tracker:
             return
         outs = out if isinstance(out, (tuple, list)) else (out,)
         swept = False
-        owners = self.optimizer_owners(args, len(outs))
+        if self.emulate is not None and s.phase == 3:
+            s.record.optimizer_op(args, out)    # what the GPU's optimizer-phase mode does
+        owners = self.optimizer_owners(args, len(outs)) if self.emulate is None else None
         for i, t in enumerate(outs):
             if not isinstance(t, self.torch.Tensor) or t.device.type != s.track_type:
                 continue
@@ -99,6 +111,9 @@ class Tracker:
             if not swept:
                 self.sweep_recent()
                 swept = True
+            if self.emulate is not None:      # the record says what it is, as on a GPU
+                self.record(st, key, nbytes, 0, 0, False, t)
+                continue
             # forward outputs are mostly what backward keeps; the rows use
             # only their sum, the OOM's breakdown shows the split
             cat = CAT["act"] if s.phase in (1, 4) else CAT["transient"]
