@@ -318,6 +318,8 @@ static int on_model(msb_trace *t, const json_t *o, int conn)
     return 0;
 }
 
+static int read_step_data(msb_step *s, const json_t *o);
+
 static int on_step(msb_trace *t, const json_t *o, int conn)
 {
     if (conn != t->model_conn) return 0;      /* the training process's steps only */
@@ -336,11 +338,8 @@ static int on_step(msb_trace *t, const json_t *o, int conn)
         s->mem_total = bval(json_integer_value(json_array_get(mem, 1)), -1);
         s->mem_reserved = bval(json_integer_value(json_array_get(mem, 2)), -1);
     }
-    const json_t *loss = json_object_get(o, "loss");
-    if (json_is_number(loss)) {
-        s->has_loss = 1;
-        s->loss = finite_or_0(json_number_value(loss));
-    }
+    s->late = json_is_true(json_object_get(o, "late"));
+    if (read_step_data(s, o) != 0) return -1;
     const json_t *sp = json_object_get(o, "stage_peaks");
     for (size_t i = 0; json_is_array(sp) && i < json_array_size(sp) && i < 64; i++)
         s->stage_peaks[s->n_stage_peaks++] = (uint64_t)bval(json_integer_value(json_array_get(sp, i)), 0);
@@ -374,10 +373,24 @@ static int on_step(msb_trace *t, const json_t *o, int conn)
             s->device_context[s->n_device_peaks] = json_is_integer(cv) ? bval(json_integer_value(cv), -1) : -1;
             s->device_peaks[s->n_device_peaks++] = (uint64_t)bval(json_integer_value(dv), 0);
         }
+    msb_ev e = { .kind = MSB_EV_STEP, .conn = conn, .n = s->n };
+    return push(t, &e);
+}
+
+/* A step's intervals and loss (of event step, or stepdata after it); a
+ * step keeps the first it gets. 0, or -1 when out of memory. */
+static int read_step_data(msb_step *s, const json_t *o)
+{
+    const json_t *loss = json_object_get(o, "loss");
+    if (json_is_number(loss) && !s->has_loss) {
+        s->has_loss = 1;
+        s->loss = finite_or_0(json_number_value(loss));
+    }
     const json_t *iv = json_object_get(o, "intervals");
     size_t n = json_is_array(iv) ? json_array_size(iv) : 0;
-    s->iv = n ? calloc(n, sizeof *s->iv) : NULL;
-    if (n && !s->iv) return -1;
+    if (!n || s->iv) return 0;
+    s->iv = calloc(n, sizeof *s->iv);
+    if (!s->iv) return -1;
     for (size_t i = 0; i < n; i++) {
         const json_t *x = json_array_get(iv, i);
         if (!json_is_array(x) || json_array_size(x) != 3) continue;
@@ -385,8 +398,24 @@ static int on_step(msb_trace *t, const json_t *o, int conn)
                                                clamp_int(json_integer_value(json_array_get(x, 1))),
                                                finite_or_0(json_number_value(json_array_get(x, 2))) };
     }
-    msb_ev e = { .kind = MSB_EV_STEP, .conn = conn, .n = s->n };
-    return push(t, &e);
+    return 0;
+}
+
+/* stepdata {n, intervals, loss}: what a step's event said would come
+ * later, for the training process's latest step numbered n. */
+static int on_stepdata(msb_trace *t, const json_t *o, int conn)
+{
+    if (conn != t->model_conn) return 0;
+    int n = inum(o, "n", -1);
+    for (int i = t->n_steps - 1; i >= 0; i--) {
+        msb_step *s = &t->steps[i];
+        if (s->n != n) continue;
+        if (!s->late) return 0;
+        s->late = 0;
+        t->n_stepdata++;
+        return read_step_data(s, o);
+    }
+    return 0;
 }
 
 static int on_oom(msb_trace *t, const json_t *o, int conn)
@@ -579,6 +608,7 @@ int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn)
     } else if (!strcmp(ev, "model")) rc = on_model(t, o, conn);
     else if (!strcmp(ev, "member")) on_member(t, o, conn);
     else if (!strcmp(ev, "step")) rc = on_step(t, o, conn);
+    else if (!strcmp(ev, "stepdata")) rc = on_stepdata(t, o, conn);
     else if (!strcmp(ev, "oom")) rc = on_oom(t, o, conn);
     else if (!strcmp(ev, "done")) {
         if (own(t, conn)) {

@@ -76,6 +76,8 @@ typedef struct msb_step {
     int64_t mem_free, mem_total, mem_reserved;   /* -1: not a GPU */
     int has_loss;
     double loss;               /* what the program passed to backward() (unscaled), summed over the step */
+    int late;                  /* its intervals and loss are still to come (event stepdata: on a GPU
+                                  the bridge reads them a step later, never waiting for the GPU) */
     int n_stage_peaks;         /* a plan's run: the ledger's peak of each stage so far */
     uint64_t stage_peaks[64];
     uint64_t (*stage_peak_cats)[MS_CAT_N]; /* n_stage_peaks breakdowns of stage_peaks (owned), NULL: not sent */
@@ -90,6 +92,7 @@ typedef struct msb_trace {
     msb_ev *ev;
     int n_ev, cap_ev;
     int n_hello;               /* processes that said hello */
+    int n_stepdata;            /* stepdata events taken: a step's late intervals and loss */
     int torch_seen;
     char torch_version[64];
     int cuda;

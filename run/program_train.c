@@ -91,11 +91,13 @@ int ms_program_check_plan(const ms_plan *pl, char *err, size_t errlen)
     return 0;
 }
 
-/* Progress of the rerun: "train: step N  loss L" for each step done. */
+/* Progress of the rerun: "train: step N  loss L" for each step done, once
+ * its loss is there (on a GPU it comes with the next step: the bridge
+ * never waits for the GPU to read it). */
 static void on_step(const msb_trace *t, void *user)
 {
     int *shown = user;
-    for (; *shown < t->n_steps; (*shown)++) {
+    for (; *shown < t->n_steps && !t->steps[*shown].late; (*shown)++) {
         const msb_step *s = &t->steps[*shown];
         if (s->has_loss) fprintf(stderr, "train: step %d  loss %.4f\n", s->n, s->loss);
         else fprintf(stderr, "train: step %d\n", s->n);
@@ -267,6 +269,8 @@ int ms_program_train(const ms_program_train_args *a, ms_program_run *out, char *
     int rc = msb_collect(&l, &out->trace, NULL, a->quiet ? NULL : on_step, &shown, &out->ex, err, errlen);
     free(cfgs);
     const msb_trace *t = &out->trace;
+    for (; !a->quiet && shown < t->n_steps; shown++)   /* a step whose loss never came (the program died) */
+        fprintf(stderr, "train: step %d\n", t->steps[shown].n);
     char why[1200];
     if (rc == 0 && ms_program_failure(t, &out->ex, why, sizeof why)) {
         snprintf(out->failure, sizeof out->failure, "%s", why);

@@ -7,9 +7,9 @@ int msb_collect_line(const char *line, size_t len, int conn, void *collector)
     if (line && c->record &&
         (fprintf(c->record, "%d\t", conn) < 0 || fwrite(line, 1, len, c->record) != len || fputc('\n', c->record) == EOF))
         return -1;
-    int steps = c->t->n_steps;
+    int steps = c->t->n_steps, late = c->t->n_stepdata;
     if (msb_trace_feed(c->t, line, len, conn) != 0) return -1;
-    if (c->on_step && c->t->n_steps > steps) c->on_step(c->t, c->user);
+    if (c->on_step && (c->t->n_steps > steps || c->t->n_stepdata > late)) c->on_step(c->t, c->user);
     return 0;
 }
 

@@ -8,7 +8,8 @@
  * a line that cannot be recorded or kept (out of memory, a failed write to
  * the record) ends the reading as a failed callback does there. on_step
  * (may be NULL) is called on the reading thread after each line that
- * completed a step (t->n_steps grew). record lines are "CONN<TAB>LINE"; a
+ * completed a step (t->n_steps grew) or brought a step's late intervals
+ * and loss (t->n_stepdata grew). record lines are "CONN<TAB>LINE"; a
  * line too long to keep (reader.h) is counted as bad and not recorded.
  * t must be initialised by the caller. msb_collect_line() is that callback
  * on its own (an msb_line_fn over a msb_collector), for a caller that runs

@@ -186,7 +186,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         snprintf(d, sizeof d, "%ld lines written, %ld read", x.expected, x.got);
         fz_fail("a line was lost or made up between the program and the collector", d);
     }
-    if (steps_seen != t.n_steps) fz_fail("on_step was not called once per step", NULL);
+    if (steps_seen != t.n_steps + t.n_stepdata)
+        fz_fail("on_step was not called once per step and once per step's late data", NULL);
     msb_reader_free(x.r);
 
     ms_mem_event *ev = NULL;

@@ -503,6 +503,45 @@ static void test_lightning_order_on_a_gpu(void **state)
     msb_trace_free(&t);
 }
 
+/* On a GPU a step's intervals and loss come a step later (stepdata): they
+ * fill the step they name, once, from the training process only, and the
+ * caller hears of them. */
+static void test_late_step_data(void **state)
+{
+    (void)state;
+    msb_trace t;
+    msb_trace_init(&t);
+    feed(&t, 1, "{\"ev\":\"hello\",\"pid\":1}");
+    feed(&t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"blocks\":[\"a\",\"b\"],\"sigs\":[\"x\",\"x\"],\"fingerprint\":\"f\"}");
+    feed(&t, 1, "{\"ev\":\"step\",\"n\":1,\"intervals\":null,\"loss\":null,\"late\":true}");
+    feed(&t, 1, "{\"ev\":\"step\",\"n\":2,\"intervals\":null,\"loss\":null,\"late\":true}");
+    assert_int_equal(t.n_steps, 2);
+    assert_true(t.steps[0].late);
+    assert_false(t.steps[0].has_loss);
+    assert_int_equal(t.steps[0].n_iv, 0);
+    /* another process's, a step that is not there, garbage: nothing */
+    feed(&t, 2, "{\"ev\":\"stepdata\",\"n\":1,\"intervals\":[[0,1,9.0]],\"loss\":9.0}");
+    feed(&t, 1, "{\"ev\":\"stepdata\",\"n\":7,\"intervals\":[[0,1,9.0]],\"loss\":9.0}");
+    feed(&t, 1, "{\"ev\":\"stepdata\",\"n\":\"x\",\"intervals\":7,\"loss\":[]}");
+    assert_int_equal(t.n_stepdata, 0);
+    assert_true(t.steps[0].late);
+    feed(&t, 1, "{\"ev\":\"stepdata\",\"n\":1,\"intervals\":[[0,1,1.5],[1,1,2.5],[-1,3,0.5]],\"loss\":2.25}");
+    assert_int_equal(t.n_stepdata, 1);
+    assert_false(t.steps[0].late);
+    assert_true(t.steps[0].has_loss);
+    assert_true(t.steps[0].loss == 2.25);
+    assert_int_equal(t.steps[0].n_iv, 3);
+    assert_int_equal(t.steps[0].iv[1].layer, 1);
+    assert_true(t.steps[0].iv[1].ms == 2.5);
+    /* a second stepdata for the same step changes nothing */
+    feed(&t, 1, "{\"ev\":\"stepdata\",\"n\":1,\"intervals\":[[0,1,7.0]],\"loss\":7.0}");
+    assert_int_equal(t.n_stepdata, 1);
+    assert_true(t.steps[0].loss == 2.25);
+    assert_int_equal(t.steps[0].n_iv, 3);
+    assert_true(t.steps[1].late);
+    msb_trace_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -512,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_rows_from_a_trace),
         cmocka_unit_test(test_oom_and_the_uncapped_pass),
         cmocka_unit_test(test_lightning_order_on_a_gpu),
+        cmocka_unit_test(test_late_step_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
