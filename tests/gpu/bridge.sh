@@ -59,6 +59,16 @@ if want small; then
     pk=$(js "$T/p.json" "d['peak_bytes']"); tk=$(js "$T/rep.json" "d['max_allocated'] + d['context']")
     echo "  device peak: profile $pk torch $tk (max_memory_allocated + context; reserve $(js "$T/p.json" "d['reserve_bytes']"), reserved peak $(js "$T/p.json" "d['reserved_peak_bytes']"))"
     within "$pk" "$tk" 0.01 && ok "small: peak within 1% of max_memory_allocated + the context" || bad "peak" "$pk vs $tk"
+    # the allocator's record (the default on a GPU) against the dispatcher's per-operator trace:
+    # the same static bytes; what differs by design (autocast's copies as activations, cuBLAS's
+    # workspace carried instead of reserved) is printed (docs/bridge.md, "Tensor tracking")
+    MEMSPLIT_RECORD=dispatch "$M" profile --json -- "$PY" "$B/ref_model.py" --blocks 4 --dim 512 --heads 8 --seq 256 \
+        --batch 8 --vocab 4096 --steps 4 --amp > "$T/pd.json" 2> "$T/pd.err"
+    s1=$(js "$T/p.json" "[(r['master'], r['grad'], r['optim']) for r in d['layers']]")
+    s2=$(js "$T/pd.json" "[(r['master'], r['grad'], r['optim']) for r in d['layers']]")
+    "$PY" "$B/same_profile.py" "$T/pd.json" "$T/p.json" | sed 's/^/  dispatch against record: /' | tail -8
+    [ "$s1" = "$s2" ] && ok "small: the allocator's record has the per-operator trace's masters, gradients and optimizer state, row by row" || \
+        bad "record against dispatch: static bytes" "$s2" "$s1" "$(tail -3 "$T/pd.err")"
     # the same without the tensor trace: the rows' act agree
     "$M" profile --json --diagnose-only -- "$PY" "$B/ref_model.py" --blocks 4 --dim 512 --heads 8 --seq 256 --batch 8 \
         --vocab 4096 --steps 4 --amp > "$T/d.json" 2> "$T/d.err"
