@@ -51,16 +51,20 @@ class Allocator:
         self.torch, self.index = torch, 0
         self.m = torch.cuda.memory
         self.tag = self.m._set_memory_metadata
+        self.started = False
 
     def start(self, index=None):
         if index is not None:
             self.index = index
+        self.started = True
         self.m._record_memory_history("all", context=None, stacks="python", max_entries=_MAX_ENTRIES,
                                       clear_history=True)
 
     def take(self):
         """[(action, address, bytes, tag, time in unix us)] in the
         allocator's order: 'alloc' and 'free' (a block back in the pool)."""
+        if not self.started:
+            return [], False       # the program never reached a training forward
         snap = self.m._snapshot()
         self.start()    # clears the trace: what comes next is the next take's
         traces = snap.get("device_traces") or []
@@ -72,6 +76,9 @@ class Allocator:
         return rows, len(tr) >= _MAX_ENTRIES
 
     def stop(self):
+        if not self.started:
+            return
+        self.started = False
         try:
             self.m._record_memory_history(None)
         except Exception:
@@ -121,6 +128,7 @@ class Record:
         self.opt_key = {}            # address -> layer, of the tensors the optimizer made this step
         self.labels = []             # (interval, at its start, key, cat, layer, bytes): relabels held
         self.label_layer = {}        # key -> layer of those, for the optimizer's owners
+        self.applied = {}            # key -> (cat, layer) the ledger has, until the key is allocated again
         self.mode = None             # the optimizer phase's dispatch mode, while entered
         self.overflow_said = False
         self.lock = threading.RLock()
@@ -146,6 +154,9 @@ class Record:
         the stream, in order."""
         with self.lock:
             rows, overflow = self.source.take()
+            for r in rows:
+                if r[0]:
+                    self.applied.pop(r[1], None)     # a new storage there: its label is to be said again
             if overflow and not self.overflow_said:
                 self.overflow_said = True
                 self.lib.warn("record", "the allocator's trace held more than %d events between two of the "
@@ -211,13 +222,17 @@ class Record:
             n += 1
         if n == 0:
             return
-        run = Run(self.lib)
+        run, fresh = Run(self.lib), set()
         for _, _, key, cat, layer, nbytes in self.labels[:n]:
-            if self.lib.owner_device(key) is not None:
+            if self.applied.get(key) == (cat, layer):
+                continue              # optimizer state, step after step: the ledger has it so
+            if key in fresh or self.lib.owner_device(key) is not None:
                 run.add(b"r", key, 0, cat, layer)
             else:
                 run.add(b"a", key, nbytes, cat, layer)
-            run.flush(self.s.phase)     # the next may ask the ledger about this one
+                fresh.add(key)
+            self.applied[key] = (cat, layer)
+        run.flush(self.s.phase)
         del self.labels[:n]
         self.label_layer = {}
 
