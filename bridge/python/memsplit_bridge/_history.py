@@ -182,7 +182,7 @@ class Record:
                 start = end
             self.send_held(self.seq)
             self.apply_labels(lambda seq, at_start: True)
-            self.opt_owner, self.opt_key = {}, {}
+            self.opt_owner, self.opt_key, self.label_layer = {}, {}, {}
 
     def replay(self, rows, offset):
         """Rows of one interval (the stream's now) into the ledger."""
@@ -234,7 +234,6 @@ class Record:
             self.applied[key] = (cat, layer)
         run.flush(self.s.phase)
         del self.labels[:n]
-        self.label_layer = {}
 
     def label(self, key, cat, layer, nbytes, at_start=False):
         """key's storage is of category cat in layer, said where it was in
@@ -277,13 +276,13 @@ class Record:
         (foreach), else of the first tensor input (zeros_like(param))."""
         torch = self.torch
         outs = out if isinstance(out, (tuple, list)) else (out,)
-        lists = [a for a in args if isinstance(a, (list, tuple)) and len(a) == len(outs)]
-        src = list(lists[0]) if lists else [a for a in args if isinstance(a, torch.Tensor)][:1] * len(outs)
+        src = optimizer_sources(torch, args, len(outs))
         if len(src) != len(outs):
             return
         ins = {_addr(a) for a in args if isinstance(a, torch.Tensor)}
-        for a in lists:
-            ins.update(_addr(x) for x in a if isinstance(x, torch.Tensor))
+        for a in args:
+            if isinstance(a, (list, tuple)) and len(a) == len(outs):
+                ins.update(_addr(x) for x in a if isinstance(x, torch.Tensor))
         for t, x in zip(outs, src):
             if not isinstance(t, torch.Tensor) or not isinstance(x, torch.Tensor):
                 continue
@@ -331,6 +330,7 @@ class Run:
 
     def __init__(self, lib):
         self.lib = lib
+        self.now = lib.now_us()       # the time of events that bring none (relabels)
         self.clear()
 
     def clear(self):
@@ -342,7 +342,7 @@ class Run:
         self.sizes.append(size)
         self.cats.append(cat)
         self.layers.append(layer)
-        self.times.append(self.lib.now_us() if t is None else max(0.0, t))
+        self.times.append(self.now if t is None else max(0.0, t))
 
     def flush(self, phase):
         if self.ops:
@@ -364,6 +364,15 @@ class Direct:
             self.lib.free(addr)
         else:
             self.lib.relabel(addr, cat, layer)
+
+
+def optimizer_sources(torch, args, n_out):
+    """In the optimizer step a new tensor is made for one parameter: for
+    each of an operator's n_out outputs, the input at its position in a list
+    argument of that length (foreach ops), else the first tensor input
+    (zeros_like(param)); shorter than n_out when there is none."""
+    lists = [a for a in args if isinstance(a, (list, tuple)) and len(a) == n_out]
+    return list(lists[0]) if lists else [a for a in args if isinstance(a, torch.Tensor)][:1] * n_out
 
 
 def _addr(t):

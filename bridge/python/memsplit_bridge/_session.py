@@ -389,8 +389,6 @@ class Session:
         key, nbytes = self.storage_key(t)
         if not key or not nbytes or t.device.type != self.track_type:
             return
-        if run is None or self.applier is not None or (self.tracker is not None and self.record is None):
-            run = _history.Direct(self.lib)
         if self.record is not None:
             # the record has every storage made since it started, in the ledger at its next
             # drain; one made before it is registered then
@@ -402,6 +400,8 @@ class Session:
             if self.applier is not None:      # a static tensor counts on its layer's stage
                 self.lib.c.msb_move(key, self.applier.stage_of_layer.get(layer, 0))
             return
+        if run is None or self.applier is not None:
+            run = _history.Direct(self.lib)    # one at a time: msb_alloc puts each on its stage's device
         ident = owner if isinstance(owner, tuple) else id(owner if owner is not None else t)
         slot = (ident, cat)
         old = self.static_keys.get(slot)
@@ -698,10 +698,8 @@ class Session:
         # this step's marks and losses are read at the next step's end (or the program's): on a
         # GPU the bridge then never waits for the GPU, and the program's own work after its step
         # still overlaps the GPU's (the CPU does the same, so that one path is tested)
-        self.late = None
         late = (self.steps, self.times, self.losses)
         self.times, self.losses = self.times[-1:], []
-        loss = ivs = None
         peaks = peak_cats = None
         if self.applier is not None:
             # the ledger's peak of each stage, and what it held by category (vocab.h's
@@ -722,9 +720,9 @@ class Session:
             gpus = [d for d in self.applier.by_device if d.startswith("cuda")]
             dev_peaks = {d: self.device_peak(d) for d in gpus}
             dev_context = {d: self.device_context(d) for d in gpus}
-        self.send("step", n=self.steps, accum=self.forwards, micro_batch=self.micro_batch,
-                  intervals=ivs, mem=mem, loss=loss, stage_peaks=peaks, stage_peak_cats=peak_cats,
-                  device_peaks=dev_peaks, device_context=dev_context, late=True)
+        self.send("step", n=self.steps, accum=self.forwards, micro_batch=self.micro_batch, mem=mem,
+                  stage_peaks=peaks, stage_peak_cats=peak_cats, device_peaks=dev_peaks,
+                  device_context=dev_context, late=True)
         self.late = late
         self.forwards = 0
         if self.steps_wanted and self.steps >= self.steps_wanted:
@@ -895,11 +893,13 @@ def start(torch, lib, cfg):
     capacity = int(cfg.get("capacity", 0) or 0)
     if capacity and cuda:
         _ballast_at_cuda_init(torch, lib, capacity)
+    tensors = cfg.get("trace", "tensors") == "tensors"
+    # the tensor-level record on a GPU: the caching allocator's own trace, no Python per operator
+    allocator = tensors and cuda and cfg.get("plan") is None and _allocator_record(torch, cfg)
     if cfg.get("observe", True) is False:
         _watch_unobserved(torch, s)      # the ballast alone: where the program dies by itself
         return
-    elif capacity and not (cuda and cfg.get("trace", "tensors") == "tensors" and cfg.get("plan") is None and
-                           _allocator_record(torch, cfg)):
+    elif capacity and not allocator:
         # the ledger's cap (the CPU, virtual devices); the allocator's record is made after
         # the fact, and on its GPU the ballast is the cap
         lib.c.msb_set_capacity(0, capacity)
@@ -918,9 +918,7 @@ def start(torch, lib, cfg):
         _install_plan(torch, lib, s, cfg["plan"], cuda)
     _install_step_wrappers(torch, s)
     _watch_checkpoints(torch, s)
-    tensors = cfg.get("trace", "tensors") == "tensors"
-    if tensors and cuda and cfg.get("plan") is None and _allocator_record(torch, cfg):
-        # the tensor-level record on a GPU: the caching allocator's own trace, no Python per operator
+    if allocator:
         s.record = _history.Record(torch, s, _history.Allocator(torch))
     elif tensors or not cuda:
         from . import _track

@@ -12,6 +12,7 @@ torch.cuda.OutOfMemoryError raised from the operator that crossed it.
 import os
 import threading
 
+from ._history import optimizer_sources
 from ._lib import CAT, PH_BACKWARD
 
 _GPU_RECENT = 64     # storages checked at each allocation on a GPU
@@ -171,8 +172,7 @@ class Tracker:
         ap = s.applier
         if s.phase != 3:
             return None
-        lists = [a for a in args if isinstance(a, (list, tuple)) and len(a) == n_out]
-        src = list(lists[0]) if lists else [a for a in args if isinstance(a, self.torch.Tensor)][:1] * n_out
+        src = optimizer_sources(self.torch, args, n_out)
         out = []
         for x in src:
             d = layer = None
