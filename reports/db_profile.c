@@ -1,10 +1,12 @@
-/* db_profile.c — storing a profile (header, layer rows, OOM) in one
- * transaction, and loading it back field for field. */
+/* db_profile.c — storing a profile (header, layer rows, OOM, a program's
+ * record) in one transaction, and loading it back field for field. */
 #include "reports/db_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "vocab/profile_json.h"
 
 static int check_profile(ms_db *db, const ms_profile *p)
 {
@@ -17,6 +19,9 @@ static int check_profile(ms_db *db, const ms_profile *p)
         if (r->source < 0 || r->source >= MS_ROW_N)
             return dbi_fail(db, "profile row %d (layer %d): unknown source %d", i, r->layer, r->source);
     }
+    char why[256];
+    if (p->record && ms_prog_record_validate(p->record, p->n_layers, why, sizeof why))
+        return dbi_fail(db, "profile: %s", why);   /* stored only when it loads back */
     return 0;
 }
 
@@ -104,6 +109,42 @@ static int insert_rows(ms_db *db, int64_t run, const ms_profile *p)
     return rc;
 }
 
+/* The record's header and every storage (one prepared statement, reused). */
+static int insert_record(ms_db *db, int64_t run, const ms_prog_record *r)
+{
+    sqlite3_stmt *st = dbi_prepare(db,
+        "INSERT INTO prog_records (run_id, n_layers, t_from, t_end, n_storages) VALUES (?1, ?2, ?3, ?4, ?5)");
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int(st, 2, r->n_layers);
+    sqlite3_bind_int64(st, 3, r->t_from);
+    sqlite3_bind_int64(st, 4, r->t_end);
+    sqlite3_bind_int(st, 5, r->n);
+    int rc = dbi_step_done(db, st, "cannot add the program's record");
+    sqlite3_finalize(st);
+    if (rc || r->n == 0) return rc;
+    if (!(st = dbi_prepare(db, "INSERT INTO rec_storages (run_id, idx, layer, cat, bytes, t_alloc, t_free, copy_of)"
+                               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")))
+        return -1;
+    sqlite3_bind_int64(st, 1, run);   /* bindings stay across resets */
+    for (int i = 0; rc == 0 && i < r->n; i++) {
+        const ms_rec_storage *s = &r->s[i];
+        sqlite3_reset(st);
+        sqlite3_bind_int(st, 2, i);
+        sqlite3_bind_int(st, 3, s->layer);
+        sqlite3_bind_text(st, 4, ms_cat_name((ms_cat)s->cat), -1, SQLITE_STATIC);
+        dbi_bind_u64(st, 5, s->bytes);
+        sqlite3_bind_int64(st, 6, s->t_alloc);
+        if (s->t_free == MS_REC_NEVER) sqlite3_bind_null(st, 7);
+        else sqlite3_bind_int64(st, 7, s->t_free);
+        if (s->copy_of < 0) sqlite3_bind_null(st, 8);
+        else sqlite3_bind_int(st, 8, s->copy_of);
+        rc = dbi_step_done(db, st, "cannot add a storage of the program's record");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int ms_db_add_rows(ms_db *db, int64_t run, const ms_profile *p)
 {
     if (!db) return -1;
@@ -111,7 +152,8 @@ int ms_db_add_rows(ms_db *db, int64_t run, const ms_profile *p)
     if (dbi_begin(db) != 0) return -1;
     int64_t oom_id = dbi_need_run(db, run);
     if (oom_id == 0 && p->oom.happened) oom_id = dbi_insert_oom(db, run, p->device, &p->oom, 0, 0);
-    if (oom_id < 0 || insert_header(db, run, p, oom_id) != 0 || insert_rows(db, run, p) != 0) {
+    if (oom_id < 0 || insert_header(db, run, p, oom_id) != 0 || insert_rows(db, run, p) != 0 ||
+        (p->record && insert_record(db, run, p->record) != 0)) {
         dbi_rollback(db);
         return -1;
     }
@@ -215,6 +257,95 @@ static int load_rows(ms_db *db, int64_t run, ms_profile *out)
     return ret;
 }
 
+/* An INTEGER column in lo..hi (a file may hold anything: the fuzzer's do). */
+static int col_in(sqlite3_stmt *st, int col, int64_t lo, int64_t hi, int64_t *v)
+{
+    *v = sqlite3_column_int64(st, col);
+    return sqlite3_column_type(st, col) == SQLITE_INTEGER && *v >= lo && *v <= hi ? 0 : -1;
+}
+
+static int read_storage(ms_db *db, int64_t run, sqlite3_stmt *st, int i, ms_rec_storage *s)
+{
+    const int64_t last = MS_REC_NEVER - 1;   /* MS_REC_NEVER is NULL in the table */
+    int64_t v[7] = {0};
+    int null_free = sqlite3_column_type(st, 5) == SQLITE_NULL, null_copy = sqlite3_column_type(st, 6) == SQLITE_NULL;
+    int cat = ms_cat_parse((const char *)sqlite3_column_text(st, 2));
+    const char *bad = col_in(st, 0, i, i, &v[0])                         ? "idx (the list has a gap)"
+                      : col_in(st, 1, 0, MS_MAX_LAYERS - 1, &v[1])       ? "layer"
+                      : cat < 0                                          ? "cat"
+                      : col_in(st, 3, 0, INT64_MAX, &v[3])               ? "bytes"
+                      : col_in(st, 4, 0, last, &v[4])                    ? "t_alloc"
+                      : !null_free && col_in(st, 5, 0, last, &v[5])      ? "t_free"
+                      : !null_copy && col_in(st, 6, 0, INT32_MAX, &v[6]) ? "copy_of"
+                                                                         : NULL;
+    if (bad) return dbi_fail(db, "run %lld: record storage %d: bad %s", (long long)run, i, bad);
+    s->layer = (int)v[1];
+    s->cat = cat;
+    s->bytes = (uint64_t)v[3];
+    s->t_alloc = (uint32_t)v[4];
+    s->t_free = null_free ? MS_REC_NEVER : (uint32_t)v[5];
+    s->copy_of = null_copy ? -1 : (int32_t)v[6];
+    return 0;
+}
+
+static int load_storages(ms_db *db, int64_t run, ms_prog_record *r, int64_t want)
+{
+    sqlite3_stmt *st = dbi_prepare(db,
+        "SELECT idx, layer, cat, bytes, t_alloc, t_free, copy_of FROM rec_storages WHERE run_id = ?1 ORDER BY idx");
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, run);
+    int cap = 0, rc = SQLITE_DONE, ret = 0;
+    while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (r->n == want) { ret = dbi_fail(db, "run %lld: its record has more storages than its %lld",
+                                           (long long)run, (long long)want); break; }
+        if (r->n == cap) {   /* grown as rows come: a count in the file allocates nothing by itself */
+            int ncap = cap ? (cap > want / 2 ? (int)want : 2 * cap) : (want < 4096 ? (int)want : 4096);
+            ms_rec_storage *grown = realloc(r->s, (size_t)ncap * sizeof *grown);
+            if (!grown) { ret = dbi_fail(db, "out of memory"); break; }
+            r->s = grown;
+            cap = ncap;
+        }
+        ret = read_storage(db, run, st, r->n, &r->s[r->n]);
+        if (ret == 0) r->n++;
+    }
+    if (ret == 0 && rc != SQLITE_DONE) ret = dbi_sqlfail(db, "cannot read the program's record");
+    sqlite3_finalize(st);
+    if (ret == 0 && r->n != want)
+        ret = dbi_fail(db, "run %lld: its record lists %d storages of %lld", (long long)run, r->n, (long long)want);
+    return ret;
+}
+
+/* The record, when the profile has one (out->record stays NULL otherwise). */
+static int load_record(ms_db *db, int64_t run, ms_profile *out)
+{
+    sqlite3_stmt *st =
+        dbi_prepare(db, "SELECT n_layers, t_from, t_end, n_storages FROM prog_records WHERE run_id = ?1");
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, run);
+    int rc = sqlite3_step(st), ret = 0;
+    int64_t v[4] = {0};
+    if (rc == SQLITE_ROW) {
+        if (col_in(st, 0, 1, MS_MAX_LAYERS, &v[0]) || col_in(st, 1, 0, MS_REC_NEVER - 1, &v[1]) ||
+            col_in(st, 2, 0, MS_REC_NEVER - 1, &v[2]) || col_in(st, 3, 0, MS_PROFILE_MAX_REC_STORAGES, &v[3]))
+            ret = dbi_fail(db, "run %lld: its record's header is out of range", (long long)run);
+        else if (!(out->record = calloc(1, sizeof *out->record)))
+            ret = dbi_fail(db, "out of memory");
+    } else if (rc != SQLITE_DONE) {
+        ret = dbi_sqlfail(db, "cannot read the program's record");
+    }
+    sqlite3_finalize(st);
+    if (ret || !out->record) return ret;
+    ms_prog_record *r = out->record;
+    r->n_layers = (int)v[0];
+    r->t_from = (uint32_t)v[1];
+    r->t_end = (uint32_t)v[2];
+    if (load_storages(db, run, r, v[3])) return -1;
+    char why[256];
+    if (ms_prog_record_validate(r, out->n_layers, why, sizeof why))
+        return dbi_fail(db, "run %lld: %s", (long long)run, why);
+    return 0;
+}
+
 int ms_db_load_profile(ms_db *db, int64_t run_id, ms_profile *out, char *err, size_t errlen)
 {
     if (err && errlen) err[0] = '\0';
@@ -236,6 +367,7 @@ int ms_db_load_profile(ms_db *db, int64_t run_id, ms_profile *out, char *err, si
         ret = load_header(db, run, out, &oom_id);
         if (ret == 0) ret = load_rows(db, run, out);
         if (ret == 0 && oom_id > 0) ret = dbi_load_oom(db, oom_id, &out->oom);
+        if (ret == 0) ret = load_record(db, run, out);
         dbi_rollback(db);   /* read only: nothing to commit */
     }
     if (ret != 0) {

@@ -264,6 +264,32 @@ static const char v4_program_loss[] =
 /* v5: the step an OOM happened in (NULL: unknown, as in runs recorded before) */
 static const char v5_oom_step[] = "ALTER TABLE oom_events ADD COLUMN step INTEGER;\n";
 
+/* v6: a program's record (vocab/profile.h: ms_prog_record). Its header is a
+ * table of its own rather than columns of profiles: a row says the profile
+ * has a record (an empty one included), the storages reference it, and its
+ * count lets a reader tell a whole list from a cut one. t_free NULL: live at
+ * the end (MS_REC_NEVER); copy_of NULL: not a copy. */
+static const char v6_program_record[] =
+    "CREATE TABLE prog_records (\n"
+    "  run_id        INTEGER PRIMARY KEY REFERENCES profiles(run_id) ON DELETE CASCADE,\n"
+    "  n_layers      INTEGER NOT NULL,\n"
+    "  t_from        INTEGER NOT NULL,\n"
+    "  t_end         INTEGER NOT NULL,\n"
+    "  n_storages    INTEGER NOT NULL\n"
+    ");\n"
+    "\n"
+    "CREATE TABLE rec_storages (\n"
+    "  run_id        INTEGER NOT NULL REFERENCES prog_records(run_id) ON DELETE CASCADE,\n"
+    "  idx           INTEGER NOT NULL,\n"  /* position in the record, t_alloc order */
+    "  layer         INTEGER NOT NULL,\n"
+    "  cat           TEXT NOT NULL,\n"
+    "  bytes         INTEGER NOT NULL,\n"
+    "  t_alloc       INTEGER NOT NULL,\n"
+    "  t_free        INTEGER,\n"
+    "  copy_of       INTEGER,\n"
+    "  PRIMARY KEY (run_id, idx)\n"
+    ") WITHOUT ROWID;\n";
+
 const char *const ms_db_migrations[] = { v1_runs_and_profiles, v2_training, v3_programs, v4_program_loss,
-                                         v5_oom_step };
+                                         v5_oom_step, v6_program_record };
 const int ms_db_n_migrations = (int)(sizeof ms_db_migrations / sizeof ms_db_migrations[0]);

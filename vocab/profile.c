@@ -10,6 +10,7 @@ void ms_profile_free(ms_profile *p)
     if (!p) return;
     free(p->rows);
     free(p->oom.live_by_layer);
+    ms_prog_record_free(p->record);
     memset(p, 0, sizeof *p);
 }
 
@@ -27,6 +28,7 @@ int ms_profile_visible_copy(const ms_profile *p, ms_profile *v)
     *v = *p;
     v->rows = NULL;
     v->oom.live_by_layer = NULL;
+    v->record = NULL;          /* a terminal prints no record */
     v->oom.n_live_layers = 0;
     if (p->n_rows > 0 && !(v->rows = malloc((size_t)p->n_rows * sizeof *v->rows))) v->n_rows = 0;
     if (p->oom.n_live_layers > 0 && p->oom.live_by_layer &&
@@ -48,4 +50,12 @@ int ms_profile_visible_copy(const ms_profile *p, ms_profile *v)
         ms_visible_field(v->rows[i].kind, sizeof v->rows[i].kind);
     }
     return (p->n_rows > 0 && !v->rows) || v->oom.n_live_layers != p->oom.n_live_layers ? -1 : 0;
+}
+
+void ms_prog_record_free(ms_prog_record *r)
+{
+    if (!r) return;
+    free(r->s);
+    free(r->m);
+    free(r);
 }

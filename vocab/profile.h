@@ -88,6 +88,44 @@ typedef struct ms_loss_row {
     uint64_t carry_loss;    /* of those, what is still live in the loss interval */
 } ms_loss_row;
 
+/* A program's record (docs/program-record.md): every storage of the record
+ * pass, a run of the program in which each layer was a stage of its own on
+ * one device, with the crossings the applier made between them (inputs
+ * copied to a layer's stage, outputs back to its caller's, gradients back
+ * the same way). A placement's stage peaks are this record replayed
+ * (planner/record_replay.h). Positions are the order of the pass's memory
+ * events. */
+#define MS_REC_NEVER UINT32_MAX
+typedef struct ms_rec_storage {
+    int layer;              /* the layer whose stage held it (0: the root's, where the program's
+                               own code between modules runs) */
+    int cat;                /* ms_cat: its final category */
+    uint64_t bytes;
+    uint32_t t_alloc;       /* position of its allocation */
+    uint32_t t_free;        /* position of its free; MS_REC_NEVER: live at the end */
+    int32_t copy_of;        /* a crossing's copy: the storage it copied (an earlier index), which
+                               is live when the copy is made; -1: not a copy */
+} ms_rec_storage;
+
+/* A moment of the record pass: positions t_begin..t_end-1 ran layer's
+ * phase (ms_phase; layer -1: outside any layer), from one transition to
+ * the next. */
+typedef struct ms_rec_moment {
+    int layer, phase;
+    uint32_t t_begin, t_end;
+} ms_rec_moment;
+
+typedef struct ms_prog_record {
+    int n_layers;           /* the profile's layers; every storage's layer is below it */
+    uint32_t t_from;        /* the peaks count from here on (the plan's placement) */
+    uint32_t t_end;         /* positions are below it */
+    int n;
+    ms_rec_storage *s;      /* in t_alloc order (owned) */
+    int n_moments;          /* what ran when (owned; kept in memory only, for what a rerun's OOM
+                               teaches: not in the profile's JSON or the database) */
+    ms_rec_moment *m;
+} ms_prog_record;
+
 /* When the gradients are freed each step (zero_grad(set_to_none=True)). */
 enum {
     MS_GRADS_KEPT = 0,                  /* never: they stay (the built-in trainer) */
@@ -115,11 +153,14 @@ typedef struct ms_profile {
     int grads_freed;        /* when a program frees its gradients each step (MS_GRADS_*) */
     ms_loss_row loss;
     ms_oom_info oom;
+    ms_prog_record *record; /* a program's record pass (owned); NULL: none, the stage rules serve */
     int n_rows;
     ms_layer_row *rows;     /* owned */
 } ms_profile;
 
 void ms_profile_free(ms_profile *p);
+/* Frees a record made with malloc (its storages too); NULL is fine. */
+void ms_prog_record_free(ms_prog_record *r);
 /* A copy of p for a terminal: every string it holds (the model, module and
  * class names, the OOM's layer and tensor) in its visible form
  * (vocab/visible.h: no control character reaches the terminal raw), cut to

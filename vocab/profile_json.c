@@ -103,6 +103,46 @@ static int validate_coverage(const ms_profile *p, char *err, size_t errlen)
     return rc;
 }
 
+int ms_prog_record_validate(const ms_prog_record *r, int n_layers, char *err, size_t errlen)
+{
+    if (!r) return ms_errf(err, errlen, "record: none");
+    if (r->n_layers != n_layers)
+        return ms_errf(err, errlen, "record.n_layers: %d, but the profile has %d layers", r->n_layers, n_layers);
+    if (r->t_end >= MS_REC_NEVER)
+        return ms_errf(err, errlen, "record.t_end: %" PRIu32 " is beyond the last position %" PRIu32, r->t_end,
+                       MS_REC_NEVER - 1);
+    if (r->t_from > r->t_end)
+        return ms_errf(err, errlen, "record.t_from: %" PRIu32 " is after t_end %" PRIu32, r->t_from, r->t_end);
+    if (r->n < 0 || r->n > MS_PROFILE_MAX_REC_STORAGES || (r->n > 0 && !r->s))
+        return ms_errf(err, errlen, "record.storages: %d storages (0..%d)%s", r->n, MS_PROFILE_MAX_REC_STORAGES,
+                       r->n > 0 && !r->s ? " and no list of them" : "");
+    for (int i = 0; i < r->n; i++) {
+        const ms_rec_storage *s = &r->s[i];
+        if (s->layer < 0 || s->layer >= n_layers)
+            return ms_errf(err, errlen, "record.storages[%d].layer: %d is outside 0..%d", i, s->layer, n_layers - 1);
+        if (s->cat < 0 || s->cat >= MS_CAT_N)
+            return ms_errf(err, errlen, "record.storages[%d].category: %d is not a memory category", i, s->cat);
+        if (s->bytes > MS_PROFILE_MAX_ROW_BYTES)
+            return ms_errf(err, errlen, "record.storages[%d].bytes: %" PRIu64 " is beyond the limit %llu", i,
+                           s->bytes, MS_PROFILE_MAX_ROW_BYTES);
+        if (s->t_alloc >= r->t_end)
+            return ms_errf(err, errlen, "record.storages[%d].t_alloc: %" PRIu32 " is not before t_end %" PRIu32, i,
+                           s->t_alloc, r->t_end);
+        if (i > 0 && s->t_alloc < r->s[i - 1].t_alloc)
+            return ms_errf(err, errlen,
+                           "record.storages[%d].t_alloc: %" PRIu32 " is before the previous storage's %" PRIu32
+                           " (storages are in allocation order)", i, s->t_alloc, r->s[i - 1].t_alloc);
+        if (s->t_free != MS_REC_NEVER && (s->t_free <= s->t_alloc || s->t_free > r->t_end))
+            return ms_errf(err, errlen,
+                           "record.storages[%d].t_free: %" PRIu32 " is outside %" PRIu32 "..%" PRIu32
+                           " (-1: never freed)", i, s->t_free, s->t_alloc + 1, r->t_end);   /* < t_end: no wrap */
+        if (s->copy_of != -1 && (s->copy_of < 0 || s->copy_of >= i))
+            return ms_errf(err, errlen, "record.storages[%d].copy_of: %" PRId32 " is not -1 or an earlier storage",
+                           i, s->copy_of);
+    }
+    return 0;
+}
+
 int ms_profile_validate(const ms_profile *p, char *err, size_t errlen)
 {
     if (!p) return ms_errf(err, errlen, "no profile");
@@ -121,7 +161,8 @@ int ms_profile_validate(const ms_profile *p, char *err, size_t errlen)
         return ms_errf(err, errlen, "oom.live_by_layer: %d entries for %d layers", p->oom.n_live_layers, p->n_layers);
     for (int i = 0; i < p->n_rows; i++)
         if (validate_row(p, i, err, errlen)) return -1;
-    return validate_coverage(p, err, errlen);
+    if (validate_coverage(p, err, errlen)) return -1;
+    return p->record ? ms_prog_record_validate(p->record, p->n_layers, err, errlen) : 0;
 }
 
 /* ---- writer ---------------------------------------------------------- */
@@ -211,6 +252,26 @@ static int loss_from_json(const json_t *j, ms_loss_row *l, int n_layers, char *e
     return 0;
 }
 
+/* The record, compact: one array a storage (tens of thousands of them). */
+static json_t *record_to_json(const ms_prog_record *r, int *bad)
+{
+    json_t *j = json_object();
+    if (!j) return NULL;
+    put(j, "n_layers", json_integer(r->n_layers), bad);
+    put(j, "t_from", json_integer(r->t_from), bad);
+    put(j, "t_end", json_integer(r->t_end), bad);
+    json_t *a = json_array();
+    for (int i = 0; a && i < r->n && !*bad; i++) {
+        const ms_rec_storage *s = &r->s[i];
+        json_t *e = json_pack("[i, s, o, I, I, i]", s->layer, ms_cat_name((ms_cat)s->cat), ms_json_u64(s->bytes),
+                              (json_int_t)s->t_alloc,
+                              s->t_free == MS_REC_NEVER ? (json_int_t)-1 : (json_int_t)s->t_free, (int)s->copy_of);
+        if (!e || json_array_append_new(a, e)) *bad = 1;
+    }
+    put(j, "storages", a, bad);
+    return j;
+}
+
 json_t *ms_profile_to_json(const ms_profile *p)
 {
     if (!p) return NULL;
@@ -255,6 +316,7 @@ json_t *ms_profile_to_json(const ms_profile *p)
     for (int i = 0; rows && i < p->n_rows; i++)
         if (json_array_append_new(rows, row_to_json(&p->rows[i], &bad))) bad = 1;
     put(root, "layers", rows, &bad);
+    if (p->record) put(root, "record", record_to_json(p->record, &bad), &bad);
     if (bad) {
         json_decref(root);
         return NULL;
@@ -364,6 +426,72 @@ static int oom_from_json(const json_t *j, ms_profile *p, char *err, size_t errle
     return ms_json_get_str(j, ctx, "what", o->what, sizeof o->what, err, errlen);
 }
 
+/* storages[i][k], an integer in lo..hi */
+static int storage_int(const json_t *e, int i, int k, long long lo, long long hi, long long *out, char *err,
+                       size_t errlen)
+{
+    static const char *const field[] = {"layer", "category", "bytes", "t_alloc", "t_free", "copy_of"};
+    const json_t *v = json_array_get(e, (size_t)k);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return ms_errf(err, errlen, "record.storages[%d].%s: expected an integer in %lld..%lld", i, field[k], lo, hi);
+    *out = json_integer_value(v);
+    return 0;
+}
+
+/* The record's types and ranges; ms_prog_record_validate (through
+ * ms_profile_validate) checks how its values relate. */
+static int record_from_json(const json_t *j, ms_profile *p, char *err, size_t errlen)
+{
+    if (!json_is_object(j)) return ms_errf(err, errlen, "record: expected an object");
+    const long long last = MS_REC_NEVER - 1;   /* the last position: MS_REC_NEVER means never */
+    long long nl, from, end;
+    if (ms_json_get_int(j, "record", "n_layers", 1, MS_MAX_LAYERS, &nl, err, errlen) ||
+        ms_json_get_int(j, "record", "t_from", 0, last, &from, err, errlen) ||
+        ms_json_get_int(j, "record", "t_end", 0, last, &end, err, errlen))
+        return -1;
+    const json_t *a = json_object_get(j, "storages");
+    if (!json_is_array(a))
+        return ms_errf(err, errlen, a ? "record.storages: expected an array" : "record.storages: missing");
+    size_t n = json_array_size(a);
+    if (n > MS_PROFILE_MAX_REC_STORAGES)
+        return ms_errf(err, errlen, "record.storages: %zu storages is too many (at most %d)", n,
+                       MS_PROFILE_MAX_REC_STORAGES);
+    ms_prog_record *r = calloc(1, sizeof *r);
+    if (!r || (n && !(r->s = calloc(n, sizeof *r->s)))) {
+        free(r);
+        return ms_errf(err, errlen, "out of memory");
+    }
+    p->record = r;   /* owned by p from here: freed with it on failure */
+    r->n_layers = (int)nl;
+    r->t_from = (uint32_t)from;
+    r->t_end = (uint32_t)end;
+    for (size_t i = 0; i < n; i++, r->n++) {
+        const json_t *e = json_array_get(a, i);
+        ms_rec_storage *s = &r->s[i];
+        if (!json_is_array(e) || json_array_size(e) != 6)
+            return ms_errf(err, errlen, "record.storages[%zu]: expected [layer, category, bytes, t_alloc, t_free, "
+                           "copy_of]", i);
+        long long v[6];
+        const char *cat = json_string_value(json_array_get(e, 1));
+        if (storage_int(e, (int)i, 0, 0, MS_MAX_LAYERS - 1, &v[0], err, errlen)) return -1;
+        if (!cat || ms_cat_parse(cat) < 0)
+            return ms_errf(err, errlen, "record.storages[%zu].category: expected one of "
+                           "param|master|grad|optim|act|transient|comm|reserve", i);
+        if (storage_int(e, (int)i, 2, 0, (long long)MS_PROFILE_MAX_ROW_BYTES, &v[2], err, errlen) ||
+            storage_int(e, (int)i, 3, 0, last, &v[3], err, errlen) ||
+            storage_int(e, (int)i, 4, -1, last, &v[4], err, errlen) ||
+            storage_int(e, (int)i, 5, -1, INT32_MAX, &v[5], err, errlen))
+            return -1;
+        s->layer = (int)v[0];
+        s->cat = ms_cat_parse(cat);
+        s->bytes = (uint64_t)v[2];
+        s->t_alloc = (uint32_t)v[3];
+        s->t_free = v[4] < 0 ? MS_REC_NEVER : (uint32_t)v[4];
+        s->copy_of = (int32_t)v[5];
+    }
+    return 0;
+}
+
 static int from_json(const json_t *root, ms_profile *p, char *err, size_t errlen)
 {
     const char *ctx = "profile";
@@ -436,6 +564,8 @@ static int from_json(const json_t *root, ms_profile *p, char *err, size_t errlen
         snprintf(rctx, sizeof rctx, "layers[%zu]", i);
         if (row_from_json(json_array_get(rows, i), rctx, p->n_layers, &p->rows[i], err, errlen)) return -1;
     }
+    const json_t *rec = json_object_get(root, "record");
+    if (rec && !json_is_null(rec) && record_from_json(rec, p, err, errlen)) return -1;   /* null: none */
     return ms_profile_validate(p, err, errlen);
 }
 

@@ -13,6 +13,15 @@
  *    failure *out is left empty (safe to ms_profile_free()).
  *  - ms_profile_validate() applies the same structural checks to a profile
  *    built in memory (e.g. loaded from the database).
+ *  - A program's record (p->record, vocab/profile.h) travels as the optional
+ *    key "record" (absent: record NULL): {"n_layers", "t_from", "t_end",
+ *    "storages": [[layer, category, bytes, t_alloc, t_free, copy_of], ...]},
+ *    the category by name, t_free -1 for MS_REC_NEVER, copy_of -1 for none.
+ *    ms_prog_record_validate() is its structural check (types and ranges,
+ *    the profile's layer count, t_alloc non-decreasing, t_alloc < t_free <=
+ *    t_end, copies of earlier storages); the planner's ms_record_check()
+ *    adds what needs the replay's view (a copy's original still live, the
+ *    total bytes), which vocab/ cannot call (no include runs upward).
  *  - File helpers read/write a path ("-" is stdin/stdout).
  * Unknown keys are ignored (forward compatibility); nothing prints or aborts. */
 #ifndef MS_PROFILE_JSON_H
@@ -34,10 +43,17 @@
  * a stage fits in 64 bits (MS_MAX_LAYERS = 4096 layers x 4 static fields x 2^48 < 2^64). */
 #define MS_PROFILE_MAX_ROW_BYTES (1ull << 48)   /* 256 TiB per row field */
 #define MS_PROFILE_MAX_BATCH (1 << 20)
+/* Most storages a record may hold. */
+#define MS_PROFILE_MAX_REC_STORAGES (1 << 24)
 
 json_t *ms_profile_to_json(const ms_profile *p);
 int ms_profile_from_json(const json_t *root, ms_profile *out, char *err, size_t errlen);
 int ms_profile_validate(const ms_profile *p, char *err, size_t errlen);
+/* A record for a profile of n_layers layers: 0, or -1 with a message naming
+ * the field ("record.storages[12].copy_of: ..."). Positions are below
+ * MS_REC_NEVER (t_end at most MS_REC_NEVER - 1), bytes at most
+ * MS_PROFILE_MAX_ROW_BYTES a storage. */
+int ms_prog_record_validate(const ms_prog_record *r, int n_layers, char *err, size_t errlen);
 
 int ms_profile_write_json(FILE *f, const ms_profile *p, char *err, size_t errlen);
 int ms_profile_save_json(const char *path, const ms_profile *p, char *err, size_t errlen);

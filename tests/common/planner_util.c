@@ -83,6 +83,63 @@ ms_profile *pu_random_profile(pu_rng *r, int n_layers, unsigned prec_mask, const
     return p;
 }
 
+ms_prog_record *pu_random_record(pu_rng *r, int n_layers, int n)
+{
+    ms_prog_record *rec = calloc(1, sizeof *rec);
+    if (!rec || (n > 0 && !(rec->s = calloc((size_t)n, sizeof *rec->s)))) {
+        free(rec);
+        return NULL;
+    }
+    rec->n_layers = n_layers;
+    rec->n = n;
+    uint32_t pos = 0, end = 1;
+    for (int i = 0; i < n; i++) {
+        ms_rec_storage *st = &rec->s[i];
+        pos += (uint32_t)pu_int(r, 3);                      /* 0: at the same position as the last */
+        st->t_alloc = pos;
+        st->layer = pu_int(r, n_layers);
+        st->cat = pu_int(r, MS_CAT_N);
+        st->bytes = i == n / 2 ? (1ull << 48) : pu_next(r) >> 34;   /* 1ull << 48: MS_PROFILE_MAX_ROW_BYTES */
+        st->t_free = pu_int(r, 6) == 0 ? MS_REC_NEVER : pos + 1 + (uint32_t)pu_int(r, 40);
+        st->copy_of = -1;
+        for (int back = 1; back <= 4 && back <= i && i % 3 == 0; back++)
+            if (rec->s[i - back].t_free > pos) {             /* a crossing's copy of a live storage */
+                st->copy_of = i - back;
+                break;
+            }
+        if (st->t_free != MS_REC_NEVER && st->t_free > end) end = st->t_free;
+        if (pos + 1 > end) end = pos + 1;
+    }
+    rec->t_end = end + (uint32_t)pu_int(r, 3);
+    rec->t_from = (uint32_t)pu_int(r, (int)rec->t_end + 1);
+    return rec;
+}
+
+int pu_record_diff(const ms_prog_record *a, const ms_prog_record *b, char *why, size_t len)
+{
+    if (!a || !b) {
+        if (a == b) return 0;
+        snprintf(why, len, "one record is NULL (%p, %p)", (const void *)a, (const void *)b);
+        return 1;
+    }
+    if (a->n_layers != b->n_layers || a->t_from != b->t_from || a->t_end != b->t_end || a->n != b->n) {
+        snprintf(why, len, "headers differ: n_layers %d/%d, t_from %u/%u, t_end %u/%u, n %d/%d", a->n_layers,
+                 b->n_layers, a->t_from, b->t_from, a->t_end, b->t_end, a->n, b->n);
+        return 1;
+    }
+    for (int i = 0; i < a->n; i++) {
+        const ms_rec_storage *x = &a->s[i], *y = &b->s[i];
+        if (x->layer != y->layer || x->cat != y->cat || x->bytes != y->bytes || x->t_alloc != y->t_alloc ||
+            x->t_free != y->t_free || x->copy_of != y->copy_of) {
+            snprintf(why, len, "storage %d differs: [%d %d %llu %u %u %d] / [%d %d %llu %u %u %d]", i, x->layer,
+                     x->cat, (unsigned long long)x->bytes, x->t_alloc, x->t_free, x->copy_of, y->layer, y->cat,
+                     (unsigned long long)y->bytes, y->t_alloc, y->t_free, y->copy_of);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 uint64_t pu_one_device_bytes(const ms_profile *p)
 {
     int prec = -1, u = 0;

@@ -8,6 +8,13 @@
  *    grow linearly with the micro-batch size (so a two-point fit is exact),
  *    mixed precision with master weights, an optional OOM record. Never all
  *    zeros. Caller frees with ms_profile_free() and free().
+ *  - pu_random_record(): a valid program record (vocab/profile.h) of n
+ *    storages over n_layers layers: allocations in order (some at one
+ *    position), some live to the end (MS_REC_NEVER), copies of earlier
+ *    storages still live, one storage of the largest bytes a profile takes.
+ *    Caller frees with ms_prog_record_free().
+ *  - pu_record_diff(): 0 when two records are equal field for field (either
+ *    NULL: both), else 1 with the first difference described in why.
  *  - pu_brute_force(): the best step time over every split, stage count,
  *    ordered choice of devices, recompute choice, precision, schedule,
  *    micro-batch size, replica count and ZeRO-1 setting allowed by opts (each
@@ -17,6 +24,7 @@
 #ifndef PLANNER_UTIL_H
 #define PLANNER_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "planner/planner.h"
@@ -31,6 +39,8 @@ int pu_int(pu_rng *r, int n);           /* [0, n) */
 
 ms_profile *pu_random_profile(pu_rng *r, int n_layers, unsigned prec_mask, const int *sizes, int n_sizes,
                               int global_batch);
+ms_prog_record *pu_random_record(pu_rng *r, int n_layers, int n);
+int pu_record_diff(const ms_prog_record *a, const ms_prog_record *b, char *why, size_t len);
 /* A rough one-device peak of the profile (fp32 if present, smallest size,
  * all micro-batches in flight): a scale for choosing capacities. */
 uint64_t pu_one_device_bytes(const ms_profile *p);

@@ -1,6 +1,7 @@
 /* test_db.c — the run database: opening and migrations (from an empty file,
  * from an older schema; a newer schema and foreign files refused), profiles
- * round-tripping field for field, several profiles in one database, memory
+ * round-tripping field for field (a program's record too, written whole or
+ * not at all, checked when read), several profiles in one database, memory
  * events in atomic batches, training records, and crash safety: a writer
  * SIGKILLed at random moments leaves a database that passes integrity_check
  * and shows its run as incomplete. */
@@ -26,7 +27,9 @@
 #include "reports/report_json.h"
 #include "reports/schema.h"
 #include "reports/term_report.h"
+#include "tests/common/planner_util.h"
 #include "tests/common/reports_util.h"
+#include "vocab/profile_json.h"
 
 static char tmpdir[256];
 static int file_no;
@@ -397,6 +400,8 @@ static void assert_profiles_equal(const ms_profile *a, const ms_profile *b)
     assert_int_equal(a->fits, b->fits);
     assert_int_equal(a->n_rows, b->n_rows);
     for (int i = 0; i < a->n_rows; i++) assert_rows_equal(&a->rows[i], &b->rows[i]);
+    char why[256];
+    if (pu_record_diff(a->record, b->record, why, sizeof why)) fail_msg("record: %s", why);
     const ms_oom_info *x = &a->oom, *y = &b->oom;
     assert_int_equal(x->happened, y->happened);
     if (!x->happened) return;
@@ -504,6 +509,238 @@ static void test_several_profiles_share_a_database(void **state)
     }
     assert_int_equal(ms_db_latest_profile_run(db), run[N - 1]);
     for (int i = 0; i < N; i++) ms_profile_free(&p[i]);
+    ms_db_close(db);
+}
+
+/* ---- a program's record ---------------------------------------------- */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A profile of a few layers for a record (rows from rp_make_profile). */
+static void record_profile(ms_profile *p, rp_rng *rng, pu_rng *g, int n_storages)
+{
+    rp_profile_spec spec = { .n_blocks = 4, .n_prec = 1, .n_mb = 1, .isolated_from = -1, .capacity = 1ull << 34 };
+    assert_int_equal(rp_make_profile(p, &spec, rng), 0);
+    p->record = pu_random_record(g, p->n_layers, n_storages);
+    assert_non_null(p->record);
+}
+
+/* Runs sql on the database file with run substituted for %lld. */
+static void tamper(const char *path, const char *sql, int64_t run)
+{
+    char q[512];
+    snprintf(q, sizeof q, sql, (long long)run);
+    raw_exec(path, q);
+}
+
+static void expect_load_error(ms_db *db, int64_t run, const char *want)
+{
+    ms_profile q;
+    char err[512];
+    assert_int_equal(ms_db_load_profile(db, run, &q, err, sizeof err), -1);
+    if (!strstr(err, want)) fail_msg("message '%s' lacks '%s'", err, want);
+    assert_null(q.record);
+    assert_null(q.rows);
+}
+
+/* A record is stored with its profile and loads back equal (from a
+ * read-only open too); an empty one stays a record; a malformed one is
+ * refused before anything is written; a storage the database refuses fails
+ * the whole profile, said; a record changed in the file after it was
+ * written is an error on loading, never a record the planner would trust. */
+static void test_profile_record_round_trip(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 11);
+    pu_rng g;
+    pu_seed(&g, 99);
+    ms_db *db = open_new(path, sizeof path);
+    ms_profile p, e, q;
+    record_profile(&p, &rng, &g, 3000);
+    record_profile(&e, &rng, &g, 0);
+    int64_t run = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "rec", 0);
+    int64_t run_e = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "rec", 0);
+    assert_int_equal(ms_db_add_rows(db, run, &p), 0);
+    assert_int_equal(ms_db_add_rows(db, run_e, &e), 0);
+    assert_int_equal(ms_db_load_profile(db, run, &q, err, sizeof err), 0);
+    assert_profiles_equal(&p, &q);
+    ms_profile_free(&q);
+    assert_int_equal(ms_db_load_profile(db, run_e, &q, err, sizeof err), 0);
+    assert_non_null(q.record);           /* an empty record is still a record */
+    assert_profiles_equal(&e, &q);
+    ms_profile_free(&q);
+    ms_db_close(db);
+    db = ms_db_open_readonly(path, err, sizeof err);
+    assert_non_null(db);
+    assert_int_equal(ms_db_load_profile(db, run, &q, err, sizeof err), 0);
+    assert_profiles_equal(&p, &q);
+    ms_profile_free(&q);
+    ms_db_close(db);
+    /* the table's form: NULL for never freed and for not a copy */
+    int never = 0, copies = 0;
+    for (int i = 0; i < p.record->n; i++) {
+        never += p.record->s[i].t_free == MS_REC_NEVER;
+        copies += p.record->s[i].copy_of >= 0;
+    }
+    assert_true(never > 0 && copies > 0);
+    char want[32], sql[160];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM rec_storages WHERE run_id = %lld AND t_free IS NULL",
+             (long long)run);
+    snprintf(want, sizeof want, "%d", never);
+    assert_string_equal(raw_query(path, sql), want);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM rec_storages WHERE run_id = %lld AND copy_of IS NOT NULL",
+             (long long)run);
+    snprintf(want, sizeof want, "%d", copies);
+    assert_string_equal(raw_query(path, sql), want);
+
+    db = ms_db_open(path, 0, err, sizeof err);
+    assert_non_null(db);
+    /* malformed: refused whole, with the field named */
+    int64_t run_bad = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "rec", 0);
+    p.record->s[10].copy_of = 10;
+    assert_int_equal(ms_db_add_rows(db, run_bad, &p), -1);
+    assert_non_null(strstr(ms_db_errmsg(db), "record.storages[10].copy_of"));
+    p.record->s[10].copy_of = -1;
+    p.record->n_layers++;
+    assert_int_equal(ms_db_add_rows(db, run_bad, &p), -1);
+    assert_non_null(strstr(ms_db_errmsg(db), "record.n_layers"));
+    p.record->n_layers--;
+    expect_load_error(db, run_bad, "no stored profile");
+    /* the database refuses a storage half-way: an error, and nothing of the profile stays */
+    raw_exec(path, "CREATE TRIGGER boom BEFORE INSERT ON rec_storages WHEN NEW.idx = 1500"
+                   " BEGIN SELECT RAISE(ABORT, 'disk on fire'); END;");
+    assert_int_equal(ms_db_add_rows(db, run_bad, &p), -1);
+    assert_non_null(strstr(ms_db_errmsg(db), "cannot add a storage of the program's record"));
+    assert_non_null(strstr(ms_db_errmsg(db), "disk on fire"));
+    expect_load_error(db, run_bad, "no stored profile");
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM rec_storages WHERE run_id = %lld", (long long)run_bad);
+    assert_string_equal(raw_query(path, sql), "0");
+    raw_exec(path, "DROP TRIGGER boom");
+    assert_int_equal(ms_db_add_rows(db, run_bad, &p), 0);
+    assert_int_equal(ms_db_load_profile(db, run_bad, &q, err, sizeof err), 0);
+    assert_profiles_equal(&p, &q);
+    ms_profile_free(&q);
+
+    /* changed in the file, one change after another: each is an error naming what is wrong */
+    static const struct { const char *sql, *want; } changes[] = {
+        {"UPDATE rec_storages SET t_free = t_alloc WHERE run_id = %lld AND idx = 5", "record.storages[5].t_free"},
+        {"UPDATE rec_storages SET t_free = NULL, t_alloc = 'soon' WHERE run_id = %lld AND idx = 7",
+         "record storage 7: bad t_alloc"},
+        {"UPDATE rec_storages SET t_alloc = -1 WHERE run_id = %lld AND idx = 7", "record storage 7: bad t_alloc"},
+        {"UPDATE rec_storages SET t_alloc = 0, cat = 'weights' WHERE run_id = %lld AND idx = 7",
+         "record storage 7: bad cat"},
+        {"DELETE FROM rec_storages WHERE run_id = %lld AND idx = 7", "record storage 7: bad idx"},
+        {"DELETE FROM rec_storages WHERE run_id = %lld AND idx > 6", "its record lists 7 storages of 3000"},
+        {"UPDATE prog_records SET n_storages = 1 WHERE run_id = %lld", "more storages than its 1"},
+        {"UPDATE prog_records SET n_storages = 7, n_layers = 99 WHERE run_id = %lld",
+         "record.n_layers: 99, but the profile has 6 layers"},
+        {"UPDATE prog_records SET n_layers = 6, t_end = 4294967295 WHERE run_id = %lld",
+         "record's header is out of range"},
+    };
+    for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++) {
+        tamper(path, changes[i].sql, run);
+        expect_load_error(db, run, changes[i].want);
+    }
+    /* a profile whose record goes takes it along (ON DELETE CASCADE) */
+    tamper(path, "PRAGMA foreign_keys=ON; DELETE FROM profiles WHERE run_id = %lld", run);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM rec_storages WHERE run_id = %lld", (long long)run);
+    assert_string_equal(raw_query(path, sql), "0");
+    ms_db_close(db);
+    ms_profile_free(&p);
+    ms_profile_free(&e);
+}
+
+/* A record of 100,000 storages (a large program's record pass) is written
+ * in one transaction and read back in well under a second each way. */
+static void test_profile_record_100k(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 12);
+    pu_rng g;
+    pu_seed(&g, 100000);
+    ms_db *db = open_new(path, sizeof path);
+    ms_profile p, q;
+    record_profile(&p, &rng, &g, 100000);
+    int64_t run = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "rec", 0);
+    double t0 = now_ms();
+    assert_int_equal(ms_db_add_rows(db, run, &p), 0);
+    double t1 = now_ms();
+    assert_int_equal(ms_db_load_profile(db, run, &q, err, sizeof err), 0);
+    double t2 = now_ms();
+    assert_profiles_equal(&p, &q);
+    json_t *j = ms_profile_to_json(&q);
+    char *text = json_dumps(j, JSON_COMPACT);
+    double t3 = now_ms();
+    ms_profile back;
+    json_t *jb = json_loads(text, 0, NULL);
+    assert_non_null(jb);
+    assert_int_equal(ms_profile_from_json(jb, &back, err, sizeof err), 0);
+    double t4 = now_ms();
+    json_decref(jb);
+    assert_profiles_equal(&p, &back);
+    fprintf(stderr, "record of 100000 storages: database write %.0f ms, load %.0f ms; JSON write %.0f ms "
+            "(%zu bytes compact), parse and read %.0f ms\n", t1 - t0, t2 - t1, t3 - t2, strlen(text), t4 - t3);
+    /* generous bounds: sanitizer builds and a shared machine */
+    assert_true(t1 - t0 < 10000);
+    assert_true(t2 - t1 < 10000);
+    free(text);
+    json_decref(j);
+    ms_profile_free(&back);
+    ms_profile_free(&q);
+    ms_profile_free(&p);
+    ms_db_close(db);
+}
+
+/* A database of version 5 (before records), with a profile: version 6 adds
+ * the record's tables; the old profile loads with no record, and a new one
+ * keeps its record. */
+static void test_migrates_from_version_5(void **state)
+{
+    (void)state;
+    char path[300], err[512], sql[200];
+    fresh_path(path, sizeof path);
+    assert_true(ms_db_n_migrations >= 6);
+    for (int v = 0; v < 5; v++) raw_exec(path, ms_db_migrations[v]);
+    snprintf(sql, sizeof sql, "PRAGMA user_version=5; PRAGMA application_id=%d;", (int)MS_DB_APPLICATION_ID);
+    raw_exec(path, sql);
+    raw_exec(path,
+             "INSERT INTO runs (id, kind, status, started, started_unix, model) VALUES"
+             " (1, 'profile', 'ok', '2025-01-01T00:00:00.000Z', 1735689600, 'prog.py');"
+             "INSERT INTO profiles (run_id, model, n_layers, seq_len, d_model, n_head, vocab, global_batch, device,"
+             " capacity, reserve, peak, fits, created, created_unix, accounting, loss_present) VALUES (1, 'prog.py',"
+             " 1, 0, 0, 0, 0, 1, 'cpu', 1000, 0, 999, 1, '2025-01-01T00:00:00.000Z', 1735689600, 'cpu-dispatcher', 1);"
+             "INSERT INTO layer_rows (run_id, ord, layer, name, kind, precision, micro_batch, source, param, master,"
+             " grad, optim, act, act_input, transient_fwd, transient_bwd, transient_opt, out_bytes, fwd_ms, bwd_ms,"
+             " opt_ms) VALUES (1, 0, 0, 'model', 'block', 'fp32', 1, 'full', 1, 0, 1, 2, 3, 0, 0, 0, 5, 4, 0.5, 0.5,"
+             " 0.1);");
+    ms_db *db = ms_db_open(path, 0, err, sizeof err);
+    if (!db) fail_msg("open: %s", err);
+    assert_int_equal(ms_db_schema_version(db), ms_db_n_migrations);
+    ms_profile p;
+    if (ms_db_load_profile(db, 1, &p, err, sizeof err)) fail_msg("load: %s", err);
+    assert_null(p.record);
+    assert_int_equal(p.rows[0].transient_opt, 5);
+    assert_string_equal(p.accounting, "cpu-dispatcher");
+    /* what version 6 adds */
+    pu_rng g;
+    pu_seed(&g, 6);
+    p.record = pu_random_record(&g, p.n_layers, 50);
+    int64_t run = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "prog.py", 0);
+    assert_int_equal(ms_db_add_rows(db, run, &p), 0);
+    ms_profile q;
+    if (ms_db_load_profile(db, run, &q, err, sizeof err)) fail_msg("load v6: %s", err);
+    assert_profiles_equal(&p, &q);
+    ms_profile_free(&q);
+    ms_profile_free(&p);
     ms_db_close(db);
 }
 
@@ -1011,12 +1248,15 @@ int main(void)
         cmocka_unit_test(test_empty_file_migrates),
         cmocka_unit_test(test_migrates_from_version_1),
         cmocka_unit_test(test_migrates_from_version_2_keeping_records),
+        cmocka_unit_test(test_migrates_from_version_5),
         cmocka_unit_test(test_newer_schema_refused),
         cmocka_unit_test(test_negative_schema_refused),
         cmocka_unit_test(test_foreign_files_refused),
         cmocka_unit_test(test_open_image),
         cmocka_unit_test(test_profile_round_trip_with_oom),
         cmocka_unit_test(test_several_profiles_share_a_database),
+        cmocka_unit_test(test_profile_record_round_trip),
+        cmocka_unit_test(test_profile_record_100k),
         cmocka_unit_test(test_mem_events_batches),
         cmocka_unit_test(test_runs_and_training_records),
         cmocka_unit_test(test_sigkill_leaves_sound_database),

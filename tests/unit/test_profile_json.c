@@ -1,6 +1,7 @@
-/* test_profile_json.c — the profile JSON: round trips bit for bit, rejects
- * malformed input with a message naming the field, and survives random
- * mutations of valid documents (text and structure) without crashing. */
+/* test_profile_json.c — the profile JSON: round trips bit for bit (a
+ * program's record too), rejects malformed input (and malformed records)
+ * with a message naming the field, and survives random mutations of valid
+ * documents (text and structure) without crashing. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -85,6 +86,8 @@ static void assert_same_profile(const ms_profile *a, const ms_profile *b)
                             (size_t)a->oom.n_live_layers * sizeof *a->oom.live_by_layer);
         assert_string_equal(a->oom.what, b->oom.what);
     }
+    char why[256];
+    if (pu_record_diff(a->record, b->record, why, sizeof why)) fail_msg("record: %s", why);
     assert_int_equal(a->n_rows, b->n_rows);
     for (int i = 0; i < a->n_rows; i++) {
         const ms_layer_row *x = &a->rows[i], *y = &b->rows[i];
@@ -111,6 +114,27 @@ static void assert_same_profile(const ms_profile *a, const ms_profile *b)
     }
 }
 
+/* p as compact text and back: equal field for field (its record too), and
+ * the same JSON again. Consumes j, the JSON of p. */
+static void check_text_round_trip(const ms_profile *p, json_t *j, int it)
+{
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_error_t je;
+    json_t *back_j = json_loads(text, 0, &je);
+    assert_non_null(back_j);
+    ms_profile back;
+    char err[256];
+    if (ms_profile_from_json(back_j, &back, err, sizeof err)) fail_msg("round trip %d: %s", it, err);
+    assert_same_profile(p, &back);
+    json_t *again = ms_profile_to_json(&back);
+    assert_true(json_equal(j, again));
+    json_decref(again);
+    ms_profile_free(&back);
+    json_decref(back_j);
+    free(text);
+    json_decref(j);
+}
+
 static void test_round_trip(void **state)
 {
     (void)state;
@@ -118,21 +142,7 @@ static void test_round_trip(void **state)
         ms_profile *p = sample(1000 + (uint64_t)it, it % 2);
         json_t *j = ms_profile_to_json(p);
         assert_non_null(j);
-        char *text = json_dumps(j, JSON_COMPACT);
-        json_error_t je;
-        json_t *back_j = json_loads(text, 0, &je);
-        assert_non_null(back_j);
-        ms_profile back;
-        char err[256];
-        if (ms_profile_from_json(back_j, &back, err, sizeof err)) fail_msg("round trip %d: %s", it, err);
-        assert_same_profile(p, &back);
-        json_t *again = ms_profile_to_json(&back);
-        assert_true(json_equal(j, again));
-        json_decref(again);
-        ms_profile_free(&back);
-        json_decref(back_j);
-        free(text);
-        json_decref(j);
+        check_text_round_trip(p, j, it);
         drop(p);
     }
 }
@@ -230,6 +240,64 @@ static void test_files(void **state)
     drop(p);
 }
 
+/* A program's profile with a record: text and back, equal storage for
+ * storage (live to the end, copies, the largest bytes, positions up to the
+ * last one below MS_REC_NEVER), and the same JSON again. */
+static void test_record_round_trip(void **state)
+{
+    (void)state;
+    pu_rng r;
+    pu_seed(&r, 31);
+    for (int it = 0; it < 12; it++) {
+        ms_profile *p = sample(500 + (uint64_t)it, it % 2);
+        p->record = pu_random_record(&r, p->n_layers, it == 0 ? 0 : 1 + pu_int(&r, 400));
+        assert_non_null(p->record);
+        if (it == 1) {   /* the far end of the positions */
+            ms_prog_record *x = p->record;
+            x->t_end = MS_REC_NEVER - 1;
+            x->t_from = x->t_end;
+            x->s[x->n - 1].t_alloc = x->t_end - 1;
+            x->s[x->n - 1].t_free = x->t_end;
+        }
+        json_t *j = ms_profile_to_json(p);
+        assert_non_null(j);
+        const json_t *rec = json_object_get(j, "record");
+        assert_true(json_is_object(rec));
+        assert_int_equal(json_array_size(json_object_get(rec, "storages")), p->record->n);
+        for (int i = 0; i < p->record->n; i++) {   /* compact: [layer, category, bytes, t_alloc, t_free, copy_of] */
+            const json_t *e = json_array_get(json_object_get(rec, "storages"), (size_t)i);
+            const ms_rec_storage *st = &p->record->s[i];
+            assert_int_equal(json_array_size(e), 6);
+            assert_string_equal(json_string_value(json_array_get(e, 1)), ms_cat_name((ms_cat)st->cat));
+            assert_int_equal(json_integer_value(json_array_get(e, 4)),
+                             st->t_free == MS_REC_NEVER ? -1 : (json_int_t)st->t_free);
+            assert_int_equal(json_integer_value(json_array_get(e, 5)), st->copy_of);
+        }
+        check_text_round_trip(p, j, 100 + it);
+        drop(p);
+    }
+}
+
+/* No record: no "record" key, and none read back; null reads as none. */
+static void test_no_record(void **state)
+{
+    (void)state;
+    ms_profile *p = sample(8, 0);
+    json_t *j = ms_profile_to_json(p);
+    assert_null(json_object_get(j, "record"));
+    ms_profile back;
+    char err[256];
+    assert_int_equal(ms_profile_from_json(j, &back, err, sizeof err), 0);
+    assert_null(back.record);
+    ms_profile_free(&back);
+    json_object_set_new(j, "record", json_null());
+    assert_int_equal(ms_profile_from_json(j, &back, err, sizeof err), 0);
+    assert_null(back.record);
+    ms_profile_free(&back);
+    json_decref(j);
+    drop(p);
+}
+
 /* Applies one edit to a copy of the valid document and expects a rejection
  * whose message contains `want`. */
 typedef void (*edit_fn)(json_t *root);
@@ -301,6 +369,145 @@ static void e_oom_by_layer_neg(json_t *r)
 }
 static void e_version(json_t *r) { json_object_set_new(r, "version", json_integer(MS_PROFILE_JSON_VERSION + 1)); }
 static void e_device_type(json_t *r) { json_object_set_new(r, "device", json_integer(0)); }
+
+/* Edits of a valid record: storages 0..5 of sample_with_record() */
+static json_t *rec_of(json_t *root) { return json_object_get(root, "record"); }
+static json_t *sto(json_t *root, int i) { return json_array_get(json_object_get(rec_of(root), "storages"), (size_t)i); }
+static void set_sto(json_t *root, int i, int k, json_t *v) { json_array_set_new(sto(root, i), (size_t)k, v); }
+static void r_not_obj(json_t *r) { json_object_set_new(r, "record", json_array()); }
+static void r_no_storages(json_t *r) { json_object_del(rec_of(r), "storages"); }
+static void r_storages_obj(json_t *r) { json_object_set_new(rec_of(r), "storages", json_object()); }
+static void r_no_nlayers(json_t *r) { json_object_del(rec_of(r), "n_layers"); }
+static void r_nlayers(json_t *r)
+{
+    json_t *n = json_object_get(json_object_get(r, "model"), "n_layers");
+    json_object_set_new(rec_of(r), "n_layers", json_integer(json_integer_value(n) - 1));
+}
+static void r_tend_neg(json_t *r) { json_object_set_new(rec_of(r), "t_end", json_integer(-1)); }
+static void r_tend_never(json_t *r) { json_object_set_new(rec_of(r), "t_end", json_integer(MS_REC_NEVER)); }
+static void r_tfrom_str(json_t *r) { json_object_set_new(rec_of(r), "t_from", json_string("0")); }
+static void r_tfrom_late(json_t *r) { json_object_set_new(rec_of(r), "t_from", json_integer(1000)); }
+static void r_sto_obj(json_t *r) { json_array_set_new(json_object_get(rec_of(r), "storages"), 1, json_object()); }
+static void r_sto_short(json_t *r) { json_array_remove(sto(r, 1), 5); }
+static void r_sto_long(json_t *r) { json_array_append_new(sto(r, 1), json_integer(0)); }
+static void r_layer_out(json_t *r)
+{
+    json_t *n = json_object_get(json_object_get(r, "model"), "n_layers");
+    set_sto(r, 0, 0, json_integer(json_integer_value(n)));
+}
+static void r_layer_neg(json_t *r) { set_sto(r, 0, 0, json_integer(-1)); }
+static void r_layer_real(json_t *r) { set_sto(r, 0, 0, json_real(1.0)); }
+static void r_cat_name(json_t *r) { set_sto(r, 0, 1, json_string("weights")); }
+static void r_cat_int(json_t *r) { set_sto(r, 0, 1, json_integer(2)); }
+static void r_bytes_neg(json_t *r) { set_sto(r, 0, 2, json_integer(-4)); }
+static void r_bytes_huge(json_t *r) { set_sto(r, 0, 2, json_integer((1ll << 48) + 1)); }
+static void r_bytes_str(json_t *r) { set_sto(r, 0, 2, json_string("1 GiB")); }
+static void r_alloc_back(json_t *r) { set_sto(r, 3, 3, json_integer(0)); }
+static void r_alloc_end(json_t *r) { set_sto(r, 5, 3, json_integer(100)); }
+static void r_alloc_never(json_t *r) { set_sto(r, 5, 3, json_integer(-1)); }
+static void r_free_early(json_t *r) { set_sto(r, 2, 4, json_integer(20)); }
+static void r_free_same(json_t *r) { set_sto(r, 2, 4, json_integer(30)); }
+static void r_free_late(json_t *r) { set_sto(r, 2, 4, json_integer(101)); }
+static void r_free_neg(json_t *r) { set_sto(r, 2, 4, json_integer(-2)); }
+static void r_free_never(json_t *r) { set_sto(r, 2, 4, json_integer(MS_REC_NEVER)); }
+static void r_copy_self(json_t *r) { set_sto(r, 4, 5, json_integer(4)); }
+static void r_copy_later(json_t *r) { set_sto(r, 4, 5, json_integer(5)); }
+static void r_copy_neg(json_t *r) { set_sto(r, 4, 5, json_integer(-2)); }
+static void r_copy_null(json_t *r) { set_sto(r, 4, 5, json_null()); }
+
+/* A profile with a small record, written out by hand:
+ *  0 [0, param,  100, 10, -1, -1]     live to the end
+ *  1 [1, act,    200, 20, 40, -1]
+ *  2 [2, act,    300, 30, 60, -1]
+ *  3 [1, act,    300, 30, 50,  2]     a copy of 2
+ *  4 [0, grad,    50, 45, 90, -1]
+ *  5 [2, transient, 7, 99, 100, -1]   ending at t_end */
+static ms_profile *sample_with_record(void)
+{
+    ms_profile *p = sample(42, 1);
+    static const ms_rec_storage st[6] = {
+        {0, MS_CAT_PARAM, 100, 10, MS_REC_NEVER, -1}, {1, MS_CAT_ACT, 200, 20, 40, -1},
+        {2, MS_CAT_ACT, 300, 30, 60, -1},             {1, MS_CAT_ACT, 300, 30, 50, 2},
+        {0, MS_CAT_GRAD, 50, 45, 90, -1},             {2, MS_CAT_TRANSIENT, 7, 99, 100, -1},
+    };
+    ms_prog_record *r = calloc(1, sizeof *r);
+    r->s = malloc(sizeof st);
+    memcpy(r->s, st, sizeof st);
+    r->n = 6;
+    r->n_layers = p->n_layers;
+    r->t_from = 25;
+    r->t_end = 100;
+    p->record = r;
+    return p;
+}
+
+static void test_rejects_malformed_record(void **state)
+{
+    (void)state;
+    ms_profile *p = sample_with_record();
+    json_t *valid = ms_profile_to_json(p);
+    assert_non_null(valid);
+    struct { edit_fn f; const char *want; } cases[] = {
+        {r_not_obj, "record: expected an object"},
+        {r_no_storages, "record.storages: missing"},
+        {r_storages_obj, "record.storages: expected an array"},
+        {r_no_nlayers, "record.n_layers: missing"},
+        {r_nlayers, "record.n_layers: 2, but the profile has 3 layers"},
+        {r_tend_neg, "record.t_end"},
+        {r_tend_never, "record.t_end"},
+        {r_tfrom_str, "record.t_from: expected an integer"},
+        {r_tfrom_late, "record.t_from: 1000 is after t_end 100"},
+        {r_sto_obj, "record.storages[1]: expected [layer, category, bytes, t_alloc, t_free, copy_of]"},
+        {r_sto_short, "record.storages[1]: expected ["},
+        {r_sto_long, "record.storages[1]: expected ["},
+        {r_layer_out, "record.storages[0].layer: 3 is outside 0..2"},
+        {r_layer_neg, "record.storages[0].layer: expected an integer"},
+        {r_layer_real, "record.storages[0].layer: expected an integer"},
+        {r_cat_name, "record.storages[0].category: expected one of param|"},
+        {r_cat_int, "record.storages[0].category"},
+        {r_bytes_neg, "record.storages[0].bytes: expected an integer in 0..281474976710656"},
+        {r_bytes_huge, "record.storages[0].bytes"},
+        {r_bytes_str, "record.storages[0].bytes"},
+        {r_alloc_back, "record.storages[3].t_alloc: 0 is before the previous storage's 30"},
+        {r_alloc_end, "record.storages[5].t_alloc: 100 is not before t_end 100"},
+        {r_alloc_never, "record.storages[5].t_alloc: expected an integer"},
+        {r_free_early, "record.storages[2].t_free: 20 is outside 31..100 (-1: never freed)"},
+        {r_free_same, "record.storages[2].t_free: 30 is outside"},
+        {r_free_late, "record.storages[2].t_free: 101 is outside"},
+        {r_free_neg, "record.storages[2].t_free: expected an integer in -1.."},
+        {r_free_never, "record.storages[2].t_free: expected an integer"},
+        {r_copy_self, "record.storages[4].copy_of: 4 is not -1 or an earlier storage"},
+        {r_copy_later, "record.storages[4].copy_of: 5 is not"},
+        {r_copy_neg, "record.storages[4].copy_of: expected an integer"},
+        {r_copy_null, "record.storages[4].copy_of"},
+    };
+    assert_int_equal(p->n_layers, 3);   /* the messages above name it */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_reject(valid, cases[i].f, cases[i].want);
+    /* the valid one reads, equal */
+    ms_profile q;
+    char err[256];
+    assert_int_equal(ms_profile_from_json(valid, &q, err, sizeof err), 0);
+    assert_same_profile(p, &q);
+    ms_profile_free(&q);
+    /* in memory: the same checks, through ms_profile_validate */
+    assert_int_equal(ms_profile_validate(p, err, sizeof err), 0);
+    p->record->s[3].copy_of = 3;
+    assert_int_equal(ms_profile_validate(p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "record.storages[3].copy_of"));
+    p->record->s[3].copy_of = 2;
+    p->record->n = 7;
+    free(p->record->s);
+    p->record->s = NULL;
+    assert_int_equal(ms_prog_record_validate(p->record, p->n_layers, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no list of them"));
+    p->record->n = MS_PROFILE_MAX_REC_STORAGES + 1;
+    assert_int_equal(ms_prog_record_validate(p->record, p->n_layers, err, sizeof err), -1);
+    assert_non_null(strstr(err, "record.storages:"));
+    p->record->n = 0;
+    assert_int_equal(ms_prog_record_validate(p->record, p->n_layers, err, sizeof err), 0);
+    json_decref(valid);
+    drop(p);
+}
 
 static void test_rejects_malformed(void **state)
 {
@@ -492,6 +699,9 @@ int main(void)
         cmocka_unit_test(test_program_profile),
         cmocka_unit_test(test_files),
         cmocka_unit_test(test_rejects_malformed),
+        cmocka_unit_test(test_record_round_trip),
+        cmocka_unit_test(test_no_record),
+        cmocka_unit_test(test_rejects_malformed_record),
         cmocka_unit_test(test_validate_in_memory),
         cmocka_unit_test(test_fuzz),
     };
