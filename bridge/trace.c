@@ -476,6 +476,14 @@ static int on_ledger(msb_trace *t, const json_t *o, const char *ev, int conn)
         e.alloc = bnum(o, "live", 0);
         e.peak = bnum(o, "cap", 0);
         break;
+    case 'c':
+        e.kind = MSB_EV_CROSS;
+        e.orig = (uint64_t)num(o, "o", 0);
+        if (!m->address || !e.orig) {
+            t->bad_lines++;    /* a copy of nothing, or into nothing */
+            return 0;
+        }
+        break;
     case 'w':
         e.kind = MSB_EV_WHERE;
         e.n = inum(o, "fp", 0);
@@ -595,7 +603,8 @@ int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn)
     }
     const char *ev = json_string_value(evj);
     int rc = 0;
-    if (ev[0] && !ev[1] && strchr("afrxw", ev[0])) rc = on_ledger(t, o, ev, conn);
+    if (ev[0] && !ev[1] && strchr("afrxwc", ev[0])) rc = on_ledger(t, o, ev, conn);
+    else if (!strcmp(ev, "placed")) rc = push(t, &(msb_ev){ .kind = MSB_EV_PLACED, .conn = conn });
     else if (!strcmp(ev, "seg")) rc = on_segment(t, o, conn);
     else if (!strcmp(ev, "hello")) t->n_hello++;
     else if (!strcmp(ev, "torch")) {

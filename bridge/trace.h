@@ -41,7 +41,8 @@
 
 typedef enum {
     MSB_EV_ALLOC = 'a', MSB_EV_FREE = 'f', MSB_EV_RELABEL = 'r', MSB_EV_REFUSED = 'x',
-    MSB_EV_WHERE = 'w', MSB_EV_SEGMENT = 's', MSB_EV_STEP = 'S', MSB_EV_OOM = 'O'
+    MSB_EV_WHERE = 'w', MSB_EV_SEGMENT = 's', MSB_EV_STEP = 'S', MSB_EV_OOM = 'O',
+    MSB_EV_CROSS = 'c', MSB_EV_PLACED = 'P'
 } msb_ev_kind;
 
 typedef struct msb_ev {
@@ -62,6 +63,11 @@ typedef struct msb_ev {
      * alloc, the capacity in peak. */
     int64_t alloc, peak, reserved, rpeak, xin;
     int xl;
+    /* CROSS (the record pass): the applier's copy of a tensor to another
+     * stage, m.address the copy's storage, orig the storage it copied.
+     * PLACED: the plan's placement was made (the record's peaks count from
+     * there). */
+    uint64_t orig;
 } msb_ev;
 
 typedef struct msb_interval_ms {

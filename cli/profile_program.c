@@ -38,6 +38,12 @@ static const char ms_profile_program_usage[] =
     "                     allocator's counters and CUPTI only; lowest overhead)\n"
     "  --no-second-pass   after an OOM, do not run the program again uncapped to\n"
     "                     measure the layers the trial never reached\n"
+    "  --no-record-pass   do not run the record pass: after the trial the program\n"
+    "                     runs once more, uncapped, each layer a stage of its own,\n"
+    "                     so that a plan predicts each stage from what crosses a\n"
+    "                     split (docs/program-record.md); without it a plan from\n"
+    "                     this profile uses the stage rules. --diagnose-only makes\n"
+    "                     none\n"
     "  --ballast-only     GPU: the emulated capacity and nothing else (no hooks, no\n"
     "                     tracking): run the program and say from its traceback in\n"
     "                     which module it died, to compare with the profile\n"
@@ -63,11 +69,11 @@ typedef struct profile_program_args {
     size_t capacity;
     long steps;
     const char *layers, *db_path, *record;
-    int diag, second, json, quiet, ballast_only;
+    int diag, second, record_pass, json, quiet, ballast_only;
     int dd;                    /* argv[dd] is "--" */
 } profile_program_args;
 
-enum { O_GPUMEM = 1000, O_STEPS, O_LAYERS, O_DIAG, O_NOSECOND, O_DB, O_JSON, O_QUIET, O_BALLAST, O_RECORD };
+enum { O_GPUMEM = 1000, O_STEPS, O_LAYERS, O_DIAG, O_NOSECOND, O_NORECORD, O_DB, O_JSON, O_QUIET, O_BALLAST, O_RECORD };
 
 /* One option into a: 0, or -1 (printed). */
 static int take_opt(profile_program_args *a, int c)
@@ -93,6 +99,7 @@ static int take_opt(profile_program_args *a, int c)
     case O_LAYERS: a->layers = optarg; return 0;
     case O_DIAG: a->diag = 1; return 0;
     case O_NOSECOND: a->second = 0; return 0;
+    case O_NORECORD: a->record_pass = 0; return 0;
     case O_DB: a->db_path = optarg; return 0;
     case O_JSON: a->json = 1; return 0;
     case O_QUIET: a->quiet = 1; return 0;
@@ -107,7 +114,8 @@ static int parse_args(int argc, char **argv, profile_program_args *a)
     static const struct option opts[] = {
         { "gpu-mem", required_argument, 0, O_GPUMEM }, { "steps", required_argument, 0, O_STEPS },
         { "layers", required_argument, 0, O_LAYERS }, { "diagnose-only", no_argument, 0, O_DIAG },
-        { "no-second-pass", no_argument, 0, O_NOSECOND }, { "db", required_argument, 0, O_DB },
+        { "no-second-pass", no_argument, 0, O_NOSECOND }, { "no-record-pass", no_argument, 0, O_NORECORD },
+        { "db", required_argument, 0, O_DB },
         { "json", no_argument, 0, O_JSON }, { "quiet", no_argument, 0, O_QUIET },
         { "ballast-only", no_argument, 0, O_BALLAST }, { "record-events", required_argument, 0, O_RECORD },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
@@ -116,6 +124,7 @@ static int parse_args(int argc, char **argv, profile_program_args *a)
     a->steps = 2;
     a->layers = "";
     a->second = 1;
+    a->record_pass = 1;
     a->dd = 1;
     while (a->dd < argc && strcmp(argv[a->dd], "--")) a->dd++;
     int c, idx = 0;
@@ -153,7 +162,8 @@ static int trial(int argc, char **argv, const profile_program_args *a, json_t **
     }
     char *cmdline = ms_cli_cmdline(argc, argv);
     ms_program_trial_args ta = { .prog = argv + a->dd + 1, .capacity = a->capacity, .steps = a->steps,
-                                 .layers = a->layers, .diag = a->diag, .second = a->second, .json = a->json,
+                                 .layers = a->layers, .diag = a->diag, .second = a->second,
+                                 .record_pass = a->record_pass && !a->diag, .json = a->json,
                                  .quiet = a->quiet, .db = db, .cmdline = cmdline, .who = "profile", .record = record };
     ms_program_trial *r = calloc(1, sizeof *r);
     int code = r ? ms_program_run_trial(&ta, r) : MS_EXIT_RUNTIME;

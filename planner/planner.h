@@ -3,8 +3,10 @@
  *
  * Contract:
  *  - ms_plan_search() finds the plan with the smallest predicted step time
- *    (memory_model.h states the model) over: the number of stages (1..number
- *    of devices, fewer if faster), which devices hold them and in what order
+ *    (memory_model.h states the model; the sequential schedule has its own,
+ *    sequential.h, or replays a program's record when the profile has one,
+ *    record_replay.h) over: the number of stages (1..number of devices,
+ *    fewer if faster), which devices hold them and in what order
  *    (every subset and ordering of the given capacities), contiguous split
  *    points, the precision policy, the schedule, the micro-batch size (every
  *    divisor of the global batch) and full-block recompute per stage — each
@@ -88,7 +90,11 @@ int ms_plan_choose(const ms_profile *prof, const ms_plan_device *devs, int n_dev
 /* A sequential plan's stage (a program's), asked about one moment: the
  * bytes the model predicts it holds at most while layer `layer` (n_layers:
  * the program's loss) runs its forward or backward (MS_PH_*), reserve
- * included, into *live. 0, or -1 when that stage never runs that moment. */
+ * included, into *live. 0, or -1 when that stage never runs that moment.
+ * With the profile's record, the record's moments say it (the stage's
+ * layers replayed while that layer and phase ran in the record pass); -1
+ * when the record kept none of them (one loaded from a file or the
+ * database): the caller then has the stage's peak. */
 int ms_plan_stage_live_at(const ms_profile *prof, const ms_plan *pl, int stage, int layer, int phase, uint64_t *live);
 
 /* What would make an infeasible request fit, each found by a search. */

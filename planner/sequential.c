@@ -1,11 +1,13 @@
 /* sequential.c — the exact search for the sequential schedule (sequential.h). */
 #include "planner/sequential.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "planner/memory_model.h"
+#include "planner/record_replay.h"
 #include "planner/search_dp.h"
 #include "vocab/errf.h"
 
@@ -168,10 +170,80 @@ static void stage_bounds(const ms_layer_cost *L, int n, int first, int last, uin
     *out = last < n - 1 ? L[last].out_bytes : 0;
 }
 
+/* The last record's range peaks, kept for the next search: ms_plan_choose
+ * and the infeasibility explainer search one profile many times, and the
+ * table is most of a search's time (a third of a second for 200 layers and
+ * 60,000 storages). Keyed by a copy of the whole record, so a record that
+ * changed in any field is never served another's peaks. */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static ms_prog_record cache_rec;   /* its storages owned here */
+static uint64_t *cache_peaks;
+
+static int same_record(const ms_prog_record *x, const ms_prog_record *y)
+{
+    if (x->n_layers != y->n_layers || x->t_from != y->t_from || x->t_end != y->t_end || x->n != y->n) return 0;
+    for (int i = 0; i < x->n; i++) {
+        const ms_rec_storage *a = &x->s[i], *b = &y->s[i];
+        if (a->layer != b->layer || a->cat != b->cat || a->bytes != b->bytes || a->t_alloc != b->t_alloc ||
+            a->t_free != b->t_free || a->copy_of != b->copy_of)
+            return 0;
+    }
+    return 1;
+}
+
+/* ms_record_range_peaks through the cache: peaks has n_layers^2 entries.
+ * 0, or -1 when out of memory. */
+static int record_peaks(const ms_prog_record *r, uint64_t *peaks)
+{
+    const size_t cells = (size_t)r->n_layers * (size_t)r->n_layers;
+    pthread_mutex_lock(&cache_lock);
+    int hit = cache_peaks && same_record(&cache_rec, r);
+    if (hit) memcpy(peaks, cache_peaks, cells * sizeof *peaks);
+    pthread_mutex_unlock(&cache_lock);
+    if (hit) return 0;
+    if (ms_record_range_peaks(r, peaks)) return -1;
+    /* kept when memory allows; the search goes on either way */
+    ms_rec_storage *s = malloc((size_t)(r->n ? r->n : 1) * sizeof *s);
+    uint64_t *pk = malloc(cells * sizeof *pk);
+    if (!s || !pk) {
+        free(s);
+        free(pk);
+        return 0;
+    }
+    if (r->n) memcpy(s, r->s, (size_t)r->n * sizeof *s);
+    memcpy(pk, peaks, cells * sizeof *pk);
+    pthread_mutex_lock(&cache_lock);
+    free(cache_rec.s);
+    free(cache_peaks);
+    cache_rec = *r;
+    cache_rec.s = s;
+    cache_rec.m = NULL;            /* the peaks do not depend on the moments */
+    cache_rec.n_moments = 0;
+    cache_peaks = pk;
+    pthread_mutex_unlock(&cache_lock);
+    return 0;
+}
+
+/* The profile's record when the search replays it (its layers are the
+ * profile's), else NULL: the stage rules serve. */
+static const ms_prog_record *usable_record(const ms_profile *prof)
+{
+    return prof->record && prof->record->n_layers == prof->n_layers ? prof->record : NULL;
+}
+
 int ms_plan_stage_live_at(const ms_profile *prof, const ms_plan *pl, int stage, int layer, int phase, uint64_t *live)
 {
     if (!prof || !pl || stage < 0 || stage >= pl->n_stages || pl->n_layers != prof->n_layers || prof->n_layers < 1)
         return -1;
+    /* a record says it by its moments: the range replayed while that ran */
+    const ms_prog_record *rec = usable_record(prof);
+    if (rec) {
+        const ms_plan_stage *st = &pl->stages[stage];
+        uint64_t v = 0;
+        if (ms_record_live_at(rec, st->first, st->last, layer, phase, &v) != 0) return -1;
+        *live = ms_sat_add(v, prof->reserve);
+        return 0;
+    }
     const int n = prof->n_layers;
     const ms_plan_stage *st = &pl->stages[stage];
     ms_layer_cost *L = malloc((size_t)n * sizeof *L);
@@ -220,11 +292,12 @@ static int better(double comm, double frac, const cell *c)
 }
 
 /* One configuration (precision, micro-batch): fills best_* when it beats
- * *best_ms. Returns 0, or -1 when out of memory. */
+ * *best_ms. rec: the record's peak of every range (ms_record_range_peaks),
+ * which then stands for the stage rules; NULL: the rules. Returns 0, or -1
+ * when out of memory. */
 static int search_one(const ms_layer_cost *L, int n, const ms_dev_space *ds, int R, uint64_t reserve, int m,
-                      double link_gbps, int grads_freed, int program, const ms_loss_row *loss, double *best_ms,
-                      double *best_frac,
-                      ms_stage_pick *picks, int *n_picks)
+                      double link_gbps, int grads_freed, int program, const ms_loss_row *loss, const uint64_t *rec,
+                      double *best_ms, double *best_frac, ms_stage_pick *picks, int *n_picks)
 {
     const int S = ds->n_states, K = ds->n_cls;
     cell *T = calloc((size_t)(n + 1) * (size_t)S, sizeof *T);
@@ -242,12 +315,18 @@ static int search_one(const ms_layer_cost *L, int n, const ms_dev_space *ds, int
             for (int e = j + 1; e <= n; e++) {        /* the stage holds layers j..e-1 */
                 const ms_layer_cost *lc = &L[e - 1];
                 uint64_t in = j > 0 ? L[j - 1].out_bytes : 0, out = e < n ? lc->out_bytes : 0;
-                uint64_t by[MS_CAT_N];
-                uint64_t peak = ms_seq_stage_peak(L, n, j, e - 1, in, out, grads_freed, program, loss, reserve, by);
-                /* the forward's peak only grows with e and is no more than
-                 * the stage's: once the largest device is too small for it,
-                 * longer stages are too */
-                if (forward_floor(L, j, e - 1, in, reserve) > ds->avail[0]) break;
+                uint64_t by[MS_CAT_N], peak;
+                if (rec) {
+                    /* no early stop: a longer stage can elide a copy and
+                     * peak lower */
+                    peak = ms_sat_add(rec[(size_t)j * n + (e - 1)], reserve);
+                } else {
+                    peak = ms_seq_stage_peak(L, n, j, e - 1, in, out, grads_freed, program, loss, reserve, by);
+                    /* the forward's peak only grows with e and is no more
+                     * than the stage's: once the largest device is too small
+                     * for it, longer stages are too */
+                    if (forward_floor(L, j, e - 1, in, reserve) > ds->avail[0]) break;
+                }
                 double comm = c->comm + (e < n ? 2 * ms_transfer_ms(lc->out_bytes, link_gbps) : 0);
                 for (int k = 0; k < K; k++) {
                     int nst = ds->add[st * K + k];
@@ -306,7 +385,18 @@ int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs
     ms_stage_pick *picks = malloc((size_t)R * sizeof *picks), *cur = malloc((size_t)R * sizeof *cur);
     int rc = MS_PLAN_INFEASIBLE, win_prec = -1, win_mb = 0, n_best = 0;
     double best = 1e300, best_frac = 2;
-    if (!L || !picks || !cur) rc = ms_errf(err, errlen, "out of memory");
+    /* a program's record: every range's peak, once (the same for every
+     * precision and micro-batch: the program's own) */
+    const ms_prog_record *record = usable_record(prof);
+    uint64_t *rec = NULL;
+    char rerr[200];
+    if (!L || !picks || !cur) {
+        rc = ms_errf(err, errlen, "out of memory");
+    } else if (record && ms_record_check(record, rerr, sizeof rerr)) {
+        rc = ms_errf(err, errlen, "the profile's record is malformed: %s", rerr);
+    } else if (record && (!(rec = malloc((size_t)n * (size_t)n * sizeof *rec)) || record_peaks(record, rec))) {
+        rc = ms_errf(err, errlen, "out of memory");
+    }
     unsigned have = ms_profile_precisions(prof);
     for (int prec = 0; rc == MS_PLAN_INFEASIBLE && prec < 3; prec++) {
         if (!(have & (1u << prec)) || (o->precision >= 0 && o->precision != prec)) continue;
@@ -318,7 +408,7 @@ int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs
             }
             int np = 0;
             int got = search_one(L, n, &ds, R, prof->reserve, G / u, o->link_gbps, prof->grads_freed,
-                                 prof->fingerprint[0] != 0, &prof->loss, &best, &best_frac, cur, &np);
+                                 prof->fingerprint[0] != 0, &prof->loss, rec, &best, &best_frac, cur, &np);
             if (got < 0) {
                 rc = ms_errf(err, errlen, "out of memory");
                 break;
@@ -360,21 +450,33 @@ int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs
                 ms_plan_stage *st = &out->stages[s];
                 ms_stage_predict(L, n, picks[s].first, picks[s].last, s, n_best, MS_SCHED_SEQUENTIAL, out->n_micro, 0,
                                  prof->reserve, o->link_gbps, st);
-                /* the memory by the sequential model, not the pipeline's sums */
-                uint64_t in, outb;
-                stage_bounds(L, n, picks[s].first, picks[s].last, &in, &outb);
-                st->peak = ms_seq_stage_peak(L, n, picks[s].first, picks[s].last, in, outb, prof->grads_freed,
-                                             prof->fingerprint[0] != 0, &prof->loss, prof->reserve, st->bytes);
+                /* the memory by the sequential model (the record replayed,
+                 * or the stage rules), not the pipeline's sums */
+                if (record) {
+                    uint64_t pk = ms_record_stage(record, picks[s].first, picks[s].last, st->bytes);
+                    if (pk == UINT64_MAX) {
+                        rc = ms_errf(err, errlen, "out of memory");
+                        break;
+                    }
+                    st->peak = ms_sat_add(pk, prof->reserve);
+                    st->bytes[MS_CAT_RESERVE] = ms_sat_add(st->bytes[MS_CAT_RESERVE], prof->reserve);
+                } else {
+                    uint64_t in, outb;
+                    stage_bounds(L, n, picks[s].first, picks[s].last, &in, &outb);
+                    st->peak = ms_seq_stage_peak(L, n, picks[s].first, picks[s].last, in, outb, prof->grads_freed,
+                                                 prof->fingerprint[0] != 0, &prof->loss, prof->reserve, st->bytes);
+                }
                 st->device = ds.devs[ds.dev_off[picks[s].cls] + used[picks[s].cls]++];
                 cyc += st->fwd_ms + st->bwd_ms + st->comm_ms;
                 opt += st->opt_ms;
             }
             out->step_ms = (double)out->n_micro * cyc + opt;
-            rc = MS_PLAN_OK;
+            if (rc == MS_PLAN_INFEASIBLE) rc = MS_PLAN_OK;
         }
     }
     if (rc != MS_PLAN_OK) ms_plan_free(out);
     ms_dev_space_free(&ds);
+    free(rec);
     free(L);
     free(picks);
     free(cur);

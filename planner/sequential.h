@@ -9,9 +9,11 @@
  * each step (the profile's grads_freed), appearing in backward: freed before
  * the forward (a plain loop's zero_grad first) or after it, when the loss's
  * backward begins (Lightning's closure: last step's gradients live through
- * the forward); the step
- * takes m * sum over stages of (fwd + bwd + comm) + sum of the optimizer
- * steps, so splits differ only in what crosses their boundaries: the search
+ * the forward). A profile with a record of as many layers (prof->record)
+ * has its stages' memory from the record replayed instead
+ * (record_replay.h), the stage rules unused; a malformed record is an
+ * error. The step takes m * sum over stages of (fwd + bwd + comm) + sum of
+ * the optimizer steps, so splits differ only in what crosses their boundaries: the search
  * minimises the predicted step time, then the largest share of a device any
  * stage takes (balance), over every stage count, choice of devices and
  * contiguous split — a dynamic program over (layers placed, devices used),

@@ -55,6 +55,7 @@ typedef struct ms_program_trial_args {
     long steps;
     const char *layers;
     int diag, second, json, quiet, brief;
+    int record_pass;           /* after the trial, the record pass (below) for the profile */
     ms_db *db;
     int64_t parent;
     const char *cmdline;
@@ -71,6 +72,8 @@ typedef struct ms_program_trial {
     msb_exit ex;
     char fail[1200];
     char name[128];
+    int record_tried;          /* a record pass was asked for: prof.record, or why not */
+    char record_why[1200];
 } ms_program_trial;
 
 int ms_program_run_trial(const ms_program_trial_args *a, ms_program_trial *r);
@@ -81,6 +84,23 @@ void ms_program_trial_free(ms_program_trial *r);
  * tracking), on a GPU; says in which module the program died, if it did.
  * The exit status; with json, *summary is {oom, module, type, exit}. */
 int ms_program_ballast_only(char *const *prog, size_t capacity, int json, int quiet, json_t **summary);
+
+/* The record pass (program_record.c; docs/program-record.md): the program
+ * run once more for steps steps, uncapped, each of the profile's layers a
+ * stage of its own on the trial's device (virtual devices), every crossing
+ * the applier makes said with what it copied. Its record goes to
+ * prof->record, which the planner replays under each placement. 0, or -1
+ * with why (one layer, more layers than stages, the pass failed or ran
+ * out): the plan then uses the stage rules. */
+typedef struct ms_program_record_args {
+    char *const *prog;
+    long steps;
+    int json, quiet;
+    int brief;                 /* one line said, no step's progress (doctor's screen) */
+    const char *who;           /* "doctor": the messages' prefix */
+    FILE *events;              /* --record-events (NULL: none) */
+} ms_program_record_args;
+int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, char *why, size_t whylen);
 
 /* ---- plans (program_plan.c) -------------------------------------------- */
 

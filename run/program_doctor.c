@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bridge/host/launch.h"
+#include "bridge/record.h"
 #include "bridge/trace.h"
 #include "planner/explain.h"
 #include "reports/db.h"
@@ -53,9 +54,9 @@ static void note_run(ckpt_seen *k, const ms_program_run *run, int restart)
 static void say_checkpoints(FILE *f, const ckpt_seen *k)
 {
     if (!k->saves)
-        fprintf(f, "checkpoints: the program saved none with torch.save%s\n",
+        fprintf(f, "checkpoints: none saved (torch.save)%s\n",
                 k->restarts ? ": each restart began again from its first step\n  (its step rows replaced, not doubled)"
-                            : ";\n  a restart would begin again from its first step");
+                            : ": a restart would begin at the first step");
     else if (k->restarts && k->loads_on_restart == k->restarts && k->resumed_at > 0) {
         fprintf(f, "checkpoints: the program saves them (last %s) and loaded %s on the restart, saved after step "
                    "%d: it resumed there, no finished step lost", k->last_save, k->load, k->resumed_at);
@@ -76,8 +77,9 @@ static void say_checkpoints(FILE *f, const ckpt_seen *k)
 /* What an OOM in the rerun teaches: the stage needed at least `need`
  * bytes where the plan said its peak was less. On the root stage the excess
  * is the program's own (what it keeps on its device from step to step, as
- * a buffer it makes at a later step): it goes with the loss row's carry,
- * wherever the root stage goes next; on another stage the device it ran on
+ * a buffer it makes at a later step): it goes with the root stage wherever
+ * the next plan puts it (held on layer 0 throughout the record, or the
+ * loss row's carry under the stage rules); on another stage the device it ran on
  * has that much less for the plan. learned says which, for the reason. */
 static void learn_from_oom(ms_profile *prof, const ms_plan *pl, const ms_program_run *run, ms_plan_device *devs,
                            int n_devs, char *learned, size_t len)
@@ -94,9 +96,14 @@ static void learn_from_oom(ms_profile *prof, const ms_plan *pl, const ms_program
     if (need <= expected) return;
     uint64_t excess = need - expected;
     char b[32];
-    if (pl->stages[s].first == 0 && prof->loss.present) {
-        prof->loss.carry += excess;
-        prof->loss.carry_loss += excess;
+    if (pl->stages[s].first == 0 && (prof->record || prof->loss.present)) {
+        /* the root stage goes where the next plan puts it, and these bytes with it */
+        if (prof->record) {
+            if (msb_record_hold(prof->record, 0, MS_CAT_ACT, excess) != 0) return;
+        } else {
+            prof->loss.carry += excess;
+            prof->loss.carry_loss += excess;
+        }
         snprintf(learned, len, "%s above what the plan had it hold there; re-planned with them counted as the "
                  "program's own on the root stage", ms_fmt_bytes(excess, b, sizeof b));
         return;
@@ -276,7 +283,8 @@ static void doctor(doctor_job *j)
     const ms_program_doctor_args *a = j->a;
     char b[32];
     ms_program_trial_args ta = { .prog = a->prog, .capacity = a->cap, .steps = a->steps, .layers = a->layers,
-                                 .second = 1, .json = a->json, .quiet = a->quiet, .brief = 1, .db = j->db,
+                                 .second = 1, .record_pass = 1, .json = a->json, .quiet = a->quiet, .brief = 1,
+                                 .db = j->db,
                                  .parent = j->doc, .cmdline = a->cmdline, .who = "doctor" };
     j->code = j->tr && j->run ? ms_program_run_trial(&ta, j->tr) : MS_EXIT_RUNTIME;
     if (j->tr) json_object_set_new(j->result, "trial", ms_program_trial_json(j->tr));

@@ -322,6 +322,25 @@ static void show(trial_job *j)
     else if (j->said[0]) fprintf(stderr, "memsplit %s: %s\n", j->who, j->said);
 }
 
+/* The record pass, when asked, after a trial that fitted or ran out of
+ * memory: the profile's record, or why there is none (said). */
+static void record_pass(trial_job *j)
+{
+    const ms_program_trial_args *a = j->a;
+    ms_program_trial *r = j->r;
+    if (!a->record_pass || (j->code != MS_EXIT_OK && j->code != MS_EXIT_OOM) || msb_stop_signal()) return;
+    r->record_tried = 1;
+    ms_program_record_args ra = { .prog = a->prog, .steps = a->steps, .json = a->json, .quiet = a->quiet,
+                                  .brief = a->brief, .who = j->who, .events = a->record };
+    if (ms_program_record_pass(&ra, &r->prof, r->record_why, sizeof r->record_why) == 0) return;
+    if (msb_stop_signal()) {
+        stopped(j, msb_stop_signal());
+        return;
+    }
+    fprintf(a->json ? stderr : stdout, "note: no record of what crosses a split (%s): a plan from this profile "
+            "predicts each stage by the stage rules\n", r->record_why);
+}
+
 /* The memory events, the rows, how the program ended and the run's end. */
 static void record(trial_job *j, const char *how)
 {
@@ -373,6 +392,7 @@ int ms_program_run_trial(const ms_program_trial_args *a, ms_program_trial *r)
     if (r->have_prof) {
         verdict(&j, how);
         show(&j);
+        record_pass(&j);
     }
     if (a->db && r->run > 0) record(&j, how);
     msb_trace_free(&j.u);
@@ -395,6 +415,9 @@ json_t *ms_program_trial_json(const ms_program_trial *r)
     json_object_set_new(pr, "warnings", json_string(r->t.warnings));
     json_object_set_new(pr, "second_pass", json_boolean(r->have_u));
     json_object_set_new(pr, "steps_done", json_integer(r->t.n_steps));
+    if (r->record_tried)
+        json_object_set_new(pr, "record", json_pack("{s:b, s:s}", "made", r->prof.record != NULL, "why",
+                                                    r->record_why));
     json_object_set_new(pr, "status", json_string(r->status ? r->status : "failed"));
     if (!r->have_prof) json_object_set_new(o, "error", json_string(r->fail));
     if (r->run > 0) json_object_set_new(o, "run_id", json_integer(r->run));

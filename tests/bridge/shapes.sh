@@ -4,13 +4,12 @@
 # with every parameter byte in exactly one row, diagnosed under a cap (the
 # module and phase named), and split by doctor over two CPU devices, training
 # with the losses of the plain run. Every stage's measured peak against its
-# prediction is printed, and held to 2% where the stage model is known to
-# hold it (SHAPES_2PCT); the record-based prediction that holds it for every
-# shape is issue 37's open part. Needs $MEMSPLIT.
+# prediction (the program's record replayed: docs/program-record.md) is
+# printed, and held to 2% (SHAPES_2PCT: every shape). Needs $MEMSPLIT.
 . "$(dirname "$0")/lib.sh"
 js() { "$PY" -c "import json,sys; d=json.load(open('$1')); print($2)" 2>&1; }
 SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict nested accum lstm gan}
-SHAPES_2PCT=${SHAPES_2PCT:-dict nested resnet50}
+SHAPES_2PCT=${SHAPES_2PCT:-$SHAPES}
 
 if ! "$PY" -c 'import torch, torchvision' 2>/dev/null; then
     echo "shapes: $PY has no torch or torchvision (scripts/deps.sh installs both)"; exit 1
@@ -23,11 +22,11 @@ shape_args() {  # the program's arguments: resnet50 on small images, to keep the
 for s in $SHAPES; do
     P=("$PY" "$HERE/shapes.py" $(shape_args "$s"))
     "${P[@]}" > "$T/$s.plain" 2>&1 || { bad "$s: the program alone failed" "$(tail -3 "$T/$s.plain")"; continue; }
-    "$M" profile --quiet --json -- "${P[@]}" > "$T/$s.json" 2> "$T/$s.err" || \
+    "$M" profile --quiet --json --no-record-pass -- "${P[@]}" > "$T/$s.json" 2> "$T/$s.err" || \
         { bad "$s: uncapped profile" "$(tail -4 "$T/$s.err")"; continue; }
     # the allocator's record (docs/program-record.md, "Cheap on the GPU"), with the dispatcher
     # standing in for the GPU's allocator: every byte of the profile as the per-operator trace's
-    if MEMSPLIT_RECORD=allocator "$M" profile --quiet --json -- "${P[@]}" > "$T/$s.rec.json" 2> "$T/$s.rec.err"; then
+    if MEMSPLIT_RECORD=allocator "$M" profile --quiet --json --no-record-pass -- "${P[@]}" > "$T/$s.rec.json" 2> "$T/$s.rec.err"; then
         d=$("$PY" "$HERE/same_profile.py" "$T/$s.json" "$T/$s.rec.json") && \
             ok "$s: the allocator's record gives the per-operator trace's profile, byte for byte" || \
             bad "$s: the allocator's record differs from the per-operator trace" "$d"
@@ -78,8 +77,25 @@ print(total)")
     b=$(grep -o '^step [0-9]* loss [0-9.]*' "$T/$s.plain" | awk '{print $4}' | paste -sd, -)
     [ -n "$b" ] && [ "$a" = "$b" ] && ok "$s: split over two CPU devices, the plain run's losses ($a)" || \
         bad "$s: losses" "split $a" "plain $b"
+    [ "$(js "$T/$s.doc" "d['trial']['program']['record']['made']")" = True ] && ok "$s: the record pass measured what crosses a split" || \
+        bad "$s: no record" "$(js "$T/$s.doc" "d['trial']['program']['record']['why']")"
     gaps=$(js "$T/$s.doc" "', '.join('%s %+.2f%%' % (x['name'], 100 * x['gap']) for x in d['train']['devices'])")
     echo "  $s: stages $(js "$T/$s.doc" "[s['layers'] for s in d['plan']['stages']]"), measured against predicted: $gaps"
+    if [ "$s" = unet ]; then
+        # the record kept with the profile (docs/program-record.md): a plan made from the
+        # database and one from the profile's JSON replay it as doctor does
+        "$M" profile --quiet --gpu-mem "$cap" --db "$T/$s.p.db" -- "${P[@]}" > /dev/null 2>&1
+        for src in "--db $T/$s.p.db" "--profile $T/$s.oom"; do
+            if "$M" plan $src --gpus 2 --gpu-mem "$cap" --devices cpu,cpu -o "$T/$s.plan.json" > "$T/$s.plan.out" 2>&1 &&
+                "$M" train --plan "$T/$s.plan.json" --json -- "${P[@]}" > "$T/$s.tr" 2> "$T/$s.trerr"; then
+                g=$(js "$T/$s.tr" "', '.join('%+.2f%%' % (100 * x['gap']) for x in d['devices'])")
+                [ "$(js "$T/$s.tr" "all(abs(x['gap']) <= 0.02 for x in d['devices'])")" = True ] && \
+                    ok "$s: plan ${src%% *} then train --plan: every stage within 2% ($g)" || bad "$s: plan ${src%% *}" "$g"
+            else
+                bad "$s: plan ${src%% *} then train" "$(tail -3 "$T/$s.plan.out" "$T/$s.trerr")"
+            fi
+        done
+    fi
     case " $SHAPES_2PCT " in *" $s "*)
         [ "$(js "$T/$s.doc" "all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")" = True ] && \
             ok "$s: every stage within 2% of its prediction" || bad "$s: stages past 2%" "$gaps";;
@@ -88,7 +104,7 @@ done
 # a GAN: two models, two optimizers; a trial step is a whole iteration (the
 # discriminator's step, then the generator's), so two steps let the program
 # print its first iteration's loss and stop inside its second
-"$M" profile --steps 2 -- "$PY" "$HERE/shapes.py" --shape gan --steps 6 > "$T/gan.out" 2> "$T/gan.err"; rc=$?
+"$M" profile --steps 2 --no-record-pass -- "$PY" "$HERE/shapes.py" --shape gan --steps 6 > "$T/gan.out" 2> "$T/gan.err"; rc=$?
 [ $rc = 0 ] && [ "$(grep -c '^step [0-9]* loss' "$T/gan.out")" = 1 ] && grep -q '^step 0 loss' "$T/gan.out" && \
     ok "gan: a trial step is a whole iteration, both optimizers' steps" || \
     bad "gan: iterations (exit $rc)" "$(grep '^step' "$T/gan.out" | head -3)" "$(tail -2 "$T/gan.err")"

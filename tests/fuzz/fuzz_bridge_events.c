@@ -17,7 +17,9 @@
  * or hang: every line reaches the collector (as an event or a bad line:
  * one per newline written, plus one per connection that ended in the
  * middle of a line), on_step is called once per step, and a profile made
- * from the trace writes as JSON (its text is valid UTF-8). */
+ * from the trace writes as JSON (its text is valid UTF-8), and a record
+ * made from it as a record pass's (bridge/record.h) passes the planner's
+ * check, its range table equal to the plain replay of each range. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -29,8 +31,10 @@
 
 #include "bridge/host/collect.h"
 #include "bridge/host/reader.h"
+#include "bridge/record.h"
 #include "bridge/rows.h"
 #include "bridge/trace.h"
+#include "planner/record_replay.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "vocab/profile_json.h"
 
@@ -211,6 +215,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         ms_profile_free(&prof);
         if (!t.oom.happened) break;
+    }
+    /* the trace as a record pass's: whatever the program sent, a record
+     * made of it is one the planner accepts, and replays */
+    int layers = t.n_blocks + 2;
+    ms_prog_record *rec = NULL;
+    if (msb_build_record(&t, layers, &rec, err, sizeof err) == 0) {
+        if (ms_record_check(rec, err, sizeof err) != 0) fz_fail("a record made from the trace is not valid", err);
+        uint64_t by[MS_CAT_N];
+        if (layers <= 8) {
+            uint64_t *pk = calloc((size_t)layers * (size_t)layers, sizeof *pk);
+            if (!pk || ms_record_range_peaks(rec, pk) != 0) fz_fail("out of memory", NULL);
+            for (int a = 0; a < layers; a++)
+                for (int b = a; b < layers; b++)
+                    if (pk[a * layers + b] != ms_record_stage(rec, a, b, by))
+                        fz_fail("the range table and the plain replay disagree", NULL);
+            free(pk);
+        }
+        ms_prog_record_free(rec);
     }
     msb_trace_free(&t);
     return 0;

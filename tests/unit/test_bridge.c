@@ -14,6 +14,7 @@
 
 #include "bridge/layers.h"
 #include "bridge/ledger.h"
+#include "bridge/record.h"
 #include "bridge/rows.h"
 #include "bridge/trace.h"
 
@@ -542,6 +543,88 @@ static void test_late_step_data(void **state)
     msb_trace_free(&t);
 }
 
+/* The record pass's trace (each layer a stage: device d is layer d) into a
+ * record: a storage moved to its stage is two storages, a crossing links
+ * its copy to what it copied, the peaks count from the placement and the
+ * record ends at the last step. */
+static void test_record_from_a_pass(void **state)
+{
+    (void)state;
+    msb_trace t;
+    msb_trace_init(&t);
+    feed(&t, 1, "{\"ev\":\"hello\",\"pid\":1}");
+    feed(&t, 1, "{\"ev\":\"torch\",\"version\":\"1.13.0\",\"cuda\":false}");
+    A(&t, 1, 100, MS_CAT_TRANSIENT, -1);             /* a weight, made on the root */
+    feed(&t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"list\":\"h\",\"why\":\"h\",\"blocks\":[\"h.0\",\"h.1\"],"
+               "\"fingerprint\":\"fnv64:00000000000000aa\",\"precision\":\"fp32\",\"device\":\"cpu\"}");
+    R(&t, 1, MS_CAT_PARAM, 1);
+    feed(&t, 1, "{\"ev\":\"a\",\"d\":1,\"k\":1,\"b\":100,\"c\":0,\"l\":1,\"p\":0}");   /* placed on stage 1 */
+    feed(&t, 1, "{\"ev\":\"placed\"}");
+    A(&t, 2, 50, MS_CAT_ACT, 0);                    /* the root's input */
+    W(&t, 1, MS_PH_FORWARD);
+    feed(&t, 1, "{\"ev\":\"a\",\"d\":1,\"k\":3,\"b\":50,\"c\":5,\"l\":1,\"p\":1}");
+    feed(&t, 1, "{\"ev\":\"c\",\"k\":3,\"o\":2}");  /* 3 is 2's copy on stage 1 */
+    feed(&t, 1, "{\"ev\":\"c\",\"k\":2,\"o\":3}");  /* backwards in time: no copy */
+    feed(&t, 1, "{\"ev\":\"c\",\"k\":9,\"o\":2}");  /* of nothing live: ignored */
+    F(&t, 2);
+    W(&t, 2, MS_PH_FORWARD);
+    feed(&t, 1, "{\"ev\":\"a\",\"d\":2,\"k\":4,\"b\":10,\"c\":5,\"l\":2,\"p\":1}");
+    F(&t, 4);
+    feed(&t, 1, "{\"ev\":\"step\",\"n\":1,\"accum\":1,\"micro_batch\":8}");
+    feed(&t, 1, "{\"ev\":\"a\",\"d\":3,\"k\":5,\"b\":7,\"c\":5,\"l\":3,\"p\":1}");   /* after the last step */
+    feed(&t, 1, "{\"ev\":\"done\",\"reason\":\"steps\"}");
+    ms_prog_record *r = NULL;
+    char err[256];
+    assert_int_equal(msb_build_record(&t, 4, &r, err, sizeof err), 0);
+    assert_int_equal(r->n, 5);
+    assert_int_equal(r->n_layers, 4);
+    assert_int_equal(r->t_from, 2);
+    assert_int_equal(r->t_end, 7);
+    /* the weight on the root until it moved, then on stage 1 to the end, a parameter both times */
+    assert_int_equal(r->s[0].layer, 0);
+    assert_int_equal(r->s[0].t_free, 1);
+    assert_int_equal(r->s[0].cat, MS_CAT_PARAM);
+    assert_int_equal(r->s[1].layer, 1);
+    assert_true(r->s[1].t_free == MS_REC_NEVER);
+    assert_int_equal(r->s[2].copy_of, -1);
+    assert_int_equal(r->s[2].t_free, 4);
+    assert_int_equal(r->s[3].copy_of, 2);
+    assert_int_equal(r->s[3].layer, 1);
+    assert_true(r->s[3].t_free == MS_REC_NEVER);
+    assert_int_equal(r->s[4].layer, 2);
+    assert_int_equal(r->s[4].t_alloc, 5);
+    assert_int_equal(r->s[4].t_free, 6);
+    /* what ran when: block 1's forward from position 3, block 2's from 5 to the end */
+    assert_int_equal(r->n_moments, 2);
+    assert_int_equal(r->m[0].layer, 1);
+    assert_int_equal(r->m[0].phase, MS_PH_FORWARD);
+    assert_int_equal(r->m[0].t_begin, 3);
+    assert_int_equal(r->m[0].t_end, 5);
+    assert_int_equal(r->m[1].t_begin, 5);
+    assert_int_equal(r->m[1].t_end, 7);
+    /* an OOM's lesson: 1000 bytes more on the root at every position, first, the copies' links kept */
+    assert_int_equal(msb_record_hold(r, 0, MS_CAT_ACT, 1000), 0);
+    assert_int_equal(r->n, 6);
+    assert_int_equal(r->s[0].bytes, 1000);
+    assert_int_equal(r->s[0].t_alloc, 0);
+    assert_true(r->s[0].t_free == MS_REC_NEVER);
+    assert_int_equal(r->s[4].copy_of, 3);
+    assert_int_equal(r->s[3].bytes, 50);
+    assert_int_equal(msb_record_hold(r, 4, MS_CAT_ACT, 1), -1);    /* no such layer */
+    ms_prog_record_free(r);
+    /* a device that is no layer: no record */
+    assert_int_equal(msb_build_record(&t, 2, &r, err, sizeof err), -1);
+    assert_null(r);
+    assert_non_null(strstr(err, "stage"));
+    msb_trace_free(&t);
+    /* never placed: no record */
+    msb_trace_init(&t);
+    one_step(&t, 1, 0);
+    assert_int_equal(msb_build_record(&t, 4, &r, err, sizeof err), -1);
+    assert_non_null(strstr(err, "placed"));
+    msb_trace_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,6 +635,7 @@ int main(void)
         cmocka_unit_test(test_oom_and_the_uncapped_pass),
         cmocka_unit_test(test_lightning_order_on_a_gpu),
         cmocka_unit_test(test_late_step_data),
+        cmocka_unit_test(test_record_from_a_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

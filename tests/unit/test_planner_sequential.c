@@ -1,9 +1,10 @@
 /* test_planner_sequential.c — the sequential schedule's search (a program's
  * plan) against brute force: on random small program profiles and random
  * mixed devices, every stage count, every ordered choice of devices and
- * every contiguous split is tried with the same stage model; the search must
- * find the same best step time (and say infeasible exactly when nothing
- * fits), and every stage it returns must fit its device. */
+ * every contiguous split is tried with the same stage model (the stage
+ * rules, or the profile's record replayed when it has one); the search
+ * must find the same best step time (and say infeasible exactly when
+ * nothing fits), and every stage it returns must fit its device. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,14 +18,17 @@
 
 #include "planner/memory_model.h"
 #include "planner/planner.h"
+#include "planner/record_replay.h"
 #include "planner/sequential.h"
 #include "tests/common/planner_util.h"
+#include "tests/common/record_util.h"
 
 #define MAXL 7
 #define MAXD 3
 
 typedef struct bf {
     const ms_layer_cost *L;
+    const ms_prog_record *rec;  /* the stages' peaks when set, else the rules */
     int n, grads_freed, m;
     const ms_loss_row *loss;
     uint64_t reserve;
@@ -56,19 +60,22 @@ static void search(bf *x, int a, unsigned used, double acc)
         for (int b = a; b < x->n; b++) {
             uint64_t by[MS_CAT_N];
             uint64_t in = a > 0 ? x->L[a - 1].out_bytes : 0, out = b < x->n - 1 ? x->L[b].out_bytes : 0;
-            uint64_t pk = ms_seq_stage_peak(x->L, x->n, a, b, in, out, x->grads_freed, 1, x->loss, x->reserve, by);
+            uint64_t pk = x->rec ? ms_record_stage(x->rec, a, b, by) + x->reserve
+                                 : ms_seq_stage_peak(x->L, x->n, a, b, in, out, x->grads_freed, 1, x->loss, x->reserve, by);
             if (pk > x->avail[d]) continue;
             search(x, b + 1, used | (1u << d), acc + stage_ms(x->L, a, b, b == x->n - 1, x->link));
         }
     }
 }
 
-static void test_against_brute_force(void **state)
+/* with_record: each profile has a record of its layers (most bytes in
+ * steps of 64 KiB), and each stage of a plan must be its range replayed
+ * plus the reserve, its categories too. */
+static void against_brute_force(int with_record)
 {
-    (void)state;
     pu_rng r;
-    pu_seed(&r, 4242);
-    int feasible = 0, infeasible = 0;
+    pu_seed(&r, with_record ? 777 : 4242);
+    int feasible = 0, infeasible = 0, rules_differ = 0;
     for (int it = 0; it < 400; it++) {
         int n = 2 + pu_int(&r, MAXL - 1);
         int sizes[1] = {1 + pu_int(&r, 4)};
@@ -89,6 +96,16 @@ static void test_against_brute_force(void **state)
         ms_plan_device devs[MAXD];
         uint64_t total = 0;
         for (int l = 0; l < n; l++) total += L[l].param + L[l].grad + L[l].optim + L[l].act;
+        if (with_record) {
+            p->record = ru_random_record(&r, n, 10 + pu_int(&r, 80), 60);
+            assert_non_null(p->record);
+            total = 0;
+            for (int i = 0; i < p->record->n; i++) {
+                p->record->s[i].bytes = (p->record->s[i].bytes % 1000) << 16;
+                total += p->record->s[i].bytes;
+            }
+            total /= 3;   /* storages live a fraction of the record: the sum is far above any peak */
+        }
         for (int d = 0; d < nd; d++) {
             snprintf(devs[d].name, sizeof devs[d].name, "cuda:%d", d);
             devs[d].capacity = p->reserve + total / (uint64_t)(1 + pu_int(&r, 3)) + (pu_next(&r) % (64ull << 20));
@@ -100,8 +117,8 @@ static void test_against_brute_force(void **state)
         o.recompute = MS_RECOMPUTE_NEVER;
         o.micro_batch = sizes[0];          /* a program's batch is its own */
         o.precision = 0;
-        bf x = { .L = L, .n = n, .grads_freed = p->grads_freed, .m = 1, .loss = &p->loss, .reserve = p->reserve,
-                 .link = o.link_gbps, .best = INFINITY, .n_dev = nd };
+        bf x = { .L = L, .rec = p->record, .n = n, .grads_freed = p->grads_freed, .m = 1, .loss = &p->loss,
+                 .reserve = p->reserve, .link = o.link_gbps, .best = INFINITY, .n_dev = nd };
         for (int d = 0; d < nd; d++) x.avail[d] = devs[d].capacity;
         search(&x, 0, 0, 0);
         ms_plan pl;
@@ -114,7 +131,22 @@ static void test_against_brute_force(void **state)
             if (rc != MS_PLAN_OK) fail_msg("instance %d: brute force %.6f ms, search %d (%s)", it, x.best, rc, err);
             if (fabs(pl.step_ms - x.best) > 1e-9 * x.best)
                 fail_msg("instance %d: brute force %.9f ms, search %.9f ms", it, x.best, pl.step_ms);
-            for (int s = 0; s < pl.n_stages; s++) assert_true(pl.stages[s].peak <= devs[pl.stages[s].device].capacity);
+            for (int s = 0; s < pl.n_stages; s++) {
+                const ms_plan_stage *st = &pl.stages[s];
+                assert_true(st->peak <= devs[st->device].capacity);
+                if (!with_record) continue;
+                uint64_t by[MS_CAT_N], sum = 0, at;
+                assert_int_equal(st->peak, ms_record_stage(p->record, st->first, st->last, by) + p->reserve);
+                assert_int_equal(st->bytes[MS_CAT_RESERVE], by[MS_CAT_RESERVE] + p->reserve);
+                for (int c = 0; c < MS_CAT_N; c++) sum += st->bytes[c];
+                assert_int_equal(sum, st->peak);
+                /* a record's moments are positions: no (layer, phase) answer */
+                assert_int_equal(ms_plan_stage_live_at(p, &pl, s, st->first, MS_PH_FORWARD, &at), -1);
+                uint64_t in = st->first > 0 ? L[st->first - 1].out_bytes : 0;
+                uint64_t out = st->last < n - 1 ? L[st->last].out_bytes : 0;
+                rules_differ += ms_seq_stage_peak(L, n, st->first, st->last, in, out, p->grads_freed, 1, &p->loss,
+                                                  p->reserve, by) != st->peak;
+            }
             assert_int_equal(pl.schedule, MS_SCHED_SEQUENTIAL);
             feasible++;
             ms_plan_free(&pl);
@@ -123,6 +155,19 @@ static void test_against_brute_force(void **state)
         free(p);
     }
     assert_true(feasible > 50 && infeasible > 10);   /* both kinds of instance were met */
+    assert_true(!with_record || rules_differ > 50);  /* and the record, not the rules, decided */
+}
+
+static void test_against_brute_force(void **state)
+{
+    (void)state;
+    against_brute_force(0);
+}
+
+static void test_record_against_brute_force(void **state)
+{
+    (void)state;
+    against_brute_force(1);
 }
 
 /* When the program frees its gradients decides what is live at the loss:
@@ -179,6 +224,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_brute_force),
+        cmocka_unit_test(test_record_against_brute_force),
         cmocka_unit_test(test_when_gradients_are_freed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

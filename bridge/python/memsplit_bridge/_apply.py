@@ -67,6 +67,10 @@ class Applier:
         self.crossing_log = os.environ.get("MEMSPLIT_BRIDGE_TEST_CROSSINGS") or None
         # tests only: the real devices' primitive (.to, with copy=True) on a shared device too
         self.force_to = os.environ.get("MEMSPLIT_BRIDGE_TEST_PRIMITIVE") == "to"
+        # the record pass (docs/program-record.md): every layer a stage of its own on one
+        # device, and each crossing's copy said with the storage it copied, so that a
+        # placement where the two share a stage can leave the copy out of its replay
+        self.record = bool(plan.get("record"))
 
     # ---- where things are --------------------------------------------------
     def stage_now(self):
@@ -172,6 +176,8 @@ class Applier:
                 if cap and (len(idx) > 1 or dev.startswith("cpu")):
                     self.s.lib.c.msb_set_capacity(i, cap)
         self.placed = True
+        if self.record:
+            self.s.send("placed")        # the record's peaks count from here, as the rerun's do
 
     def rehome(self, t, st):
         """On virtual devices a tensor placed on a stage stays where it is
@@ -346,6 +352,11 @@ class Applier:
             self.exec.pop()
         if self.crossing_log:
             self.log_crossing(t, src, st, dev)
+        if self.record:
+            key, _ = self.s.storage_key(out)
+            orig, _ = self.s.storage_key(t)
+            if key and orig and key != orig:
+                self.s.send("c", k=key, o=orig)
         return out
 
     def primitive(self, t, dev):

@@ -1015,13 +1015,14 @@ def _skip_save(s, how, path):
     """In a diagnostic pass (the trial, the uncapped pass) a checkpoint save
     is not written: said once per way of saving. True when skipped."""
     kind = s.cfg.get("pass", "trial")
-    if kind not in ("trial", "uncapped", "ballast-only"):
+    if kind not in ("trial", "uncapped", "record", "ballast-only"):
         return False
     s.send("save", path=path, step=s.steps, skipped=1)
     if how not in s.skip_warned:
         s.skip_warned.add(how)
         s.lib.warn("checkpoint", "the %s does not write the program's checkpoints: %s to %s skipped (the rerun "
-                   "resumes from what was there before)" % ("uncapped pass" if kind == "uncapped" else "trial",
+                   "resumes from what was there before)" % ({"uncapped": "uncapped pass", "record": "record pass"}
+                                                            .get(kind, "trial"),
                                                             how, path))
     return True
 

@@ -1,0 +1,114 @@
+/* record.c — a program's record from its record pass (record.h). */
+#include "bridge/record.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "vocab/addr_map.h"
+#include "vocab/errf.h"
+
+/* A moment begins at pos: the one before ends there. 0, or -1 out of memory. */
+static int moment(ms_prog_record *r, int *cap, int layer, int phase, uint32_t pos)
+{
+    if (r->n_moments) r->m[r->n_moments - 1].t_end = pos;
+    if (r->n_moments == *cap) {
+        int n = *cap ? 2 * *cap : 64;
+        ms_rec_moment *g = realloc(r->m, (size_t)n * sizeof *g);
+        if (!g) return -1;
+        r->m = g;
+        *cap = n;
+    }
+    r->m[r->n_moments++] = (ms_rec_moment){ .layer = layer, .phase = phase, .t_begin = pos, .t_end = pos };
+    return 0;
+}
+
+int msb_build_record(const msb_trace *t, int n_layers, ms_prog_record **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (t->model_conn < 0) return ms_errf(err, errlen, "the record pass never reached a training forward");
+    if ((uint64_t)t->n_ev >= MS_REC_NEVER) return ms_errf(err, errlen, "the record pass made too many events");
+    ms_prog_record *r = calloc(1, sizeof *r);
+    int (*fin)[2] = calloc((size_t)t->n_ev + 1, sizeof *fin);
+    ms_addr_map live = { 0 };     /* storage key -> its index + 1 */
+    int rc = 0, placed = 0, cap_m = 0;
+    if (!r || !fin || !(r->s = malloc(((size_t)t->n_ev + 1) * sizeof *r->s)) || msb_final_labels(t, fin) != 0)
+        rc = ms_errf(err, errlen, "out of memory");
+    /* the record ends with the pass's last step, where a rerun's last
+     * measure of its stages' peaks is taken */
+    int last = -1;
+    for (int i = 0; i < t->n_ev; i++)
+        if (t->ev[i].conn == t->model_conn && t->ev[i].kind == MSB_EV_STEP) last = i;
+    if (last < 0 && rc == 0) rc = ms_errf(err, errlen, "the record pass finished no step");
+    uint32_t pos = 0;
+    for (int i = 0; rc == 0 && i < last; i++) {
+        const msb_ev *e = &t->ev[i];
+        if (e->conn != t->model_conn) continue;
+        uint64_t idx = 0;
+        switch (e->kind) {
+        case MSB_EV_ALLOC:
+            if (e->m.device < 0 || e->m.device >= n_layers) {
+                rc = ms_errf(err, errlen, "the record pass counted a tensor on stage %d of %d", e->m.device, n_layers);
+                break;
+            }
+            if (ms_addr_map_take(&live, e->m.address, &idx)) r->s[idx - 1].t_free = pos;   /* moved, or reused unseen */
+            r->s[r->n] = (ms_rec_storage){ .layer = e->m.device, .cat = fin[i][0], .bytes = e->m.bytes, .t_alloc = pos,
+                                           .t_free = MS_REC_NEVER, .copy_of = -1 };
+            if (ms_addr_map_put(&live, e->m.address, (uint64_t)r->n + 1) != 0) rc = ms_errf(err, errlen, "out of memory");
+            r->n++;
+            pos++;
+            break;
+        case MSB_EV_FREE:
+            if (ms_addr_map_take(&live, e->m.address, &idx)) {
+                r->s[idx - 1].t_free = pos;
+                pos++;
+            }
+            break;
+        case MSB_EV_CROSS: {
+            uint64_t from = 0;
+            /* both live, the copy made after what it copied: anything else is no copy this replay can leave out */
+            if (ms_addr_map_get(&live, e->m.address, &idx) && ms_addr_map_get(&live, e->orig, &from) && from < idx &&
+                r->s[idx - 1].copy_of < 0)
+                r->s[idx - 1].copy_of = (int32_t)(from - 1);
+            break;
+        }
+        case MSB_EV_WHERE:   /* a transition: the moment before it ends here */
+            if (moment(r, &cap_m, e->m.layer, e->m.phase, pos) != 0) rc = ms_errf(err, errlen, "out of memory");
+            break;
+        case MSB_EV_PLACED:
+            if (!placed) r->t_from = pos;
+            placed = 1;
+            break;
+        default:
+            break;
+        }
+    }
+    if (rc == 0 && !placed) rc = ms_errf(err, errlen, "the record pass never placed the model on its stages");
+    ms_addr_map_clear(&live);
+    free(fin);
+    if (rc != 0) {
+        ms_prog_record_free(r);
+        return -1;
+    }
+    r->n_layers = n_layers;
+    r->t_end = pos;
+    if (r->n_moments) r->m[r->n_moments - 1].t_end = pos;
+    *out = r;
+    return 0;
+}
+
+int msb_record_hold(ms_prog_record *r, int layer, int cat, uint64_t bytes)
+{
+    if (!r || r->t_end == 0 || layer < 0 || layer >= r->n_layers) return -1;
+    ms_rec_storage *s = malloc(((size_t)r->n + 1) * sizeof *s);
+    if (!s) return -1;
+    s[0] = (ms_rec_storage){ .layer = layer, .cat = cat, .bytes = bytes, .t_alloc = 0, .t_free = MS_REC_NEVER,
+                             .copy_of = -1 };
+    for (int i = 0; i < r->n; i++) {
+        s[i + 1] = r->s[i];
+        if (s[i + 1].copy_of >= 0) s[i + 1].copy_of++;
+    }
+    free(r->s);
+    r->s = s;
+    r->n++;
+    return 0;
+}

@@ -1,0 +1,79 @@
+/* program_record.c — a program's record pass (program.h;
+ * docs/program-record.md): the program run once more, uncapped, with each
+ * of its profile's layers a stage of its own on the trial's device, so
+ * that every crossing a split could make is made and measured, and the
+ * planner replays it under any placement. */
+#include "run/program.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bridge/record.h"
+#include "trainer/device.h"
+#include "vocab/errf.h"
+
+/* The bridge's plan of the pass: layer i on stage i, all on one device, no cap. */
+static json_t *all_apart(const ms_profile *prof, const char *device)
+{
+    json_t *stages = json_array(), *names = json_array();
+    for (int l = 0; l < prof->n_layers; l++) {
+        json_array_append_new(stages, json_pack("{s:s, s:i, s:i, s:I, s:I}", "device", device, "first", l, "last", l,
+                                                "capacity", (json_int_t)0, "device_capacity", (json_int_t)0));
+        const char *name = "";
+        for (int i = 0; i < prof->n_rows; i++)
+            if (prof->rows[i].layer == l) {
+                name = prof->rows[i].name;
+                break;
+            }
+        json_array_append_new(names, json_string(name));
+    }
+    return json_pack("{s:s, s:o, s:o, s:b}", "fingerprint", prof->fingerprint, "stages", stages, "layer_names", names,
+                     "record", 1);
+}
+
+int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, char *why, size_t whylen)
+{
+    why[0] = '\0';
+    if (prof->n_layers < 2)
+        return ms_errf(why, whylen, "the program is one layer: there is no split to measure");
+    if (prof->n_layers > MS_MAX_STAGES)
+        return ms_errf(why, whylen, "%d layers, and a record pass runs each as a stage of its own (at most %d)",
+                       prof->n_layers, MS_MAX_STAGES);
+    char bdir[4096], err[1024] = "", label[64];
+    if (ms_program_bridge_dir(bdir, sizeof bdir, err, sizeof err)) return ms_errf(why, whylen, "%s", err);
+    int gpu = strncmp(prof->device, "cuda", 4) == 0;
+    json_t *cfg = json_pack("{s:I, s:s, s:s, s:o}", "steps", (json_int_t)a->steps, "pass", "record", "trace", "tensors",
+                            "plan", all_apart(prof, gpu ? "cuda:0" : "cpu"));
+    if (!cfg) return ms_errf(why, whylen, "out of memory");
+    if (!a->quiet)   /* what it is for: docs/program-record.md */
+        fprintf(stderr, "%s: record pass: the %d layers each a stage of its own, uncapped\n", a->who,
+                prof->n_layers);
+    snprintf(label, sizeof label, "%s: record pass", a->who);
+    msb_trace t;
+    msb_trace_init(&t);
+    msb_exit ex;
+    int rc = -1;
+    if (ms_program_pass(a->prog, bdir, cfg, "train", gpu && ms_cuda_gpu_count() > 0, label, a->quiet || a->brief, a->json, a->events,
+                        &t, &ex, err, sizeof err) != 0) {
+        ms_errf(why, whylen, "%s", err);
+    } else if (ex.interrupted) {
+        ms_errf(why, whylen, "the record pass was interrupted");
+    } else if (ms_program_failure(&t, &ex, err, sizeof err)) {
+        ms_errf(why, whylen, "%s", err);
+    } else if (t.oom.happened || t.n_steps < 1 || (!t.done && !ex.signaled)) {
+        ms_errf(why, whylen, "the record pass %s", t.oom.happened ? "ran out of memory" : "ended before a whole step");
+    } else {
+        ms_prog_record *r = NULL;
+        if (msb_build_record(&t, prof->n_layers, &r, err, sizeof err) == 0) {
+            ms_prog_record_free(prof->record);
+            prof->record = r;
+            rc = 0;
+        } else {
+            ms_errf(why, whylen, "%s", err);
+        }
+    }
+    msb_trace_free(&t);
+    json_decref(cfg);
+    return rc;
+}
