@@ -107,7 +107,7 @@ for NAME in $LIST; do
     echo "== $NAME: ${P[*]}" >&2
     want alone && run "$NAME.alone" "${P[@]}"
     want diagnose && run "$NAME.diagnose" "$MS" profile --json --quiet --diagnose-only --steps "$STEPS" -- "${P[@]}"
-    want trace && run "$NAME.trace" "$MS" profile --json --quiet --steps "$STEPS" -- "${P[@]}"
+    want trace && run "$NAME.trace" "$MS" profile --json --quiet --no-record-pass --steps "$STEPS" -- "${P[@]}"
     if want plan; then
         prof=$RAW/$NAME.trace.out
         [ -s "$prof" ] || prof=$RAW/$NAME.diagnose.out

@@ -43,7 +43,7 @@ within() { "$PY" -c "import sys; a,b,tol=float('$1'),float('$2'),float('$3'); sy
 
 if want small; then
     # plain PyTorch, small, fits: exact tensor bytes, the peak within 1%
-    "$M" profile --json --record-events "$OUTD/fixture_ref_gpu.tsv" -- "$PY" "$B/ref_model.py" --blocks 4 --dim 512 \
+    "$M" profile --no-record-pass --json --record-events "$OUTD/fixture_ref_gpu.tsv" -- "$PY" "$B/ref_model.py" --blocks 4 --dim 512 \
         --heads 8 --seq 256 --batch 8 --vocab 4096 --steps 4 --amp --report "$T/rep.json" > "$T/p.json" 2> "$T/p.err"
     rc=$?
     if [ $rc = 0 ]; then ok "small ref fits (exit 0)"; else bad "small ref: exit $rc" "$(tail -5 "$T/p.err")"; fi
@@ -62,7 +62,7 @@ if want small; then
     # the allocator's record (the default on a GPU) against the dispatcher's per-operator trace:
     # the same static bytes; what differs by design (autocast's copies as activations, cuBLAS's
     # workspace carried instead of reserved) is printed (docs/bridge.md, "Tensor tracking")
-    MEMSPLIT_RECORD=dispatch "$M" profile --json -- "$PY" "$B/ref_model.py" --blocks 4 --dim 512 --heads 8 --seq 256 \
+    MEMSPLIT_RECORD=dispatch "$M" profile --no-record-pass --json -- "$PY" "$B/ref_model.py" --blocks 4 --dim 512 --heads 8 --seq 256 \
         --batch 8 --vocab 4096 --steps 4 --amp > "$T/pd.json" 2> "$T/pd.err"
     s1=$(js "$T/p.json" "[(r['master'], r['grad'], r['optim']) for r in d['layers']]")
     s2=$(js "$T/pd.json" "[(r['master'], r['grad'], r['optim']) for r in d['layers']]")
@@ -82,7 +82,7 @@ fi
 ref_case() {  # PRECISION
     local prec=$1
     local args=(--precision "$prec" --steps 3 --report "$T/ref_$prec.json")
-    "$M" profile --json --gpu-mem 40GiB --db "$OUTD/bridge_gpu.db" -- "$PY" "$HERE/bridge/ref_lightning.py" "${args[@]}" \
+    "$M" profile --no-record-pass --json --gpu-mem 40GiB --db "$OUTD/bridge_gpu.db" -- "$PY" "$HERE/bridge/ref_lightning.py" "${args[@]}" \
         > "$T/r.json" 2> "$T/r.err"
     local rc=$?
     grep -E "OUT OF MEMORY|what would fit|micro-batch|checkpointing|bf16|split" "$T/r.err" "$T/r.json" | head -8 | sed 's/^/  /'
@@ -107,14 +107,14 @@ if want ref; then
 fi
 
 if want hf; then
-    "$M" profile --json -- "$PY" "$HERE/bridge/hf_gpt2_lightning.py" --steps 3 --report "$T/hf.json" > "$T/h.json" 2> "$T/h.err"
+    "$M" profile --no-record-pass --json -- "$PY" "$HERE/bridge/hf_gpt2_lightning.py" --steps 3 --report "$T/hf.json" > "$T/h.json" 2> "$T/h.err"
     rc=$?
     [ $rc = 0 ] && ok "HF GPT2 in Lightning fits uncapped (exit 0)" || bad "hf: exit $rc" "$(tail -6 "$T/h.err")"
     echo "  $(js "$T/h.json" "d['program']['layer_list'], [r['name'] for r in d['layers']][:3], d['layers'][-1]['name']")"
     pk=$(js "$T/h.json" "d['peak_bytes']"); tk=$(js "$T/hf.json" "d['max_allocated'] + d['context']")
     echo "  device peak: profile $pk, torch (uncapped, program's own view: max_memory_allocated + context) $tk"
     within "$pk" "$tk" 0.01 && ok "hf: peak within 1% of max_memory_allocated + the context" || bad "hf peak" "$pk vs $tk"
-    "$M" profile --json --gpu-mem 12GiB -- "$PY" "$HERE/bridge/hf_gpt2_lightning.py" --steps 3 > "$T/h2.json" 2> "$T/h2.err"
+    "$M" profile --no-record-pass --json --gpu-mem 12GiB -- "$PY" "$HERE/bridge/hf_gpt2_lightning.py" --steps 3 > "$T/h2.json" 2> "$T/h2.err"
     rc=$?
     echo "  under 12 GiB: $(js "$T/h2.json" "d['oom']")" | head -c 400; echo
     [ $rc = 3 ] && ok "hf under 12 GiB: out of memory, named" || bad "hf capped: exit $rc" "$(tail -6 "$T/h2.err")"
@@ -129,7 +129,7 @@ if want misc; then
     "$M" profile -- "$PY" "$T/comp.py" > "$T/c.out" 2> "$T/c.err"; rc=$?
     grep -q "torch.compile" "$T/c.err" && [ $rc != 0 ] && ok "torch.compile refused with its message (exit $rc)" || \
         bad "torch.compile: exit $rc" "$(tail -3 "$T/c.err")"
-    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$M" profile --json -- "$PY" "$B/ref_model.py" --blocks 4 --dim 512 \
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$M" profile --no-record-pass --json -- "$PY" "$B/ref_model.py" --blocks 4 --dim 512 \
         --heads 8 --seq 256 --batch 8 --vocab 4096 --steps 3 --amp > "$T/e.json" 2> "$T/e.err"; rc=$?
     [ $rc = 0 ] && ok "expandable_segments: profiled" || bad "expandable: exit $rc" "$(tail -4 "$T/e.err")"
     if command -v compute-sanitizer >/dev/null; then
@@ -258,7 +258,7 @@ fi
 if want realdev; then
     # a module that keeps another stage's tensor: torch's own device check, named by memsplit
     LK=(--model leak --blocks 4 --dim 1024 --seq 256 --batch 16 --vocab 16384 --steps 3)
-    "$M" profile --quiet --json --db "$T/leak.db" -- "${MB[@]}" "${LK[@]}" > "$T/lk.json" 2> "$T/lk.err"
+    "$M" profile --no-record-pass --quiet --json --db "$T/leak.db" -- "${MB[@]}" "${LK[@]}" > "$T/lk.json" 2> "$T/lk.err"
     "$M" plan --db "$T/leak.db" --gpus 2 --devices cuda:0,cpu \
         --gpu-mem "$(js "$T/lk.json" "int(d['reserve_bytes'] + 0.75 * (d['peak_bytes'] - d['reserve_bytes']))")" \
         -o "$T/lk_plan.json" > /dev/null 2> "$T/lk_plan.err"
@@ -281,7 +281,7 @@ if want overhead; then
     for r in $(seq "${OVERHEAD_ROUNDS:-2}"); do
         "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o0.$r" 2>&1
         "$M" profile --steps 21 --diagnose-only -- "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o1.$r" 2>&1
-        "$M" profile --steps 21 -- "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o2.$r" 2>&1
+        "$M" profile --no-record-pass --steps 21 -- "$PY" "$B/ref_model.py" "${args[@]}" > "$T/o2.$r" 2>&1
     done
     med() { cat "$@" | grep -o '^step [0-9]* loss [0-9.]* ms [0-9.]*' | awk '$2 >= 3 {print $6}' | sort -n |
             awk '{v[NR]=$1} END {if (NR) printf "%.2f", (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2); else print "nan"}'; }
@@ -349,7 +349,7 @@ print(int(float(m.group(1)) * (1024 if m.group(3) in (None, 'iB', 'IB', 'ib') el
             cap=$new
         fi
         # b. profiled under CAP: out of memory, and where
-        prun "$name profile" "$M" profile --json --no-second-pass --gpu-mem "$cap" -- "${P[@]}" \
+        prun "$name profile" "$M" profile --no-record-pass --json --no-second-pass --gpu-mem "$cap" -- "${P[@]}" \
             > "$T/pp_$name.json" 2> "$T/pp_$name.err"; rc=$?
         cp "$T/pp_$name.json" "$OUTD/programs_$name.profile.json" 2>/dev/null
         cp "$T/pp_$name.err" "$OUTD/programs_$name.profile.err" 2>/dev/null
