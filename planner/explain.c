@@ -147,6 +147,13 @@ char *ms_plan_reasoning(const ms_profile *prof, const ms_plan *pl)
                     bytes(d->capacity > st->peak ? d->capacity - st->peak : 0, b2, sizeof b2));
         fprintf(f, ".");
     }
+    if (prof->fingerprint[0] && pl->schedule == MS_SCHED_SEQUENTIAL)   /* a program's: where the peaks come from */
+        fprintf(f, prof->record && prof->record->n_layers == prof->n_layers
+                       ? " Each stage's peak is the program's own record replayed under this placement: its record "
+                         "pass ran every layer as a stage of its own, so the copies this split makes are measured."
+                       : " Each stage's peak follows the stage rules: the profile has no record of the program "
+                         "(docs/program-record.md), so what crosses the split other than at its boundaries is not "
+                         "counted.");
     if (pl->replicas > 1)
         fprintf(f, " The pipeline runs as %d replicas, %d %ss in all, each replica with %d of the micro-batches; each "
                 "stage's gradients are all-reduced over its replicas at %g Gbit/s%s, which the optimizer times below include.",
