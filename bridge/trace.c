@@ -45,9 +45,8 @@ void msb_trace_free(msb_trace *t)
 
 /* A number field, dflt when absent or not a number; a real out of range
  * is held at the range's end (the program may send anything). */
-static int64_t num(const json_t *o, const char *k, int64_t dflt)
+static int64_t numv(const json_t *v, int64_t dflt)
 {
-    const json_t *v = json_object_get(o, k);
     if (json_is_integer(v)) return (int64_t)json_integer_value(v);
     if (!json_is_real(v)) return dflt;
     double d = json_real_value(v);
@@ -56,6 +55,8 @@ static int64_t num(const json_t *o, const char *k, int64_t dflt)
     if (d <= -9.2e18) return INT64_MIN;
     return (int64_t)d;
 }
+
+static int64_t num(const json_t *o, const char *k, int64_t dflt) { return numv(json_object_get(o, k), dflt); }
 
 static int clamp_int(int64_t v) { return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v; }
 
@@ -440,6 +441,33 @@ static int on_oom(msb_trace *t, const json_t *o, int conn)
     return push(t, &e);
 }
 
+/* A ledger event e, its fields read (b: the bytes as sent), checked and
+ * kept: the same for a line of its own and an event of a batch. */
+static int keep_ledger(msb_trace *t, msb_ev *e, int64_t b)
+{
+    ms_mem_event *m = &e->m;
+    if (b < 0 || (uint64_t)b > MSB_MAX_BYTES) {
+        t->bad_lines++;        /* no device holds that: forged */
+        return 0;
+    }
+    m->bytes = (uint64_t)b;
+    m->source = MS_EV_SRC_ALLOCATOR;
+    if (e->kind == MSB_EV_ALLOC) {
+        if (t->alloc_bytes > MSB_MAX_ALLOCATED - m->bytes) {
+            t->bad_lines++;    /* more than any program allocates: forged (and sums would overflow) */
+            return 0;
+        }
+        t->alloc_bytes += m->bytes;
+        m->kind = MS_EV_ALLOC;
+    }
+    if (e->kind == MSB_EV_FREE) m->kind = MS_EV_FREE;
+    if (m->category < 0 || m->category >= MS_CAT_N) m->category = MS_CAT_TRANSIENT;
+    if (m->phase < 0 || m->phase >= MS_PH_N) m->phase = MS_PH_INIT;
+    if (e->kind == MSB_EV_FREE) m->category = -1;     /* the storage's own is in its allocation */
+    if (e->kind == MSB_EV_REFUSED) m->address = 0;    /* never allocated */
+    return push(t, e);
+}
+
 static int on_ledger(msb_trace *t, const json_t *o, const char *ev, int conn)
 {
     msb_ev e = { .conn = conn };
@@ -448,27 +476,13 @@ static int on_ledger(msb_trace *t, const json_t *o, const char *ev, int conn)
     m->device = inum(o, "d", 0);
     m->address = (uint64_t)num(o, "k", 0);
     int64_t b = num(o, "b", 0);
-    if (b < 0 || (uint64_t)b > MSB_MAX_BYTES) {
-        t->bad_lines++;        /* no device holds that: forged */
-        return 0;
-    }
-    m->bytes = (uint64_t)b;
     m->category = inum(o, "c", MS_CAT_TRANSIENT);
     m->layer = inum(o, "l", -1);
     m->phase = inum(o, "p", MS_PH_INIT);
-    m->source = MS_EV_SRC_ALLOCATOR;
     e.alloc = e.peak = e.reserved = e.rpeak = e.xin = -1;
     switch (ev[0]) {
-    case 'a':
-        if (t->alloc_bytes > MSB_MAX_ALLOCATED - m->bytes) {
-            t->bad_lines++;    /* more than any program allocates: forged (and sums would overflow) */
-            return 0;
-        }
-        t->alloc_bytes += m->bytes;
-        e.kind = MSB_EV_ALLOC;
-        m->kind = MS_EV_ALLOC;
-        break;
-    case 'f': e.kind = MSB_EV_FREE; m->kind = MS_EV_FREE; break;
+    case 'a': e.kind = MSB_EV_ALLOC; break;
+    case 'f': e.kind = MSB_EV_FREE; break;
     case 'r': e.kind = MSB_EV_RELABEL; break;
     case 'x':
         e.kind = MSB_EV_REFUSED;
@@ -497,11 +511,49 @@ static int on_ledger(msb_trace *t, const json_t *o, const char *ev, int conn)
     default:
         return 0;
     }
-    if (m->category < 0 || m->category >= MS_CAT_N) m->category = MS_CAT_TRANSIENT;
-    if (m->phase < 0 || m->phase >= MS_PH_N) m->phase = MS_PH_INIT;
-    if (e.kind == MSB_EV_FREE) m->category = -1;     /* the storage's own is in its allocation */
-    if (e.kind == MSB_EV_REFUSED) m->address = 0;    /* never allocated */
-    return push(t, &e);
+    return keep_ledger(t, &e, b);
+}
+
+/* A batch of ledger events (event `m`: msb_replay's, docs/bridge.md): ops
+ * "a", "f", "r" in o, their fields in arrays t, k, b, c, l of the same
+ * length, all in phase p on device 0. Each event is what its own line
+ * would have been; a batch whose arrays do not match its ops is one bad
+ * line, an op that is no ledger event one more. */
+static int on_batch(msb_trace *t, const json_t *o, int conn)
+{
+    static const char *const keys[] = { "t", "k", "b", "c", "l" };
+    const json_t *ops = json_object_get(o, "o"), *f[5];
+    size_t n = json_is_string(ops) ? json_string_length(ops) : 0;
+    for (int i = 0; i < 5; i++) {
+        f[i] = json_object_get(o, keys[i]);
+        if (!json_is_array(f[i]) || json_array_size(f[i]) != n) n = 0;
+    }
+    if (!n) {
+        t->bad_lines++;
+        return 0;
+    }
+    const char *op = json_string_value(ops);
+    int phase = inum(o, "p", MS_PH_INIT);
+    for (size_t i = 0; i < n; i++) {
+        msb_ev e = { .conn = conn };
+        ms_mem_event *m = &e.m;
+        switch (op[i]) {
+        case 'a': e.kind = MSB_EV_ALLOC; break;
+        case 'f': e.kind = MSB_EV_FREE; break;
+        case 'r': e.kind = MSB_EV_RELABEL; break;
+        default:
+            t->bad_lines++;
+            continue;
+        }
+        m->t_us = (double)numv(json_array_get(f[0], i), 0);
+        m->address = (uint64_t)numv(json_array_get(f[1], i), 0);
+        m->category = clamp_int(numv(json_array_get(f[3], i), MS_CAT_TRANSIENT));
+        m->layer = clamp_int(numv(json_array_get(f[4], i), -1));
+        m->phase = phase;
+        e.alloc = e.peak = e.reserved = e.rpeak = e.xin = -1;
+        if (keep_ledger(t, &e, numv(json_array_get(f[2], i), 0)) != 0) return -1;
+    }
+    return 0;
 }
 
 static int on_segment(msb_trace *t, const json_t *o, int conn)
@@ -605,6 +657,7 @@ int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn)
     int rc = 0;
     if (ev[0] && !ev[1] && strchr("afrxwc", ev[0])) rc = on_ledger(t, o, ev, conn);
     else if (!strcmp(ev, "placed")) rc = push(t, &(msb_ev){ .kind = MSB_EV_PLACED, .conn = conn });
+    else if (!strcmp(ev, "m")) rc = on_batch(t, o, conn);
     else if (!strcmp(ev, "seg")) rc = on_segment(t, o, conn);
     else if (!strcmp(ev, "hello")) t->n_hello++;
     else if (!strcmp(ev, "torch")) {

@@ -206,26 +206,58 @@ int msb_alloc(int dev, uint64_t key, uint64_t bytes, int cat, int layer)
     return rc;
 }
 
-/* Lines gathered for one send (msb_replay): a run of events goes out
- * together, in chunks, so a step's allocator trace costs a few writes. */
-typedef struct { char *p; size_t n, cap; int failed; } linebuf;
+/* A replayed run of events goes out as batch lines (event `m`, docs/
+ * bridge.md): one array per field, so a step's allocator trace is a few
+ * lines the parent parses in a fraction of the time one line per event
+ * takes (0.49 against 2.2 us an event, measured on the CPU machine) and a
+ * third of the bytes. Each field's numbers gather in a buffer of their own;
+ * a line is written when they near BATCH_BYTES, below the parent's line
+ * limit (bridge/host/reader.h). */
+#define BATCH_BYTES (256 * 1024)
+enum { BF_T, BF_K, BF_B, BF_C, BF_L, BF_N };
+static const char *const batch_key[BF_N] = { "t", "k", "b", "c", "l" };
 
-static void lb_flush(linebuf *b)
+typedef struct {
+    char *f[BF_N], *ops;       /* the fields' numbers, comma-separated; the ops */
+    size_t n[BF_N], n_ops, cap;
+    int phase, failed;
+} batch;
+
+static void batch_flush(batch *b)
 {
-    if (b->n && write_line(b->p, b->n) != 0) b->failed = 1;
-    b->n = 0;
+    if (!b->n_ops) return;
+    size_t total = 64 + b->n_ops;
+    for (int i = 0; i < BF_N; i++) total += b->n[i] + 8;
+    char *line = malloc(total);
+    if (!line) {
+        b->failed = 1;
+    } else {
+        size_t k = (size_t)snprintf(line, total, "{\"ev\":\"m\",\"p\":%d,\"o\":\"%.*s\"", b->phase, (int)b->n_ops,
+                                    b->ops);
+        for (int i = 0; i < BF_N; i++)
+            k += (size_t)snprintf(line + k, total - k, ",\"%s\":[%.*s]", batch_key[i], (int)b->n[i], b->f[i]);
+        k += (size_t)snprintf(line + k, total - k, "}\n");
+        if (write_line(line, k) != 0) b->failed = 1;
+        free(line);
+    }
+    b->n_ops = 0;
+    for (int i = 0; i < BF_N; i++) b->n[i] = 0;
 }
 
-__attribute__((format(printf, 2, 3))) static void lb_addf(linebuf *b, const char *fmt, ...)
+/* One event into the batch: op and its five numbers. */
+static void batch_add(batch *b, char op, uint64_t t, uint64_t key, uint64_t bytes, int cat, int layer)
 {
-    if (b->cap - b->n < 512) lb_flush(b);
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(b->p + b->n, b->cap - b->n - 1, fmt, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= b->cap - b->n - 1) return;   /* numbers only: never long */
-    b->n += (size_t)k;
-    b->p[b->n++] = '\n';
+    size_t used = b->n_ops;
+    for (int i = 0; i < BF_N; i++) used += b->n[i];
+    if (used > BATCH_BYTES) batch_flush(b);
+    const uint64_t v[BF_N] = { t, key, bytes, (uint64_t)cat, (uint64_t)layer };
+    for (int i = 0; i < BF_N; i++) {
+        int neg = (i == BF_C || i == BF_L) && (int64_t)v[i] < 0;   /* a layer of -1: outside any */
+        int k = neg ? snprintf(b->f[i] + b->n[i], 32, "%s%" PRId64, b->n_ops ? "," : "", (int64_t)v[i])
+                    : snprintf(b->f[i] + b->n[i], 32, "%s%" PRIu64, b->n_ops ? "," : "", v[i]);
+        b->n[i] += (size_t)k;
+    }
+    b->ops[b->n_ops++] = op;
 }
 
 int msb_replay(int n, const char *op, const uint64_t *key, const uint64_t *bytes, const int *cat, const int *layer,
@@ -233,28 +265,35 @@ int msb_replay(int n, const char *op, const uint64_t *key, const uint64_t *bytes
 {
     if (n < 0 || (n > 0 && (!op || !key || !bytes || !cat || !layer || !t))) return -1;
     if (!msb_active()) return 0;
-    linebuf b = { .cap = 64 * 1024 };
-    b.p = malloc(b.cap);
-    if (!b.p) return -1;
+    /* a buffer holds BATCH_BYTES and one more event's number (at most 21
+     * characters and a comma) */
+    batch b = { .cap = BATCH_BYTES + 64, .phase = phase };
+    int ok = 1;
+    for (int i = 0; i < BF_N; i++) ok &= (b.f[i] = malloc(b.cap)) != NULL;
+    ok &= (b.ops = malloc(b.cap)) != NULL;
+    if (!ok) {
+        for (int i = 0; i < BF_N; i++) free(b.f[i]);
+        free(b.ops);
+        return -1;
+    }
     pthread_mutex_lock(&S.mu);
     for (int i = 0; i < n; i++) {
+        uint64_t ti = t[i] > 0 ? (uint64_t)(t[i] + 0.5) : 0;   /* whole microseconds, as the database keeps them */
         if (op[i] == 'a') {
             if (msl_alloc(&S.ledger, 0, key[i], bytes[i], cat[i], layer[i], NULL) == MSL_OK && bytes[i])
-                lb_addf(&b, "{\"ev\":\"a\",\"t\":%.1f,\"d\":0,\"k\":%" PRIu64 ",\"b\":%" PRIu64 ",\"c\":%d,\"l\":%d,"
-                        "\"p\":%d}", t[i], key[i], bytes[i], cat[i], layer[i], phase);
+                batch_add(&b, 'a', ti, key[i], bytes[i], cat[i], layer[i]);
         } else if (op[i] == 'f') {
-            int dev = 0;
-            if (msl_free(&S.ledger, key[i], &dev))
-                lb_addf(&b, "{\"ev\":\"f\",\"t\":%.1f,\"d\":%d,\"k\":%" PRIu64 "}", t[i], dev, key[i]);
+            if (msl_free(&S.ledger, key[i], NULL)) batch_add(&b, 'f', ti, key[i], 0, 0, 0);
         } else if (op[i] == 'r') {
             const msl_rec *r = msl_find(&S.ledger, key[i]);
             if (r && (r->cat != cat[i] || r->layer != layer[i]) && msl_relabel(&S.ledger, key[i], cat[i], layer[i]) == 0)
-                lb_addf(&b, "{\"ev\":\"r\",\"k\":%" PRIu64 ",\"c\":%d,\"l\":%d}", key[i], cat[i], layer[i]);
+                batch_add(&b, 'r', ti, key[i], 0, cat[i], layer[i]);
         }
     }
-    lb_flush(&b);
+    batch_flush(&b);
     pthread_mutex_unlock(&S.mu);
-    free(b.p);
+    for (int i = 0; i < BF_N; i++) free(b.f[i]);
+    free(b.ops);
     return b.failed ? -1 : 0;
 }
 

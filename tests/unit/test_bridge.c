@@ -625,6 +625,46 @@ static void test_record_from_a_pass(void **state)
     msb_trace_free(&t);
 }
 
+/* A batch line (msb_replay's event m) is the events of its own lines, in
+ * order; one that does not hold together is a bad line. */
+static void test_batch_line(void **state)
+{
+    (void)state;
+    msb_trace one, many;
+    msb_trace_init(&one);
+    msb_trace_init(&many);
+    feed(&one, 1, "{\"ev\":\"a\",\"t\":5,\"d\":0,\"k\":4096,\"b\":512,\"c\":5,\"l\":2,\"p\":1}");
+    feed(&one, 1, "{\"ev\":\"r\",\"k\":4096,\"c\":3,\"l\":-1,\"p\":1}");
+    feed(&one, 1, "{\"ev\":\"f\",\"t\":9,\"d\":0,\"k\":4096,\"p\":1}");
+    feed(&many, 1, "{\"ev\":\"m\",\"p\":1,\"o\":\"arf\",\"t\":[5,0,9],\"k\":[4096,4096,4096],\"b\":[512,0,0],"
+                   "\"c\":[5,3,0],\"l\":[2,-1,0]}");
+    assert_int_equal(many.n_ev, 3);
+    assert_int_equal(one.n_ev, 3);
+    for (int i = 0; i < 3; i++) {
+        const msb_ev *x = &one.ev[i], *y = &many.ev[i];
+        assert_int_equal(x->kind, y->kind);
+        assert_int_equal(x->m.address, y->m.address);
+        assert_int_equal(x->m.bytes, y->m.bytes);
+        assert_int_equal(x->m.kind, y->m.kind);
+        assert_int_equal(x->m.phase, y->m.phase);
+        assert_true(x->m.t_us == y->m.t_us);
+        if (x->kind != MSB_EV_FREE) {
+            assert_int_equal(x->m.category, y->m.category);
+            assert_int_equal(x->m.layer, y->m.layer);
+        }
+    }
+    assert_int_equal(many.bad_lines, 0);
+    /* arrays of another length, a missing one, an op that is no ledger event, bytes past any device */
+    feed(&many, 1, "{\"ev\":\"m\",\"p\":1,\"o\":\"aa\",\"t\":[1],\"k\":[1,2],\"b\":[1,2],\"c\":[1,2],\"l\":[1,2]}");
+    feed(&many, 1, "{\"ev\":\"m\",\"p\":1,\"o\":\"a\",\"t\":[1],\"k\":[1],\"b\":[1],\"c\":[1]}");
+    feed(&many, 1, "{\"ev\":\"m\",\"p\":1,\"o\":\"xa\",\"t\":[1,2],\"k\":[1,2],\"b\":[1,2],\"c\":[1,2],\"l\":[1,2]}");
+    feed(&many, 1, "{\"ev\":\"m\",\"p\":1,\"o\":\"a\",\"t\":[1],\"k\":[3],\"b\":[1e300],\"c\":[1],\"l\":[1]}");
+    assert_int_equal(many.bad_lines, 4);
+    assert_int_equal(many.n_ev, 4);                     /* the 'a' after the 'x' */
+    msb_trace_free(&one);
+    msb_trace_free(&many);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -636,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_lightning_order_on_a_gpu),
         cmocka_unit_test(test_late_step_data),
         cmocka_unit_test(test_record_from_a_pass),
+        cmocka_unit_test(test_batch_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
