@@ -62,7 +62,8 @@ int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, ch
     } else if (ms_program_failure(&t, &ex, err, sizeof err)) {
         ms_errf(why, whylen, "%s", err);
     } else if (t.oom.happened || t.n_steps < 1 || (!t.done && !ex.signaled)) {
-        ms_errf(why, whylen, "the record pass %s", t.oom.happened ? "ran out of memory" : "ended before a whole step");
+        ms_errf(why, whylen, "the record pass %s%s%.400s", t.oom.happened ? "ran out of memory" :
+                "ended before a whole step", t.done_exc[0] ? ": " : "", t.done_exc);
     } else {
         ms_prog_record *r = NULL;
         if (msb_build_record(&t, prof->n_layers, &r, err, sizeof err) == 0) {

@@ -380,6 +380,10 @@ check "DDP over a split model" 1 "DistributedDataParallel.*devices=1" -- "$M" tr
     "$PY" "$HERE/ddp_wrap.py"
 PL=("$PY" "$MODELS" --model leak --blocks 4 --steps 3)
 check "leak profile" 0 "" -- "$M" profile --quiet --json --db "$T/leak.db" -- "${PL[@]}"
+# its record pass runs every layer as a stage, so the module that moves tensors itself is refused
+# there: no record, the profile says why, and a plan uses the stage rules (docs/program-record.md)
+[ "$(py "d['program']['record']['made'] is False and 'without the boundary copy' in d['program']['record']['why'] and d.get('record') is None")" = True ] && \
+    ok "leak: no record (the record pass was refused), and the profile says why" || bad "leak record" "$(py "d['program'].get('record')")"
 capl=$(py "int(d['peak_bytes'] * 0.75)")
 check "leak plan" 0 "" -- "$M" plan --db "$T/leak.db" --gpus 2 --gpu-mem "$capl" --devices cpu,cpu -o "$T/leak.json"
 check "a module moving tensors across stages" 2 "without the boundary copy" -- \
@@ -390,6 +394,16 @@ check "a module moving tensors across stages, the real primitive" 2 "without the
 # something only because this fails
 check "boundary copy left out (test knob)" 2 "without the boundary copy" -- \
     env MEMSPLIT_BRIDGE_TEST_SKIP_COPY=1 "$M" train --plan "$T/plan.json" -- "${P6[@]}"
+
+# a model that is one module (a bare Linear): its own unit, named "." (the root), profiled and
+# diagnosed all the same; an empty name would not travel, and the program was refused for it
+printf '%s\n' 'import torch' 'm = torch.nn.Linear(64, 64); opt = torch.optim.SGD(m.parameters(), lr=0.1)' \
+    'for _ in range(3):' '    opt.zero_grad(); m(torch.randn(8, 64)).pow(2).mean().backward(); opt.step()' > "$T/one.py"
+check "one module: profile" 0 "" -- "$M" profile --json -- "$PY" "$T/one.py"
+[ "$(py "[(r['name'], r['param'], r['source']) for r in d['layers'] if r['param']] == [('.', 64 * 65 * 4, 'full')]")" = True ] && \
+    ok "one module: its own unit, named '.', its parameters measured there" || bad "one module: rows" "$(py "d['layers']")"
+cap1=$(py "int(d['peak_bytes'] * 0.6)")
+check "one module: diagnosed under 60% of its peak" 3 "OUT OF MEMORY" -- "$M" profile --json --gpu-mem "$cap1" -- "$PY" "$T/one.py"
 
 echo "bridge: $pass passed, $fail failed"
 [ $fail -eq 0 ]

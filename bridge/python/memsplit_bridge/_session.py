@@ -216,10 +216,12 @@ class Session:
             for path in paths:
                 for m in root.get_submodule(path).modules():
                     self.block_of[id(m)] = b
-        names = [",".join(paths) for paths in tops]
+        # a model that is one module is its own unit: its path is "", named "." (the root, as
+        # --layers names it), since an empty name cannot travel
+        names = [",".join(p or "." for p in paths) for paths in tops]
         sigs = [",".join(sig(root.get_submodule(path)) for path in paths) for paths in tops]
         for paths, name in zip(tops, names):  # names travel whole or the program is refused, up front
-            problem = next((q for q in (_lib.name_problem(path, member=True) for path in paths) if q), None)
+            problem = next((q for q in (_lib.name_problem(path or ".", member=True) for path in paths) if q), None)
             if problem is None and len(name.encode("utf-8")) > _lib.NAME_MAX:
                 problem = "with the other modules of its unit it makes the unit's name longer than the %d bytes " \
                           "memsplit keeps" % _lib.NAME_MAX
@@ -283,7 +285,7 @@ class Session:
                         % (plan.get("fingerprint"), fingerprint))
         tops = []
         for name in names:
-            paths = [p for p in name.split(",") if p and not p.startswith("(")]
+            paths = ["" if p == "." else p for p in name.split(",") if p and not p.startswith("(")]
             for path in paths:
                 try:
                     root.get_submodule(path)
@@ -475,6 +477,10 @@ class Session:
             self.transition(0, PH_FORWARD if training else PH_VALIDATION)
             if training and self.micro_batch is None:
                 self.micro_batch = _batch_of(torch, inputs)
+            if inside is not None:
+                # a model that is one module is its own unit: its forward is that unit's
+                self.list_entered = True
+                self.transition(inside + 1, self.phase, self.boundary(inputs, inside))
             return None
         if self.micro_batch is None and self.phase == PH_FORWARD:
             self.micro_batch = _batch_of(torch, inputs)   # the root took keyword arguments
