@@ -453,7 +453,12 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
          * step, with the optimizer's state new) measured a first step: the
          * uncapped pass's later steps are the better rows */
         int prefer_u = u && mu.steps_complete > mt.steps_complete && mu.L[l].fwd && mu.L[l].bwd;
-        if (m->fwd && m->bwd && !prefer_u) {
+        /* the layer before or after the units with no module and no weight of its own, in a
+         * trial that finished a step (a model that is one module): nothing in it has a backward
+         * to wait for */
+        int empty_end = mt.steps_complete > 0 && ((l == 0 && !t->pre[0]) || (l == n - 1 && !t->post[0])) &&
+                        !m->cat[0] && !m->cat[1];
+        if (((m->fwd && m->bwd) || empty_end) && !prefer_u) {
             fill_row(r, m, MS_ROW_FULL);
             if (l > 0 && l < n - 1) last_full = l;
         } else if (prefer_u || (u && mu.L[l].fwd && mu.L[l].bwd)) {

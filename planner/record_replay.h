@@ -1,6 +1,7 @@
 /* record_replay.h — a stage's peak predicted by replaying a program's record
  * (vocab/profile.h: ms_prog_record; docs/program-record.md, "Predicting a
- * stage from the record"). Internal to planner/.
+ * stage from the record"). The planner replays a record with it; the run
+ * floor checks a record it made (ms_record_check) before keeping it.
  *
  * Contract: a stage holds the contiguous layers [a, b]. Replaying the record
  * for it, every storage of a layer in [a, b] counts over [t_alloc, t_free);

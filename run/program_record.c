@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bridge/record.h"
+#include "planner/record_replay.h"
 #include "trainer/device.h"
 #include "vocab/errf.h"
 
@@ -66,7 +67,12 @@ int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, ch
                 "ended before a whole step", t.done_exc[0] ? ": " : "", t.done_exc);
     } else {
         ms_prog_record *r = NULL;
-        if (msb_build_record(&t, prof->n_layers, &r, err, sizeof err) == 0) {
+        /* one the planner would refuse (more storages than a record holds) is none */
+        if (msb_build_record(&t, prof->n_layers, &r, err, sizeof err) == 0 && ms_record_check(r, err, sizeof err)) {
+            ms_prog_record_free(r);
+            r = NULL;
+            ms_errf(why, whylen, "the record pass's record cannot be used: %s", err);
+        } else if (r) {
             ms_prog_record_free(prof->record);
             prof->record = r;
             rc = 0;
