@@ -6,6 +6,7 @@
 
 #include "vocab/addr_map.h"
 #include "vocab/errf.h"
+#include "vocab/profile_json.h"
 
 /* A moment begins at pos: the one before ends there. 0, or -1 out of memory. */
 static int moment(ms_prog_record *r, int *cap, int layer, int phase, uint32_t pos)
@@ -46,6 +47,7 @@ int msb_build_record(const msb_trace *t, int n_layers, ms_prog_record **out, cha
         uint64_t idx = 0;
         switch (e->kind) {
         case MSB_EV_ALLOC:
+            if (!e->m.address) break;     /* no storage to follow (the program sends none) */
             if (e->m.device < 0 || e->m.device >= n_layers) {
                 rc = ms_errf(err, errlen, "the record pass counted a tensor on stage %d of %d", e->m.device, n_layers);
                 break;
@@ -98,7 +100,7 @@ int msb_build_record(const msb_trace *t, int n_layers, ms_prog_record **out, cha
 
 int msb_record_hold(ms_prog_record *r, int layer, int cat, uint64_t bytes)
 {
-    if (!r || r->t_end == 0 || layer < 0 || layer >= r->n_layers) return -1;
+    if (!r || r->t_end == 0 || layer < 0 || layer >= r->n_layers || r->n >= MS_PROFILE_MAX_REC_STORAGES) return -1;
     ms_rec_storage *s = malloc(((size_t)r->n + 1) * sizeof *s);
     if (!s) return -1;
     s[0] = (ms_rec_storage){ .layer = layer, .cat = cat, .bytes = bytes, .t_alloc = 0, .t_free = MS_REC_NEVER,

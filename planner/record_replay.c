@@ -15,6 +15,10 @@ int ms_record_check(const ms_prog_record *r, char *err, size_t errlen)
         return ms_errf(err, errlen, "the record has %d layers (1..%d)", r->n_layers, MS_MAX_LAYERS);
     /* the structure, as a profile's reader checks it (types, ranges, order) */
     if (ms_prog_record_validate(r, r->n_layers, err, errlen)) return -1;
+    /* the range table's work grows with layers x storages: a file cannot ask for hours */
+    if ((uint64_t)r->n_layers * (uint64_t)r->n > MS_REC_MAX_WORK)
+        return ms_errf(err, errlen, "the record has %d layers and %d storages: more than the %llu layer-storage "
+                       "pairs a plan replays", r->n_layers, r->n, (unsigned long long)MS_REC_MAX_WORK);
     /* and what the replay needs beyond it */
     uint64_t total = 0;
     for (int i = 0; i < r->n; i++) {
@@ -123,6 +127,7 @@ uint64_t ms_record_stage(const ms_prog_record *r, int a, int b, uint64_t bytes[M
 
 int ms_record_live_at(const ms_prog_record *r, int a, int b, int layer, int phase, uint64_t *live)
 {
+    if (!r || a < 0 || b < a || b >= r->n_layers) return -1;
     int found = 0;
     uint64_t most = 0, by[MS_CAT_N];
     for (int i = 0; r && i < r->n_moments; i++) {

@@ -24,13 +24,17 @@
 /* Most bytes a record's storages may hold together, so that every sum the
  * replay makes is exact. */
 #define MS_REC_MAX_TOTAL_BYTES (1ull << 60)
+/* Most layers x storages a record may hold: the range table's work (a
+ * record pass makes at most 64 layers; 64 x 4M storages fit). */
+#define MS_REC_MAX_WORK (1ull << 28)
 
 /* Checks an untrusted record: its structure as vocab/profile_json.h's
  * ms_prog_record_validate() checks a profile's (1 <= n_layers <=
  * MS_MAX_LAYERS, layers, categories, positions in order, copies of earlier
  * storages, at most MS_PROFILE_MAX_REC_STORAGES), and what the replay needs
  * beyond it: a copy's original still live when the copy is made, the bytes
- * summing to at most MS_REC_MAX_TOTAL_BYTES. 0, or -1 with a one-line
+ * summing to at most MS_REC_MAX_TOTAL_BYTES, layers x storages at most
+ * MS_REC_MAX_WORK. 0, or -1 with a one-line
  * message in err. */
 int ms_record_check(const ms_prog_record *r, char *err, size_t errlen);
 

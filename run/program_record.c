@@ -44,8 +44,9 @@ int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, ch
     char bdir[4096], err[1024] = "", label[64];
     if (ms_program_bridge_dir(bdir, sizeof bdir, err, sizeof err)) return ms_errf(why, whylen, "%s", err);
     int gpu = strncmp(prof->device, "cuda", 4) == 0;
+    /* the trial's own device: its model's (cuda:N, or the CPU) */
     json_t *cfg = json_pack("{s:I, s:s, s:s, s:o}", "steps", (json_int_t)a->steps, "pass", "record", "trace", "tensors",
-                            "plan", all_apart(prof, gpu ? "cuda:0" : "cpu"));
+                            "plan", all_apart(prof, gpu ? prof->device : "cpu"));
     if (!cfg) return ms_errf(why, whylen, "out of memory");
     if (!a->quiet)   /* what it is for: docs/program-record.md */
         fprintf(stderr, "%s: record pass: the %d layers each a stage of its own, uncapped\n", a->who,
@@ -63,8 +64,10 @@ int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, ch
     } else if (ms_program_failure(&t, &ex, err, sizeof err)) {
         ms_errf(why, whylen, "%s", err);
     } else if (t.oom.happened || t.n_steps < 1 || (!t.done && !ex.signaled)) {
-        ms_errf(why, whylen, "the record pass %s%s%.400s", t.oom.happened ? "ran out of memory" :
-                "ended before a whole step", t.done_exc[0] ? ": " : "", t.done_exc);
+        char exc[401];
+        msb_utf8_copy(exc, sizeof exc, t.done_exc, 400);   /* cut at a character: the why goes to JSON */
+        ms_errf(why, whylen, "the record pass %s%s%s", t.oom.happened ? "ran out of memory" :
+                "ended before a whole step", exc[0] ? ": " : "", exc);
     } else {
         ms_prog_record *r = NULL;
         /* one the planner would refuse (more storages than a record holds) is none */

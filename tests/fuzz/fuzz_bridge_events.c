@@ -221,9 +221,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int layers = t.n_blocks + 2;
     ms_prog_record *rec = NULL;
     if (msb_build_record(&t, layers, &rec, err, sizeof err) == 0) {
-        if (ms_record_check(rec, err, sizeof err) != 0) fz_fail("a record made from the trace is not valid", err);
+        /* the trace's bytes may sum to MSB_MAX_ALLOCATED, above what a record may: that alone is refused */
+        int ok = ms_record_check(rec, err, sizeof err) == 0;
+        if (!ok && !strstr(err, "2^60")) fz_fail("a record made from the trace is not valid", err);
         uint64_t by[MS_CAT_N];
-        if (layers <= 8) {
+        if (ok && layers <= 8) {
             uint64_t *pk = calloc((size_t)layers * (size_t)layers, sizeof *pk);
             if (!pk || ms_record_range_peaks(rec, pk) != 0) fz_fail("out of memory", NULL);
             for (int a = 0; a < layers; a++)

@@ -307,6 +307,17 @@ static void test_check_refuses(void **state)
     BAD("a copy made as its original is freed", x_->s[0].t_free = 2);
     BAD("more bytes than can be summed", (x_->s[0].bytes = MS_REC_MAX_TOTAL_BYTES, x_->s[3].bytes = 1));
 #undef BAD
+    /* more layers x storages than a plan replays: refused, one under it accepted */
+    const int many = (int)(MS_REC_MAX_WORK / MS_MAX_LAYERS) + 1;
+    ms_rec_storage *big = calloc((size_t)many, sizeof *big);
+    assert_non_null(big);
+    for (int i = 0; i < many; i++) big[i] = (ms_rec_storage){ 0, MS_CAT_ACT, 1, (uint32_t)i, NEVER, -1 };
+    ms_prog_record *w = make_record(MS_MAX_LAYERS, 0, (uint32_t)many, big, many);
+    expect_refused(w, "too much work");
+    w->n = many - 1;
+    assert_int_equal(ms_record_check(w, NULL, 0), 0);
+    ms_prog_record_free(w);
+    free(big);
     /* the edges: freed at the end, counted from the end, a full layer list */
     r->s[2].t_free = 10;
     r->t_from = 10;

@@ -460,6 +460,8 @@ class Session:
                 if not self.register(module):
                     return None
                 inside = self.block_of.get(id(module))
+                if inside is not None:          # the model is one module: itself the unit just entered
+                    self.block_depth += 1
             else:
                 return None
         if self.in_backward:
