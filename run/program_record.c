@@ -14,23 +14,25 @@
 #include "trainer/device.h"
 #include "vocab/errf.h"
 
-/* The bridge's plan of the pass: layer i on stage i, all on one device, no cap. */
+/* The bridge's plan of the pass: layer i on stage i, all on one device, no
+ * cap, every crossing said (record). NULL when out of memory. */
 static json_t *all_apart(const ms_profile *prof, const char *device)
 {
-    json_t *stages = json_array(), *names = json_array();
-    for (int l = 0; l < prof->n_layers; l++) {
-        json_array_append_new(stages, json_pack("{s:s, s:i, s:i, s:I, s:I}", "device", device, "first", l, "last", l,
-                                                "capacity", (json_int_t)0, "device_capacity", (json_int_t)0));
-        const char *name = "";
-        for (int i = 0; i < prof->n_rows; i++)
-            if (prof->rows[i].layer == l) {
-                name = prof->rows[i].name;
-                break;
-            }
-        json_array_append_new(names, json_string(name));
+    const int n = prof->n_layers;
+    ms_plan pl = { .n_layers = n, .n_devices = 1, .n_stages = n, .devices = calloc(1, sizeof *pl.devices),
+                   .stages = calloc((size_t)n, sizeof *pl.stages) };
+    json_t *cfg = NULL;
+    if (pl.devices && pl.stages && ms_plan_attach_program(&pl, prof) == 0) {
+        snprintf(pl.devices[0].name, sizeof pl.devices[0].name, "%s", device);
+        for (int l = 0; l < n; l++) pl.stages[l] = (ms_plan_stage){ .device = 0, .first = l, .last = l };
+        cfg = ms_program_plan_config(&pl);
+        if (cfg && json_object_set_new(cfg, "record", json_true()) != 0) {
+            json_decref(cfg);
+            cfg = NULL;
+        }
     }
-    return json_pack("{s:s, s:o, s:o, s:b}", "fingerprint", prof->fingerprint, "stages", stages, "layer_names", names,
-                     "record", 1);
+    ms_plan_free(&pl);
+    return cfg;
 }
 
 int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, char *why, size_t whylen)

@@ -25,7 +25,7 @@
  * (CUDA context, workspaces) that a GPU of that size also carries and the
  * ledger does not count; device_capacity is the whole device's, which the
  * ballast leaves to a GPU that a stage has alone (context included). */
-static json_t *plan_config(const ms_plan *pl)
+json_t *ms_program_plan_config(const ms_plan *pl)
 {
     json_t *stages = json_array(), *names = json_array();
     for (int s = 0; s < pl->n_stages; s++) {
@@ -109,7 +109,7 @@ static char *config_text(const ms_plan *pl, long steps)
 {
     json_t *cfg = json_pack("{s:I, s:s, s:s, s:o}", "steps", (json_int_t)steps, "pass", "train", "trace",
                             plan_shares_a_device(pl) ? "tensors" : "off",
-                            "plan", plan_config(pl));
+                            "plan", ms_program_plan_config(pl));
     char *cfgs = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
     return cfgs;
