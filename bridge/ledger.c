@@ -13,16 +13,51 @@ void msl_init(msl_ledger *L)
 void msl_free_all(msl_ledger *L)
 {
     if (!L) return;
-    for (int d = 0; d < MSL_MAX_DEVICES; d++) free(L->dev[d].live_layer);
+    for (int d = 0; d < L->n_dev; d++) free(L->dev[d].live_layer);
+    free(L->dev);
     ms_addr_map_clear(&L->index);
     free(L->recs);
     msl_init(L);
 }
 
+/* Device dev, made (zeroed) when first used; NULL when out of range or
+ * out of memory. */
+static msl_device *device(msl_ledger *L, int dev)
+{
+    if (dev < 0 || dev >= MSL_MAX_DEVICES) return NULL;
+    if (dev >= L->n_dev) {
+        int n = L->n_dev ? L->n_dev : 4;
+        while (n <= dev) n *= 2;
+        if (n > MSL_MAX_DEVICES) n = MSL_MAX_DEVICES;
+        msl_device *g = realloc(L->dev, (size_t)n * sizeof *g);
+        if (!g) return NULL;
+        memset(g + L->n_dev, 0, (size_t)(n - L->n_dev) * sizeof *g);
+        L->dev = g;
+        L->n_dev = n;
+    }
+    return &L->dev[dev];
+}
+
+const msl_device *msl_dev(const msl_ledger *L, int dev)
+{
+    static const msl_device unused;
+    if (!L || dev < 0 || dev >= MSL_MAX_DEVICES) return NULL;
+    return dev < L->n_dev ? &L->dev[dev] : &unused;
+}
+
+void msl_reset_peak(msl_ledger *L, int dev)
+{
+    if (!L || dev < 0 || dev >= L->n_dev) return;   /* one never used has no peak */
+    msl_device *D = &L->dev[dev];
+    D->peak = D->live;
+    memcpy(D->peak_cat, D->live_cat, sizeof D->peak_cat);
+}
+
 int msl_set_capacity(msl_ledger *L, int dev, uint64_t capacity)
 {
-    if (!L || dev < 0 || dev >= MSL_MAX_DEVICES) return -1;
-    L->dev[dev].capacity = capacity;
+    msl_device *D = L ? device(L, dev) : NULL;
+    if (!D) return -1;
+    D->capacity = capacity;
     return 0;
 }
 
@@ -100,7 +135,8 @@ int msl_alloc(msl_ledger *L, int dev, uint64_t key, uint64_t bytes, int cat, int
         return -1;
     if (bytes == 0) return MSL_OK;
     msl_free(L, key, NULL);   /* a key still live was released unseen */
-    msl_device *D = &L->dev[dev];
+    msl_device *D = device(L, dev);
+    if (!D) return -1;
     if (D->capacity && (D->live > D->capacity || bytes > D->capacity - D->live)) {
         D->refusals++;
         if (why) {
@@ -151,7 +187,6 @@ int msl_relabel(msl_ledger *L, uint64_t key, int cat, int layer)
 
 uint64_t msl_live_layer(const msl_ledger *L, int dev, int layer)
 {
-    if (!L || dev < 0 || dev >= MSL_MAX_DEVICES || layer < 0) return 0;
-    const msl_device *D = &L->dev[dev];
-    return layer < D->n_layer_slots ? D->live_layer[layer] : 0;
+    const msl_device *D = msl_dev(L, dev);
+    return D && layer >= 0 && layer < D->n_layer_slots ? D->live_layer[layer] : 0;
 }

@@ -14,8 +14,9 @@
  *  - msl_alloc refuses (MSL_REFUSED, nothing recorded, *why filled) when the
  *    device has a capacity and live + bytes would exceed it; a key already
  *    live is first freed (its storage was released unseen: the address came
- *    back). Devices are 0..MSL_MAX_DEVICES-1; layers are -1 (none) or
- *    0..MSL_MAX_LAYERS-1.
+ *    back). Devices are 0..MSL_MAX_DEVICES-1, each made when first used
+ *    (a record pass makes one per layer: docs/program-record.md); layers
+ *    are -1 (none) or 0..MSL_MAX_LAYERS-1.
  *  - msl_relabel changes a live storage's category and layer (a parameter
  *    known at registration, a gradient after backward, optimizer state after
  *    the first step); unknown keys are ignored (returns 0).
@@ -30,8 +31,8 @@
 #include "vocab/addr_map.h"
 #include "vocab/vocab.h"
 
-#define MSL_MAX_DEVICES 64
 #define MSL_MAX_LAYERS 4096
+#define MSL_MAX_DEVICES MSL_MAX_LAYERS
 
 enum { MSL_OK = 0, MSL_REFUSED = 1 };
 
@@ -51,7 +52,8 @@ typedef struct msl_device {
 } msl_device;
 
 typedef struct msl_ledger {
-    msl_device dev[MSL_MAX_DEVICES];
+    msl_device *dev;          /* n_dev devices (owned): 0..n_dev-1 have been used */
+    int n_dev;
     ms_addr_map index;        /* key -> record index + 1 */
     msl_rec *recs;
     int n_recs, cap_recs, free_head;
@@ -73,6 +75,11 @@ uint64_t msl_free(msl_ledger *L, uint64_t key, int *dev_out);
 int msl_relabel(msl_ledger *L, uint64_t key, int cat, int layer);
 /* The live record of key, or NULL. */
 const msl_rec *msl_find(const msl_ledger *L, uint64_t key);
+/* Device dev's sums (a device never used reads as all zero; NULL only
+ * for dev out of range). */
+const msl_device *msl_dev(const msl_ledger *L, int dev);
+/* Device dev's peak starts again from what is live now. */
+void msl_reset_peak(msl_ledger *L, int dev);
 /* Live bytes of layer on dev (0 when none). */
 uint64_t msl_live_layer(const msl_ledger *L, int dev, int layer);
 

@@ -71,7 +71,7 @@ typedef struct replay {
     int n;
 } replay;
 
-static int64_t dyn_now(const replay *r) { return (int64_t)r->led.dev[0].live - (int64_t)r->stat; }
+static int64_t dyn_now(const replay *r) { return (int64_t)msl_dev(&r->led, 0)->live - (int64_t)r->stat; }
 
 static uint64_t grads_live(const replay *r)
 {
@@ -208,7 +208,7 @@ static int measure(const msb_trace *t, pass_meas *pm)
             break;
         }
         case MSB_EV_WHERE:
-            if (e->alloc >= 0) untracked = e->alloc - (int64_t)r.led.dev[0].live;
+            if (e->alloc >= 0) untracked = e->alloc - (int64_t)msl_dev(&r.led, 0)->live;
             if (e->m.layer == 0 && e->m.phase == MS_PH_FORWARD && r.grad_seen && grads_live(&r))   /* a forward begins */
                 pm->grads_at_forward = 1;   /* kept across steps or micro-batches */
             /* the step's first forward begins (not a tied module's return to layer 0) */
@@ -237,7 +237,7 @@ static int measure(const msb_trace *t, pass_meas *pm)
                              .pass = e->n };
             iv.dyn_start = e->alloc >= 0 ? e->alloc - (int64_t)r.stat : dyn_now(&r);
             iv.dyn_peak = iv.dyn_start;
-            iv.tot_start = iv.tot_peak = e->alloc >= 0 ? e->alloc : (int64_t)r.led.dev[0].live;
+            iv.tot_start = iv.tot_peak = e->alloc >= 0 ? e->alloc : (int64_t)msl_dev(&r.led, 0)->live;
             iv.stat_max = r.stat;
             if (e->peak > 0 && (uint64_t)e->peak > pm->peak_alloc) pm->peak_alloc = (uint64_t)e->peak;
             if (e->alloc > 0 && (uint64_t)e->alloc > pm->peak_alloc) pm->peak_alloc = (uint64_t)e->alloc;
@@ -258,7 +258,7 @@ static int measure(const msb_trace *t, pass_meas *pm)
             opt_cur = 0;
             break;
         case MSB_EV_OOM:
-            memcpy(pm->oom_cat, r.led.dev[0].live_cat, sizeof pm->oom_cat);
+            memcpy(pm->oom_cat, msl_dev(&r.led, 0)->live_cat, sizeof pm->oom_cat);
             pm->oom_untracked = untracked > 0 ? (uint64_t)untracked : 0;
             for (int l = 0; l < n; l++) pm->oom_layer[l] = msl_live_layer(&r.led, 0, l);
             break;
@@ -269,10 +269,10 @@ static int measure(const msb_trace *t, pass_meas *pm)
             iv.dyn_peak = dyn_now(&r);
             if (iv.phase == MS_PH_OPTIMIZER && iv.layer < 0) memcpy(opt_peak, r.dl, (size_t)(n + 1) * sizeof *r.dl);
         }
-        if (iv.open && (int64_t)r.led.dev[0].live > iv.tot_peak) iv.tot_peak = (int64_t)r.led.dev[0].live;
+        if (iv.open && (int64_t)msl_dev(&r.led, 0)->live > iv.tot_peak) iv.tot_peak = (int64_t)msl_dev(&r.led, 0)->live;
         if (iv.open && r.stat > iv.stat_max) iv.stat_max = r.stat;
     }
-    if (!t->cuda) pm->peak_alloc = r.led.dev[0].peak;   /* the CPU: the ledger is the accounting */
+    if (!t->cuda) pm->peak_alloc = msl_dev(&r.led, 0)->peak;   /* the CPU: the ledger is the accounting */
     pm->grad_seen = r.grad_seen;
     /* none live when a forward began: freed before it (zero_grad first);
      * live then but never when the loss's backward began: freed between

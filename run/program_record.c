@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bridge/ledger.h"
 #include "bridge/record.h"
 #include "planner/record_replay.h"
 #include "trainer/device.h"
@@ -40,9 +41,11 @@ int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, ch
     why[0] = '\0';
     if (prof->n_layers < 2)
         return ms_errf(why, whylen, "the program is one layer: there is no split to measure");
-    if (prof->n_layers > MS_MAX_STAGES)
+    /* each layer a ledger device of its own (a plan's rerun has at most MS_MAX_STAGES stages;
+       the record pass is no plan the planner made, and holds as many as the program has) */
+    if (prof->n_layers > MSL_MAX_DEVICES)
         return ms_errf(why, whylen, "%d layers, and a record pass runs each as a stage of its own (at most %d)",
-                       prof->n_layers, MS_MAX_STAGES);
+                       prof->n_layers, MSL_MAX_DEVICES);
     char bdir[4096], err[1024] = "", label[64];
     if (ms_program_bridge_dir(bdir, sizeof bdir, err, sizeof err)) return ms_errf(why, whylen, "%s", err);
     int gpu = strncmp(prof->device, "cuda", 4) == 0;

@@ -325,7 +325,8 @@ uint64_t msb_live(int dev, int cat)
 {
     if (dev < 0 || dev >= MSL_MAX_DEVICES || cat < -1 || cat >= MS_CAT_N) return 0;
     pthread_mutex_lock(&S.mu);
-    uint64_t v = cat < 0 ? S.ledger.dev[dev].live : S.ledger.dev[dev].live_cat[cat];
+    const msl_device *D = msl_dev(&S.ledger, dev);
+    uint64_t v = cat < 0 ? D->live : D->live_cat[cat];
     pthread_mutex_unlock(&S.mu);
     return v;
 }
@@ -334,7 +335,7 @@ uint64_t msb_peak(int dev)
 {
     if (dev < 0 || dev >= MSL_MAX_DEVICES) return 0;
     pthread_mutex_lock(&S.mu);
-    uint64_t v = S.ledger.dev[dev].peak;
+    uint64_t v = msl_dev(&S.ledger, dev)->peak;
     pthread_mutex_unlock(&S.mu);
     return v;
 }
@@ -343,7 +344,7 @@ uint64_t msb_peak_cat(int dev, int cat)
 {
     if (dev < 0 || dev >= MSL_MAX_DEVICES || cat < 0 || cat >= MS_CAT_N) return 0;
     pthread_mutex_lock(&S.mu);
-    uint64_t v = S.ledger.dev[dev].peak_cat[cat];
+    uint64_t v = msl_dev(&S.ledger, dev)->peak_cat[cat];
     pthread_mutex_unlock(&S.mu);
     return v;
 }
@@ -352,9 +353,7 @@ void msb_reset_peak(int dev)
 {
     if (dev < 0 || dev >= MSL_MAX_DEVICES) return;
     pthread_mutex_lock(&S.mu);
-    msl_device *D = &S.ledger.dev[dev];
-    D->peak = D->live;
-    memcpy(D->peak_cat, D->live_cat, sizeof D->peak_cat);
+    msl_reset_peak(&S.ledger, dev);
     pthread_mutex_unlock(&S.mu);
 }
 

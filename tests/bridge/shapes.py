@@ -13,6 +13,7 @@ on random data in plain PyTorch and prints "step N loss X" after each.
   --shape accum                 gradient accumulation x4 with a LR scheduler
   --shape gan                   a generator and a discriminator, two Adams
   --shape lstm                  an LSTM language model with a validation pass
+  --shape deep                  80 blocks: more layers than a plan has stages
 Options: --steps N, --batch B, --dim D (model width), --size S (image side).
 """
 import argparse
@@ -202,6 +203,7 @@ def main():
             print("step %d loss %.4f" % (step, d_loss.item() + g_loss.item()), flush=True)
     else:
         model = {"encdec": lambda: EncDec(vocab, a.dim, 3), "dict": lambda: DictNet(vocab, a.dim, 6),
+                 "deep": lambda: DictNet(vocab, a.dim // 2, 80),
                  "nested": lambda: Nested(vocab, a.dim, 4), "accum": lambda: DictNet(vocab, a.dim, 6),
                  "lstm": lambda: LSTMLM(vocab, a.dim)}[s]()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

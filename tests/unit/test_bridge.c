@@ -63,13 +63,46 @@ static void test_ledger_cap_and_labels(void **state)
     assert_int_equal(msl_alloc(&L, 1, 0, 8, MS_CAT_ACT, 0, &why), -1);          /* key 0: refused as bad */
     assert_int_equal(msl_alloc(&L, MSL_MAX_DEVICES, 1, 8, MS_CAT_ACT, 0, &why), -1);
     /* many records, freed and reused: the sums stay exact */
-    uint64_t sum = L.dev[2].live;
+    uint64_t sum = msl_dev(&L, 2)->live;
     for (uint64_t k = 1; k <= 5000; k++) {
         assert_int_equal(msl_alloc(&L, 2, k * 16, k, MS_CAT_TRANSIENT, (int)(k % 7), NULL), MSL_OK);
         sum += k;
         if (k % 3 == 0) { sum -= msl_free(&L, (k - 1) * 16, NULL); }
     }
     assert_int_equal(L.dev[2].live, sum);
+    msl_free_all(&L);
+}
+
+/* A record pass makes a device per layer: devices are made as they are
+ * used, up to the last layer's, and one never used reads as zero. */
+static void test_ledger_many_devices(void **state)
+{
+    (void)state;
+    msl_ledger L;
+    msl_init(&L);
+    const int last = MSL_MAX_DEVICES - 1;
+    assert_int_equal(msl_alloc(&L, last, 0x10, 700, MS_CAT_ACT, last, NULL), MSL_OK);
+    assert_int_equal(msl_alloc(&L, 3, 0x20, 5, MS_CAT_PARAM, 3, NULL), MSL_OK);
+    assert_int_equal(msl_dev(&L, last)->live, 700);
+    assert_int_equal(msl_live_layer(&L, last, last), 700);
+    assert_int_equal(msl_dev(&L, 3)->live_cat[MS_CAT_PARAM], 5);
+    assert_int_equal(msl_dev(&L, 2000)->live, 0);          /* between them, never used */
+    assert_int_equal(msl_dev(&L, 2000)->peak, 0);
+    assert_null(msl_dev(&L, MSL_MAX_DEVICES));
+    assert_null(msl_dev(&L, -1));
+    /* a storage moved from the last device to the first (msb_move) */
+    int dev = -1;
+    assert_int_equal(msl_free(&L, 0x10, &dev), 700);
+    assert_int_equal(dev, last);
+    assert_int_equal(msl_alloc(&L, 0, 0x10, 700, MS_CAT_ACT, last, NULL), MSL_OK);
+    assert_int_equal(msl_dev(&L, last)->live, 0);
+    assert_int_equal(msl_dev(&L, last)->peak, 700);
+    msl_reset_peak(&L, last);
+    assert_int_equal(msl_dev(&L, last)->peak, 0);
+    msl_reset_peak(&L, 2000);                                /* never used: nothing to reset */
+    assert_int_equal(msl_set_capacity(&L, last, 10), 0);
+    assert_int_equal(msl_alloc(&L, last, 0x30, 11, MS_CAT_ACT, 0, NULL), MSL_REFUSED);
+    assert_int_equal(msl_set_capacity(&L, MSL_MAX_DEVICES, 10), -1);
     msl_free_all(&L);
 }
 
@@ -669,6 +702,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ledger_cap_and_labels),
+        cmocka_unit_test(test_ledger_many_devices),
         cmocka_unit_test(test_pick_units),
         cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_rows_from_a_trace),
