@@ -177,6 +177,20 @@ void msb_where(int layer, int phase)
     pthread_mutex_unlock(&S.mu);
 }
 
+int msb_transition(int layer, int phase, int64_t alloc, int64_t peak, int64_t reserved, int64_t rpeak, int64_t xin,
+                   int xl, int fp)
+{
+    pthread_mutex_lock(&S.mu);
+    S.layer = layer;
+    S.phase = phase;
+    if (msb_active())
+        emitf("{\"ev\":\"w\",\"l\":%d,\"p\":%d,\"alloc\":%" PRId64 ",\"peak\":%" PRId64 ",\"reserved\":%" PRId64
+              ",\"rpeak\":%" PRId64 ",\"xin\":%" PRId64 ",\"xl\":%d,\"fp\":%d}",
+              layer, phase, alloc, peak, reserved, rpeak, xin, xl, fp);
+    pthread_mutex_unlock(&S.mu);
+    return 0;
+}
+
 int msb_current_layer(void) { return S.layer; }
 int msb_current_phase(void) { return S.phase; }
 

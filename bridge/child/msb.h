@@ -43,6 +43,13 @@ int msb_send(const char *json_object);         /* a whole object, no newline */
 int msb_warn(const char *what, const char *text);
 
 void msb_where(int layer, int phase);
+/* msb_where, and the `w` event that says it (docs/bridge.md): the
+ * allocator's counters at the moment (-1: none), the bytes entering the
+ * layer and the layer that made them (-1: not a layer entry), the training
+ * forwards so far. One call, formatted here: a program pays it at every
+ * unit boundary. */
+int msb_transition(int layer, int phase, int64_t alloc, int64_t peak, int64_t reserved, int64_t rpeak, int64_t xin,
+                   int xl, int fp);
 int msb_current_layer(void);
 int msb_current_phase(void);
 

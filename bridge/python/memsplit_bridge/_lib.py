@@ -20,6 +20,8 @@ class Lib:
             "msb_open": ([], _int), "msb_active": ([], _int), "msb_now_us": ([], _dbl),
             "msb_send": ([_str], _int), "msb_warn": ([_str, _str], _int),
             "msb_where": ([_int, _int], None),
+            "msb_transition": ([_int, _int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                ctypes.c_int64, _int, _int], _int),
             "msb_set_capacity": ([_int, _u64], _int),
             "msb_alloc": ([_int, _u64, _u64, _int, _int], _int),
             "msb_free": ([_u64], None), "msb_relabel": ([_u64, _int, _int], _int),
@@ -38,6 +40,7 @@ class Lib:
             f.argtypes, f.restype = args, res
         self.connected = c.msb_open() == 0
         self.alloc, self.free, self.relabel, self.where = c.msb_alloc, c.msb_free, c.msb_relabel, c.msb_where
+        self.transition = c.msb_transition
         self.now_us = c.msb_now_us
 
     def send(self, ev, **fields):

@@ -36,7 +36,8 @@ class Session:
         self.path_of = {}           # id(module) -> path in the root's tree
         self.list_ancestors = set() # id of every module that contains the list
         self.layer, self.phase = -1, PH_INIT
-        self.stack = []             # modules whose forward is running
+        self.stack = []             # modules whose forward is running, less the quiet ones
+        self.quiet = frozenset()    # ids of modules inside a unit, below its top: their hooks return at once
         self.block_depth = 0        # how many of them are inside the list
         self.in_root = False
         self.list_entered = False
@@ -123,14 +124,17 @@ class Session:
         if self.tracker is not None:
             self.tracker.sweep_all()
         alloc, peak, reserved, rpeak = self.stats()
-        w = dict(l=layer, p=phase, alloc=alloc, peak=peak, reserved=reserved, rpeak=rpeak, xin=xin, xl=xl,
-                 fp=self.forwards)
         if self.record is not None:
+            w = dict(l=layer, p=phase, alloc=alloc, peak=peak, reserved=reserved, rpeak=rpeak, xin=xin, xl=xl,
+                     fp=self.forwards)
             self.record.transition(layer, phase, w)    # sent at the next drain, in order with the allocations
+            self.lib.where(layer, phase)
+        elif self.on and os.getpid() == self.pid:
+            # the event formatted in C: a program pays this at every unit boundary
+            self.lib.transition(layer, phase, alloc, peak, reserved, rpeak, xin, xl, self.forwards)
         else:
-            self.send("w", **w)
+            self.lib.where(layer, phase)
         self.layer, self.phase = layer, phase
-        self.lib.where(layer, phase)
         self.times.append((layer, phase, self.clock()))
 
     def clock(self):
@@ -212,10 +216,19 @@ class Session:
         else:
             tops = tops[1:-1] if len(tops) >= 3 else tops[1:] if len(tops) == 2 else tops
         self.n_blocks = len(tops)
+        top_ids = set()
         for b, paths in enumerate(tops):
             for path in paths:
+                top_ids.add(id(root.get_submodule(path)))
                 for m in root.get_submodule(path).modules():
                     self.block_of[id(m)] = b
+        # inside a unit only its top's call is a transition: the modules below it run no hook
+        # code (issue 40: a module call costs the program a Python call either way, and this
+        # keeps it to a set lookup). A module holding a tied weight stays heard: it borrows
+        # its owner's layer. The innermost module at an OOM is found from the frames.
+        tied = self.tied_params or set()
+        self.quiet = frozenset(i for i in self.block_of if i not in top_ids) - {
+            id(m) for _, m in mods if any(id(p) in tied for p in m._parameters.values() if p is not None)}
         # a model that is one module is its own unit: its path is "", named "." (the root, as
         # --layers names it), since an empty name cannot travel
         names = [",".join(p or "." for p in paths) for paths in tops]
@@ -311,9 +324,22 @@ class Session:
         return [n for n in text.split(",") if n and not n.startswith("(")]
 
     def where_text(self):
-        m = self.stack[-1] if self.stack else None
+        m = self.innermost()
         path = self.path_of.get(id(m), "") if m is not None else ""
         return "layer %d%s" % (self.layer, (" (module %s)" % path) if path else "")
+
+    def innermost(self):
+        """The innermost module whose forward is running on this thread:
+        from the Python frames (a module's call or forward, whose `self` is
+        it), since the quiet modules keep off the stack; the stack's top
+        where the frames have none (a backward, on autograd's thread)."""
+        f, frames = sys._getframe(1), []
+        while f is not None:
+            frames.append(f)
+            f = f.f_back
+        known = [m for m in _running_modules(self.torch, frames)
+                 if id(m) in self.path_of or id(m) in self.other_models]
+        return known[0] if known else (self.stack[-1] if self.stack else None)
 
     def detect_precision(self, root):
         torch = self.torch
@@ -446,8 +472,8 @@ class Session:
 
     # ---- module hooks ----------------------------------------------------
     def pre_hook(self, module, inputs):
-        if not self.on:
-            return None
+        if not self.on or (self.block_depth and id(module) in self.quiet):
+            return None       # (a quiet module at the top level, outside its unit, is heard)
         torch = self.torch
         if module is self.root and self.stack:
             self.stack, self.block_depth = [], 0    # an exception skipped the post hooks
@@ -540,8 +566,8 @@ class Session:
         return self.forwards > 0
 
     def post_hook(self, module, inputs, output):
-        if not self.on:
-            return None
+        if not self.on or (id(module) in self.quiet and not (self.stack and self.stack[-1] is module)):
+            return None       # its pre_hook kept quiet: it is not on the stack
         if self.stack and self.stack[-1] is module:
             self.stack.pop()
         elif module in self.stack:
@@ -765,7 +791,7 @@ class Session:
         (stage) or the stage alone on the GPU that refused (ordinal)."""
         if self.record is not None:
             self.record.drain()      # what was live when it ran out (the allocator's lock is not held here)
-        m = self.stack[-1] if self.stack else None
+        m = self.innermost()
         path = self.path_of.get(id(m), type(m).__name__ if m is not None else "")
         ap = self.applier
         if stage is None and ap is not None and ordinal is not None:
@@ -791,6 +817,20 @@ class Session:
                 self.lib.warn("record", "the last part of the allocator's record was lost at the program's end: "
                               "%s" % str(e)[:200])
         self.send("done", reason=reason, steps=self.steps, exc=exc or "")
+
+
+# the frames of a module's work: its call and its forward
+_MODULE_FRAMES = frozenset(("forward", "_call_impl", "_wrapped_call_impl", "__call__"))
+
+
+def _running_modules(torch, frames):
+    """The modules of those frames (in their order) that are a module's
+    call or forward: the `self` of each."""
+    for f in frames:
+        if f.f_code.co_name in _MODULE_FRAMES:
+            me = f.f_locals.get("self")
+            if isinstance(me, torch.nn.Module):
+                yield me
 
 
 class _BackwardMark:
@@ -1251,15 +1291,16 @@ def _watch_unobserved(torch, s):
 
     def excepthook(tp, value, tb):
         if isinstance(value, torch.cuda.OutOfMemoryError):
-            # modules whose forward was running: frames of their call or forward
-            # (a LightningModule's training_step is not one: its model is the root)
-            mods = []
+            # modules whose forward was running, outermost first (a LightningModule's
+            # training_step is no module frame: its model is the root)
+            frames = []
             while tb is not None:
-                me = tb.tb_frame.f_locals.get("self")
-                call = tb.tb_frame.f_code.co_name in ("forward", "_call_impl", "_wrapped_call_impl")
-                if call and isinstance(me, torch.nn.Module) and (not mods or mods[-1] is not me):
-                    mods.append(me)
+                frames.append(tb.tb_frame)
                 tb = tb.tb_next
+            mods = []
+            for m in _running_modules(torch, frames):
+                if not mods or mods[-1] is not m:
+                    mods.append(m)
             path, kind = "", ""
             if mods:
                 paths = {id(m): p for p, m in mods[0].named_modules()}
