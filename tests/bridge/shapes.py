@@ -12,9 +12,15 @@ on random data in plain PyTorch and prints "step N loss X" after each.
   --shape nested                nested nn.Sequentials of blocks
   --shape accum                 gradient accumulation x4 with a LR scheduler
   --shape gan                   a generator and a discriminator, two Adams
+                                (--late: the second Adam made after the first forward)
   --shape lstm                  an LSTM language model with a validation pass
   --shape deep                  80 blocks: more layers than a plan has stages
-Options: --steps N, --batch B, --dim D (model width), --size S (image side).
+  --shape vit | densenet | mobilenet
+                                torchvision's small ViT (a class token and
+                                position embedding in the root's own code),
+                                DenseNet (every layer reads all before it),
+                                MobileNetV2 (inverted residuals), AdamW
+Options: --steps N, --batch B, --dim D (model width), --size S (image side), --late.
 """
 import argparse
 import os
@@ -155,6 +161,7 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--dim", type=int, default=32)
     ap.add_argument("--size", type=int, default=32)
+    ap.add_argument("--late", action="store_true")
     a = ap.parse_args()
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -164,6 +171,23 @@ def main():
         import torchvision
         model = getattr(torchvision.models, s)(num_classes=10)
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        for step in range(a.steps):
+            x = torch.randn(a.batch, 3, a.size, a.size, generator=g)
+            y = torch.randint(0, 10, (a.batch,), generator=g)
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            print("step %d loss %.4f" % (step, loss.item()), flush=True)
+    elif s in ("vit", "densenet", "mobilenet"):
+        from torchvision.models import densenet, mobilenetv2, vision_transformer
+        model = {"vit": lambda: vision_transformer.VisionTransformer(
+                     image_size=a.size, patch_size=8, num_layers=6, num_heads=2, hidden_dim=a.dim, mlp_dim=2 * a.dim,
+                     num_classes=10),
+                 "densenet": lambda: densenet.DenseNet(growth_rate=8, block_config=(2, 3, 4), num_init_features=16,
+                                                       num_classes=10),
+                 "mobilenet": lambda: mobilenetv2.MobileNetV2(num_classes=10, width_mult=0.25)}[s]()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         for step in range(a.steps):
             x = torch.randn(a.batch, 3, a.size, a.size, generator=g)
             y = torch.randint(0, 10, (a.batch,), generator=g)
@@ -186,12 +210,16 @@ def main():
         z_dim = a.dim
         G = nn.Sequential(nn.Linear(z_dim, 4 * a.dim), nn.ReLU(), nn.Linear(4 * a.dim, 64))
         D = nn.Sequential(nn.Linear(64, 4 * a.dim), nn.LeakyReLU(0.2), nn.Linear(4 * a.dim, 1))
-        og, od = torch.optim.Adam(G.parameters(), lr=2e-4), torch.optim.Adam(D.parameters(), lr=2e-4)
+        og = torch.optim.Adam(G.parameters(), lr=2e-4)
+        # --late: the discriminator's optimizer made after the generator's first forward
+        od = None if a.late else torch.optim.Adam(D.parameters(), lr=2e-4)
         for step in range(a.steps):
             real = torch.randn(a.batch, 64, generator=g)
             z = torch.randn(a.batch, z_dim, generator=g)
-            od.zero_grad(set_to_none=True)
             fake = G(z)
+            if od is None:
+                od = torch.optim.Adam(D.parameters(), lr=2e-4)
+            od.zero_grad(set_to_none=True)
             d_loss = F.softplus(-D(real)).mean() + F.softplus(D(fake.detach())).mean()
             d_loss.backward()
             od.step()

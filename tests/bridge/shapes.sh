@@ -8,7 +8,7 @@
 # printed, and held to 2% (SHAPES_2PCT: every shape). Needs $MEMSPLIT.
 . "$(dirname "$0")/lib.sh"
 js() { "$PY" -c "import json,sys; d=json.load(open('$1')); print($2)" 2>&1; }
-SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict nested accum lstm gan deep}
+SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict nested accum lstm gan deep vit densenet mobilenet}
 SHAPES_2PCT=${SHAPES_2PCT:-$SHAPES}
 
 if ! "$PY" -c 'import torch, torchvision' 2>/dev/null; then
@@ -61,8 +61,8 @@ print(total)")
     [ -n "$want" ] && [ "$want" = "$got" ] && ok "$s: $n units; every parameter byte in one row ($got)" || \
         bad "$s: parameter bytes" "model $want, rows $got"
     # 70% of the peak (85% for the LSTM LM: its LSTM is one unit of 60% of the parameters,
-    # which no split makes smaller; 80% for the GAN: its discriminator, not split, is on the first stage)
-    frac=0.7; [ "$s" = lstm ] && frac=0.85; [ "$s" = gan ] && frac=0.8
+    # which no split makes smaller)
+    frac=0.7; [ "$s" = lstm ] && frac=0.85
     cap=$(js "$T/$s.json" "int(d['peak_bytes'] * $frac)")
     "$M" profile --json --gpu-mem "$cap" -- "${P[@]}" > "$T/$s.oom" 2> "$T/$s.oomerr"; rc=$?
     where=$(js "$T/$s.oom" "'%s %s step %s' % (d['oom']['layer_name'] or d['oom']['what'] or '(outside any layer)', d['oom']['phase'], d['oom']['step'])")
@@ -108,9 +108,21 @@ done
 [ $rc = 0 ] && [ "$(grep -c '^step [0-9]* loss' "$T/gan.out")" = 1 ] && grep -q '^step 0 loss' "$T/gan.out" && \
     ok "gan: a trial step is a whole iteration, both optimizers' steps" || \
     bad "gan: iterations (exit $rc)" "$(grep '^step' "$T/gan.out" | head -3)" "$(tail -2 "$T/gan.err")"
-# the discriminator is a second model: counted in layer 0 (its parameters
-# are in the rows above), and the profile says so
-grep -q "trains a second model, Sequential (33796 parameter bytes)" "$T/gan.out" && \
-    ok "gan: the second model is named, its bytes counted in layer 0" || bad "gan: second model" "$(grep -i model "$T/gan.out" | head -3)"
+# the two models are one tree of units, each named as the program names it
+# (G and D): the discriminator's units are split as the generator's are
+grep -q "the models trained together: G, D" "$T/gan.out" && \
+    [ "$(js "$T/gan.json" "[r['name'] for r in d['layers']]")" = "['G.0,G.1', 'G.2', 'D.0,D.1', 'D.2']" ] && \
+    ok "gan: the models trained together are named G and D, each with units of its own" || \
+    bad "gan: two models" "$(grep -i model "$T/gan.out" | head -3)" "$(js "$T/gan.json" "[r['name'] for r in d['layers']]")"
+grep -q "placement: G.0-2 → cpu; 'D.0,D.1', D.2 → cpu" "$T/gan.docerr" && \
+    ok "gan: split between the generator and the discriminator" || bad "gan: placement" "$(grep placement "$T/gan.docerr")"
+# a model whose optimizer is made after the first model's first forward is found then:
+# counted in layer 0, on the first stage, and the profile says so
+"$M" profile --json --steps 2 --no-record-pass -- "$PY" "$HERE/shapes.py" --shape gan --steps 3 --late \
+    > "$T/late.json" 2> "$T/late.err"; rc=$?
+[ $rc = 0 ] && grep -q "trains a second model, Sequential (33796 parameter bytes)" "$T/late.err" && \
+    [ "$(js "$T/late.json" "(d['layers'][0]['param'], sum(r['param'] for r in d['layers']))")" = "(50692, 83716)" ] && \
+    ok "gan --late: the second model found late is named, its bytes counted in layer 0" || \
+    bad "gan --late (exit $rc)" "$(grep -i model "$T/late.err" | head -3)" "$(js "$T/late.json" "[r['param'] for r in d['layers']]")"
 echo "shapes: $pass passed, $fail failed"
 [ $fail -eq 0 ]

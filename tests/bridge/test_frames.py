@@ -1,8 +1,13 @@
-"""The innermost module found from Python frames (issue 40): the hooks of a
-module inside a unit, below its top, keep quiet, so the module an OOM names
-comes from the frames of the thread that ran out, both where the bridge
-observes (Session.innermost) and where the ballast runs alone
-(_watch_unobserved's traceback).
+"""What the bridge reads from Python frames and the program's objects.
+
+The innermost module (issue 40): the hooks of a module inside a unit, below
+its top, keep quiet, so the module an OOM names comes from the frames of
+the thread that ran out, both where the bridge observes (Session.innermost)
+and where the ballast runs alone (_watch_unobserved's traceback).
+
+Models trained together (issue 37): found from the program's optimizers at
+the first training forward (Session.co_trained), and named as the program
+names them (_model_names).
 
 Run: /usr/bin/python3 tests/bridge/test_frames.py  (torch 1.13 or 2.x, CPU)
 """
@@ -113,6 +118,50 @@ class Frames(unittest.TestCase):
         self.assertEqual(oom[0]["module"], "blocks.0.probe")
         self.assertEqual(oom[0]["type"], "Probe")
         self.assertEqual(len(calls), 1)      # the program's own hook still runs
+
+
+class Trainer:
+    """A program's own trainer object, holding its models as attributes."""
+
+    def __init__(self):
+        self.gen, self.disc = nn.Linear(2, 2), nn.Linear(2, 1)
+
+    def names(self):
+        return _session._model_names(torch, [self.gen, self.disc])
+
+
+class Models(unittest.TestCase):
+    def test_co_trained_in_the_optimizers_order(self):
+        G, D, C = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 3)), nn.Sequential(nn.Linear(3, 1)), nn.Linear(3, 1)
+        held = nn.ModuleList([D])          # the program's own container of D: the largest module wins
+        frozen = nn.Linear(3, 3)           # noqa: F841 (alive, in no optimizer: not trained)
+        s = _session.Session(torch, None, {})
+        s.optimizers = [torch.optim.SGD(G.parameters(), lr=0.1),
+                        torch.optim.Adam(list(C.parameters()) + list(D.parameters()))]
+        self.assertEqual(s.co_trained(G), [C, held])
+        s.optimizers = [torch.optim.SGD(G.parameters(), lr=0.1)]
+        self.assertEqual(s.co_trained(G), [])          # one model: nothing to look for
+
+    def test_names_from_locals(self):
+        G, D = nn.Linear(2, 2), nn.Linear(2, 1)
+        self.assertEqual(_session._model_names(torch, [G, D]), ["G", "D"])
+
+    def test_names_from_a_trainer_and_a_module(self):
+        self.assertEqual(Trainer().names(), ["gen", "disc"])
+        lm = nn.Module()
+        lm.generator, lm.discriminator = nn.Linear(2, 2), nn.Linear(2, 1)
+
+        def training_step(self):        # a LightningModule's method: self holds the models
+            return _session._model_names(torch, [self.generator, self.discriminator])
+        self.assertEqual(training_step(lm), ["generator", "discriminator"])
+
+    def test_a_name_a_module_has_itself_is_not_taken(self):
+        train, D = nn.Linear(2, 2), nn.Linear(2, 1)
+        self.assertEqual(_session._model_names(torch, [train, D]), ["model0", "D"])
+
+    def test_names_where_the_program_has_none(self):
+        models = [nn.Linear(2, 2) for _ in range(2)]
+        self.assertEqual(_session._model_names(torch, [models[0], models[1]]), ["model0", "model1"])
 
 
 if __name__ == "__main__":

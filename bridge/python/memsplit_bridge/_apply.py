@@ -217,7 +217,8 @@ class Applier:
                 parent_of.setdefault(id(c), m)
         for path, m in root.named_modules():
             st = self.exec_stage_of(m)
-            if st is None and m is not root and id(m) in self.s.list_ancestors and id(m) not in self.wrapped \
+            if st is None and m is not root and id(m) not in self.s.roots and id(m) in self.s.list_ancestors \
+                    and id(m) not in self.wrapped \
                     and isinstance(m, torch.nn.Sequential) and type(m).forward is torch.nn.Sequential.forward:
                 self.wrap_opened(m)
             if st is None or id(m) in self.wrapped or isinstance(m, containers):
@@ -226,8 +227,9 @@ class Applier:
             pst = self.exec_stage_of(parent) if parent is not None else None
             if parent is None or pst != st or isinstance(parent, containers):
                 self.wrap(m, st)
-        if id(root) not in self.wrapped:
-            self.wrap_root(root)
+        for model in self.s.models or [root]:    # each model's outputs come back to the root device
+            if id(model) not in self.wrapped:
+                self.wrap_root(model)
 
     def wrap(self, m, st):
         """The module's inputs follow it to its stage, and its outputs go back

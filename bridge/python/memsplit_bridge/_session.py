@@ -30,7 +30,11 @@ class Session:
         self.on = True
         self.pid = os.getpid()
         self.steps_wanted = int(cfg.get("steps", 2))
-        self.root = None
+        self.root = None            # the tree the units come from: the model, or the models trained together
+        self.model = None           # the first model the program trains (its first training forward)
+        self.models = []            # every model found at that moment: it first, then the others it trains
+        self.roots = set()          # their ids: a call of one from the program's own code is a model's forward
+        self.root_last = {}         # id of a model -> the last layer of its own units (its outputs' backward)
         self.n_blocks = 0
         self.block_of = {}          # id(module) -> unit index (layer - 1), for every module in a unit of layers 1..n
         self.path_of = {}           # id(module) -> path in the root's tree
@@ -44,6 +48,8 @@ class Session:
         self.forwards = 0           # training forwards since the last step
         self.steps = 0
         self.first_forward_done = False
+        self.running = None         # the model whose forward runs (or ran last)
+        self.first_done = set()     # ids of the models whose first training forward is done
         self.members = {0: [], 1: []}   # pre / post module paths seen in the first training forward
         self.param_layer = {}       # id(param) -> layer
         self.confirmed = set()      # params whose layer a call has confirmed
@@ -158,6 +164,15 @@ class Session:
     # ---- the model -------------------------------------------------------
     def register(self, root):
         torch = self.torch
+        self.model = root
+        self.models = [root] + self.co_trained(root)
+        self.roots = {id(m) for m in self.models}
+        if len(self.models) > 1:
+            # several models trained together (a GAN): one tree of them, each named as the
+            # program names it, so that their units are split as one model's are
+            root = torch.nn.Module()
+            for name, m in zip(_model_names(torch, self.models), self.models):
+                root.add_module(name, m)
         self.root = root
         _watch_lightning_checkpoints(self)
         mods = list(root.named_modules())
@@ -229,6 +244,11 @@ class Session:
         tied = self.tied_params or set()
         self.quiet = frozenset(i for i in self.block_of if i not in top_ids) - {
             id(m) for _, m in mods if any(id(p) in tied for p in m._parameters.values() if p is not None)}
+        # where a model's outputs' gradients arrive: its last unit's backward begins (the last
+        # model's is the layer after the units)
+        for m in self.models[:-1]:
+            self.root_last[id(m)] = max((self.block_of[id(x)] + 1 for x in m.modules() if id(x) in self.block_of),
+                                        default=0)
         # a model that is one module is its own unit: its path is "", named "." (the root, as
         # --layers names it), since an empty name cannot travel
         names = [",".join(p or "." for p in paths) for paths in tops]
@@ -250,7 +270,9 @@ class Session:
         if self.record is not None:
             # from the first training forward, on the model's GPU: what was made before is registered
             self.record.start(self.dev_index)
-        self.send("model", root=type(root).__name__, list="", why=why, blocks=names, sigs=sigs,
+        if len(self.models) > 1:
+            why = "%s; the models trained together: %s" % (why, ", ".join(n for n, _ in root.named_children()))
+        self.send("model", root=type(self.model).__name__, list="", why=why, blocks=names, sigs=sigs,
                   fingerprint=fingerprint, precision=self.precision,
                   device=str(self.device), torch=torch.__version__)
         if plan is not None:
@@ -269,6 +291,31 @@ class Session:
             self.dev_index = _ordinal(torch, self.device)
         self.label_params(root)
         return True
+
+    def co_trained(self, model):
+        """The other models the program trains beside model, in the order
+        its optimizers hold them: the largest modules whose parameters are
+        all in the program's optimizers and none in model's. Found once, at
+        the first training forward; one made later is another_model's."""
+        torch = self.torch
+        mine = {id(p) for p in model.parameters()}
+        order = {}
+        for o in self.optimizers:
+            for g in o.param_groups:
+                for p in g["params"]:
+                    if id(p) not in mine:
+                        order.setdefault(id(p), len(order))
+        if not order:
+            return []
+        import gc
+        found = []
+        for m in gc.get_objects():
+            if isinstance(m, torch.nn.Module) and m is not model:
+                ps = [id(p) for p in m.parameters()]
+                if ps and all(p in order for p in ps):
+                    found.append((min(order[p] for p in ps), m))
+        inner = {id(c) for _, m in found for c in m.modules() if c is not m}
+        return [m for _, m in sorted((x for x in found if id(x[1]) not in inner), key=lambda x: x[0])]
 
     def units_of_tree(self, mods, tree):
         """The units the trial chooses from the module tree and the bytes
@@ -387,11 +434,12 @@ class Session:
                 self.relabel(p, cat, layer)
 
     def another_model(self, module):
-        """A model the program trains beside the one it splits (a GAN's
-        discriminator beside its generator): its parameters, gradients and
-        optimizer state are the program's own, counted in layer 0 (the
-        program's code before the units), and it stays where the program
-        put it, on the first stage's device. Only the first model is split."""
+        """A model the program trains beside those registered, found only
+        when it is called (its optimizer was made after the first model's
+        first training forward, so co_trained could not see it): its
+        parameters, gradients and optimizer state are the program's own,
+        counted in layer 0 (the program's code before the units), and it
+        stays where the program put it, on the first stage's device."""
         self.other_models.add(id(module))
         new = [p for p in module.parameters() if id(p) not in self.param_layer]
         if not new:
@@ -403,10 +451,11 @@ class Session:
             self.relabel(p, cat, 0)
             self.other_params.append(p)
         nbytes = sum(p.numel() * p.element_size() for p in new)
-        self.lib.warn("models", "the program trains a second model, %s (%d parameter bytes), besides %s: memsplit "
-                      "splits the first one it trains; the second's parameters, gradients and optimizer state are "
+        self.lib.warn("models", "the program trains a second model, %s (%d parameter bytes), besides %s, whose "
+                      "optimizer was made after %s's first training forward: memsplit splits the models whose "
+                      "optimizers are there by then; this one's parameters, gradients and optimizer state are "
                       "counted in layer 0 and stay on the first stage's device"
-                      % (type(module).__name__, nbytes, type(self.root).__name__))
+                      % (type(module).__name__, nbytes, type(self.model).__name__, type(self.model).__name__))
 
     def relabel(self, t, cat, layer, owner=None, run=None, at_start=False):
         """t's storage is of category cat in layer. Without the tensor
@@ -444,7 +493,7 @@ class Session:
 
     def member(self, module, layer):
         """A module outside the list runs in the first training forward."""
-        if self.first_forward_done or id(module) in self.list_ancestors:
+        if id(self.running) in self.first_done or id(module) in self.list_ancestors:
             return
         path = self.path_of.get(id(module))
         if path is None:
@@ -475,7 +524,7 @@ class Session:
         if not self.on or (self.block_depth and id(module) in self.quiet):
             return None       # (a quiet module at the top level, outside its unit, is heard)
         torch = self.torch
-        if module is self.root and self.stack:
+        if id(module) in self.roots and self.stack:
             self.stack, self.block_depth = [], 0    # an exception skipped the post hooks
         self.stack.append(module)
         inside = self.block_of.get(id(module))
@@ -492,18 +541,19 @@ class Session:
                 return None
         if self.in_backward:
             return None     # a recomputed forward (activation checkpointing) stays in backward
-        if len(self.stack) == 1 and module is not self.root and id(module) not in self.other_models \
+        if len(self.stack) == 1 and id(module) not in self.roots and id(module) not in self.other_models \
                 and module.training and torch.is_grad_enabled():
             self.another_model(module)
-        if module is self.root and len(self.stack) == 1:
+        if id(module) in self.roots and len(self.stack) == 1:
             training = module.training and torch.is_grad_enabled()
             self.in_root = True
             self.list_entered = False
             self.outside = False
-            if training:
+            self.running = module
+            if training and module is self.model:    # (a step's forwards: the first model's)
                 self.forwards += 1
             self.transition(0, PH_FORWARD if training else PH_VALIDATION)
-            if training and self.micro_batch is None:
+            if training and self.micro_batch is None and module is self.model:
                 self.micro_batch = _batch_of(torch, inputs)
             if inside is not None:
                 # a model that is one module is its own unit: its forward is that unit's
@@ -579,7 +629,7 @@ class Session:
             if self.block_depth == 0:
                 self.output_marks(output, unit + 1)
         elif unit is None and self.block_depth == 0 and self.in_root and self.layer == 0 and \
-                id(module) not in self.list_ancestors and module is not self.root:
+                id(module) not in self.list_ancestors and id(module) not in self.roots:
             self.output_marks(output, 0)          # a module of the layer before the units
         if self.borrow and self.borrow[-1][0] is module:
             _, back = self.borrow.pop()
@@ -590,7 +640,7 @@ class Session:
                     if t.requires_grad:
                         t.register_hook(_BorrowMark(self, self.layer))
             if training and self.in_root and self.list_entered and len(self.stack) == 1 and \
-                    self.stack[0] is self.root and not self.in_backward:
+                    id(self.stack[0]) in self.roots and not self.in_backward:
                 # back in the root's own code after the list (HF computes its
                 # loss there from labels=): that code works on these outputs
                 # where they are, as a loss after the forward would, so it is
@@ -602,13 +652,14 @@ class Session:
                 self.transition(self.n_blocks + 2, self.phase, xin, self.layer)
             else:
                 self.transition(back, self.phase)
-        if module is self.root and not self.stack:
+        if id(module) in self.roots and not self.stack:
             self.in_root = False
             if self.phase in (PH_FORWARD, PH_VALIDATION) and not self.in_backward:
                 early = self.outside_early
                 self.outside_early = False
                 if self.phase == PH_FORWARD:
                     self.first_forward_done = True
+                    self.first_done.add(id(module))
                     # the loss and whatever the program computes from the
                     # model's outputs: a layer of its own ("outside"), whose
                     # backward ends where the model's outputs' gradients are
@@ -619,8 +670,9 @@ class Session:
                     if any(t.dim() > 0 for t in marks) or early:
                         marks = [t for t in marks if t.dim() > 0]
                     if self.torch.is_grad_enabled():
+                        last = self.root_last.get(id(module), self.n_blocks + 1)
                         for t in marks:
-                            t.register_hook(_BackwardMark(self, self.n_blocks + 1))
+                            t.register_hook(_BackwardMark(self, last))
                     self.outside = True
                 if early and self.phase == PH_FORWARD:
                     return None     # the outside layer began where the borrowed module returned
@@ -821,6 +873,36 @@ class Session:
 
 # the frames of a module's work: its call and its forward
 _MODULE_FRAMES = frozenset(("forward", "_call_impl", "_wrapped_call_impl", "__call__"))
+
+
+def _model_names(torch, models):
+    """Names for models trained together, as the program names them: the
+    variable or attribute that holds each in the program's own frames (a
+    script's G and D, a LightningModule's generator and discriminator);
+    model<i> where none does."""
+    skip = (os.path.dirname(os.path.abspath(torch.__file__)), os.path.dirname(os.path.abspath(__file__)))
+    names = [None] * len(models)
+    f = sys._getframe(1)
+    while f is not None and None in names:
+        if not os.path.abspath(f.f_code.co_filename).startswith(skip):
+            for k, v in list(f.f_locals.items()):
+                held = [(k, v)] if k != "self" else []
+                if isinstance(v, torch.nn.Module):
+                    held += list(v._modules.items())
+                elif k == "self":            # a trainer object of the program's own: its attributes
+                    held += [(a, x) for a, x in list(getattr(v, "__dict__", {}).items())
+                             if isinstance(x, torch.nn.Module)]
+                for name, x in held:
+                    for i, m in enumerate(models):
+                        # (a name nn.Module has itself, `train` say, cannot name a child)
+                        if x is m and names[i] is None and name.isidentifier() and name not in names and \
+                                not hasattr(torch.nn.Module, name):
+                            names[i] = name
+        f = f.f_back
+    for i in range(len(models)):
+        if names[i] is None:
+            names[i] = next("model%d" % j for j in itertools.count(i) if "model%d" % j not in names)
+    return names
 
 
 def _running_modules(torch, frames):
@@ -1252,7 +1334,7 @@ def _install_plan(torch, lib, s, plan, cuda):
         out = real_apply(self, fn, *a, **k)
         ap = s.applier
         if ap is not None and ap.placed and not ap.moving and s.root is not None and \
-                any(m is s.root for m in self.modules()):
+                any(id(m) in s.roots for m in self.modules()):
             devs = {p.device for p in s.root.parameters()}
             if devs == {ap.root_device}:        # the framework put everything on the root device again
                 ap.place(s.root)
