@@ -167,27 +167,18 @@ def main():
     g = torch.Generator().manual_seed(1)
     vocab = 256
     s = a.shape
-    if s in ("resnet18", "resnet50"):
+    if s in ("resnet18", "resnet50", "vit", "densenet", "mobilenet"):   # image classifiers
         import torchvision
-        model = getattr(torchvision.models, s)(num_classes=10)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        for step in range(a.steps):
-            x = torch.randn(a.batch, 3, a.size, a.size, generator=g)
-            y = torch.randint(0, 10, (a.batch,), generator=g)
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            print("step %d loss %.4f" % (step, loss.item()), flush=True)
-    elif s in ("vit", "densenet", "mobilenet"):
         from torchvision.models import densenet, mobilenetv2, vision_transformer
         model = {"vit": lambda: vision_transformer.VisionTransformer(
                      image_size=a.size, patch_size=8, num_layers=6, num_heads=2, hidden_dim=a.dim, mlp_dim=2 * a.dim,
                      num_classes=10),
                  "densenet": lambda: densenet.DenseNet(growth_rate=8, block_config=(2, 3, 4), num_init_features=16,
                                                        num_classes=10),
-                 "mobilenet": lambda: mobilenetv2.MobileNetV2(num_classes=10, width_mult=0.25)}[s]()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                 "mobilenet": lambda: mobilenetv2.MobileNetV2(num_classes=10, width_mult=0.25)}.get(
+            s, lambda: getattr(torchvision.models, s)(num_classes=10))()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if s.startswith("resnet") else \
+            torch.optim.AdamW(model.parameters(), lr=1e-3)
         for step in range(a.steps):
             x = torch.randn(a.batch, 3, a.size, a.size, generator=g)
             y = torch.randint(0, 10, (a.batch,), generator=g)
