@@ -72,11 +72,16 @@ static long trailing_index(const char *s, size_t *prefix_len)
 
 /* The modules of layer l: a block is one module; the layers before and
  * after the blocks (0 and the last) hold a comma-joined list of them, or a
- * "(before the blocks)" placeholder when the trial saw none. */
+ * placeholder when the trial saw none: "(before the units)" (bridge/rows.c;
+ * "(before the blocks)" in plans of earlier versions). */
 static int is_edge(const ms_plan *pl, int l) { return l == 0 || l == pl->n_layers - 1; }
 static int placeholder(const char *m, size_t k)
 {
-    return (k == 19 && !strncmp(m, "(before the blocks)", k)) || (k == 18 && !strncmp(m, "(after the blocks)", k));
+    static const char *const names[] = { "(before the units)", "(after the units)", "(before the blocks)",
+                                         "(after the blocks)" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (k == strlen(names[i]) && !strncmp(m, names[i], k)) return 1;
+    return 0;
 }
 
 /* Calls each(name, ctx) for every module of layer l, in order. */
@@ -142,6 +147,7 @@ static void flush_run(line_buf *b)
 static void add_module(const char *name, void *ctx)
 {
     line_buf *b = ctx;
+    if (placeholder(name, strlen(name))) return;     /* no module: the program's own code */
     size_t pre = 0;
     long i = trailing_index(name, &pre);
     if (b->run_name && i >= 0 && i == b->run_last + 1 && pre == b->run_pre && !strncmp(name, b->run_name, pre)) {
@@ -172,7 +178,7 @@ void ms_program_placement(FILE *f, const ms_plan *pl)
         flush_run(&b);
         char dev[4 * 32 + 8];
         if (item_text(pl->devices[st->device].name, 1, dev, sizeof dev)) snprintf(dev, sizeof dev, "'?'");
-        fprintf(f, "%s%s → %s", s ? "; " : "", b.s ? b.s : "", dev);
+        fprintf(f, "%s%s → %s", s ? "; " : "", b.s ? b.s : "(the program's own code)", dev);
         free(b.s);
     }
     fputc('\n', f);

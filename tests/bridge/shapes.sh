@@ -124,5 +124,16 @@ grep -q "placement: G.0-2 → cpu; 'D.0,D.1', D.2 → cpu" "$T/gan.docerr" && \
     [ "$(js "$T/late.json" "(d['layers'][0]['param'], sum(r['param'] for r in d['layers']))")" = "(50692, 83716)" ] && \
     ok "gan --late: the second model found late is named, its bytes counted in layer 0" || \
     bad "gan --late (exit $rc)" "$(grep -i model "$T/late.err" | head -3)" "$(js "$T/late.json" "[r['param'] for r in d['layers']]")"
+# its last layer is empty (no module runs after the units): the plan's placement line and
+# snippet name modules only, never the placeholder
+if "$M" plan --profile "$T/late.json" --gpus 2 --gpu-mem 2MiB --devices cpu,cpu -o "$T/late.plan" > "$T/late.plan.out" 2>&1; then
+    "$PY" "$HERE/../cli/hostile.py" placement "$T/late.plan" "$T/late.plan.out" && \
+        "$PY" "$HERE/../cli/hostile.py" snippet "$T/late.plan" "$T/late.plan.out" "$T/no-such-file" && \
+        ! sed -n '/^placement: /,/^]/p' "$T/late.plan.out" | grep -q "(after the units)" && \
+        ok "an empty last layer: the placement line and the snippet name modules only" || \
+        bad "empty last layer in the placement" "$(grep -A6 '^placement' "$T/late.plan.out")"
+else
+    bad "gan --late: plan" "$(tail -3 "$T/late.plan.out")"
+fi
 echo "shapes: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -46,7 +46,7 @@ def modules_per_stage(plan):
         mods = []
         for l in range(st["layers"][0], st["layers"][1] + 1):
             if l in (0, n - 1):
-                mods += [m for m in names[l].split(",") if m and m not in ("(before the blocks)", "(after the blocks)")]
+                mods += [m for m in names[l].split(",") if m and m not in ("(before the units)", "(after the units)", "(before the blocks)", "(after the blocks)")]
             else:
                 mods.append(names[l])
         dev = [d for d in plan["devices"] if d["index"] == st["device"]][0]["device"]
