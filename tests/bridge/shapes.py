@@ -15,6 +15,8 @@ on random data in plain PyTorch and prints "step N loss X" after each.
                                 (--late: the second Adam made after the first forward)
   --shape lstm                  an LSTM language model with a validation pass
   --shape deep                  80 blocks: more layers than a plan has stages
+  --shape helper                a module trained by its own optimizer, called
+                                inside the model's forward
   --shape vit | densenet | mobilenet
                                 torchvision's small ViT (a class token and
                                 position embedding in the root's own code),
@@ -134,6 +136,26 @@ class Nested(nn.Module):
         return self.head(self.body(self.embed(idx)))
 
 
+class WithHelper(nn.Module):
+    """Blocks that call, after the third, a module the program holds and
+    trains itself, by an optimizer of its own (no child of this model)."""
+
+    def __init__(self, vocab, d, n, helper):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+        self.head = nn.Linear(d, vocab)
+        self.helper = [helper]        # a plain list: not registered
+
+    def forward(self, idx):
+        x = self.embed(idx)
+        for i, b in enumerate(self.blocks):
+            x = b(x)
+            if i == 2:
+                x = x + self.helper[0](x)
+        return self.head(x)
+
+
 class LSTMLM(nn.Module):
     def __init__(self, vocab, d):
         super().__init__()
@@ -221,11 +243,14 @@ def main():
             # the iteration's loss as memsplit reports it: the sum of what went to backward()
             print("step %d loss %.4f" % (step, d_loss.item() + g_loss.item()), flush=True)
     else:
+        helper = nn.Sequential(nn.Linear(a.dim, 2 * a.dim), nn.GELU(), nn.Linear(2 * a.dim, a.dim))
         model = {"encdec": lambda: EncDec(vocab, a.dim, 3), "dict": lambda: DictNet(vocab, a.dim, 6),
+                 "helper": lambda: WithHelper(vocab, a.dim, 6, helper),
                  "deep": lambda: DictNet(vocab, a.dim // 2, 80),
                  "nested": lambda: Nested(vocab, a.dim, 4), "accum": lambda: DictNet(vocab, a.dim, 6),
                  "lstm": lambda: LSTMLM(vocab, a.dim)}[s]()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        opt_helper = torch.optim.SGD(helper.parameters(), lr=1e-2) if s == "helper" else None
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9) if s == "accum" else None
         accum = 4 if s == "accum" else 1
         for step in range(a.steps):
@@ -240,6 +265,9 @@ def main():
                 (loss / accum).backward()
                 total += loss.item() / accum
             opt.step()
+            if opt_helper is not None:
+                opt_helper.step()
+                opt_helper.zero_grad(set_to_none=True)
             if sched is not None:
                 sched.step()
             if s == "lstm":                       # a validation pass after each step

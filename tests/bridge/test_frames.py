@@ -81,6 +81,14 @@ class Frames(unittest.TestCase):
         # the probe's helper frame is no module frame: the probe itself is innermost
         self.assertEqual(paths, ["blocks.%d.probe" % i for i in range(3)])
 
+    def test_running_tells_a_nested_call_from_a_stale_stack(self):
+        seen = []
+        model = Model(lambda: seen.append((_session._running(torch, model.blocks[1]),
+                                           _session._running(torch, model))))
+        model(torch.randn(2, 4))
+        self.assertEqual(seen, [(False, True), (True, True), (False, True)])
+        self.assertFalse(_session._running(torch, model))     # returned: a stack holding it is stale
+
     def test_innermost_falls_back_to_the_stack(self):
         s = _session.Session(torch, None, {})
         self.assertIsNone(s.innermost())

@@ -524,7 +524,7 @@ class Session:
         if not self.on or (self.block_depth and id(module) in self.quiet):
             return None       # (a quiet module at the top level, outside its unit, is heard)
         torch = self.torch
-        if id(module) in self.roots and self.stack:
+        if id(module) in self.roots and self.stack and not _running(self.torch, self.stack[-1]):
             self.stack, self.block_depth = [], 0    # an exception skipped the post hooks
         self.stack.append(module)
         inside = self.block_of.get(id(module))
@@ -903,6 +903,18 @@ def _model_names(torch, models):
         if names[i] is None:
             names[i] = next("model%d" % j for j in itertools.count(i) if "model%d" % j not in names)
     return names
+
+
+def _running(torch, module):
+    """Whether module's call or forward is running on this thread (a model
+    called inside another's forward), rather than left on the stack by an
+    exception that skipped its post hook."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name in _MODULE_FRAMES and f.f_locals.get("self") is module:
+            return True
+        f = f.f_back
+    return False
 
 
 def _running_modules(torch, frames):
