@@ -74,7 +74,12 @@ int msb_build_record(const msb_trace *t, int n_layers, ms_prog_record **out, cha
             break;
         }
         case MSB_EV_WHERE:   /* a transition: the moment before it ends here */
-            if (moment(r, &cap_m, e->m.layer, e->m.phase, pos) != 0) rc = ms_errf(err, errlen, "out of memory");
+            /* layers -1 (none) to n_layers (the program's code after the model's forward) */
+            if (e->m.layer < -1 || e->m.layer > n_layers || e->m.phase < 0 || e->m.phase >= MS_PH_N)
+                rc = ms_errf(err, errlen, "the record pass moved to layer %d, phase %d, of %d layers", e->m.layer,
+                             e->m.phase, n_layers);
+            else if (moment(r, &cap_m, e->m.layer, e->m.phase, pos) != 0)
+                rc = ms_errf(err, errlen, "out of memory");
             break;
         case MSB_EV_PLACED:
             if (!placed) r->t_from = pos;

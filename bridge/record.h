@@ -12,7 +12,8 @@
  * placement (MSB_EV_PLACED) and end at the pass's last step, as a rerun's
  * stage peaks do. Returns 0 with *out (free with
  * ms_prog_record_free), or -1 with err: no placement or no step, a device that is no
- * layer, more events than positions, out of memory. */
+ * layer, a transition to a layer outside -1..n_layers or to no phase, more
+ * events than positions, out of memory. */
 #ifndef MS_BRIDGE_RECORD_H
 #define MS_BRIDGE_RECORD_H
 

@@ -109,39 +109,74 @@ static int insert_rows(ms_db *db, int64_t run, const ms_profile *p)
     return rc;
 }
 
-/* The record's header and every storage (one prepared statement, reused). */
+typedef void (*bind_elem_fn)(sqlite3_stmt *st, const ms_prog_record *r, int i);
+
+/* Element i of the record's storages: ?3.. of rec_storages' INSERT. */
+static void bind_storage(sqlite3_stmt *st, const ms_prog_record *r, int i)
+{
+    const ms_rec_storage *s = &r->s[i];
+    sqlite3_bind_int(st, 3, s->layer);
+    sqlite3_bind_text(st, 4, ms_cat_name((ms_cat)s->cat), -1, SQLITE_STATIC);
+    dbi_bind_u64(st, 5, s->bytes);
+    sqlite3_bind_int64(st, 6, s->t_alloc);
+    if (s->t_free == MS_REC_NEVER) sqlite3_bind_null(st, 7);
+    else sqlite3_bind_int64(st, 7, s->t_free);
+    if (s->copy_of < 0) sqlite3_bind_null(st, 8);
+    else sqlite3_bind_int(st, 8, s->copy_of);
+}
+
+/* ... and of its moments: ?3.. of rec_moments' */
+static void bind_moment(sqlite3_stmt *st, const ms_prog_record *r, int i)
+{
+    const ms_rec_moment *m = &r->m[i];
+    sqlite3_bind_int(st, 3, m->layer);
+    sqlite3_bind_text(st, 4, ms_phase_name((ms_phase)m->phase), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, m->t_begin);
+    sqlite3_bind_int64(st, 6, m->t_end);
+}
+
+/* One of the record's lists, n rows through one prepared statement (sql:
+ * run_id ?1, idx ?2, the rest bound by bind), reused; what says which in
+ * an error. */
+static int insert_list(ms_db *db, int64_t run, const ms_prog_record *r, int n, const char *sql, bind_elem_fn bind,
+                       const char *what)
+{
+    if (n <= 0) return 0;
+    sqlite3_stmt *st = dbi_prepare(db, sql);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, run);   /* bindings stay across resets */
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int(st, 2, i);
+        bind(st, r, i);
+        rc = dbi_step_done(db, st, what);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* The record's header, its storages and its moments. */
 static int insert_record(ms_db *db, int64_t run, const ms_prog_record *r)
 {
-    sqlite3_stmt *st = dbi_prepare(db,
-        "INSERT INTO prog_records (run_id, n_layers, t_from, t_end, n_storages) VALUES (?1, ?2, ?3, ?4, ?5)");
+    sqlite3_stmt *st = dbi_prepare(db, "INSERT INTO prog_records (run_id, n_layers, t_from, t_end, n_storages,"
+                                       " n_moments) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, run);
     sqlite3_bind_int(st, 2, r->n_layers);
     sqlite3_bind_int64(st, 3, r->t_from);
     sqlite3_bind_int64(st, 4, r->t_end);
     sqlite3_bind_int(st, 5, r->n);
+    sqlite3_bind_int(st, 6, r->n_moments);
     int rc = dbi_step_done(db, st, "cannot add the program's record");
     sqlite3_finalize(st);
-    if (rc || r->n == 0) return rc;
-    if (!(st = dbi_prepare(db, "INSERT INTO rec_storages (run_id, idx, layer, cat, bytes, t_alloc, t_free, copy_of)"
-                               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")))
-        return -1;
-    sqlite3_bind_int64(st, 1, run);   /* bindings stay across resets */
-    for (int i = 0; rc == 0 && i < r->n; i++) {
-        const ms_rec_storage *s = &r->s[i];
-        sqlite3_reset(st);
-        sqlite3_bind_int(st, 2, i);
-        sqlite3_bind_int(st, 3, s->layer);
-        sqlite3_bind_text(st, 4, ms_cat_name((ms_cat)s->cat), -1, SQLITE_STATIC);
-        dbi_bind_u64(st, 5, s->bytes);
-        sqlite3_bind_int64(st, 6, s->t_alloc);
-        if (s->t_free == MS_REC_NEVER) sqlite3_bind_null(st, 7);
-        else sqlite3_bind_int64(st, 7, s->t_free);
-        if (s->copy_of < 0) sqlite3_bind_null(st, 8);
-        else sqlite3_bind_int(st, 8, s->copy_of);
-        rc = dbi_step_done(db, st, "cannot add a storage of the program's record");
-    }
-    sqlite3_finalize(st);
+    if (rc == 0)
+        rc = insert_list(db, run, r, r->n, "INSERT INTO rec_storages (run_id, idx, layer, cat, bytes, t_alloc, t_free,"
+                         " copy_of) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", bind_storage,
+                         "cannot add a storage of the program's record");
+    if (rc == 0)
+        rc = insert_list(db, run, r, r->n_moments, "INSERT INTO rec_moments (run_id, idx, layer, phase, t_begin, t_end)"
+                         " VALUES (?1, ?2, ?3, ?4, ?5, ?6)", bind_moment, "cannot add a moment of the program's record");
     return rc;
 }
 
@@ -264,8 +299,9 @@ static int col_in(sqlite3_stmt *st, int col, int64_t lo, int64_t hi, int64_t *v)
     return sqlite3_column_type(st, col) == SQLITE_INTEGER && *v >= lo && *v <= hi ? 0 : -1;
 }
 
-static int read_storage(ms_db *db, int64_t run, sqlite3_stmt *st, int i, ms_rec_storage *s)
+static int read_storage(ms_db *db, int64_t run, sqlite3_stmt *st, int i, void *elem)
 {
+    ms_rec_storage *s = elem;
     const int64_t last = MS_REC_NEVER - 1;   /* MS_REC_NEVER is NULL in the table */
     int64_t v[7] = {0};
     int null_free = sqlite3_column_type(st, 5) == SQLITE_NULL, null_copy = sqlite3_column_type(st, 6) == SQLITE_NULL;
@@ -288,45 +324,69 @@ static int read_storage(ms_db *db, int64_t run, sqlite3_stmt *st, int i, ms_rec_
     return 0;
 }
 
-static int load_storages(ms_db *db, int64_t run, ms_prog_record *r, int64_t want)
+static int read_moment(ms_db *db, int64_t run, sqlite3_stmt *st, int i, void *elem)
 {
-    sqlite3_stmt *st = dbi_prepare(db,
-        "SELECT idx, layer, cat, bytes, t_alloc, t_free, copy_of FROM rec_storages WHERE run_id = ?1 ORDER BY idx");
+    ms_rec_moment *m = elem;
+    const int64_t last = MS_REC_NEVER - 1;
+    int64_t v[5] = {0};
+    int phase = ms_phase_parse((const char *)sqlite3_column_text(st, 2));
+    const char *bad = col_in(st, 0, i, i, &v[0])                 ? "idx (the list has a gap)"
+                      : col_in(st, 1, -1, MS_MAX_LAYERS, &v[1])  ? "layer"
+                      : phase < 0                                ? "phase"
+                      : col_in(st, 3, 0, last, &v[3])            ? "t_begin"
+                      : col_in(st, 4, 0, last, &v[4])            ? "t_end"
+                                                                 : NULL;
+    if (bad) return dbi_fail(db, "run %lld: record moment %d: bad %s", (long long)run, i, bad);
+    *m = (ms_rec_moment){ .layer = (int)v[1], .phase = phase, .t_begin = (uint32_t)v[3], .t_end = (uint32_t)v[4] };
+    return 0;
+}
+
+typedef int (*read_elem_fn)(ms_db *db, int64_t run, sqlite3_stmt *st, int i, void *elem);
+
+/* One of the record's lists (`what`: "storages", "moments"): sql's rows
+ * (run_id ?1, in idx order), each read into the list by read, exactly want
+ * of them. The list is grown as rows come: a count in the file allocates
+ * nothing by itself. *list and *n hold what was read, on failure too. */
+static int load_list(ms_db *db, int64_t run, const char *sql, const char *what, size_t size, int64_t want,
+                     void **list, int *n, read_elem_fn read)
+{
+    sqlite3_stmt *st = dbi_prepare(db, sql);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, run);
     int cap = 0, rc = SQLITE_DONE, ret = 0;
     while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (r->n == want) { ret = dbi_fail(db, "run %lld: its record has more storages than its %lld",
-                                           (long long)run, (long long)want); break; }
-        if (r->n == cap) {   /* grown as rows come: a count in the file allocates nothing by itself */
+        if (*n == want) { ret = dbi_fail(db, "run %lld: its record has more %s than its %lld", (long long)run,
+                                         what, (long long)want); break; }
+        if (*n == cap) {
             int ncap = cap ? (cap > want / 2 ? (int)want : 2 * cap) : (want < 4096 ? (int)want : 4096);
-            ms_rec_storage *grown = realloc(r->s, (size_t)ncap * sizeof *grown);
+            void *grown = realloc(*list, (size_t)ncap * size);
             if (!grown) { ret = dbi_fail(db, "out of memory"); break; }
-            r->s = grown;
+            *list = grown;
             cap = ncap;
         }
-        ret = read_storage(db, run, st, r->n, &r->s[r->n]);
-        if (ret == 0) r->n++;
+        ret = read(db, run, st, *n, (char *)*list + (size_t)*n * size);
+        if (ret == 0) (*n)++;
     }
     if (ret == 0 && rc != SQLITE_DONE) ret = dbi_sqlfail(db, "cannot read the program's record");
     sqlite3_finalize(st);
-    if (ret == 0 && r->n != want)
-        ret = dbi_fail(db, "run %lld: its record lists %d storages of %lld", (long long)run, r->n, (long long)want);
+    if (ret == 0 && *n != want)
+        ret = dbi_fail(db, "run %lld: its record lists %d %s of %lld", (long long)run, *n, what, (long long)want);
     return ret;
 }
 
 /* The record, when the profile has one (out->record stays NULL otherwise). */
 static int load_record(ms_db *db, int64_t run, ms_profile *out)
 {
-    sqlite3_stmt *st =
-        dbi_prepare(db, "SELECT n_layers, t_from, t_end, n_storages FROM prog_records WHERE run_id = ?1");
+    sqlite3_stmt *st = dbi_prepare(db,
+        "SELECT n_layers, t_from, t_end, n_storages, n_moments FROM prog_records WHERE run_id = ?1");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, run);
     int rc = sqlite3_step(st), ret = 0;
-    int64_t v[4] = {0};
+    int64_t v[5] = {0};
     if (rc == SQLITE_ROW) {
         if (col_in(st, 0, 1, MS_MAX_LAYERS, &v[0]) || col_in(st, 1, 0, MS_REC_NEVER - 1, &v[1]) ||
-            col_in(st, 2, 0, MS_REC_NEVER - 1, &v[2]) || col_in(st, 3, 0, MS_PROFILE_MAX_REC_STORAGES, &v[3]))
+            col_in(st, 2, 0, MS_REC_NEVER - 1, &v[2]) || col_in(st, 3, 0, MS_PROFILE_MAX_REC_STORAGES, &v[3]) ||
+            col_in(st, 4, 0, MS_PROFILE_MAX_REC_MOMENTS, &v[4]))
             ret = dbi_fail(db, "run %lld: its record's header is out of range", (long long)run);
         else if (!(out->record = calloc(1, sizeof *out->record)))
             ret = dbi_fail(db, "out of memory");
@@ -339,7 +399,16 @@ static int load_record(ms_db *db, int64_t run, ms_profile *out)
     r->n_layers = (int)v[0];
     r->t_from = (uint32_t)v[1];
     r->t_end = (uint32_t)v[2];
-    if (load_storages(db, run, r, v[3])) return -1;
+    void *s = NULL, *m = NULL;
+    int bad = load_list(db, run, "SELECT idx, layer, cat, bytes, t_alloc, t_free, copy_of FROM rec_storages"
+                                 " WHERE run_id = ?1 ORDER BY idx", "storages", sizeof *r->s, v[3], &s, &r->n,
+                        read_storage);
+    r->s = s;
+    if (bad) return -1;
+    bad = load_list(db, run, "SELECT idx, layer, phase, t_begin, t_end FROM rec_moments WHERE run_id = ?1"
+                             " ORDER BY idx", "moments", sizeof *r->m, v[4], &m, &r->n_moments, read_moment);
+    r->m = m;
+    if (bad) return -1;
     char why[256];
     if (ms_prog_record_validate(r, out->n_layers, why, sizeof why))
         return dbi_fail(db, "run %lld: %s", (long long)run, why);

@@ -290,6 +290,23 @@ static const char v6_program_record[] =
     "  PRIMARY KEY (run_id, idx)\n"
     ") WITHOUT ROWID;\n";
 
+/* v7: the record's moments (ms_rec_moment: what layer and phase ran at
+ * which positions of the record pass), kept with its storages. The header
+ * counts them as it counts the storages; a record stored before has none
+ * (n_moments 0). layer -1: outside any layer; phase as text. */
+static const char v7_record_moments[] =
+    "ALTER TABLE prog_records ADD COLUMN n_moments INTEGER NOT NULL DEFAULT 0;\n"
+    "\n"
+    "CREATE TABLE rec_moments (\n"
+    "  run_id        INTEGER NOT NULL REFERENCES prog_records(run_id) ON DELETE CASCADE,\n"
+    "  idx           INTEGER NOT NULL,\n"  /* position in the record's list, in order */
+    "  layer         INTEGER NOT NULL,\n"
+    "  phase         TEXT NOT NULL,\n"
+    "  t_begin       INTEGER NOT NULL,\n"
+    "  t_end         INTEGER NOT NULL,\n"
+    "  PRIMARY KEY (run_id, idx)\n"
+    ") WITHOUT ROWID;\n";
+
 const char *const ms_db_migrations[] = { v1_runs_and_profiles, v2_training, v3_programs, v4_program_loss,
-                                         v5_oom_step, v6_program_record };
+                                         v5_oom_step, v6_program_record, v7_record_moments };
 const int ms_db_n_migrations = (int)(sizeof ms_db_migrations / sizeof ms_db_migrations[0]);

@@ -108,8 +108,11 @@ typedef struct ms_rec_storage {
 } ms_rec_storage;
 
 /* A moment of the record pass: positions t_begin..t_end-1 ran layer's
- * phase (ms_phase; layer -1: outside any layer), from one transition to
- * the next. */
+ * phase (ms_phase; layer -1: outside any layer; layer n_layers: the
+ * program's own code after the model's forward, its loss), from one
+ * transition to the next. Moments are in order and do not overlap; one may
+ * hold no position (t_begin == t_end: two transitions with nothing
+ * allocated or freed between them). */
 typedef struct ms_rec_moment {
     int layer, phase;
     uint32_t t_begin, t_end;
@@ -121,8 +124,8 @@ typedef struct ms_prog_record {
     uint32_t t_end;         /* positions are below it */
     int n;
     ms_rec_storage *s;      /* in t_alloc order (owned) */
-    int n_moments;          /* what ran when (owned; kept in memory only, for what a rerun's OOM
-                               teaches: not in the profile's JSON or the database) */
+    int n_moments;          /* what ran when (owned), for what a rerun's OOM teaches; kept with
+                               the storages (the profile's JSON, the database); 0: none known */
     ms_rec_moment *m;
 } ms_prog_record;
 

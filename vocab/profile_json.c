@@ -103,6 +103,36 @@ static int validate_coverage(const ms_profile *p, char *err, size_t errlen)
     return rc;
 }
 
+/* The record's moments (profile_json.h, ms_prog_record_validate): what
+ * the record pass's transitions make. Layer n_layers is the program's own
+ * code after the model (its loss), which the bridge names so. */
+static int validate_moments(const ms_prog_record *r, int n_layers, char *err, size_t errlen)
+{
+    if (r->n_moments < 0 || r->n_moments > MS_PROFILE_MAX_REC_MOMENTS || (r->n_moments > 0 && !r->m))
+        return ms_errf(err, errlen, "record.moments: %d moments (0..%d)%s", r->n_moments, MS_PROFILE_MAX_REC_MOMENTS,
+                       r->n_moments > 0 && !r->m ? " and no list of them" : "");
+    uint32_t prev_end = 0;
+    for (int i = 0; i < r->n_moments; i++) {
+        const ms_rec_moment *m = &r->m[i];
+        if (m->layer < -1 || m->layer > n_layers)
+            return ms_errf(err, errlen, "record.moments[%d].layer: %d is outside -1..%d", i, m->layer, n_layers);
+        if (m->phase < 0 || m->phase >= MS_PH_N)
+            return ms_errf(err, errlen, "record.moments[%d].phase: %d is not a phase", i, m->phase);
+        if (m->t_end > r->t_end)
+            return ms_errf(err, errlen, "record.moments[%d].t_end: %" PRIu32 " is beyond the record's t_end %" PRIu32,
+                           i, m->t_end, r->t_end);
+        if (m->t_begin > m->t_end)
+            return ms_errf(err, errlen, "record.moments[%d].t_begin: %" PRIu32 " is after its t_end %" PRIu32, i,
+                           m->t_begin, m->t_end);
+        if (m->t_begin < prev_end)
+            return ms_errf(err, errlen,
+                           "record.moments[%d].t_begin: %" PRIu32 " is before the previous moment's end %" PRIu32
+                           " (moments are in order and do not overlap)", i, m->t_begin, prev_end);
+        prev_end = m->t_end;
+    }
+    return 0;
+}
+
 int ms_prog_record_validate(const ms_prog_record *r, int n_layers, char *err, size_t errlen)
 {
     if (!r) return ms_errf(err, errlen, "record: none");
@@ -140,7 +170,7 @@ int ms_prog_record_validate(const ms_prog_record *r, int n_layers, char *err, si
             return ms_errf(err, errlen, "record.storages[%d].copy_of: %" PRId32 " is not -1 or an earlier storage",
                            i, s->copy_of);
     }
-    return 0;
+    return validate_moments(r, n_layers, err, errlen);
 }
 
 int ms_profile_validate(const ms_profile *p, char *err, size_t errlen)
@@ -269,6 +299,15 @@ static json_t *record_to_json(const ms_prog_record *r, int *bad)
         if (!e || json_array_append_new(a, e)) *bad = 1;
     }
     put(j, "storages", a, bad);
+    if (r->n_moments <= 0) return j;   /* none: no key (absent reads as none) */
+    json_t *m = json_array();
+    for (int i = 0; m && i < r->n_moments && !*bad; i++) {
+        const ms_rec_moment *x = &r->m[i];
+        json_t *e = json_pack("[i, s, I, I]", x->layer, ms_phase_name((ms_phase)x->phase), (json_int_t)x->t_begin,
+                              (json_int_t)x->t_end);
+        if (!e || json_array_append_new(m, e)) *bad = 1;
+    }
+    put(j, "moments", m, bad);
     return j;
 }
 
@@ -426,15 +465,55 @@ static int oom_from_json(const json_t *j, ms_profile *p, char *err, size_t errle
     return ms_json_get_str(j, ctx, "what", o->what, sizeof o->what, err, errlen);
 }
 
-/* storages[i][k], an integer in lo..hi */
+/* record.<list>[i][k] (field[k] names it), an integer in lo..hi */
+static int elem_int(const json_t *e, const char *list, const char *const *field, int i, int k, long long lo,
+                    long long hi, long long *out, char *err, size_t errlen)
+{
+    const json_t *v = json_array_get(e, (size_t)k);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return ms_errf(err, errlen, "record.%s[%d].%s: expected an integer in %lld..%lld", list, i, field[k], lo, hi);
+    *out = json_integer_value(v);
+    return 0;
+}
+
 static int storage_int(const json_t *e, int i, int k, long long lo, long long hi, long long *out, char *err,
                        size_t errlen)
 {
     static const char *const field[] = {"layer", "category", "bytes", "t_alloc", "t_free", "copy_of"};
-    const json_t *v = json_array_get(e, (size_t)k);
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return ms_errf(err, errlen, "record.storages[%d].%s: expected an integer in %lld..%lld", i, field[k], lo, hi);
-    *out = json_integer_value(v);
+    return elem_int(e, "storages", field, i, k, lo, hi, out, err, errlen);
+}
+
+/* The record's moments, when the key is there (absent: none, as records
+ * written before they were kept). Types and ranges; ms_prog_record_validate
+ * checks the layers against the profile's and the order. */
+static int moments_from_json(const json_t *j, ms_prog_record *r, char *err, size_t errlen)
+{
+    static const char *const field[] = {"layer", "phase", "t_begin", "t_end"};
+    const long long last = MS_REC_NEVER - 1;
+    const json_t *a = json_object_get(j, "moments");
+    if (!a) return 0;
+    if (!json_is_array(a)) return ms_errf(err, errlen, "record.moments: expected an array");
+    size_t n = json_array_size(a);
+    if (n > MS_PROFILE_MAX_REC_MOMENTS)
+        return ms_errf(err, errlen, "record.moments: %zu moments is too many (at most %d)", n,
+                       MS_PROFILE_MAX_REC_MOMENTS);
+    if (n && !(r->m = calloc(n, sizeof *r->m))) return ms_errf(err, errlen, "out of memory");
+    for (size_t i = 0; i < n; i++, r->n_moments++) {
+        const json_t *e = json_array_get(a, i);
+        if (!json_is_array(e) || json_array_size(e) != 4)
+            return ms_errf(err, errlen, "record.moments[%zu]: expected [layer, phase, t_begin, t_end]", i);
+        long long v[4];
+        int ph = ms_phase_parse(json_string_value(json_array_get(e, 1)));
+        if (elem_int(e, "moments", field, (int)i, 0, -1, MS_MAX_LAYERS, &v[0], err, errlen)) return -1;
+        if (ph < 0)
+            return ms_errf(err, errlen, "record.moments[%zu].phase: expected one of "
+                           "init|forward|backward|optimizer|validation", i);
+        if (elem_int(e, "moments", field, (int)i, 2, 0, last, &v[2], err, errlen) ||
+            elem_int(e, "moments", field, (int)i, 3, 0, last, &v[3], err, errlen))
+            return -1;
+        r->m[i] = (ms_rec_moment){ .layer = (int)v[0], .phase = ph, .t_begin = (uint32_t)v[2],
+                                   .t_end = (uint32_t)v[3] };
+    }
     return 0;
 }
 
@@ -489,7 +568,7 @@ static int record_from_json(const json_t *j, ms_profile *p, char *err, size_t er
         s->t_free = v[4] < 0 ? MS_REC_NEVER : (uint32_t)v[4];
         s->copy_of = (int32_t)v[5];
     }
-    return 0;
+    return moments_from_json(j, r, err, errlen);
 }
 
 static int from_json(const json_t *root, ms_profile *p, char *err, size_t errlen)

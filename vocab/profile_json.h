@@ -16,12 +16,15 @@
  *  - A program's record (p->record, vocab/profile.h) travels as the optional
  *    key "record" (absent: record NULL): {"n_layers", "t_from", "t_end",
  *    "storages": [[layer, category, bytes, t_alloc, t_free, copy_of], ...]},
- *    the category by name, t_free -1 for MS_REC_NEVER, copy_of -1 for none.
- *    ms_prog_record_validate() is its structural check (types and ranges,
- *    the profile's layer count, t_alloc non-decreasing, t_alloc < t_free <=
- *    t_end, copies of earlier storages); the planner's ms_record_check()
- *    adds what needs the replay's view (a copy's original still live, the
- *    total bytes), which vocab/ cannot call (no include runs upward).
+ *    the category by name, t_free -1 for MS_REC_NEVER, copy_of -1 for none,
+ *    and, when it has any, "moments": [[layer, phase, t_begin, t_end], ...]
+ *    (absent: none; the phase by name). ms_prog_record_validate() is its
+ *    structural check (types and ranges, the profile's layer count, t_alloc
+ *    non-decreasing, t_alloc < t_free <= t_end, copies of earlier storages;
+ *    moments in order, not overlapping, within t_end, see below); the
+ *    planner's ms_record_check() adds what needs the replay's view (a
+ *    copy's original still live, the total bytes), which vocab/ cannot call
+ *    (no include runs upward).
  *  - File helpers read/write a path ("-" is stdin/stdout).
  * Unknown keys are ignored (forward compatibility); nothing prints or aborts. */
 #ifndef MS_PROFILE_JSON_H
@@ -45,6 +48,11 @@
 #define MS_PROFILE_MAX_BATCH (1 << 20)
 /* Most storages a record may hold. */
 #define MS_PROFILE_MAX_REC_STORAGES (1 << 24)
+/* Most moments a record may hold. The record pass makes one at each
+ * transition, and several transitions may fall at one position (a moment
+ * of no position: nothing was allocated or freed while it ran), so their
+ * count is bounded by this, not by the positions. */
+#define MS_PROFILE_MAX_REC_MOMENTS (1 << 24)
 
 json_t *ms_profile_to_json(const ms_profile *p);
 int ms_profile_from_json(const json_t *root, ms_profile *out, char *err, size_t errlen);
@@ -52,7 +60,13 @@ int ms_profile_validate(const ms_profile *p, char *err, size_t errlen);
 /* A record for a profile of n_layers layers: 0, or -1 with a message naming
  * the field ("record.storages[12].copy_of: ..."). Positions are below
  * MS_REC_NEVER (t_end at most MS_REC_NEVER - 1), bytes at most
- * MS_PROFILE_MAX_ROW_BYTES a storage. */
+ * MS_PROFILE_MAX_ROW_BYTES a storage. Moments (at most
+ * MS_PROFILE_MAX_REC_MOMENTS): a layer from -1 (outside any layer) to
+ * n_layers (the program's own code after the model's forward, its loss:
+ * the bridge's "outside" layer, which the record pass's transitions name),
+ * an ms_phase, t_begin <= t_end <= the record's t_end, each beginning at or
+ * after the previous one's end (the record pass's begin where the one
+ * before ends; a moment may hold no position). */
 int ms_prog_record_validate(const ms_prog_record *r, int n_layers, char *err, size_t errlen);
 
 int ms_profile_write_json(FILE *f, const ms_profile *p, char *err, size_t errlen);

@@ -112,6 +112,26 @@ ms_prog_record *pu_random_record(pu_rng *r, int n_layers, int n)
     }
     rec->t_end = end + (uint32_t)pu_int(r, 3);
     rec->t_from = (uint32_t)pu_int(r, (int)rec->t_end + 1);
+    /* moments, as the record pass makes them (bridge/record.c): in order,
+     * most beginning where the last ended, some of no position, a gap now
+     * and then; layers -1 (outside any) to n_layers (the loss outside the
+     * model) */
+    int cap = (int)(rec->t_end / 2) + 2;
+    if (!(rec->m = malloc((size_t)cap * sizeof *rec->m))) {
+        ms_prog_record_free(rec);
+        return NULL;
+    }
+    uint32_t t = (uint32_t)pu_int(r, 3);
+    while (rec->n_moments < cap && t <= rec->t_end) {
+        ms_rec_moment *m = &rec->m[rec->n_moments++];
+        m->layer = pu_int(r, n_layers + 2) - 1;
+        m->phase = pu_int(r, MS_PH_N);
+        m->t_begin = t;
+        uint32_t len = pu_int(r, 4) == 0 ? 0 : 1 + (uint32_t)pu_int(r, 8);
+        m->t_end = len > rec->t_end - t ? rec->t_end : t + len;
+        t = m->t_end + (pu_int(r, 6) == 0 ? (uint32_t)pu_int(r, 3) : 0);
+        if (m->t_end == rec->t_end && pu_int(r, 2)) break;
+    }
     return rec;
 }
 
@@ -134,6 +154,18 @@ int pu_record_diff(const ms_prog_record *a, const ms_prog_record *b, char *why, 
             snprintf(why, len, "storage %d differs: [%d %d %llu %u %u %d] / [%d %d %llu %u %u %d]", i, x->layer,
                      x->cat, (unsigned long long)x->bytes, x->t_alloc, x->t_free, x->copy_of, y->layer, y->cat,
                      (unsigned long long)y->bytes, y->t_alloc, y->t_free, y->copy_of);
+            return 1;
+        }
+    }
+    if (a->n_moments != b->n_moments) {
+        snprintf(why, len, "moments: %d / %d", a->n_moments, b->n_moments);
+        return 1;
+    }
+    for (int i = 0; i < a->n_moments; i++) {
+        const ms_rec_moment *x = &a->m[i], *y = &b->m[i];
+        if (x->layer != y->layer || x->phase != y->phase || x->t_begin != y->t_begin || x->t_end != y->t_end) {
+            snprintf(why, len, "moment %d differs: [%d %d %u %u] / [%d %d %u %u]", i, x->layer, x->phase,
+                     x->t_begin, x->t_end, y->layer, y->phase, y->t_begin, y->t_end);
             return 1;
         }
     }

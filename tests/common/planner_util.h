@@ -11,10 +11,13 @@
  *  - pu_random_record(): a valid program record (vocab/profile.h) of n
  *    storages over n_layers layers: allocations in order (some at one
  *    position), some live to the end (MS_REC_NEVER), copies of earlier
- *    storages still live, one storage of the largest bytes a profile takes.
- *    Caller frees with ms_prog_record_free().
- *  - pu_record_diff(): 0 when two records are equal field for field (either
- *    NULL: both), else 1 with the first difference described in why.
+ *    storages still live, one storage of the largest bytes a profile takes;
+ *    moments as the record pass makes them (in order, some of no position,
+ *    a gap now and then, layers -1 to n_layers). Caller frees with
+ *    ms_prog_record_free().
+ *  - pu_record_diff(): 0 when two records are equal field for field, moments
+ *    included (either NULL: both), else 1 with the first difference
+ *    described in why.
  *  - pu_brute_force(): the best step time over every split, stage count,
  *    ordered choice of devices, recompute choice, precision, schedule,
  *    micro-batch size, replica count and ZeRO-1 setting allowed by opts (each

@@ -650,6 +650,26 @@ static void test_record_from_a_pass(void **state)
     assert_null(r);
     assert_non_null(strstr(err, "stage"));
     msb_trace_free(&t);
+    /* transitions up to the layer after the model's forward (4 layers: up to 4), and past it: no record */
+    for (int past = 0; past <= 1; past++) {
+        msb_trace_init(&t);
+        feed(&t, 1, "{\"ev\":\"hello\",\"pid\":1}");
+        feed(&t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"list\":\"h\",\"why\":\"h\",\"blocks\":[\"h.0\",\"h.1\"],"
+                   "\"fingerprint\":\"fnv64:00000000000000aa\",\"precision\":\"fp32\",\"device\":\"cpu\"}");
+        feed(&t, 1, "{\"ev\":\"placed\"}");
+        W(&t, 1, MS_PH_FORWARD);
+        A(&t, 1, 100, MS_CAT_ACT, 1);
+        W(&t, 4 + past, MS_PH_FORWARD);
+        A(&t, 2, 100, MS_CAT_ACT, 1);
+        feed(&t, 1, "{\"ev\":\"step\",\"n\":1,\"accum\":1,\"micro_batch\":8}");
+        feed(&t, 1, "{\"ev\":\"done\",\"reason\":\"steps\"}");
+        assert_int_equal(msb_build_record(&t, 4, &r, err, sizeof err), past ? -1 : 0);
+        if (past) assert_non_null(strstr(err, "layer 5"));
+        else assert_int_equal(r->n_moments, 2);
+        ms_prog_record_free(r);
+        r = NULL;
+        msb_trace_free(&t);
+    }
     /* never placed: no record */
     msb_trace_init(&t);
     one_step(&t, 1, 0);

@@ -1,7 +1,7 @@
 /* test_db.c — the run database: opening and migrations (from an empty file,
  * from an older schema; a newer schema and foreign files refused), profiles
- * round-tripping field for field (a program's record too, written whole or
- * not at all, checked when read), several profiles in one database, memory
+ * round-tripping field for field (a program's record too, its moments
+ * included, written whole or not at all, checked when read), several profiles in one database, memory
  * events in atomic batches, training records, and crash safety: a writer
  * SIGKILLed at random moments leaves a database that passes integrity_check
  * and shows its run as incomplete. */
@@ -590,7 +590,22 @@ static void test_profile_record_round_trip(void **state)
         copies += p.record->s[i].copy_of >= 0;
     }
     assert_true(never > 0 && copies > 0);
-    char want[32], sql[160];
+    /* its moments too: outside any layer, the loss's layer n_layers, of no position */
+    int outside = 0, loss = 0, empty = 0;
+    for (int i = 0; i < p.record->n_moments; i++) {
+        outside += p.record->m[i].layer == -1;
+        loss += p.record->m[i].layer == p.n_layers;
+        empty += p.record->m[i].t_begin == p.record->m[i].t_end;
+    }
+    assert_true(p.record->n_moments > 100 && outside > 0 && loss > 0 && empty > 0);
+    char want[32], sql[200];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM rec_moments WHERE run_id = %lld", (long long)run);
+    snprintf(want, sizeof want, "%d", p.record->n_moments);
+    assert_string_equal(raw_query(path, sql), want);
+    snprintf(sql, sizeof sql, "SELECT n_moments FROM prog_records WHERE run_id = %lld", (long long)run);
+    assert_string_equal(raw_query(path, sql), want);
+    snprintf(sql, sizeof sql, "SELECT phase FROM rec_moments WHERE run_id = %lld AND idx = 0", (long long)run);
+    assert_string_equal(raw_query(path, sql), ms_phase_name((ms_phase)p.record->m[0].phase));   /* by name */
     snprintf(sql, sizeof sql, "SELECT count(*) FROM rec_storages WHERE run_id = %lld AND t_free IS NULL",
              (long long)run);
     snprintf(want, sizeof want, "%d", never);
@@ -612,20 +627,78 @@ static void test_profile_record_round_trip(void **state)
     assert_int_equal(ms_db_add_rows(db, run_bad, &p), -1);
     assert_non_null(strstr(ms_db_errmsg(db), "record.n_layers"));
     p.record->n_layers--;
-    expect_load_error(db, run_bad, "no stored profile");
-    /* the database refuses a storage half-way: an error, and nothing of the profile stays */
-    raw_exec(path, "CREATE TRIGGER boom BEFORE INSERT ON rec_storages WHEN NEW.idx = 1500"
-                   " BEGIN SELECT RAISE(ABORT, 'disk on fire'); END;");
+    p.record->m[3].t_begin = p.record->m[2].t_end + 1;
+    p.record->m[3].t_end = p.record->m[2].t_end;
     assert_int_equal(ms_db_add_rows(db, run_bad, &p), -1);
-    assert_non_null(strstr(ms_db_errmsg(db), "cannot add a storage of the program's record"));
-    assert_non_null(strstr(ms_db_errmsg(db), "disk on fire"));
+    assert_non_null(strstr(ms_db_errmsg(db), "record.moments[3].t_begin"));
+    p.record->m[3].t_begin = p.record->m[3].t_end;
     expect_load_error(db, run_bad, "no stored profile");
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM rec_storages WHERE run_id = %lld", (long long)run_bad);
-    assert_string_equal(raw_query(path, sql), "0");
-    raw_exec(path, "DROP TRIGGER boom");
+    /* the database refuses a storage half-way, or a moment after every storage went in: an error, and
+     * nothing of the profile stays */
+    static const struct { const char *table; int idx; const char *said; } refusals[] = {
+        {"rec_storages", 1500, "cannot add a storage of the program's record"},
+        {"rec_moments", 50, "cannot add a moment of the program's record"},
+    };
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+        snprintf(sql, sizeof sql, "CREATE TRIGGER boom BEFORE INSERT ON %s WHEN NEW.idx = %d"
+                 " BEGIN SELECT RAISE(ABORT, 'disk on fire'); END;", refusals[i].table, refusals[i].idx);
+        raw_exec(path, sql);
+        assert_int_equal(ms_db_add_rows(db, run_bad, &p), -1);
+        assert_non_null(strstr(ms_db_errmsg(db), refusals[i].said));
+        assert_non_null(strstr(ms_db_errmsg(db), "disk on fire"));
+        expect_load_error(db, run_bad, "no stored profile");
+        snprintf(sql, sizeof sql, "SELECT (SELECT count(*) FROM rec_storages WHERE run_id = %lld) +"
+                 " (SELECT count(*) FROM rec_moments WHERE run_id = %lld)", (long long)run_bad, (long long)run_bad);
+        assert_string_equal(raw_query(path, sql), "0");
+        raw_exec(path, "DROP TRIGGER boom");
+    }
     assert_int_equal(ms_db_add_rows(db, run_bad, &p), 0);
     assert_int_equal(ms_db_load_profile(db, run_bad, &q, err, sizeof err), 0);
     assert_profiles_equal(&p, &q);
+    ms_profile_free(&q);
+
+    /* its moments changed in the file, one change after another: each an error naming what is wrong */
+    int k = 1;
+    while (k < p.record->n_moments && p.record->m[k - 1].t_end == 0) k++;
+    assert_true(k < p.record->n_moments - 1);
+    char overlap[200], overlap_want[64], more[64];
+    snprintf(overlap, sizeof overlap, "UPDATE rec_moments SET t_begin = %u WHERE run_id = %%lld AND idx = %d",
+             p.record->m[k - 1].t_end - 1, k);
+    snprintf(overlap_want, sizeof overlap_want, "record.moments[%d].t_begin", k);
+    snprintf(more, sizeof more, "its record lists 2 moments of %d", p.record->n_moments);
+    const struct { const char *sql, *want; } mchanges[] = {
+        {"UPDATE rec_moments SET phase = 'sideways' WHERE run_id = %lld AND idx = 3", "record moment 3: bad phase"},
+        {"UPDATE rec_moments SET phase = 1 WHERE run_id = %lld AND idx = 3", "record moment 3: bad phase"},
+        {"UPDATE rec_moments SET phase = 'forward', t_end = 'later' WHERE run_id = %lld AND idx = 3",
+         "record moment 3: bad t_end"},
+        {"UPDATE rec_moments SET t_end = t_begin, layer = -2 WHERE run_id = %lld AND idx = 3",
+         "record moment 3: bad layer"},
+        {"UPDATE rec_moments SET layer = 7 WHERE run_id = %lld AND idx = 3", "record.moments[3].layer: 7 is outside -1..6"},
+        {"UPDATE rec_moments SET layer = 6, t_end = 4294967294 WHERE run_id = %lld AND idx = 3",
+         "record.moments[3].t_end: 4294967294 is beyond the record's t_end"},
+        {"UPDATE rec_moments SET t_end = t_begin WHERE run_id = %lld AND idx = 3", NULL},   /* valid again */
+        {overlap, overlap_want},
+        {"DELETE FROM rec_moments WHERE run_id = %lld AND idx = 2", "record moment 2: bad idx"},
+        {"DELETE FROM rec_moments WHERE run_id = %lld AND idx > 1", more},
+        {"UPDATE prog_records SET n_moments = 1 WHERE run_id = %lld", "more moments than its 1"},
+        {"UPDATE prog_records SET n_moments = -1 WHERE run_id = %lld", "record's header is out of range"},
+        {"UPDATE prog_records SET n_moments = 16777217 WHERE run_id = %lld", "record's header is out of range"},
+    };
+    for (size_t i = 0; i < sizeof mchanges / sizeof mchanges[0]; i++) {
+        tamper(path, mchanges[i].sql, run_bad);
+        if (!mchanges[i].want) {
+            assert_int_equal(ms_db_load_profile(db, run_bad, &q, err, sizeof err), 0);
+            ms_profile_free(&q);
+        } else {
+            expect_load_error(db, run_bad, mchanges[i].want);
+        }
+    }
+    /* none at all (as a record stored before they were kept): zero moments */
+    tamper(path, "DELETE FROM rec_moments WHERE run_id = %lld", run_bad);
+    tamper(path, "UPDATE prog_records SET n_moments = 0 WHERE run_id = %lld", run_bad);
+    assert_int_equal(ms_db_load_profile(db, run_bad, &q, err, sizeof err), 0);
+    assert_int_equal(q.record->n_moments, 0);
+    assert_int_equal(q.record->n, p.record->n);
     ms_profile_free(&q);
 
     /* changed in the file, one change after another: each is an error naming what is wrong */
@@ -651,6 +724,8 @@ static void test_profile_record_round_trip(void **state)
     /* a profile whose record goes takes it along (ON DELETE CASCADE) */
     tamper(path, "PRAGMA foreign_keys=ON; DELETE FROM profiles WHERE run_id = %lld", run);
     snprintf(sql, sizeof sql, "SELECT count(*) FROM rec_storages WHERE run_id = %lld", (long long)run);
+    assert_string_equal(raw_query(path, sql), "0");
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM rec_moments WHERE run_id = %lld", (long long)run);
     assert_string_equal(raw_query(path, sql), "0");
     ms_db_close(db);
     ms_profile_free(&p);
@@ -687,8 +762,9 @@ static void test_profile_record_100k(void **state)
     double t4 = now_ms();
     json_decref(jb);
     assert_profiles_equal(&p, &back);
-    fprintf(stderr, "record of 100000 storages: database write %.0f ms, load %.0f ms; JSON write %.0f ms "
-            "(%zu bytes compact), parse and read %.0f ms\n", t1 - t0, t2 - t1, t3 - t2, strlen(text), t4 - t3);
+    fprintf(stderr, "record of 100000 storages and %d moments: database write %.0f ms, load %.0f ms; JSON write "
+            "%.0f ms (%zu bytes compact), parse and read %.0f ms\n", p.record->n_moments, t1 - t0, t2 - t1, t3 - t2,
+            strlen(text), t4 - t3);
     /* generous bounds: sanitizer builds and a shared machine */
     assert_true(t1 - t0 < 10000);
     assert_true(t2 - t1 < 10000);
@@ -700,46 +776,109 @@ static void test_profile_record_100k(void **state)
     ms_db_close(db);
 }
 
+/* A database file at schema `version` (below the current one) holding run
+ * 1's profile: "prog.py", n_layers layers of one fp32 row each
+ * (transient_opt 5), on the CPU; then `more` (SQL, NULL for none). Opened
+ * (migrated to the current version) and returned, its path in path. */
+static ms_db *old_profile_db(char *path, size_t len, int version, int n_layers, const char *more)
+{
+    char err[512], sql[600];
+    fresh_path(path, len);
+    assert_true(ms_db_n_migrations > version);
+    for (int v = 0; v < version; v++) raw_exec(path, ms_db_migrations[v]);
+    snprintf(sql, sizeof sql, "PRAGMA user_version=%d; PRAGMA application_id=%d;", version,
+             (int)MS_DB_APPLICATION_ID);
+    raw_exec(path, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO runs (id, kind, status, started, started_unix, model) VALUES"
+             " (1, 'profile', 'ok', '2025-01-01T00:00:00.000Z', 1735689600, 'prog.py');"
+             "INSERT INTO profiles (run_id, model, n_layers, seq_len, d_model, n_head, vocab, global_batch, device,"
+             " capacity, reserve, peak, fits, created, created_unix, accounting, loss_present) VALUES (1, 'prog.py',"
+             " %d, 0, 0, 0, 0, 1, 'cpu', 1000, 0, 999, 1, '2025-01-01T00:00:00.000Z', 1735689600, 'cpu-dispatcher',"
+             " 1);", n_layers);
+    raw_exec(path, sql);
+    for (int l = 0; l < n_layers; l++) {
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO layer_rows (run_id, ord, layer, name, kind, precision, micro_batch, source, param,"
+                 " master, grad, optim, act, act_input, transient_fwd, transient_bwd, transient_opt, out_bytes, fwd_ms,"
+                 " bwd_ms, opt_ms) VALUES (1, %d, %d, 'model.%d', 'block', 'fp32', 1, 'full', 1, 0, 1, 2, 3, 0, 0, 0,"
+                 " 5, 4, 0.5, 0.5, 0.1);", l, l, l);
+        raw_exec(path, sql);
+    }
+    if (more) raw_exec(path, more);
+    ms_db *db = ms_db_open(path, 0, err, sizeof err);
+    if (!db) fail_msg("open: %s", err);
+    assert_int_equal(ms_db_schema_version(db), ms_db_n_migrations);
+    return db;
+}
+
+/* p with a random record of n storages (seed): stored as a new run and
+ * loaded back equal. */
+static void store_with_record(ms_db *db, ms_profile *p, uint64_t seed, int n)
+{
+    char err[512];
+    pu_rng g;
+    pu_seed(&g, seed);
+    ms_prog_record_free(p->record);
+    p->record = pu_random_record(&g, p->n_layers, n);
+    assert_non_null(p->record);
+    assert_true(p->record->n_moments > 0);
+    int64_t run = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "prog.py", 0);
+    assert_int_equal(ms_db_add_rows(db, run, p), 0);
+    ms_profile q;
+    if (ms_db_load_profile(db, run, &q, err, sizeof err)) fail_msg("load: %s", err);
+    assert_profiles_equal(p, &q);
+    ms_profile_free(&q);
+}
+
 /* A database of version 5 (before records), with a profile: version 6 adds
  * the record's tables; the old profile loads with no record, and a new one
  * keeps its record. */
 static void test_migrates_from_version_5(void **state)
 {
     (void)state;
-    char path[300], err[512], sql[200];
-    fresh_path(path, sizeof path);
-    assert_true(ms_db_n_migrations >= 6);
-    for (int v = 0; v < 5; v++) raw_exec(path, ms_db_migrations[v]);
-    snprintf(sql, sizeof sql, "PRAGMA user_version=5; PRAGMA application_id=%d;", (int)MS_DB_APPLICATION_ID);
-    raw_exec(path, sql);
-    raw_exec(path,
-             "INSERT INTO runs (id, kind, status, started, started_unix, model) VALUES"
-             " (1, 'profile', 'ok', '2025-01-01T00:00:00.000Z', 1735689600, 'prog.py');"
-             "INSERT INTO profiles (run_id, model, n_layers, seq_len, d_model, n_head, vocab, global_batch, device,"
-             " capacity, reserve, peak, fits, created, created_unix, accounting, loss_present) VALUES (1, 'prog.py',"
-             " 1, 0, 0, 0, 0, 1, 'cpu', 1000, 0, 999, 1, '2025-01-01T00:00:00.000Z', 1735689600, 'cpu-dispatcher', 1);"
-             "INSERT INTO layer_rows (run_id, ord, layer, name, kind, precision, micro_batch, source, param, master,"
-             " grad, optim, act, act_input, transient_fwd, transient_bwd, transient_opt, out_bytes, fwd_ms, bwd_ms,"
-             " opt_ms) VALUES (1, 0, 0, 'model', 'block', 'fp32', 1, 'full', 1, 0, 1, 2, 3, 0, 0, 0, 5, 4, 0.5, 0.5,"
-             " 0.1);");
-    ms_db *db = ms_db_open(path, 0, err, sizeof err);
-    if (!db) fail_msg("open: %s", err);
-    assert_int_equal(ms_db_schema_version(db), ms_db_n_migrations);
+    char path[300], err[512];
+    ms_db *db = old_profile_db(path, sizeof path, 5, 1, NULL);
     ms_profile p;
     if (ms_db_load_profile(db, 1, &p, err, sizeof err)) fail_msg("load: %s", err);
     assert_null(p.record);
     assert_int_equal(p.rows[0].transient_opt, 5);
     assert_string_equal(p.accounting, "cpu-dispatcher");
-    /* what version 6 adds */
-    pu_rng g;
-    pu_seed(&g, 6);
-    p.record = pu_random_record(&g, p.n_layers, 50);
+    store_with_record(db, &p, 6, 50);   /* what version 6 adds */
+    ms_profile_free(&p);
+    ms_db_close(db);
+}
+
+/* A database of version 6 (records without moments), with a program's
+ * record: version 7 adds the moments' table; the old record loads whole,
+ * with no moments (and is stored again so), and a new one keeps its
+ * moments. */
+static void test_migrates_from_version_6(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    ms_db *db = old_profile_db(path, sizeof path, 6, 2,
+                               "INSERT INTO prog_records (run_id, n_layers, t_from, t_end, n_storages)"
+                               " VALUES (1, 2, 1, 9, 3);"
+                               "INSERT INTO rec_storages (run_id, idx, layer, cat, bytes, t_alloc, t_free, copy_of)"
+                               " VALUES (1, 0, 0, 'param', 100, 0, NULL, NULL), (1, 1, 0, 'act', 40, 2, 6, NULL),"
+                               " (1, 2, 1, 'act', 40, 3, 8, 1);");
+    ms_profile p, q;
+    if (ms_db_load_profile(db, 1, &p, err, sizeof err)) fail_msg("load: %s", err);
+    assert_non_null(p.record);
+    assert_int_equal(p.record->n, 3);
+    assert_int_equal(p.record->t_end, 9);
+    assert_int_equal(p.record->s[2].copy_of, 1);
+    assert_true(p.record->s[0].t_free == MS_REC_NEVER);
+    assert_int_equal(p.record->n_moments, 0);
+    assert_null(p.record->m);
+    assert_string_equal(raw_query(path, "SELECT n_moments FROM prog_records WHERE run_id = 1"), "0");
     int64_t run = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "prog.py", 0);
     assert_int_equal(ms_db_add_rows(db, run, &p), 0);
-    ms_profile q;
-    if (ms_db_load_profile(db, run, &q, err, sizeof err)) fail_msg("load v6: %s", err);
+    if (ms_db_load_profile(db, run, &q, err, sizeof err)) fail_msg("load again: %s", err);
     assert_profiles_equal(&p, &q);
     ms_profile_free(&q);
+    store_with_record(db, &p, 7, 50);   /* what version 7 adds */
     ms_profile_free(&p);
     ms_db_close(db);
 }
@@ -1249,6 +1388,7 @@ int main(void)
         cmocka_unit_test(test_migrates_from_version_1),
         cmocka_unit_test(test_migrates_from_version_2_keeping_records),
         cmocka_unit_test(test_migrates_from_version_5),
+        cmocka_unit_test(test_migrates_from_version_6),
         cmocka_unit_test(test_newer_schema_refused),
         cmocka_unit_test(test_negative_schema_refused),
         cmocka_unit_test(test_foreign_files_refused),

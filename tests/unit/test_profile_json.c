@@ -1,5 +1,6 @@
 /* test_profile_json.c — the profile JSON: round trips bit for bit (a
- * program's record too), rejects malformed input (and malformed records)
+ * program's record too, its moments as the record pass makes them),
+ * rejects malformed input (and malformed records and moments)
  * with a message naming the field, and survives random mutations of valid
  * documents (text and structure) without crashing. */
 #include <math.h>
@@ -14,6 +15,9 @@
 
 #include <cmocka.h>
 
+#include "bridge/record.h"
+#include "bridge/trace.h"
+#include "planner/record_replay.h"
 #include "vocab/profile_json.h"
 #include "tests/common/planner_util.h"
 
@@ -273,9 +277,107 @@ static void test_record_round_trip(void **state)
                              st->t_free == MS_REC_NEVER ? -1 : (json_int_t)st->t_free);
             assert_int_equal(json_integer_value(json_array_get(e, 5)), st->copy_of);
         }
+        /* moments, compact: [layer, phase, t_begin, t_end]; none: no key */
+        const json_t *ms = json_object_get(rec, "moments");
+        if (p->record->n_moments == 0) assert_null(ms);
+        else assert_int_equal(json_array_size(ms), p->record->n_moments);
+        for (int i = 0; i < p->record->n_moments; i++) {
+            const json_t *e = json_array_get(ms, (size_t)i);
+            const ms_rec_moment *m = &p->record->m[i];
+            assert_int_equal(json_array_size(e), 4);
+            assert_int_equal(json_integer_value(json_array_get(e, 0)), m->layer);
+            assert_string_equal(json_string_value(json_array_get(e, 1)), ms_phase_name((ms_phase)m->phase));
+            assert_int_equal(json_integer_value(json_array_get(e, 2)), m->t_begin);
+            assert_int_equal(json_integer_value(json_array_get(e, 3)), m->t_end);
+        }
         check_text_round_trip(p, j, 100 + it);
         drop(p);
     }
+}
+
+/* The random records hold moments of every kind the record pass makes:
+ * outside any layer (-1), the loss outside the model (n_layers), of no
+ * position, with gaps between them. */
+static void test_record_moments_cover(void **state)
+{
+    (void)state;
+    pu_rng r;
+    pu_seed(&r, 31);
+    int n = 0, outside = 0, loss = 0, empty = 0, gaps = 0, phases = 0;
+    for (int it = 0; it < 12; it++) {
+        ms_prog_record *x = pu_random_record(&r, 5, 1 + pu_int(&r, 400));
+        assert_non_null(x);
+        char err[256];
+        if (ms_prog_record_validate(x, 5, err, sizeof err)) fail_msg("random record %d: %s", it, err);
+        for (int i = 0; i < x->n_moments; i++) {
+            const ms_rec_moment *m = &x->m[i];
+            outside += m->layer == -1;
+            loss += m->layer == 5;
+            empty += m->t_begin == m->t_end;
+            gaps += i > 0 && m->t_begin > x->m[i - 1].t_end;
+            phases |= 1 << m->phase;
+        }
+        n += x->n_moments;
+        ms_prog_record_free(x);
+    }
+    assert_true(n > 200 && outside > 0 && loss > 0 && empty > 0 && gaps > 0);
+    assert_int_equal(phases, (1 << MS_PH_N) - 1);
+}
+
+/* The moments the record pass makes (bridge/record.c) are what the checks
+ * take: one of the loss outside the model (layer n_layers, which the
+ * bridge names so), several of no position (transitions with nothing
+ * allocated between them), one outside any layer; the record passes the
+ * planner's check and travels through the JSON whole. */
+static void test_record_pass_moments(void **state)
+{
+    (void)state;
+    static const char *const lines[] = {
+        "{\"ev\":\"hello\",\"pid\":1}",
+        "{\"ev\":\"torch\",\"version\":\"1.13.0\",\"cuda\":false}",
+        "{\"ev\":\"model\",\"root\":\"M\",\"list\":\"h\",\"why\":\"h\",\"blocks\":[\"h.0\",\"h.1\"],"
+        "\"fingerprint\":\"fnv64:00000000000000aa\",\"precision\":\"fp32\",\"device\":\"cpu\"}",
+        "{\"ev\":\"a\",\"d\":0,\"k\":1,\"b\":100,\"c\":0,\"l\":0,\"p\":0}",
+        "{\"ev\":\"placed\"}",
+        "{\"ev\":\"w\",\"l\":0,\"p\":1}",
+        "{\"ev\":\"a\",\"d\":0,\"k\":2,\"b\":50,\"c\":4,\"l\":0,\"p\":1}",
+        "{\"ev\":\"w\",\"l\":1,\"p\":1}",
+        "{\"ev\":\"w\",\"l\":2,\"p\":1}",
+        "{\"ev\":\"a\",\"d\":2,\"k\":3,\"b\":60,\"c\":4,\"l\":2,\"p\":1}",
+        "{\"ev\":\"w\",\"l\":4,\"p\":1}",          /* the loss, outside the model: layer n_layers */
+        "{\"ev\":\"a\",\"d\":0,\"k\":4,\"b\":4,\"c\":5,\"l\":4,\"p\":1}",
+        "{\"ev\":\"w\",\"l\":4,\"p\":2}",
+        "{\"ev\":\"w\",\"l\":3,\"p\":2}",
+        "{\"ev\":\"f\",\"d\":0,\"k\":4}",
+        "{\"ev\":\"w\",\"l\":-1,\"p\":3}",
+        "{\"ev\":\"step\",\"n\":1,\"accum\":1,\"micro_batch\":8}",
+        "{\"ev\":\"done\",\"reason\":\"steps\"}",
+    };
+    msb_trace t;
+    msb_trace_init(&t);
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        assert_int_equal(msb_trace_feed(&t, lines[i], strlen(lines[i]), 1), 0);
+    ms_prog_record *r = NULL;
+    char err[256];
+    if (msb_build_record(&t, 4, &r, err, sizeof err)) fail_msg("build: %s", err);
+    msb_trace_free(&t);
+    static const ms_rec_moment want[] = {
+        {0, MS_PH_FORWARD, 1, 2}, {1, MS_PH_FORWARD, 2, 2}, {2, MS_PH_FORWARD, 2, 3}, {4, MS_PH_FORWARD, 3, 4},
+        {4, MS_PH_BACKWARD, 4, 4}, {3, MS_PH_BACKWARD, 4, 5}, {-1, MS_PH_OPTIMIZER, 5, 5},
+    };
+    assert_int_equal(r->t_end, 5);
+    assert_int_equal(r->n_moments, (int)(sizeof want / sizeof want[0]));
+    assert_memory_equal(r->m, want, sizeof want);
+    if (ms_record_check(r, err, sizeof err)) fail_msg("the record pass's moments fail the check: %s", err);
+    pu_rng g;
+    pu_seed(&g, 4);
+    int sizes[1] = {1};
+    ms_profile *p = pu_random_profile(&g, 4, 1u, sizes, 1, 8);
+    p->record = r;
+    json_t *j = ms_profile_to_json(p);
+    assert_non_null(j);
+    check_text_round_trip(p, j, 200);
+    drop(p);
 }
 
 /* No record: no "record" key, and none read back; null reads as none. */
@@ -414,6 +516,41 @@ static void r_copy_self(json_t *r) { set_sto(r, 4, 5, json_integer(4)); }
 static void r_copy_later(json_t *r) { set_sto(r, 4, 5, json_integer(5)); }
 static void r_copy_neg(json_t *r) { set_sto(r, 4, 5, json_integer(-2)); }
 static void r_copy_null(json_t *r) { set_sto(r, 4, 5, json_null()); }
+/* ... and of its moments 0..4 */
+static json_t *mom(json_t *root, int i) { return json_array_get(json_object_get(rec_of(root), "moments"), (size_t)i); }
+static void set_mom(json_t *root, int i, int k, json_t *v) { json_array_set_new(mom(root, i), (size_t)k, v); }
+static void m_not_array(json_t *r) { json_object_set_new(rec_of(r), "moments", json_object()); }
+static void m_null(json_t *r) { json_object_set_new(rec_of(r), "moments", json_null()); }
+static void m_elem_obj(json_t *r) { json_array_set_new(json_object_get(rec_of(r), "moments"), 2, json_object()); }
+static void m_short(json_t *r) { json_array_remove(mom(r, 1), 3); }
+static void m_long(json_t *r) { json_array_append_new(mom(r, 1), json_integer(0)); }
+static void m_layer_out(json_t *r) { set_mom(r, 1, 0, json_integer(4)); }
+static void m_layer_neg(json_t *r) { set_mom(r, 1, 0, json_integer(-2)); }
+static void m_layer_huge(json_t *r) { set_mom(r, 1, 0, json_integer(MS_MAX_LAYERS + 1)); }
+static void m_layer_str(json_t *r) { set_mom(r, 1, 0, json_string("1")); }
+static void m_phase_name(json_t *r) { set_mom(r, 1, 1, json_string("sideways")); }
+static void m_phase_int(json_t *r) { set_mom(r, 1, 1, json_integer(1)); }
+static void m_phase_case(json_t *r) { set_mom(r, 1, 1, json_string("Forward")); }
+static void m_begin_real(json_t *r) { set_mom(r, 1, 2, json_real(10.0)); }
+static void m_begin_str(json_t *r) { set_mom(r, 1, 2, json_string("10")); }
+static void m_begin_neg(json_t *r) { set_mom(r, 1, 2, json_integer(-1)); }
+static void m_end_null(json_t *r) { set_mom(r, 1, 3, json_null()); }
+static void m_end_never(json_t *r) { set_mom(r, 4, 3, json_integer(MS_REC_NEVER)); }
+static void m_end_beyond(json_t *r) { set_mom(r, 4, 3, json_integer(101)); }
+static void m_backwards(json_t *r) { set_mom(r, 4, 2, json_integer(80)); set_mom(r, 4, 3, json_integer(70)); }
+static void m_overlap(json_t *r) { set_mom(r, 3, 2, json_integer(15)); }
+static void m_out_of_order(json_t *r)
+{
+    json_t *ms = json_object_get(rec_of(r), "moments");
+    json_t *last = json_incref(json_array_get(ms, 4));
+    json_array_remove(ms, 4);
+    json_array_insert_new(ms, 0, last);
+}
+static void m_dup(json_t *r)
+{
+    json_t *ms = json_object_get(rec_of(r), "moments");
+    json_array_append_new(ms, json_deep_copy(json_array_get(ms, 4)));
+}
 
 /* A profile with a small record, written out by hand:
  *  0 [0, param,  100, 10, -1, -1]     live to the end
@@ -421,7 +558,13 @@ static void r_copy_null(json_t *r) { set_sto(r, 4, 5, json_null()); }
  *  2 [2, act,    300, 30, 60, -1]
  *  3 [1, act,    300, 30, 50,  2]     a copy of 2
  *  4 [0, grad,    50, 45, 90, -1]
- *  5 [2, transient, 7, 99, 100, -1]   ending at t_end */
+ *  5 [2, transient, 7, 99, 100, -1]   ending at t_end
+ * and its moments:
+ *  0 [-1, init,       0,  10]         outside any layer
+ *  1 [0,  forward,   10,  20]
+ *  2 [1,  forward,   20,  20]         of no position
+ *  3 [3,  backward,  25,  60]         the loss outside the model (layer n_layers), after a gap
+ *  4 [2,  optimizer, 60, 100]         ending at t_end */
 static ms_profile *sample_with_record(void)
 {
     ms_profile *p = sample(42, 1);
@@ -437,6 +580,13 @@ static ms_profile *sample_with_record(void)
     r->n_layers = p->n_layers;
     r->t_from = 25;
     r->t_end = 100;
+    static const ms_rec_moment mo[5] = {
+        {-1, MS_PH_INIT, 0, 10}, {0, MS_PH_FORWARD, 10, 20}, {1, MS_PH_FORWARD, 20, 20},
+        {3, MS_PH_BACKWARD, 25, 60}, {2, MS_PH_OPTIMIZER, 60, 100},
+    };
+    r->m = malloc(sizeof mo);
+    memcpy(r->m, mo, sizeof mo);
+    r->n_moments = 5;
     p->record = r;
     return p;
 }
@@ -480,6 +630,28 @@ static void test_rejects_malformed_record(void **state)
         {r_copy_later, "record.storages[4].copy_of: 5 is not"},
         {r_copy_neg, "record.storages[4].copy_of: expected an integer"},
         {r_copy_null, "record.storages[4].copy_of"},
+        {m_not_array, "record.moments: expected an array"},
+        {m_null, "record.moments: expected an array"},
+        {m_elem_obj, "record.moments[2]: expected [layer, phase, t_begin, t_end]"},
+        {m_short, "record.moments[1]: expected ["},
+        {m_long, "record.moments[1]: expected ["},
+        {m_layer_out, "record.moments[1].layer: 4 is outside -1..3"},
+        {m_layer_neg, "record.moments[1].layer: expected an integer in -1..4096"},
+        {m_layer_huge, "record.moments[1].layer: expected an integer"},
+        {m_layer_str, "record.moments[1].layer: expected an integer"},
+        {m_phase_name, "record.moments[1].phase: expected one of init|forward|backward|optimizer|validation"},
+        {m_phase_int, "record.moments[1].phase"},
+        {m_phase_case, "record.moments[1].phase"},
+        {m_begin_real, "record.moments[1].t_begin: expected an integer"},
+        {m_begin_str, "record.moments[1].t_begin: expected an integer"},
+        {m_begin_neg, "record.moments[1].t_begin: expected an integer in 0..4294967294"},
+        {m_end_null, "record.moments[1].t_end: expected an integer"},
+        {m_end_never, "record.moments[4].t_end: expected an integer in 0..4294967294"},
+        {m_end_beyond, "record.moments[4].t_end: 101 is beyond the record's t_end 100"},
+        {m_backwards, "record.moments[4].t_begin: 80 is after its t_end 70"},
+        {m_overlap, "record.moments[3].t_begin: 15 is before the previous moment's end 20"},
+        {m_out_of_order, "record.moments[1].t_begin: 0 is before the previous moment's end 100"},
+        {m_dup, "record.moments[5].t_begin: 60 is before the previous moment's end 100"},
     };
     assert_int_equal(p->n_layers, 3);   /* the messages above name it */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_reject(valid, cases[i].f, cases[i].want);
@@ -505,7 +677,71 @@ static void test_rejects_malformed_record(void **state)
     assert_non_null(strstr(err, "record.storages:"));
     p->record->n = 0;
     assert_int_equal(ms_prog_record_validate(p->record, p->n_layers, err, sizeof err), 0);
+    /* the moments in memory: the same checks (a phase JSON cannot name), their count bounded */
+    p->record->m[2].phase = MS_PH_N;
+    assert_int_equal(ms_prog_record_validate(p->record, p->n_layers, err, sizeof err), -1);
+    assert_non_null(strstr(err, "record.moments[2].phase: 5 is not a phase"));
+    p->record->m[2].phase = -1;
+    assert_int_equal(ms_prog_record_validate(p->record, p->n_layers, err, sizeof err), -1);
+    p->record->m[2].phase = MS_PH_FORWARD;
+    p->record->m[0].layer = -2;
+    assert_int_equal(ms_prog_record_validate(p->record, p->n_layers, err, sizeof err), -1);
+    assert_non_null(strstr(err, "record.moments[0].layer: -2 is outside -1..3"));
+    p->record->m[0].layer = -1;
+    p->record->n_moments = MS_PROFILE_MAX_REC_MOMENTS + 1;
+    assert_int_equal(ms_prog_record_validate(p->record, p->n_layers, err, sizeof err), -1);
+    assert_non_null(strstr(err, "record.moments: 16777217 moments"));
+    p->record->n_moments = -1;
+    assert_int_equal(ms_prog_record_validate(p->record, p->n_layers, err, sizeof err), -1);
+    p->record->n_moments = 5;
+    assert_int_equal(ms_prog_record_validate(p->record, p->n_layers, err, sizeof err), 0);
+    free(p->record->m);
+    p->record->m = NULL;
+    assert_int_equal(ms_prog_record_validate(p->record, p->n_layers, err, sizeof err), -1);
+    assert_non_null(strstr(err, "record.moments: 5 moments (0..16777216) and no list of them"));
+    p->record->n_moments = 0;
+    assert_int_equal(ms_prog_record_validate(p->record, p->n_layers, err, sizeof err), 0);
     json_decref(valid);
+    drop(p);
+}
+
+/* A record written before moments were kept (no "moments" key) reads with
+ * none; an empty list is none too; and the hand-made record's moments
+ * (outside any layer, of no position, the loss's layer n_layers, a gap)
+ * read back as written. */
+static void test_record_without_moments(void **state)
+{
+    (void)state;
+    ms_profile *p = sample_with_record();
+    json_t *j = ms_profile_to_json(p);
+    assert_non_null(j);
+    json_t *rec = json_object_get(j, "record");
+    assert_int_equal(json_array_size(json_object_get(rec, "moments")), 5);
+    char *text = json_dumps(json_object_get(rec, "moments"), JSON_COMPACT);
+    assert_string_equal(text, "[[-1,\"init\",0,10],[0,\"forward\",10,20],[1,\"forward\",20,20],"
+                              "[3,\"backward\",25,60],[2,\"optimizer\",60,100]]");
+    free(text);
+    ms_profile back;
+    char err[256];
+    if (ms_profile_from_json(j, &back, err, sizeof err)) fail_msg("with moments: %s", err);
+    assert_same_profile(p, &back);
+    ms_profile_free(&back);
+    json_object_set_new(rec, "moments", json_array());
+    if (ms_profile_from_json(j, &back, err, sizeof err)) fail_msg("empty moments: %s", err);
+    assert_non_null(back.record);
+    assert_int_equal(back.record->n_moments, 0);
+    assert_int_equal(back.record->n, 6);
+    ms_profile_free(&back);
+    json_object_del(rec, "moments");
+    if (ms_profile_from_json(j, &back, err, sizeof err)) fail_msg("no moments: %s", err);
+    assert_int_equal(back.record->n_moments, 0);
+    assert_null(back.record->m);
+    json_t *again = ms_profile_to_json(&back);
+    assert_null(json_object_get(json_object_get(again, "record"), "moments"));   /* none: no key */
+    assert_true(json_equal(j, again));
+    json_decref(again);
+    ms_profile_free(&back);
+    json_decref(j);
     drop(p);
 }
 
@@ -702,6 +938,9 @@ int main(void)
         cmocka_unit_test(test_record_round_trip),
         cmocka_unit_test(test_no_record),
         cmocka_unit_test(test_rejects_malformed_record),
+        cmocka_unit_test(test_record_moments_cover),
+        cmocka_unit_test(test_record_pass_moments),
+        cmocka_unit_test(test_record_without_moments),
         cmocka_unit_test(test_validate_in_memory),
         cmocka_unit_test(test_fuzz),
     };
