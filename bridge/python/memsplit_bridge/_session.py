@@ -47,7 +47,6 @@ class Session:
         self.list_entered = False
         self.forwards = 0           # training forwards since the last step
         self.steps = 0
-        self.first_forward_done = False
         self.running = None         # the model whose forward runs (or ran last)
         self.first_done = set()     # ids of the models whose first training forward is done
         self.members = {0: [], 1: []}   # pre / post module paths seen in the first training forward
@@ -234,8 +233,9 @@ class Session:
         top_ids = set()
         for b, paths in enumerate(tops):
             for path in paths:
-                top_ids.add(id(root.get_submodule(path)))
-                for m in root.get_submodule(path).modules():
+                top = root.get_submodule(path)
+                top_ids.add(id(top))
+                for m in top.modules():
                     self.block_of[id(m)] = b
         # inside a unit only its top's call is a transition: the modules below it run no hook
         # code (issue 40: a module call costs the program a Python call either way, and this
@@ -380,13 +380,10 @@ class Session:
         from the Python frames (a module's call or forward, whose `self` is
         it), since the quiet modules keep off the stack; the stack's top
         where the frames have none (a backward, on autograd's thread)."""
-        f, frames = sys._getframe(1), []
-        while f is not None:
-            frames.append(f)
-            f = f.f_back
-        known = [m for m in _running_modules(self.torch, frames)
-                 if id(m) in self.path_of or id(m) in self.other_models]
-        return known[0] if known else (self.stack[-1] if self.stack else None)
+        for m in _running_modules(self.torch, _outward(sys._getframe(1))):
+            if id(m) in self.path_of or id(m) in self.other_models:
+                return m
+        return self.stack[-1] if self.stack else None
 
     def detect_precision(self, root):
         torch = self.torch
@@ -586,7 +583,7 @@ class Session:
         """A module whose own weights another layer owns (a tied lm_head)
         runs where those weights live: its work counts with that layer until
         it returns. True when it switched the layer."""
-        if not self.first_forward_done and self.phase != PH_FORWARD:
+        if not self.first_done and self.phase != PH_FORWARD:
             return False
         for p in module._parameters.values():
             if p is None:
@@ -658,7 +655,6 @@ class Session:
                 early = self.outside_early
                 self.outside_early = False
                 if self.phase == PH_FORWARD:
-                    self.first_forward_done = True
                     self.first_done.add(id(module))
                     # the loss and whatever the program computes from the
                     # model's outputs: a layer of its own ("outside"), whose
@@ -882,8 +878,9 @@ def _model_names(torch, models):
     model<i> where none does."""
     skip = (os.path.dirname(os.path.abspath(torch.__file__)), os.path.dirname(os.path.abspath(__file__)))
     names = [None] * len(models)
-    f = sys._getframe(1)
-    while f is not None and None in names:
+    for f in _outward(sys._getframe(1)):
+        if None not in names:
+            break
         if not os.path.abspath(f.f_code.co_filename).startswith(skip):
             for k, v in list(f.f_locals.items()):
                 held = [(k, v)] if k != "self" else []
@@ -898,23 +895,24 @@ def _model_names(torch, models):
                         if x is m and names[i] is None and name.isidentifier() and name not in names and \
                                 not hasattr(torch.nn.Module, name):
                             names[i] = name
-        f = f.f_back
     for i in range(len(models)):
         if names[i] is None:
             names[i] = next("model%d" % j for j in itertools.count(i) if "model%d" % j not in names)
     return names
 
 
+def _outward(f):
+    """Frame f and those that called it, innermost first."""
+    while f is not None:
+        yield f
+        f = f.f_back
+
+
 def _running(torch, module):
     """Whether module's call or forward is running on this thread (a model
     called inside another's forward), rather than left on the stack by an
     exception that skipped its post hook."""
-    f = sys._getframe(1)
-    while f is not None:
-        if f.f_code.co_name in _MODULE_FRAMES and f.f_locals.get("self") is module:
-            return True
-        f = f.f_back
-    return False
+    return any(m is module for m in _running_modules(torch, _outward(sys._getframe(1))))
 
 
 def _running_modules(torch, frames):
