@@ -516,16 +516,18 @@ static int on_ledger(msb_trace *t, const json_t *o, const char *ev, int conn)
 
 /* A batch of ledger events (event `m`: msb_replay's, docs/bridge.md): ops
  * "a", "f", "r" in o, their fields in arrays t, k, b, c, l of the same
- * length, all in phase p on device 0. Each event is what its own line
- * would have been; a batch whose arrays do not match its ops is one bad
- * line, an op that is no ledger event one more. */
+ * length, and d (each event's device) where the batch is not all device 0,
+ * all in phase p. Each event is what its own line would have been; a
+ * batch whose arrays do not match its ops is one bad line, an op that is no
+ * ledger event one more. */
 static int on_batch(msb_trace *t, const json_t *o, int conn)
 {
-    static const char *const keys[] = { "t", "k", "b", "c", "l" };
-    const json_t *ops = json_object_get(o, "o"), *f[5];
+    static const char *const keys[] = { "t", "k", "b", "c", "l", "d" };
+    const json_t *ops = json_object_get(o, "o"), *f[6];
     size_t n = json_is_string(ops) ? json_string_length(ops) : 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         f[i] = json_object_get(o, keys[i]);
+        if (i == 5 && !f[i]) break;      /* no devices: device 0 */
         if (!json_is_array(f[i]) || json_array_size(f[i]) != n) n = 0;
     }
     if (!n) {
@@ -549,6 +551,7 @@ static int on_batch(msb_trace *t, const json_t *o, int conn)
         m->address = (uint64_t)numv(json_array_get(f[1], i), 0);
         m->category = clamp_int(numv(json_array_get(f[3], i), MS_CAT_TRANSIENT));
         m->layer = clamp_int(numv(json_array_get(f[4], i), -1));
+        m->device = f[5] ? clamp_int(numv(json_array_get(f[5], i), 0)) : 0;
         m->phase = phase;
         e.alloc = e.peak = e.reserved = e.rpeak = e.xin = -1;
         if (keep_ledger(t, &e, numv(json_array_get(f[2], i), 0)) != 0) return -1;

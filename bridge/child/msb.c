@@ -202,6 +202,14 @@ int msb_set_capacity(int dev, uint64_t bytes)
     return rc;
 }
 
+/* Event `x`: an allocation the accounting cap refused (called locked). */
+static void emit_refusal(double t, int dev, uint64_t bytes, int cat, int layer, int phase, const msl_refusal *why)
+{
+    emitf("{\"ev\":\"x\",\"t\":%.1f,\"d\":%d,\"b\":%" PRIu64 ",\"c\":%d,\"l\":%d,\"p\":%d,\"live\":%" PRIu64
+          ",\"cap\":%" PRIu64 "}",
+          t, dev, bytes, cat, layer, phase, why->live, why->capacity);
+}
+
 int msb_alloc(int dev, uint64_t key, uint64_t bytes, int cat, int layer)
 {
     if (!msb_active()) return 0;
@@ -213,9 +221,7 @@ int msb_alloc(int dev, uint64_t key, uint64_t bytes, int cat, int layer)
         emitf("{\"ev\":\"a\",\"t\":%.1f,\"d\":%d,\"k\":%" PRIu64 ",\"b\":%" PRIu64 ",\"c\":%d,\"l\":%d,\"p\":%d}", t,
               dev, key, bytes, cat, layer, S.phase);
     else if (rc == MSL_REFUSED)
-        emitf("{\"ev\":\"x\",\"t\":%.1f,\"d\":%d,\"b\":%" PRIu64 ",\"c\":%d,\"l\":%d,\"p\":%d,\"live\":%" PRIu64
-              ",\"cap\":%" PRIu64 "}",
-              t, dev, bytes, cat, layer, S.phase, why.live, why.capacity);
+        emit_refusal(t, dev, bytes, cat, layer, S.phase, &why);
     pthread_mutex_unlock(&S.mu);
     return rc;
 }
@@ -228,27 +234,28 @@ int msb_alloc(int dev, uint64_t key, uint64_t bytes, int cat, int layer)
  * a line is written when they near BATCH_BYTES, below the parent's line
  * limit (bridge/host/reader.h). */
 #define BATCH_BYTES (256 * 1024)
-enum { BF_T, BF_K, BF_B, BF_C, BF_L, BF_N };
-static const char *const batch_key[BF_N] = { "t", "k", "b", "c", "l" };
+enum { BF_T, BF_K, BF_B, BF_C, BF_L, BF_D, BF_N };
+static const char *const batch_key[BF_N] = { "t", "k", "b", "c", "l", "d" };
 
 typedef struct {
     char *f[BF_N], *ops;       /* the fields' numbers, comma-separated; the ops */
     size_t n[BF_N], n_ops, cap;
     int phase, failed;
+    int n_fields;              /* BF_D: device 0 throughout, no "d" array; BF_N: with one */
 } batch;
 
 static void batch_flush(batch *b)
 {
     if (!b->n_ops) return;
     size_t total = 64 + b->n_ops;
-    for (int i = 0; i < BF_N; i++) total += b->n[i] + 8;
+    for (int i = 0; i < b->n_fields; i++) total += b->n[i] + 8;
     char *line = malloc(total);
     if (!line) {
         b->failed = 1;
     } else {
         size_t k = (size_t)snprintf(line, total, "{\"ev\":\"m\",\"p\":%d,\"o\":\"%.*s\"", b->phase, (int)b->n_ops,
                                     b->ops);
-        for (int i = 0; i < BF_N; i++)
+        for (int i = 0; i < b->n_fields; i++)
             k += (size_t)snprintf(line + k, total - k, ",\"%s\":[%.*s]", batch_key[i], (int)b->n[i], b->f[i]);
         k += (size_t)snprintf(line + k, total - k, "}\n");
         if (write_line(line, k) != 0) b->failed = 1;
@@ -258,14 +265,15 @@ static void batch_flush(batch *b)
     for (int i = 0; i < BF_N; i++) b->n[i] = 0;
 }
 
-/* One event into the batch: op and its five numbers. */
-static void batch_add(batch *b, char op, uint64_t t, uint64_t key, uint64_t bytes, int cat, int layer)
+/* One event into the batch: op and its numbers (its device where the
+ * batch carries devices). */
+static void batch_add(batch *b, char op, uint64_t t, uint64_t key, uint64_t bytes, int cat, int layer, int dev)
 {
     size_t used = b->n_ops;
-    for (int i = 0; i < BF_N; i++) used += b->n[i];
+    for (int i = 0; i < b->n_fields; i++) used += b->n[i];
     if (used > BATCH_BYTES) batch_flush(b);
-    const uint64_t v[BF_N] = { t, key, bytes, (uint64_t)cat, (uint64_t)layer };
-    for (int i = 0; i < BF_N; i++) {
+    const uint64_t v[BF_N] = { t, key, bytes, (uint64_t)cat, (uint64_t)layer, (uint64_t)dev };
+    for (int i = 0; i < b->n_fields; i++) {
         int neg = (i == BF_C || i == BF_L) && (int64_t)v[i] < 0;   /* a layer of -1: outside any */
         int k = neg ? snprintf(b->f[i] + b->n[i], 32, "%s%" PRId64, b->n_ops ? "," : "", (int64_t)v[i])
                     : snprintf(b->f[i] + b->n[i], 32, "%s%" PRIu64, b->n_ops ? "," : "", v[i]);
@@ -275,13 +283,15 @@ static void batch_add(batch *b, char op, uint64_t t, uint64_t key, uint64_t byte
 }
 
 int msb_replay(int n, const char *op, const uint64_t *key, const uint64_t *bytes, const int *cat, const int *layer,
-               int phase, const double *t)
+               const int *dev, int phase, const double *t)
 {
     if (n < 0 || (n > 0 && (!op || !key || !bytes || !cat || !layer || !t))) return -1;
+    for (int i = 0; dev && i < n; i++)
+        if (dev[i] < 0 || dev[i] >= MSL_MAX_DEVICES) return -1;
     if (!msb_active()) return 0;
     /* a buffer holds BATCH_BYTES and one more event's number (at most 21
      * characters and a comma) */
-    batch b = { .cap = BATCH_BYTES + 64, .phase = phase };
+    batch b = { .cap = BATCH_BYTES + 64, .phase = phase, .n_fields = dev ? BF_N : BF_D };
     int ok = 1;
     for (int i = 0; i < BF_N; i++) ok &= (b.f[i] = malloc(b.cap)) != NULL;
     ok &= (b.ops = malloc(b.cap)) != NULL;
@@ -293,15 +303,22 @@ int msb_replay(int n, const char *op, const uint64_t *key, const uint64_t *bytes
     pthread_mutex_lock(&S.mu);
     for (int i = 0; i < n; i++) {
         uint64_t ti = t[i] > 0 ? (uint64_t)(t[i] + 0.5) : 0;   /* whole microseconds, as the database keeps them */
+        int d = dev ? dev[i] : 0;
         if (op[i] == 'a') {
-            if (msl_alloc(&S.ledger, 0, key[i], bytes[i], cat[i], layer[i], NULL) == MSL_OK && bytes[i])
-                batch_add(&b, 'a', ti, key[i], bytes[i], cat[i], layer[i]);
+            msl_refusal why;
+            int rc = msl_alloc(&S.ledger, d, key[i], bytes[i], cat[i], layer[i], &why);
+            if (rc == MSL_OK && bytes[i]) {
+                batch_add(&b, 'a', ti, key[i], bytes[i], cat[i], layer[i], d);
+            } else if (rc == MSL_REFUSED) {
+                batch_flush(&b);     /* the events before it come first */
+                emit_refusal((double)ti, d, bytes[i], cat[i], layer[i], phase, &why);
+            }
         } else if (op[i] == 'f') {
-            if (msl_free(&S.ledger, key[i], NULL)) batch_add(&b, 'f', ti, key[i], 0, 0, 0);
+            if (msl_free(&S.ledger, key[i], NULL)) batch_add(&b, 'f', ti, key[i], 0, 0, 0, 0);
         } else if (op[i] == 'r') {
             const msl_rec *r = msl_find(&S.ledger, key[i]);
             if (r && (r->cat != cat[i] || r->layer != layer[i]) && msl_relabel(&S.ledger, key[i], cat[i], layer[i]) == 0)
-                batch_add(&b, 'r', ti, key[i], 0, cat[i], layer[i]);
+                batch_add(&b, 'r', ti, key[i], 0, cat[i], layer[i], r->dev);
         }
     }
     batch_flush(&b);

@@ -58,15 +58,16 @@ int msb_alloc(int dev, uint64_t key, uint64_t bytes, int cat, int layer);
 void msb_free(uint64_t key);
 int msb_relabel(uint64_t key, int cat, int layer);
 /* A run of n ledger events, in order, as msb_alloc (op 'a': key, bytes,
- * cat, layer, on device 0; a record made after the fact has no cap to
- * meet: its allocations were made, the GPU itself is the cap), msb_free
- * (op 'f': key) and msb_relabel (op 'r': key, cat, layer) would make them,
- * in phase `phase`, at times t (msb_now_us's clock): the GPU allocator's
- * trace turned into the ledger's events (bridge/python/memsplit_bridge/
- * _history.py), and a step's relabelled gradients and optimizer state. The
- * lines go out in a few writes. 0, or -1 (bad arguments, a failed write). */
+ * cat, layer, on device dev[i]), msb_free (op 'f': key) and msb_relabel
+ * (op 'r': key, cat, layer) would make them, in phase `phase`, at times t
+ * (msb_now_us's clock): the GPU allocator's trace turned into the ledger's
+ * events (bridge/python/memsplit_bridge/_history.py), and a step's
+ * relabelled gradients and optimizer state, on a plan's stages too. dev
+ * NULL: device 0 throughout. An allocation a device's cap refuses is left
+ * out and said (event `x`), as msb_alloc says it. The lines go out in a few
+ * writes. 0, or -1 (bad arguments, a failed write). */
 int msb_replay(int n, const char *op, const uint64_t *key, const uint64_t *bytes, const int *cat, const int *layer,
-               int phase, const double *t);
+               const int *dev, int phase, const double *t);
 uint64_t msb_live(int dev, int cat);           /* cat -1: every category */
 uint64_t msb_peak(int dev);
 /* Bytes of category cat live at dev's peak (the breakdown of msb_peak). */

@@ -707,13 +707,30 @@ static void test_batch_line(void **state)
         }
     }
     assert_int_equal(many.bad_lines, 0);
-    /* arrays of another length, a missing one, an op that is no ledger event, bytes past any device */
+    for (int i = 0; i < 3; i++) assert_int_equal(many.ev[i].m.device, 0);
+    /* a batch of a plan's stages: each event on its own device, as its own line says */
+    feed(&one, 1, "{\"ev\":\"a\",\"t\":11,\"d\":1,\"k\":8192,\"b\":256,\"c\":2,\"l\":3,\"p\":3}");
+    feed(&one, 1, "{\"ev\":\"a\",\"t\":11,\"d\":0,\"k\":12288,\"b\":128,\"c\":3,\"l\":0,\"p\":3}");
+    feed(&many, 1, "{\"ev\":\"m\",\"p\":3,\"o\":\"aa\",\"t\":[11,11],\"k\":[8192,12288],\"b\":[256,128],"
+                   "\"c\":[2,3],\"l\":[3,0],\"d\":[1,0]}");
+    assert_int_equal(many.n_ev, 5);
+    for (int i = 3; i < 5; i++) {
+        assert_int_equal(one.ev[i].m.device, many.ev[i].m.device);
+        assert_int_equal(one.ev[i].m.address, many.ev[i].m.address);
+        assert_int_equal(one.ev[i].m.bytes, many.ev[i].m.bytes);
+        assert_int_equal(one.ev[i].m.layer, many.ev[i].m.layer);
+    }
+    assert_int_equal(many.ev[3].m.device, 1);
+    assert_int_equal(many.bad_lines, 0);
+    /* arrays of another length, a missing one, an op that is no ledger event, bytes past any device,
+     * devices of another length */
     feed(&many, 1, "{\"ev\":\"m\",\"p\":1,\"o\":\"aa\",\"t\":[1],\"k\":[1,2],\"b\":[1,2],\"c\":[1,2],\"l\":[1,2]}");
     feed(&many, 1, "{\"ev\":\"m\",\"p\":1,\"o\":\"a\",\"t\":[1],\"k\":[1],\"b\":[1],\"c\":[1]}");
     feed(&many, 1, "{\"ev\":\"m\",\"p\":1,\"o\":\"xa\",\"t\":[1,2],\"k\":[1,2],\"b\":[1,2],\"c\":[1,2],\"l\":[1,2]}");
     feed(&many, 1, "{\"ev\":\"m\",\"p\":1,\"o\":\"a\",\"t\":[1],\"k\":[3],\"b\":[1e300],\"c\":[1],\"l\":[1]}");
-    assert_int_equal(many.bad_lines, 4);
-    assert_int_equal(many.n_ev, 4);                     /* the 'a' after the 'x' */
+    feed(&many, 1, "{\"ev\":\"m\",\"p\":1,\"o\":\"a\",\"t\":[1],\"k\":[3],\"b\":[1],\"c\":[1],\"l\":[1],\"d\":[0,1]}");
+    assert_int_equal(many.bad_lines, 5);
+    assert_int_equal(many.n_ev, 6);                     /* the 'a' after the 'x' */
     msb_trace_free(&one);
     msb_trace_free(&many);
 }

@@ -326,7 +326,8 @@ class OwnerOf:
 
 class Run:
     """Ledger events sent together by one msb_replay (a run of one interval
-    of the allocator's trace, a step's relabels): ops 'a', 'f', 'r'."""
+    of the allocator's trace, a step's relabels, on a plan's stages too):
+    ops 'a', 'f', 'r'."""
 
     def __init__(self, lib):
         self.lib = lib
@@ -335,6 +336,7 @@ class Run:
 
     def clear(self):
         self.ops, self.keys, self.sizes, self.cats, self.layers, self.times = bytearray(), [], [], [], [], []
+        self.devs, self.any_dev = [], False
 
     def add(self, op, addr, size, cat, layer, t=None, dev=0):
         self.ops += op
@@ -343,16 +345,19 @@ class Run:
         self.cats.append(cat)
         self.layers.append(layer)
         self.times.append(self.now if t is None else max(0.0, t))
+        self.devs.append(dev)
+        self.any_dev = self.any_dev or dev != 0
 
     def flush(self, phase):
         if self.ops:
-            self.lib.replay(bytes(self.ops), self.keys, self.sizes, self.cats, self.layers, phase, self.times)
+            self.lib.replay(bytes(self.ops), self.keys, self.sizes, self.cats, self.layers, phase, self.times,
+                            self.devs if self.any_dev else None)
             self.clear()
 
 
 class Direct:
     """A Run's interface, each event at once through msb_alloc / msb_free /
-    msb_relabel (a plan's stages: the allocation goes to its device)."""
+    msb_relabel: a relabel made alone, outside a step's run."""
 
     def __init__(self, lib):
         self.lib = lib

@@ -33,7 +33,7 @@ class Lib:
             "msb_fingerprint_of": ([_str, ctypes.c_char_p, ctypes.c_size_t], _int),
             "msb_ballast": ([_int, _u64, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int64),
             "msb_replay": ([_int, ctypes.c_char_p, ctypes.POINTER(_u64), ctypes.POINTER(_u64), ctypes.POINTER(_int),
-                            ctypes.POINTER(_int), _int, ctypes.POINTER(_dbl)], _int),
+                            ctypes.POINTER(_int), ctypes.POINTER(_int), _int, ctypes.POINTER(_dbl)], _int),
         }
         for name, (args, res) in sig.items():
             f = getattr(c, name)
@@ -56,14 +56,16 @@ class Lib:
             data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
         return self.c.msb_send(data)
 
-    def replay(self, ops, keys, sizes, cats, layers, phase, times):
+    def replay(self, ops, keys, sizes, cats, layers, phase, times, devs=None):
         """A run of ledger events in order (msb_replay): ops is bytes of
-        b'a' (allocation) and b'f' (free), the rest lists of its length."""
+        b'a' (allocation), b'f' (free) and b'r' (relabel), the rest lists of
+        its length; devs, each allocation's device (None: device 0)."""
         n = len(ops)
         if n == 0:
             return 0
         return self.c.msb_replay(n, ops, (_u64 * n)(*keys), (_u64 * n)(*sizes), (_int * n)(*cats),
-                                 (_int * n)(*layers), phase, (_dbl * n)(*times))
+                                 (_int * n)(*layers), None if devs is None else (_int * n)(*devs), phase,
+                                 (_dbl * n)(*times))
 
     def warn(self, what, text):
         self.c.msb_warn(what.encode(), text.encode(errors="replace"))

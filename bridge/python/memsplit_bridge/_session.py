@@ -474,8 +474,8 @@ class Session:
             if self.applier is not None:      # a static tensor counts on its layer's stage
                 self.lib.c.msb_move(key, self.applier.stage_of_layer.get(layer, 0))
             return
-        if run is None or self.applier is not None:
-            run = _history.Direct(self.lib)    # one at a time: msb_alloc puts each on its stage's device
+        if run is None:
+            run = _history.Direct(self.lib)    # one alone: at once
         ident = owner if isinstance(owner, tuple) else id(owner if owner is not None else t)
         slot = (ident, cat)
         old = self.static_keys.get(slot)

@@ -1,0 +1,169 @@
+"""A step's relabels on a plan's stages, batched (issue 40).
+
+Without the tensor tracker (a GPU rerun on real devices, a GPU diagnosis)
+the bridge registers each gradient and optimizer-state storage itself at
+the step's end. On a plan each goes to its layer's stage. They go out in
+one msb_replay per step, with a device per event, where they went one
+ctypes call and one line each. This runs Session.relabel's own code with
+the real C library, over a socket this test reads as the parent would;
+only the tracker is left out (the CPU always has one).
+
+Run: MEMSPLIT_BRIDGE_LIB=build/bridge/libmemsplit_bridge.so /usr/bin/python3 tests/bridge/test_replay.py
+"""
+import json
+import os
+import socket
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bridge", "python"))
+
+import torch  # noqa: E402
+
+from memsplit_bridge import _history, _lib, _session  # noqa: E402
+from memsplit_bridge._lib import CAT, PH_OPTIMIZER  # noqa: E402
+
+LIB = os.environ.get("MEMSPLIT_BRIDGE_LIB") or os.path.join(HERE, "..", "..", "build", "bridge",
+                                                             "libmemsplit_bridge.so")
+
+
+class Stages:
+    """The applier's answer the relabels ask for: each layer's stage."""
+
+    def __init__(self, stage_of_layer):
+        self.stage_of_layer = stage_of_layer
+
+
+class Replay(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp()
+        path = os.path.join(cls.dir, "s")
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(path)
+        server.listen(1)
+        os.environ["MEMSPLIT_BRIDGE_SOCK"] = path
+        cls.lib = _lib.Lib(LIB)
+        cls.conn, _ = server.accept()
+        server.close()
+        cls.conn.settimeout(5)
+        cls.buf = b""
+
+    def lines(self):
+        """Every line the library wrote since the last call."""
+        self.conn.setblocking(False)
+        try:
+            while True:
+                chunk = self.conn.recv(1 << 20)
+                if not chunk:
+                    break
+                self.buf += chunk
+        except BlockingIOError:
+            pass
+        finally:
+            self.conn.settimeout(5)
+        *done, self.buf = self.buf.split(b"\n")
+        return [json.loads(x) for x in done]
+
+    def session(self, stage_of_layer):
+        s = _session.Session(torch, self.lib, {})
+        s.applier = Stages(stage_of_layer)
+        self.assertIsNone(s.tracker)
+        self.assertIsNone(s.record)
+        return s
+
+    def test_a_steps_relabels_go_to_their_stages_in_one_batch(self):
+        self.assertTrue(self.lib.connected)
+        self.lines()
+        s = self.session({0: 0, 1: 1, 2: 1})
+        params = [torch.nn.Parameter(torch.rand(64 + 8 * i)) for i in range(3)]
+        grads = [torch.rand_like(p) for p in params]
+        run = _history.Run(self.lib)
+        for layer, (p, g) in enumerate(zip(params, grads)):
+            s.relabel(g, CAT["grad"], layer, owner=p, run=run, at_start=True)
+        self.assertEqual(self.lines(), [])               # nothing before the flush
+        run.flush(PH_OPTIMIZER)
+        out = self.lines()
+        self.assertEqual([x["ev"] for x in out], ["m"])  # one line for the step
+        m = out[0]
+        self.assertEqual(m["o"], "aaa")
+        self.assertEqual(m["d"], [0, 1, 1])
+        self.assertEqual(m["c"], [CAT["grad"]] * 3)
+        self.assertEqual(m["l"], [0, 1, 2])
+        self.assertEqual(m["p"], PH_OPTIMIZER)
+        for layer, g in enumerate(grads):
+            key, nbytes = s.storage_key(g)
+            self.assertEqual(m["k"][layer], key)
+            self.assertEqual(m["b"][layer], nbytes)
+            self.assertEqual(self.lib.owner_device(key), s.applier.stage_of_layer[layer])
+            self.assertEqual(self.lib.owner(key, CAT["grad"]), layer)
+        # the next step: the same storages are only relabelled where their label changed; a new
+        # storage for an owner replaces its old one (freed, then allocated on its stage)
+        run = _history.Run(self.lib)
+        fresh = torch.rand_like(params[2])
+        for layer, (p, g) in enumerate(zip(params, grads[:2] + [fresh])):
+            s.relabel(g, CAT["grad"], layer, owner=p, run=run, at_start=True)
+        run.flush(PH_OPTIMIZER)
+        out = self.lines()
+        self.assertEqual([x["ev"] for x in out], ["m"])
+        self.assertEqual(out[0]["o"], "fa")
+        self.assertEqual(out[0]["k"], [s.storage_key(grads[2])[0], s.storage_key(fresh)[0]])
+        self.assertEqual(out[0]["d"], [0, 1])
+        self.assertIsNone(self.lib.owner_device(s.storage_key(grads[2])[0]))
+        self.assertEqual(self.lib.owner_device(s.storage_key(fresh)[0]), 1)
+
+    def test_a_cap_refuses_in_its_place(self):
+        # a stage's cap refuses an allocation as msb_alloc does: event x, the events before it first
+        self.lines()
+        self.lib.c.msb_set_capacity(3, 1000)
+        s = self.session({0: 2, 1: 3})
+        small, big = torch.rand(16), torch.rand(4096)
+        pa, pb, pc = (torch.nn.Parameter(torch.rand(1)) for _ in range(3))
+        run = _history.Run(self.lib)
+        s.relabel(small, CAT["optim"], 0, owner=(id(pa), "m"), run=run)
+        s.relabel(big, CAT["optim"], 1, owner=(id(pb), "m"), run=run)
+        s.relabel(small + 1, CAT["optim"], 1, owner=(id(pc), "m"), run=run)
+        kept = s.static_keys[(id(pc), "m"), CAT["optim"]]
+        run.flush(PH_OPTIMIZER)
+        out = self.lines()
+        self.assertEqual([x["ev"] for x in out], ["m", "x", "m"])
+        self.assertEqual(out[0]["d"], [2])
+        self.assertEqual((out[1]["d"], out[1]["b"], out[1]["cap"]), (3, s.storage_key(big)[1], 1000))
+        self.assertEqual(out[2]["d"], [3])
+        self.assertIsNone(self.lib.owner_device(s.storage_key(big)[0]))
+        self.assertEqual(self.lib.owner_device(kept), 3)
+        self.lib.c.msb_set_capacity(3, 0)
+
+    def test_device_zero_throughout_sends_no_devices(self):
+        # the trial's record (one device) keeps its lines as they were
+        self.lines()
+        run = _history.Run(self.lib)
+        t = torch.rand(32)
+        run.add(b"a", s_key(t), 128, CAT["act"], 1, t=5.0)
+        run.add(b"f", s_key(t), 0, 0, 0, t=6.0)
+        run.flush(PH_OPTIMIZER)
+        out = self.lines()
+        self.assertEqual([x["ev"] for x in out], ["m"])
+        self.assertNotIn("d", out[0])
+        self.assertEqual(out[0]["o"], "af")
+
+    def test_a_device_out_of_range_is_refused_whole(self):
+        self.lines()
+        n = 2
+        rc = self.lib.c.msb_replay(n, b"aa", (_lib._u64 * n)(4096, 8192), (_lib._u64 * n)(8, 8),
+                                   (_lib._int * n)(4, 4), (_lib._int * n)(0, 0), (_lib._int * n)(0, -1),
+                                   PH_OPTIMIZER, (_lib._dbl * n)(1.0, 2.0))
+        self.assertEqual(rc, -1)
+        self.assertEqual(self.lines(), [])
+        self.assertIsNone(self.lib.owner_device(4096))
+
+
+def s_key(t):
+    st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return st.data_ptr()
+
+
+if __name__ == "__main__":
+    unittest.main()
