@@ -295,8 +295,9 @@ if want programs; then
     # alone uncapped, profiled under CAP (the OOM named), doctor (the split's
     # losses against the alone run's, each device's measured peak against
     # the plan). Every run's output, JSON and database come back in $OUT.
-    # PROGRAMS picks ("resnet152 t5 llama"); CAP_RESNET152, CAP_T5, CAP_LLAMA
-    # (20GiB, 47GiB, 50GiB), GPUS_<NAME> (2) and ARGS_<NAME> (appended to the
+    # PROGRAMS picks ("resnet152 t5 llama"; also gan, a Lightning GAN with
+    # manual optimization); CAP_RESNET152, CAP_T5, CAP_LLAMA, CAP_GAN
+    # (20GiB, 47GiB, 50GiB, 3GiB), GPUS_<NAME> (2) and ARGS_<NAME> (appended to the
     # program's arguments) override; PROGRAMS_STEPS (4) the program's steps.
     # A default CAP that the alone run shows does not make the program die
     # (its peak below it) or that GPUS devices could not hold is replaced by
@@ -324,7 +325,8 @@ print(int(float(m.group(1)) * (1024 if m.group(3) in (None, 'iB', 'IB', 'ib') el
         resnet152) P=("$PY" "$HERE/bridge/tv_resnet_amp.py" --model resnet152 --batch 384); dcap=20GiB; prec=fp16 ;;
         t5) P=("$PY" "$HERE/bridge/hf_t5.py" --batch 16 --seq 512); dcap=47GiB; prec=bf16 ;;
         llama) P=("$PY" "$HERE/bridge/hf_llama_lightning.py" --batch 4 --seq 2048); dcap=50GiB; prec=bf16 ;;
-        *) bad "programs: no program named $name (resnet152, t5, llama)"; continue ;;
+        gan) P=("$PY" "$HERE/bridge/gan_lightning.py"); dcap=3GiB; prec=fp32 ;;
+        *) bad "programs: no program named $name (resnet152, t5, llama, gan)"; continue ;;
         esac
         U=$(echo "$name" | tr a-z A-Z)
         cv=CAP_$U gv=GPUS_$U av=ARGS_$U
