@@ -3,9 +3,11 @@ CPU, with nothing else of the bridge running (no tensor tracker, no
 parent): the Python the program pays at every nn.Module call in a
 diagnose-only trial or a rerun on real devices (issue 40).
 
-A model's training step (forward and backward) is timed alone and with
-the bridge's global hooks, its Session registered as a trial registers
-it. The difference per module call is printed, with the calls per step.
+A model's training step (forward and backward) is timed alone, with the
+bridge's global hooks (its Session registered as a trial registers it),
+and with the hooks a whole iteration leaves: on the modules the hooks act
+on only (Session.hear_needed). The difference per module call is printed,
+with the calls per step.
 
   python3 bench/bridge_hooks.py [--model blocks|resnet50|resnet152] [--steps N]
 
@@ -75,14 +77,17 @@ def main():
 
     lib = _lib.Lib(os.path.join(HERE, "..", "build", "bridge", "libmemsplit_bridge.so"))
     s = _session.Session(torch, lib, {})
-    mods = nn.modules.module
-    pre, post = mods.register_module_forward_pre_hook(s.pre_hook), mods.register_module_forward_hook(s.post_hook)
-    hooked = timed(model, x, a.steps)
-    pre.remove()
-    post.remove()
-    us = (hooked - alone) * 1e6 / calls[0]
-    print("bridge_hooks: %s, %d module calls a forward, %d units: step %.2f ms alone, %.2f ms with the hooks: "
-          "%.2f us a module call" % (a.model, calls[0], s.n_blocks, alone * 1e3, hooked * 1e3, us))
+    s.hear_all()
+    hooked = timed(model, x, a.steps)          # registers the model at its first step, as a trial does
+    s.hear_needed()                            # what a whole iteration ends with: hooks on the heard modules
+    local = timed(model, x, a.steps)
+    for h in s.local_hooks:
+        h.remove()
+    print("bridge_hooks: %s, %d module calls a forward, %d units, %d modules hooked after the first iteration: "
+          "step %.2f ms alone; global hooks %.2f ms, %.2f us a module call; after the first iteration %.2f ms, "
+          "%.2f us a module call" % (a.model, calls[0], s.n_blocks, len(s.local_hooks) // 2, alone * 1e3,
+                                     hooked * 1e3, (hooked - alone) * 1e6 / calls[0], local * 1e3,
+                                     (local - alone) * 1e6 / calls[0]))
 
 
 if __name__ == "__main__":

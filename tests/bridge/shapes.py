@@ -12,7 +12,9 @@ on random data in plain PyTorch and prints "step N loss X" after each.
   --shape nested                nested nn.Sequentials of blocks
   --shape accum                 gradient accumulation x4 with a LR scheduler
   --shape gan                   a generator and a discriminator, two Adams
-                                (--late: the second Adam made after the first forward)
+                                (--late: the second Adam made after the first forward;
+                                --late-from K: the discriminator and its Adam first
+                                used at step K, the generator trained alone before)
   --shape lstm                  an LSTM language model with a validation pass
   --shape deep                  80 blocks: more layers than a plan has stages
   --shape helper                a module trained by its own optimizer, called
@@ -22,7 +24,7 @@ on random data in plain PyTorch and prints "step N loss X" after each.
                                 position embedding in the root's own code),
                                 DenseNet (every layer reads all before it),
                                 MobileNetV2 (inverted residuals), AdamW
-Options: --steps N, --batch B, --dim D (model width), --size S (image side), --late.
+Options: --steps N, --batch B, --dim D (model width), --size S (image side), --late, --late-from K.
 """
 import argparse
 import os
@@ -184,6 +186,7 @@ def main():
     ap.add_argument("--dim", type=int, default=32)
     ap.add_argument("--size", type=int, default=32)
     ap.add_argument("--late", action="store_true")
+    ap.add_argument("--late-from", type=int, default=0)
     a = ap.parse_args()
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -225,11 +228,20 @@ def main():
         D = nn.Sequential(nn.Linear(64, 4 * a.dim), nn.LeakyReLU(0.2), nn.Linear(4 * a.dim, 1))
         og = torch.optim.Adam(G.parameters(), lr=2e-4)
         # --late: the discriminator's optimizer made after the generator's first forward
-        od = None if a.late else torch.optim.Adam(D.parameters(), lr=2e-4)
+        od = None if a.late or a.late_from else torch.optim.Adam(D.parameters(), lr=2e-4)
         for step in range(a.steps):
             real = torch.randn(a.batch, 64, generator=g)
             z = torch.randn(a.batch, z_dim, generator=g)
             fake = G(z)
+            if step < a.late_from:
+                # --late-from K: the generator alone (fitted to the data) for K iterations; the
+                # discriminator and its optimizer first come in at step K
+                og.zero_grad(set_to_none=True)
+                g_loss = F.mse_loss(fake, real)
+                g_loss.backward()
+                og.step()
+                print("step %d loss %.4f" % (step, g_loss.item()), flush=True)
+                continue
             if od is None:
                 od = torch.optim.Adam(D.parameters(), lr=2e-4)
             od.zero_grad(set_to_none=True)

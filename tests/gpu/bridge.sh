@@ -325,7 +325,7 @@ print(int(float(m.group(1)) * (1024 if m.group(3) in (None, 'iB', 'IB', 'ib') el
         resnet152) P=("$PY" "$HERE/bridge/tv_resnet_amp.py" --model resnet152 --batch 384); dcap=20GiB; prec=fp16 ;;
         t5) P=("$PY" "$HERE/bridge/hf_t5.py" --batch 16 --seq 512); dcap=47GiB; prec=bf16 ;;
         llama) P=("$PY" "$HERE/bridge/hf_llama_lightning.py" --batch 4 --seq 2048); dcap=50GiB; prec=bf16 ;;
-        gan) P=("$PY" "$HERE/bridge/gan_lightning.py"); dcap=3GiB; prec=fp32 ;;
+        gan) P=("$PY" "$HERE/bridge/gan_lightning.py"); dcap=3584MiB; prec=fp32 ;;
         *) bad "programs: no program named $name (resnet152, t5, llama, gan)"; continue ;;
         esac
         U=$(echo "$name" | tr a-z A-Z)

@@ -82,6 +82,9 @@ class Session:
         self.other_models = set()   # ids of other models the program trains (a GAN's discriminator)
         self.other_params = []      # their parameters, counted in layer 0
         self.late = None            # (step, marks, losses) whose times and loss are sent at the next step's end
+        self.global_hooks = None    # torch's handles of the global module hooks, while every module call runs them
+        self.local_hooks = []       # handles of the hooks on single modules, once the global ones are gone
+        self.heard = {}             # id -> a module that per-module hooks must keep hearing beyond the tree's
 
     # ---- reporting -------------------------------------------------------
     def send(self, ev, **f):
@@ -309,8 +312,11 @@ class Session:
             return []
         import gc
         found = []
+        Module = torch.nn.Module
         for m in gc.get_objects():
-            if isinstance(m, torch.nn.Module) and m is not model:
+            # type(), not isinstance: isinstance also reads __class__, which some objects
+            # answer with a warning of their own (torch.distributed.reduce_op)
+            if issubclass(type(m), Module) and m is not model:
                 ps = [id(p) for p in m.parameters()]
                 if ps and all(p in order for p in ps):
                     found.append((min(order[p] for p in ps), m))
@@ -536,6 +542,8 @@ class Session:
                     self.block_depth += 1
             else:
                 return None
+        if self.global_hooks is not None and (id(module) not in self.path_of or id(module) in self.quiet):
+            self.heard[id(module)] = module     # a module outside the tree, or a quiet one called outside its unit
         if self.in_backward:
             return None     # a recomputed forward (activation checkpointing) stays in backward
         if len(self.stack) == 1 and id(module) not in self.roots and id(module) not in self.other_models \
@@ -707,6 +715,48 @@ class Session:
                 t.register_hook(_BackwardMark(self, layer))
         return nbytes
 
+    # ---- which module calls run the hooks ----------------------------------
+    def hear_all(self):
+        """Every module call runs the hooks (torch's global module hooks):
+        until the model is registered and a whole iteration has shown which
+        modules the program calls, and again once it makes an optimizer
+        whose parameters are not yet known (a model trained beside the
+        others, found at its first call: another_model)."""
+        for h in self.local_hooks:
+            h.remove()
+        self.local_hooks = []
+        if self.global_hooks is None:
+            mods = self.torch.nn.modules.module
+            self.global_hooks = (mods.register_module_forward_pre_hook(self.pre_hook),
+                                 mods.register_module_forward_hook(self.post_hook))
+
+    def hear_needed(self):
+        """At the end of the first whole iteration, the global hooks give
+        way to hooks on the modules whose calls the hooks act on: every
+        module of the tree but the quiet ones, and the modules outside it
+        (or quiet ones called outside their unit) that the iteration called.
+        While torch has a global hook, every module call takes its slow path
+        (issue 40: about 20 us a call on the H200's host, 523 calls a
+        forward on ResNet-152); a module with no hook of its own takes the
+        fast one. Kept global while an optimizer holds a parameter that no
+        model the bridge knows owns."""
+        known = self.param_layer
+        if any(id(p) not in known for o in self.optimizers for g in o.param_groups for p in g["params"]):
+            return
+        keep = {id(m): m for m in self.root.modules() if id(m) not in self.quiet}
+        keep.update(self.heard)
+        for h in self.global_hooks:
+            h.remove()
+        self.global_hooks = None
+        for m in keep.values():
+            self.local_hooks.append(_module_hook(m, "register_forward_pre_hook", self.pre_hook))
+            self.local_hooks.append(_module_hook(m, "register_forward_hook", self.post_hook))
+
+    def optimizer_made(self, opt):
+        if self.global_hooks is None and any(id(p) not in self.param_layer
+                                             for g in opt.param_groups for p in g["params"]):
+            self.hear_all()
+
     # ---- backward, optimizer, steps ---------------------------------------
     def backward_begins(self, args=()):
         if self.in_backward == 0 and args and isinstance(args[0], self.torch.Tensor) and args[0].numel() == 1 \
@@ -770,6 +820,8 @@ class Session:
             if not again and any(id(o) not in self.stepped for o in self.optimizers):
                 return
         self.stepped = set()
+        if self.global_hooks is not None:
+            self.hear_needed()
         if self.record is not None:
             self.record.optimizer_ends()
         self.transition(-1, PH_INIT)
@@ -780,7 +832,7 @@ class Session:
         # this step's marks and losses are read at the next step's end (or the program's): on a
         # GPU the bridge then never waits for the GPU, and the program's own work after its step
         # still overlaps the GPU's (the CPU does the same, so that one path is tested)
-        late = (self.steps, self.times, self.losses)
+        late = (self.steps, self.times, [self.to_host(x) for x in self.losses])
         self.times, self.losses = self.times[-1:], []
         peaks = peak_cats = None
         if self.applier is not None:
@@ -822,8 +874,22 @@ class Session:
         for (l0, p0, t0), (_, _, t1) in zip(times, times[1:]):
             ms = t0.elapsed_time(t1) if self.cuda else (t1 - t0) * 1e3
             out.append([l0, p0, round(ms, 4)])
-        loss = float(sum(float(x) for x in losses)) if losses else None
+        for _, ev in losses:
+            if ev is not None:
+                ev.synchronize()
+        loss = float(sum(float(h) for h, _ in losses)) if losses else None
         return n, out, loss
+
+    def to_host(self, x):
+        """(a host copy of the loss x, the event after which it is there):
+        a GPU's loss is copied without waiting (float() would wait for all
+        the work the program has queued), read at the next step's end."""
+        if not x.is_cuda:
+            return x, None
+        h = x.to("cpu", non_blocking=True)
+        ev = self.torch.cuda.Event()
+        ev.record(self.torch.cuda.current_stream(x.device))
+        return h, ev
 
     def send_late(self):
         """The step whose intervals and loss were left for later (event
@@ -997,6 +1063,15 @@ def _batch_of(torch, inputs):
 
 # ---- installing ------------------------------------------------------------
 
+def _module_hook(m, how, fn):
+    """fn as m's own hook, before the program's own hooks on m (as a global
+    hook runs), where torch can say so (prepend: torch 2.0)."""
+    try:
+        return getattr(m, how)(fn, prepend=True)
+    except TypeError:
+        return getattr(m, how)(fn)
+
+
 def _wrap(owner, name, before, after, failed=None):
     """owner.name calls before(args), then after(args) when it returns,
     or failed(args) (default: after) when it raises: an optimizer step
@@ -1047,9 +1122,7 @@ def start(torch, lib, cfg):
         _keep_peaks(torch, s)
     _refuse_compile(torch, s)
     _warn_profiler(torch, lib)
-    mods = torch.nn.modules.module
-    mods.register_module_forward_pre_hook(s.pre_hook)
-    mods.register_module_forward_hook(s.post_hook)
+    s.hear_all()
     _wrap(torch.Tensor, "backward", lambda a: s.backward_begins(a), lambda a: s.backward_ends(),
           lambda a: s.backward_failed())
     _wrap(torch.autograd, "backward", lambda a: s.backward_begins(a), lambda a: s.backward_ends(),
@@ -1269,6 +1342,7 @@ def _install_step_wrappers(torch, s):
         init(self, *a, **k)
         track_opt(self)
         s.optimizers.append(self)
+        s.optimizer_made(self)
         _wrap(type(self), "step", before, after, lambda a: s.step_failed())
 
     torch.optim.Optimizer.__init__ = init_wrapped
