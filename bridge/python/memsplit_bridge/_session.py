@@ -82,6 +82,10 @@ class Session:
         self.other_models = set()   # ids of other models the program trains (a GAN's discriminator)
         self.other_params = []      # their parameters, counted in layer 0
         self.late = None            # (step, marks, losses) whose times and loss are sent at the next step's end
+        # the trial's rows need each interval's counters and time; a rerun (the train pass) reads
+        # only each step's time and the stages' peaks: no counters read (nor torch's peaks reset)
+        # at a transition, and one timing mark a step
+        self.per_interval = cfg.get("pass", "trial") != "train"
         self.global_hooks = None    # torch's handles of the global module hooks, while every module call runs them
         self.local_hooks = []       # handles of the hooks on single modules, once the global ones are gone
         self.heard = {}             # id -> a module that per-module hooks must keep hearing beyond the tree's
@@ -110,8 +114,9 @@ class Session:
         return out
 
     def device_peak(self, d):
-        """The caching allocator's peak on d since the program started: the
-        bridge resets the root device's at every transition (stats)."""
+        """The caching allocator's peak on d since the program started (or
+        last reset it): in a trial the bridge resets the root device's at
+        every transition (stats), and keeps the highest in self.peaks."""
         d = self.torch.device(d)
         real = self.real["memory_stats"](d).get("allocated_bytes.all.peak", 0)
         return max(real, self.peaks[0]) if d == self.torch.device(self.device) else real
@@ -131,7 +136,7 @@ class Session:
         output, what crosses a stage boundary), -1 when not a layer entry."""
         if self.tracker is not None:
             self.tracker.sweep_all()
-        alloc, peak, reserved, rpeak = self.stats()
+        alloc, peak, reserved, rpeak = self.stats() if self.per_interval else (-1, -1, -1, -1)
         if self.record is not None:
             w = dict(l=layer, p=phase, alloc=alloc, peak=peak, reserved=reserved, rpeak=rpeak, xin=xin, xl=xl,
                      fp=self.forwards)
@@ -143,7 +148,8 @@ class Session:
         else:
             self.lib.where(layer, phase)
         self.layer, self.phase = layer, phase
-        self.times.append((layer, phase, self.clock()))
+        if self.per_interval or phase == PH_INIT or not self.times:
+            self.times.append((layer, phase, self.clock()))
 
     def clock(self):
         if self.cuda:
@@ -1160,7 +1166,7 @@ def _allocator_record(torch, cfg):
 
 
 def _keep_peaks(torch, s):
-    """The bridge resets the caching allocator's peaks at every transition;
+    """In a trial the bridge resets the caching allocator's peaks at every transition;
     the program's own max_memory_allocated/reserved and memory_stats peaks
     must not notice, so they report the peak since the program's last reset."""
     m = torch.cuda.memory
