@@ -297,7 +297,7 @@ if want programs; then
     # the plan). Every run's output, JSON and database come back in $OUT.
     # PROGRAMS picks ("resnet152 t5 llama"; also gan, a Lightning GAN with
     # manual optimization); CAP_RESNET152, CAP_T5, CAP_LLAMA, CAP_GAN
-    # (20GiB, 47GiB, 50GiB, 3GiB), GPUS_<NAME> (2) and ARGS_<NAME> (appended to the
+    # (20GiB, 47GiB, 22GiB, 3584MiB), GPUS_<NAME> (2) and ARGS_<NAME> (appended to the
     # program's arguments) override; PROGRAMS_STEPS (4) the program's steps.
     # A default CAP that the alone run shows does not make the program die
     # (its peak below it) or that GPUS devices could not hold is replaced by
@@ -324,7 +324,7 @@ print(int(float(m.group(1)) * (1024 if m.group(3) in (None, 'iB', 'IB', 'ib') el
         case $name in
         resnet152) P=("$PY" "$HERE/bridge/tv_resnet_amp.py" --model resnet152 --batch 384); dcap=20GiB; prec=fp16 ;;
         t5) P=("$PY" "$HERE/bridge/hf_t5.py" --batch 16 --seq 512); dcap=47GiB; prec=bf16 ;;
-        llama) P=("$PY" "$HERE/bridge/hf_llama_lightning.py" --batch 4 --seq 2048); dcap=50GiB; prec=bf16 ;;
+        llama) P=("$PY" "$HERE/bridge/hf_llama_lightning.py" --batch 4 --seq 2048); dcap=22GiB; prec=bf16 ;;
         gan) P=("$PY" "$HERE/bridge/gan_lightning.py"); dcap=3584MiB; prec=fp32 ;;
         *) bad "programs: no program named $name (resnet152, t5, llama, gan)"; continue ;;
         esac
