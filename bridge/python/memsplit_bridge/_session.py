@@ -826,7 +826,10 @@ class Session:
             if not again and any(id(o) not in self.stepped for o in self.optimizers):
                 return
         self.stepped = set()
-        if self.global_hooks is not None:
+        if self.global_hooks is not None and self.record is None:
+            # (not under the tensor-level record: on the CPU, where it stands in for the GPU's
+            # allocator trace, its optimizer-phase rows then differ from the per-operator
+            # trace's by a few bytes a layer, a cause not yet found; see docs/bridge.md)
             self.hear_needed()
         if self.record is not None:
             self.record.optimizer_ends()
