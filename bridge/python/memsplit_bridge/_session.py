@@ -742,13 +742,8 @@ class Session:
         module of the tree but the quiet ones, and the modules outside it
         (or quiet ones called outside their unit) that the iteration called.
         While torch has a global hook, every module call takes its slow path
-        (issue 40: about 20 us a call on the H200's host, 523 calls a
-        forward on ResNet-152); a module with no hook of its own takes the
-        fast one. Kept global while an optimizer holds a parameter that no
-        model the bridge knows owns."""
-        known = self.param_layer
-        if any(id(p) not in known for o in self.optimizers for g in o.param_groups for p in g["params"]):
-            return
+        (issue 40: about 1 ms a step of ResNet-152's 523 calls a forward on
+        the H100's host); a module with no hook of its own takes the fast one."""
         keep = {id(m): m for m in self.root.modules() if id(m) not in self.quiet}
         keep.update(self.heard)
         for h in self.global_hooks:
@@ -758,9 +753,13 @@ class Session:
             self.local_hooks.append(_module_hook(m, "register_forward_pre_hook", self.pre_hook))
             self.local_hooks.append(_module_hook(m, "register_forward_hook", self.post_hook))
 
+    def unknown_params(self, optimizers):
+        """Whether an optimizer holds a parameter that no model the bridge
+        knows owns (the hooks stay global: its model is found at its call)."""
+        return any(id(p) not in self.param_layer for o in optimizers for g in o.param_groups for p in g["params"])
+
     def optimizer_made(self, opt):
-        if self.global_hooks is None and any(id(p) not in self.param_layer
-                                             for g in opt.param_groups for p in g["params"]):
+        if self.global_hooks is None and self.unknown_params([opt]):
             self.hear_all()
 
     # ---- backward, optimizer, steps ---------------------------------------
@@ -826,11 +825,13 @@ class Session:
             if not again and any(id(o) not in self.stepped for o in self.optimizers):
                 return
         self.stepped = set()
-        if self.global_hooks is not None and self.record is None:
-            # (not under the tensor-level record: on the CPU, where it stands in for the GPU's
-            # allocator trace, its optimizer-phase rows then differ from the per-operator
-            # trace's by a few bytes a layer, a cause not yet found; see docs/bridge.md)
-            self.hear_needed()
+        if self.global_hooks is not None:
+            if self.record is None and not self.unknown_params(self.optimizers):
+                # (not under the tensor-level record: on the CPU, where it stands in for the GPU's
+                # allocator trace, its optimizer-phase rows then differ from the per-operator
+                # trace's by a few bytes a layer, a cause not yet found; see docs/bridge.md)
+                self.hear_needed()
+            self.heard = {}     # one iteration's: a module made anew each step is not kept
         if self.record is not None:
             self.record.optimizer_ends()
         self.transition(-1, PH_INIT)
