@@ -36,6 +36,9 @@ static const char ms_profile_program_usage[] =
     "                     from the module tree and the parameter bytes)\n"
     "  --diagnose-only    GPU: no per-tensor trace (module boundaries, the caching\n"
     "                     allocator's counters and CUPTI only; lowest overhead)\n"
+    "  --no-cupti         GPU: do not load CUPTI into the program (its segment\n"
+    "                     allocations and frees, beside the tensors, are then not\n"
+    "                     recorded; lower overhead)\n"
     "  --no-second-pass   after an OOM, do not run the program again uncapped to\n"
     "                     measure the layers the trial never reached\n"
     "  --no-record-pass   do not run the record pass: after the trial the program\n"
@@ -69,11 +72,11 @@ typedef struct profile_program_args {
     size_t capacity;
     long steps;
     const char *layers, *db_path, *record;
-    int diag, second, record_pass, json, quiet, ballast_only;
+    int diag, second, record_pass, json, quiet, ballast_only, no_cupti;
     int dd;                    /* argv[dd] is "--" */
 } profile_program_args;
 
-enum { O_GPUMEM = 1000, O_STEPS, O_LAYERS, O_DIAG, O_NOSECOND, O_NORECORD, O_DB, O_JSON, O_QUIET, O_BALLAST, O_RECORD };
+enum { O_GPUMEM = 1000, O_STEPS, O_LAYERS, O_DIAG, O_NOSECOND, O_NORECORD, O_DB, O_JSON, O_QUIET, O_BALLAST, O_RECORD, O_NOCUPTI };
 
 /* One option into a: 0, or -1 (printed). */
 static int take_opt(profile_program_args *a, int c)
@@ -104,6 +107,7 @@ static int take_opt(profile_program_args *a, int c)
     case O_JSON: a->json = 1; return 0;
     case O_QUIET: a->quiet = 1; return 0;
     case O_BALLAST: a->ballast_only = 1; return 0;
+    case O_NOCUPTI: a->no_cupti = 1; return 0;
     default: a->record = optarg; return 0; /* O_RECORD */
     }
 }
@@ -115,6 +119,7 @@ static int parse_args(int argc, char **argv, profile_program_args *a)
         { "gpu-mem", required_argument, 0, O_GPUMEM }, { "steps", required_argument, 0, O_STEPS },
         { "layers", required_argument, 0, O_LAYERS }, { "diagnose-only", no_argument, 0, O_DIAG },
         { "no-second-pass", no_argument, 0, O_NOSECOND }, { "no-record-pass", no_argument, 0, O_NORECORD },
+        { "no-cupti", no_argument, 0, O_NOCUPTI },
         { "db", required_argument, 0, O_DB },
         { "json", no_argument, 0, O_JSON }, { "quiet", no_argument, 0, O_QUIET },
         { "ballast-only", no_argument, 0, O_BALLAST }, { "record-events", required_argument, 0, O_RECORD },
@@ -164,7 +169,8 @@ static int trial(int argc, char **argv, const profile_program_args *a, json_t **
     ms_program_trial_args ta = { .prog = argv + a->dd + 1, .capacity = a->capacity, .steps = a->steps,
                                  .layers = a->layers, .diag = a->diag, .second = a->second,
                                  .record_pass = a->record_pass && !a->diag, .json = a->json,
-                                 .quiet = a->quiet, .db = db, .cmdline = cmdline, .who = "profile", .record = record };
+                                 .quiet = a->quiet, .no_cupti = a->no_cupti, .db = db, .cmdline = cmdline,
+                                 .who = "profile", .record = record };
     ms_program_trial *r = calloc(1, sizeof *r);
     int code = r ? ms_program_run_trial(&ta, r) : MS_EXIT_RUNTIME;
     free(cmdline);

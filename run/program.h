@@ -56,6 +56,7 @@ typedef struct ms_program_trial_args {
     const char *layers;
     int diag, second, json, quiet, brief;
     int record_pass;           /* after the trial, the record pass (below) for the profile */
+    int no_cupti;              /* GPU: CUPTI stays out of the program (no segment events) */
     ms_db *db;
     int64_t parent;
     const char *cmdline;
@@ -99,6 +100,7 @@ typedef struct ms_program_record_args {
     int brief;                 /* one line said, no step's progress (doctor's screen) */
     const char *who;           /* "doctor": the messages' prefix */
     FILE *events;              /* --record-events (NULL: none) */
+    int no_cupti;              /* GPU: CUPTI stays out of the program */
 } ms_program_record_args;
 int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, char *why, size_t whylen);
 

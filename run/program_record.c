@@ -61,7 +61,7 @@ int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, ch
     msb_trace_init(&t);
     msb_exit ex;
     int rc = -1;
-    if (ms_program_pass(a->prog, bdir, cfg, "train", gpu && ms_cuda_gpu_count() > 0, label, a->quiet || a->brief, a->json, a->events,
+    if (ms_program_pass(a->prog, bdir, cfg, "train", gpu && !a->no_cupti && ms_cuda_gpu_count() > 0, label, a->quiet || a->brief, a->json, a->events,
                         &t, &ex, err, sizeof err) != 0) {
         ms_errf(why, whylen, "%s", err);
     } else if (ex.interrupted) {

@@ -196,7 +196,7 @@ static void passes(trial_job *j)
         fprintf(stderr, "%s: running %s for %ld step%s%s\n", j->who, r->name, a->steps, a->steps == 1 ? "" : "s",
                 a->capacity ? " under the emulated capacity" : "");
     snprintf(label, sizeof label, "%s: trial", j->who);
-    if (ms_program_pass(a->prog, j->bdir, j->cfg, "trial", j->gpu, label, a->quiet, a->json, a->record, &r->t, &r->ex,
+    if (ms_program_pass(a->prog, j->bdir, j->cfg, "trial", j->gpu && !a->no_cupti, label, a->quiet, a->json, a->record, &r->t, &r->ex,
                         err, sizeof err) != 0) {
         fprintf(stderr, "memsplit %s: %s\n", j->who, err);
         snprintf(r->fail, sizeof r->fail, "%s", err);
@@ -219,7 +219,7 @@ static void passes(trial_job *j)
     json_object_set_new(j->cfg, "pass", json_string("uncapped"));
     err[0] = '\0';
     snprintf(label, sizeof label, "%s: uncapped pass", j->who);
-    if (ms_program_pass(a->prog, j->bdir, j->cfg, "trial", j->gpu, label, a->quiet, a->json, a->record, &j->u, &j->exu,
+    if (ms_program_pass(a->prog, j->bdir, j->cfg, "trial", j->gpu && !a->no_cupti, label, a->quiet, a->json, a->record, &j->u, &j->exu,
                         err, sizeof err) == 0 && j->u.model_conn >= 0 && !j->exu.interrupted)
         r->have_u = 1;
     else if (!a->quiet)
@@ -331,7 +331,8 @@ static void record_pass(trial_job *j)
     if (!a->record_pass || (j->code != MS_EXIT_OK && j->code != MS_EXIT_OOM) || msb_stop_signal()) return;
     r->record_tried = 1;
     ms_program_record_args ra = { .prog = a->prog, .steps = a->steps, .json = a->json, .quiet = a->quiet,
-                                  .brief = a->brief, .who = j->who, .events = a->record };
+                                  .brief = a->brief, .who = j->who, .events = a->record,
+                                  .no_cupti = a->no_cupti };
     if (ms_program_record_pass(&ra, &r->prof, r->record_why, sizeof r->record_why) == 0) return;
     if (msb_stop_signal()) {
         stopped(j, msb_stop_signal());

@@ -77,6 +77,13 @@ if want small; then
     a1=$(js "$T/p.json" "sum(r['act'] + r['param'] for r in d['layers'])"); a2=$(js "$T/d.json" "sum(r['act'] + r['param'] for r in d['layers'])")
     echo "  act + 16-bit copies: trace $a1, diagnose-only $a2"
     within "$a1" "$a2" 0.10 && ok "diagnose-only: activations (with the copies) within 10% of the traced run's" || bad "diag act" "$a1 vs $a2" "$(tail -3 "$T/d.err")"
+    # --no-cupti: CUPTI stays out of the program (no segment events), the rows stay (within 1%)
+    "$M" profile --json --diagnose-only --no-cupti --record-events "$T/nc.tsv" -- "$PY" "$B/ref_model.py" --blocks 4 --dim 512 \
+        --heads 8 --seq 256 --batch 8 --vocab 4096 --steps 4 --amp > "$T/nc.json" 2> "$T/nc.err"
+    s0=$(grep -c '"ev":"seg"' "$OUTD/fixture_ref_gpu.tsv"); s1=$(grep -c '"ev":"seg"' "$T/nc.tsv")
+    a3=$(js "$T/nc.json" "sum(r['act'] + r['param'] for r in d['layers'])")
+    [ "$s0" -gt 0 ] && [ "$s1" = 0 ] && within "$a3" "$a2" 0.01 && ok "--no-cupti: no segment events ($s0 with CUPTI), the rows within 1%" || \
+        bad "--no-cupti" "segment events $s1 (with CUPTI $s0), act + copies $a3 vs $a2" "$(tail -3 "$T/nc.err")"
 fi
 
 ref_case() {  # PRECISION
