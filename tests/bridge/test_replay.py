@@ -113,6 +113,30 @@ class Replay(unittest.TestCase):
         self.assertEqual(out[0]["d"], [0, 1])
         self.assertIsNone(self.lib.owner_device(s.storage_key(grads[2])[0]))
         self.assertEqual(self.lib.owner_device(s.storage_key(fresh)[0]), 1)
+        # a step that changes nothing sends nothing and looks up no storage; a new label, a view
+        # into a storage, and a new storage at another address are looked up and sent
+        looked = []
+        real = s.storage_key
+        s.storage_key = lambda t: looked.append(t) or real(t)
+        run = _history.Run(self.lib)
+        for layer, (p, g) in enumerate(zip(params, grads[:2] + [fresh])):
+            s.relabel(g, CAT["grad"], layer, owner=p, run=run, at_start=True)
+        run.flush(PH_OPTIMIZER)
+        self.assertEqual((looked, self.lines()), ([], []))
+        run = _history.Run(self.lib)
+        flat = torch.rand(params[1].numel() + 8)
+        view = flat[8:]
+        moved = torch.rand_like(params[2])
+        s.relabel(grads[0], CAT["grad"], 2, owner=params[0], run=run, at_start=True)   # its label changed
+        s.relabel(view, CAT["grad"], 1, owner=params[1], run=run, at_start=True)
+        s.relabel(moved, CAT["grad"], 2, owner=params[2], run=run, at_start=True)
+        run.flush(PH_OPTIMIZER)
+        self.assertEqual(len(looked), 3)
+        out = self.lines()
+        self.assertEqual(out[0]["o"], "rfafa")
+        self.assertEqual(self.lib.owner(s.storage_key(grads[0])[0], CAT["grad"]), 2)
+        self.assertEqual(self.lib.owner(s.storage_key(flat)[0], CAT["grad"]), 1)
+        self.assertEqual(out[0]["b"][2], s.storage_key(flat)[1])      # the whole storage the view is in
 
     def test_a_cap_refuses_in_its_place(self):
         # a stage's cap refuses an allocation as msb_alloc does: event x, the events before it first

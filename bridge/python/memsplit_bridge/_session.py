@@ -63,6 +63,7 @@ class Session:
         self.in_step = 0
         self.in_backward = 0
         self.static_keys = {}       # without the tracker: (owner id, cat) -> storage key registered
+        self.key_label = {}         # ... and storage key -> (cat, layer) as the ledger has it
         self.micro_batch = None
         self.scaled_loss = False
         self.outside = False        # the loss was computed outside the model in this forward
@@ -472,6 +473,15 @@ class Session:
         one it replaces for the same owner is let go. With run (a
         _history.Run), a step's many relabels go to the ledger together
         (flushed by the caller) where no plan places them."""
+        if self.record is None and self.tracker is None and run is not None:
+            # a step's relabels (every gradient, every optimizer state, each step): one the ledger
+            # has already, the same storage under the same label, costs no storage lookup. At
+            # offset 0 the tensor's address is its storage's, the key registered
+            ident = owner if isinstance(owner, tuple) else id(owner if owner is not None else t)
+            key = self.static_keys.get((ident, cat))
+            if key is not None and self.key_label.get(key) == (cat, layer) and t.storage_offset() == 0 and \
+                    t.data_ptr() == key and t.device.type == self.track_type:
+                return
         key, nbytes = self.storage_key(t)
         if not key or not nbytes or t.device.type != self.track_type:
             return
@@ -493,12 +503,15 @@ class Session:
         old = self.static_keys.get(slot)
         if old == key:
             run.add(b"r", key, 0, cat, layer)
+            self.key_label[key] = (cat, layer)
             return
         if old:
             run.add(b"f", old, 0, 0, 0)
+            self.key_label.pop(old, None)
         self.static_keys[slot] = key
         dev = self.applier.stage_of_layer.get(layer, 0) if self.applier is not None else 0
         run.add(b"a", key, _block_bytes(nbytes, self.cuda), cat, layer, dev=dev)
+        self.key_label[key] = (cat, layer)
 
     def member(self, module, layer):
         """A module outside the list runs in the first training forward."""
