@@ -27,6 +27,7 @@ on random data in plain PyTorch and prints "step N loss X" after each.
 Options: --steps N, --batch B, --dim D (model width), --size S (image side), --late, --late-from K.
 """
 import argparse
+import gc
 import os
 import sys
 
@@ -276,6 +277,13 @@ def main():
                     loss = lm_loss(model(t[:, :-1]), t[:, 1:])
                 (loss / accum).backward()
                 total += loss.item() / accum
+            if s == "accum":
+                # the rows of the optimizer phase depend on when Python's cyclic collector runs
+                # (a collection frees tensors that objects in reference cycles hold): the runs
+                # shapes.sh compares byte for byte (per-operator trace, allocator's record) make
+                # different Python objects, so their collections fall at different points, and a
+                # fresh clone's differ again. One collection here puts them at the same point
+                gc.collect()
             opt.step()
             if opt_helper is not None:
                 opt_helper.step()

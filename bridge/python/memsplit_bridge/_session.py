@@ -840,9 +840,9 @@ class Session:
         self.stepped = set()
         if self.global_hooks is not None:
             if self.record is None and not self.unknown_params(self.optimizers):
-                # (not under the tensor-level record: on the CPU, where it stands in for the GPU's
-                # allocator trace, its optimizer-phase rows then differ from the per-operator
-                # trace's by a few bytes a layer, a cause not yet found; see docs/bridge.md)
+                # (not under the tensor-level record: kept global there when its optimizer-phase
+                # rows differed from the per-operator trace's, which later proved the cyclic
+                # collector's timing, not the hooks; docs/bridge.md)
                 self.hear_needed()
             self.heard = {}     # one iteration's: a module made anew each step is not kept
         if self.record is not None:
