@@ -61,8 +61,9 @@ int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, ch
     msb_trace_init(&t);
     msb_exit ex;
     int rc = -1;
-    if (ms_program_pass(a->prog, bdir, cfg, "train", gpu && !a->no_cupti && ms_cuda_gpu_count() > 0, label, a->quiet || a->brief, a->json, a->events,
-                        &t, &ex, err, sizeof err) != 0) {
+    int inject = gpu && !a->no_cupti && ms_cuda_gpu_count() > 0;
+    if (ms_program_pass(a->prog, bdir, cfg, "train", inject, label, a->quiet || a->brief, a->json, a->events, &t, &ex,
+                        err, sizeof err) != 0) {
         ms_errf(why, whylen, "%s", err);
     } else if (ex.interrupted) {
         ms_errf(why, whylen, "the record pass was interrupted");

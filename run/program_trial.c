@@ -129,7 +129,7 @@ typedef struct trial_job {
     ms_program_trial *r;
     const char *who;           /* the messages' prefix */
     char bdir[4096];
-    int gpu;
+    int gpu, inject;           /* a GPU; CUPTI loaded into the program (not with --no-cupti) */
     json_t *cfg;               /* the bridge's config of the pass */
     msb_trace u;               /* the uncapped pass (have_u) */
     msb_exit exu;
@@ -154,6 +154,7 @@ static int begin(trial_job *j)
     }
     ms_program_name(a->prog, r->name, sizeof r->name);
     j->gpu = ms_cuda_gpu_count() > 0;
+    j->inject = j->gpu && !a->no_cupti;   /* CUPTI in the program: its segments */
     j->cfg = json_pack("{s:I, s:I, s:s, s:s, s:s}", "steps", (json_int_t)a->steps, "capacity",
                        (json_int_t)a->capacity, "layers", a->layers ? a->layers : "", "trace",
                        a->diag ? "off" : "tensors", "pass", "trial");
@@ -196,7 +197,7 @@ static void passes(trial_job *j)
         fprintf(stderr, "%s: running %s for %ld step%s%s\n", j->who, r->name, a->steps, a->steps == 1 ? "" : "s",
                 a->capacity ? " under the emulated capacity" : "");
     snprintf(label, sizeof label, "%s: trial", j->who);
-    if (ms_program_pass(a->prog, j->bdir, j->cfg, "trial", j->gpu && !a->no_cupti, label, a->quiet, a->json, a->record, &r->t, &r->ex,
+    if (ms_program_pass(a->prog, j->bdir, j->cfg, "trial", j->inject, label, a->quiet, a->json, a->record, &r->t, &r->ex,
                         err, sizeof err) != 0) {
         fprintf(stderr, "memsplit %s: %s\n", j->who, err);
         snprintf(r->fail, sizeof r->fail, "%s", err);
@@ -219,7 +220,7 @@ static void passes(trial_job *j)
     json_object_set_new(j->cfg, "pass", json_string("uncapped"));
     err[0] = '\0';
     snprintf(label, sizeof label, "%s: uncapped pass", j->who);
-    if (ms_program_pass(a->prog, j->bdir, j->cfg, "trial", j->gpu && !a->no_cupti, label, a->quiet, a->json, a->record, &j->u, &j->exu,
+    if (ms_program_pass(a->prog, j->bdir, j->cfg, "trial", j->inject, label, a->quiet, a->json, a->record, &j->u, &j->exu,
                         err, sizeof err) == 0 && j->u.model_conn >= 0 && !j->exu.interrupted)
         r->have_u = 1;
     else if (!a->quiet)
