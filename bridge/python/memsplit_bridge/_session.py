@@ -473,15 +473,9 @@ class Session:
         one it replaces for the same owner is let go. With run (a
         _history.Run), a step's many relabels go to the ledger together
         (flushed by the caller) where no plan places them."""
-        if self.record is None and self.tracker is None and run is not None:
-            # a step's relabels (every gradient, every optimizer state, each step): one the ledger
-            # has already, the same storage under the same label, costs no storage lookup. At
-            # offset 0 the tensor's address is its storage's, the key registered
-            ident = owner if isinstance(owner, tuple) else id(owner if owner is not None else t)
-            key = self.static_keys.get((ident, cat))
-            if key is not None and self.key_label.get(key) == (cat, layer) and t.storage_offset() == 0 and \
-                    t.data_ptr() == key and t.device.type == self.track_type:
-                return
+        if self.record is None and self.tracker is None:
+            self.register_static(t, cat, layer, owner, run)
+            return
         key, nbytes = self.storage_key(t)
         if not key or not nbytes or t.device.type != self.track_type:
             return
@@ -490,17 +484,27 @@ class Session:
             # drain; one made before it is registered then
             self.record.label(key, cat, layer, _block_bytes(nbytes, self.cuda), at_start)
             return
-        if self.tracker is not None:
-            self.tracker.ensure(t, key, nbytes, cat, layer)
-            self.lib.relabel(key, cat, layer)
-            if self.applier is not None:      # a static tensor counts on its layer's stage
-                self.lib.c.msb_move(key, self.applier.stage_of_layer.get(layer, 0))
+        self.tracker.ensure(t, key, nbytes, cat, layer)
+        self.lib.relabel(key, cat, layer)
+        if self.applier is not None:      # a static tensor counts on its layer's stage
+            self.lib.c.msb_move(key, self.applier.stage_of_layer.get(layer, 0))
+
+    def register_static(self, t, cat, layer, owner, run):
+        """relabel without the tracker or the record: t's storage is its
+        owner's of category cat, in the ledger under (cat, layer)."""
+        slot = (owner if isinstance(owner, tuple) else id(owner if owner is not None else t), cat)
+        old = self.static_keys.get(slot)
+        if run is not None and old is not None and self.key_label.get(old) == (cat, layer) and \
+                t.storage_offset() == 0 and t.data_ptr() == old and t.device.type == self.track_type:
+            # a step's relabels (every gradient, every optimizer state, each step): one the ledger
+            # has already, the same storage under the same label, costs no storage lookup. At
+            # offset 0 the tensor's address is its storage's, the key registered
+            return
+        key, nbytes = self.storage_key(t)
+        if not key or not nbytes or t.device.type != self.track_type:
             return
         if run is None:
             run = _history.Direct(self.lib)    # one alone: at once
-        ident = owner if isinstance(owner, tuple) else id(owner if owner is not None else t)
-        slot = (ident, cat)
-        old = self.static_keys.get(slot)
         if old == key:
             run.add(b"r", key, 0, cat, layer)
             self.key_label[key] = (cat, layer)
