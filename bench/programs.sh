@@ -98,6 +98,28 @@ run() {
     return $rc
 }
 
+# make_plan NAME: $RAW/NAME.plan.json, a one-stage plan from the first profile a trace (else a
+# diagnose) run of NAME left, made once; 1 when there is none (said once, NAME.noplan kept)
+make_plan() {
+    [ -e "$RAW/$1.plan.json" ] && return 0
+    [ -e "$RAW/$1.noplan" ] && return 1
+    local f prof="" mem
+    for f in "$RAW/$1".trace.*.out "$RAW/$1".diagnose.*.out; do
+        [ -s "$f" ] && { prof=$f; break; }
+    done
+    # a profile made on the CPU records no capacity: the CPU stage gets one
+    mem=$("$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print('' if d.get('device','').startswith('cuda') else '64GiB')" \
+        "$prof" 2>/dev/null)
+    if [ -n "$prof" ] && "$MS" plan --profile "$prof" --gpus 1 ${mem:+--gpu-mem "$mem"} -o "$RAW/$1.plan.json" \
+        >"$RAW/$1.plan.txt" 2>&1; then
+        return 0
+    fi
+    echo "bench/programs: $1: no one-stage plan from ${prof:-a profile (no trace or diagnose run gave one)}; last lines:" >&2
+    tail -n 4 "$RAW/$1.plan.txt" 2>/dev/null | sed 's/^/    /' >&2
+    : >"$RAW/$1.noplan"
+    return 1
+}
+
 : >"$RAW/list.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$RAW/gpu.txt" 2>/dev/null || : >"$RAW/gpu.txt"
 for NAME in $LIST; do
@@ -120,24 +142,11 @@ for NAME in $LIST; do
             diagnose) run "$NAME.diagnose.$R" "$MS" profile --json --quiet --diagnose-only --steps "$STEPS" -- "${P[@]}" ;;
             trace) run "$NAME.trace.$R" "$MS" profile --json --quiet --no-record-pass --steps "$STEPS" -- "${P[@]}" ;;
             plan)
-                if [ ! -e "$RAW/$NAME.plan.json" ] && [ ! -e "$RAW/$NAME.noplan" ]; then
-                    prof=$(ls "$RAW/$NAME".trace.*.out "$RAW/$NAME".diagnose.*.out 2>/dev/null | while read -r f; do
-                        [ -s "$f" ] && echo "$f"; done | head -n 1)
-                    # a profile made on the CPU records no capacity: the CPU stage gets one
-                    mem=$("$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print('' if d.get('device','').startswith('cuda') else '64GiB')" \
-                        "$prof" 2>/dev/null)
-                    if [ -z "$prof" ] || ! "$MS" plan --profile "$prof" --gpus 1 ${mem:+--gpu-mem "$mem"} -o "$RAW/$NAME.plan.json" \
-                        >"$RAW/$NAME.plan.txt" 2>&1; then
-                        echo "bench/programs: $NAME: no one-stage plan from ${prof:-a profile (no trace or diagnose run gave one)}; last lines:" >&2
-                        tail -n 4 "$RAW/$NAME.plan.txt" 2>/dev/null | sed 's/^/    /' >&2
-                        : >"$RAW/$NAME.noplan"
-                    fi
-                fi
-                if [ -e "$RAW/$NAME.noplan" ]; then
+                if make_plan "$NAME"; then
+                    run "$NAME.plan.$R" "$MS" train --plan "$RAW/$NAME.plan.json" --json --quiet -- "${P[@]}"
+                else
                     { echo "no plan: memsplit plan failed (see $NAME.plan.txt)"; cat "$RAW/$NAME.plan.txt" 2>/dev/null; } >"$RAW/$NAME.plan.$R.log"
                     echo "noplan 0" >"$RAW/$NAME.plan.$R.rc"
-                else
-                    run "$NAME.plan.$R" "$MS" train --plan "$RAW/$NAME.plan.json" --json --quiet -- "${P[@]}"
                 fi
                 ;;
             esac
