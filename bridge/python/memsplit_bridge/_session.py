@@ -843,10 +843,7 @@ class Session:
                 return
         self.stepped = set()
         if self.global_hooks is not None:
-            if self.record is None and not self.unknown_params(self.optimizers):
-                # (not under the tensor-level record: kept global there when its optimizer-phase
-                # rows differed from the per-operator trace's, which later proved the cyclic
-                # collector's timing, not the hooks; docs/bridge.md)
+            if not self.unknown_params(self.optimizers):
                 self.hear_needed()
             self.heard = {}     # one iteration's: a module made anew each step is not kept
         if self.record is not None:
