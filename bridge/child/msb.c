@@ -265,6 +265,22 @@ static void batch_flush(batch *b)
     for (int i = 0; i < BF_N; i++) b->n[i] = 0;
 }
 
+/* v in decimal at p, with a minus sign where neg (v is then the magnitude);
+ * its length. snprintf took 3.5 ms for a ResNet-152 step's 40,000 numbers
+ * on the CPU machine, this 0.6 ms (issue 40: the trace's cost a step). */
+static size_t put_dec(char *p, uint64_t v, int neg)
+{
+    char t[20];
+    size_t n = 0, k = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (neg) p[k++] = '-';
+    while (n) p[k++] = t[--n];
+    return k;
+}
+
 /* One event into the batch: op and its numbers (its device where the
  * batch carries devices). */
 static void batch_add(batch *b, char op, uint64_t t, uint64_t key, uint64_t bytes, int cat, int layer, int dev)
@@ -275,9 +291,11 @@ static void batch_add(batch *b, char op, uint64_t t, uint64_t key, uint64_t byte
     const uint64_t v[BF_N] = { t, key, bytes, (uint64_t)cat, (uint64_t)layer, (uint64_t)dev };
     for (int i = 0; i < b->n_fields; i++) {
         int neg = (i == BF_C || i == BF_L) && (int64_t)v[i] < 0;   /* a layer of -1: outside any */
-        int k = neg ? snprintf(b->f[i] + b->n[i], 32, "%s%" PRId64, b->n_ops ? "," : "", (int64_t)v[i])
-                    : snprintf(b->f[i] + b->n[i], 32, "%s%" PRIu64, b->n_ops ? "," : "", v[i]);
-        b->n[i] += (size_t)k;
+        char *p = b->f[i] + b->n[i];
+        size_t k = 0;
+        if (b->n_ops) p[k++] = ',';
+        k += put_dec(p + k, neg ? (uint64_t)0 - v[i] : v[i], neg);
+        b->n[i] += k;
     }
     b->ops[b->n_ops++] = op;
 }

@@ -98,6 +98,8 @@ check "applier unit tests (tests/bridge/test_apply.py)" 0 "" -- "$PY" "$HERE/tes
 check "the innermost module from the frames (tests/bridge/test_frames.py)" 0 "" -- "$PY" "$HERE/test_frames.py"
 check "a step's relabels on a plan's stages, one batch (tests/bridge/test_replay.py)" 0 "" -- \
     env MEMSPLIT_BRIDGE_LIB="$(dirname "$M")/bridge/libmemsplit_bridge.so" "$PY" "$HERE/test_replay.py"
+check "the GPU's record source over a stand-in allocator (tests/bridge/test_allocator.py)" 0 "" -- \
+    "$PY" "$HERE/test_allocator.py"
 check "bench/gpu_idle.py's accounting (tests/bridge/test_gpu_idle.py)" 0 "" -- "$PY" "$HERE/test_gpu_idle.py"
 check "--no-cupti (nothing to leave out on the CPU)" 0 "" -- "$M" profile --quiet --no-cupti -- "$PY" "$MODELS" --model seq
 

@@ -173,6 +173,20 @@ class Replay(unittest.TestCase):
         self.assertNotIn("d", out[0])
         self.assertEqual(out[0]["o"], "af")
 
+    def test_a_batch_line_says_every_number_exactly(self):
+        """The batch's numbers, written by hand in C: the largest 64-bit
+        key and size, zero, a layer of -1 (outside any), whole microseconds."""
+        self.lines()
+        keys, sizes = [2 ** 64 - 4096, 4096, 10 ** 12], [2 ** 64 - 1, 1, 512]
+        self.lib.replay(b"aaf", keys, sizes, [7, 0, 0], [-1, 0, 0], PH_OPTIMIZER, [0.0, 9.5, 123456789.4])
+        out = self.lines()
+        self.assertEqual([x["ev"] for x in out], ["m"])
+        m = out[0]
+        self.assertEqual((m["o"], m["k"], m["b"], m["c"], m["l"], m["t"]),
+                         ("aa", keys[:2], sizes[:2], [7, 0], [-1, 0], [0, 10]))   # 10**12 was never made: no f
+        self.lib.replay(b"ff", keys[:2], [0, 0], [0, 0], [0, 0], PH_OPTIMIZER, [1.0, 2.0])
+        self.assertEqual(self.lines()[0]["o"], "ff")
+
     def test_a_device_out_of_range_is_refused_whole(self):
         self.lines()
         n = 2

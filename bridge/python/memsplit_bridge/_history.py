@@ -36,6 +36,9 @@ from ._lib import CAT, PH_FORWARD, PH_INIT, PH_OPTIMIZER, PH_VALIDATION
 
 _MAX_ENTRIES = 1 << 20      # the allocator's trace between two drains (a ring: more is lost, and said)
 _KEPT = ("alloc", "free_completed")
+# what the allocator need not keep at all (torch 2.11 has skip_actions): each free is also a
+# free_requested, so the trace and the drain's snapshot halve; older torch keeps them all
+_SKIPPED = ["free_requested", "segment_alloc", "segment_free", "segment_map", "segment_unmap", "snapshot"]
 
 
 def available(torch):
@@ -52,13 +55,20 @@ class Allocator:
         self.m = torch.cuda.memory
         self.tag = self.m._set_memory_metadata
         self.started = False
+        self.skip = True         # whether this torch takes skip_actions (until it refuses them)
 
     def start(self, index=None):
         if index is not None:
             self.index = index
         self.started = True
-        self.m._record_memory_history("all", context=None, stacks="python", max_entries=_MAX_ENTRIES,
-                                      clear_history=True)
+        kw = dict(context=None, stacks="python", max_entries=_MAX_ENTRIES, clear_history=True)
+        if self.skip:
+            try:
+                self.m._record_memory_history("all", skip_actions=_SKIPPED, **kw)
+                return
+            except (TypeError, ValueError, RuntimeError):
+                self.skip = False
+        self.m._record_memory_history("all", **kw)
 
     def take(self):
         """[(action, address, bytes, tag, time in unix us)] in the
