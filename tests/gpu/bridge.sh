@@ -30,6 +30,7 @@ set -u
 M=${MEMSPLIT:?}
 PY=${PY:-python3}
 OUTD=${OUT:-/tmp}
+mkdir -p "$OUTD" || { echo "bridge.sh: cannot make $OUTD" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=$HERE/../bridge
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
