@@ -100,6 +100,12 @@ check "a step's relabels on a plan's stages, one batch (tests/bridge/test_replay
     env MEMSPLIT_BRIDGE_LIB="$(dirname "$M")/bridge/libmemsplit_bridge.so" "$PY" "$HERE/test_replay.py"
 check "the GPU's record source over a stand-in allocator (tests/bridge/test_allocator.py)" 0 "" -- \
     "$PY" "$HERE/test_allocator.py"
+if check "bench/bridge_cost.py runs whole iterations through the bridge" 0 "" -- \
+    "$PY" "$HERE/../../bench/bridge_cost.py" --model resnet18 --steps 2; then
+    if grep -qE "the bridge [0-9.]+ ms" "$T/out" && grep -qE "Session.transition .* [1-9][0-9]* calls a step" "$T/out"; then
+        ok "bench/bridge_cost.py: the bridge's time and its transitions, each step"
+    else bad "bench/bridge_cost.py: no bridge time or transitions" "$(tail -4 "$T/out")"; fi
+fi
 check "bench/gpu_idle.py's accounting (tests/bridge/test_gpu_idle.py)" 0 "" -- "$PY" "$HERE/test_gpu_idle.py"
 check "--no-cupti (nothing to leave out on the CPU)" 0 "" -- "$M" profile --quiet --no-cupti -- "$PY" "$MODELS" --model seq
 
