@@ -138,6 +138,8 @@ def main():
         for n in names:
             setattr(cls, n, timed("%s.%s" % (cls.__name__, n), getattr(cls, n)))
     s = _session.Session(torch, lib, {"steps": 0, "pass": a.pass_})
+    if not s.per_interval:
+        lib.c.msb_batch_transitions(1)      # as start() does for a rerun
     if cuda:
         _session._keep_peaks(torch, s)
     s.hear_all()

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,15 @@ static struct {
     double t0;
     int layer, phase;
     msl_ledger ledger;
+    int batch;           /* msb_batch_transitions: `w` lines wait in pend */
+    int flusher;         /* the thread that sends what waited PEND_WAIT_US is running */
+    size_t pend_n;
+    double pend_t0;      /* when the oldest waiting line was made */
+    char pend[32768];
 } S = { .mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .layer = -1 };
+
+/* how long a transition's line may wait (msb_batch_transitions) */
+#define PEND_WAIT_US 10000.0
 
 static double mono_us(void)
 {
@@ -52,6 +61,7 @@ static void let_go(void)
 {
     if (still_ours()) close(S.fd);
     S.fd = -1;
+    S.pend_n = 0;
 }
 
 /* A forked child (a DataLoader worker) must never write: the stream is the
@@ -59,6 +69,7 @@ static void let_go(void)
 static void after_fork_child(void)
 {
     let_go();
+    S.flusher = 0;       /* (a thread is not forked) */
     pthread_mutex_init(&S.mu, NULL);
 }
 
@@ -98,7 +109,7 @@ double msb_now_us(void) { return mono_us() - S.t0; }
 /* Writes one line; the caller holds the mutex. The descriptor is checked
  * to be the bridge's socket before each line (the program may have closed
  * it and reused the number). */
-static int write_line(const char *buf, size_t n)
+static int write_raw(const char *buf, size_t n)
 {
     if (S.fd < 0 || S.pid != getpid()) return -1;
     if (!still_ours()) {
@@ -116,6 +127,23 @@ static int write_line(const char *buf, size_t n)
         n -= (size_t)w;
     }
     return 0;
+}
+
+/* The waiting transitions' lines, in one send (the caller holds the mutex). */
+static int flush_pend(void)
+{
+    if (!S.pend_n) return 0;
+    size_t n = S.pend_n;
+    S.pend_n = 0;
+    return write_raw(S.pend, n);
+}
+
+/* One line, after every line that waits: the stream keeps the order the
+ * lines were made in (the caller holds the mutex). */
+static int write_line(const char *buf, size_t n)
+{
+    int rc = flush_pend();
+    return write_raw(buf, n) != 0 ? -1 : rc;
 }
 
 int msb_send(const char *obj)
@@ -177,16 +205,95 @@ void msb_where(int layer, int phase)
     pthread_mutex_unlock(&S.mu);
 }
 
+/* Sends the transitions that waited PEND_WAIT_US, every PEND_WAIT_US,
+ * until the bridge goes inert: a program that stops making events (a hang,
+ * a long step) still has its last unit boundaries said. */
+static void *flusher(void *arg)
+{
+    (void)arg;
+    const struct timespec nap = { 0, (long)(PEND_WAIT_US * 1000.0) };
+    for (;;) {
+        nanosleep(&nap, NULL);
+        pthread_mutex_lock(&S.mu);
+        int live = msb_active() && S.flusher;
+        if (live && S.pend_n && mono_us() - S.pend_t0 >= PEND_WAIT_US) flush_pend();
+        if (!live) S.flusher = 0;
+        pthread_mutex_unlock(&S.mu);
+        if (!live) return NULL;
+    }
+}
+
+/* At the program's exit: what waits is sent. */
+static void flush_at_exit(void)
+{
+    pthread_mutex_lock(&S.mu);
+    if (msb_active()) flush_pend();
+    pthread_mutex_unlock(&S.mu);
+}
+
+/* The flusher, once a process (the caller holds the mutex); its thread
+ * takes no signal, which stay the program's main thread's. Where no thread
+ * can be made, the lines still go with the next other line or the next
+ * transition after PEND_WAIT_US; that is not tried again. */
+static void start_flusher(void)
+{
+    static int at_exit;
+    static pid_t failed_in;
+    if (S.flusher || failed_in == S.pid) return;
+    if (!at_exit) at_exit = atexit(flush_at_exit) == 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    pthread_t t;
+    pthread_attr_t at;
+    if (pthread_attr_init(&at) == 0) {
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        S.flusher = pthread_create(&t, &at, flusher, NULL) == 0;
+        pthread_attr_destroy(&at);
+    }
+    if (!S.flusher) failed_in = S.pid;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void msb_batch_transitions(int on)
+{
+    pthread_mutex_lock(&S.mu);
+    S.batch = on != 0;
+    if (!S.batch) flush_pend();
+    pthread_mutex_unlock(&S.mu);
+}
+
 int msb_transition(int layer, int phase, int64_t alloc, int64_t peak, int64_t reserved, int64_t rpeak, int64_t xin,
                    int xl, int fp)
 {
     pthread_mutex_lock(&S.mu);
     S.layer = layer;
     S.phase = phase;
-    if (msb_active())
-        emitf("{\"ev\":\"w\",\"l\":%d,\"p\":%d,\"alloc\":%" PRId64 ",\"peak\":%" PRId64 ",\"reserved\":%" PRId64
-              ",\"rpeak\":%" PRId64 ",\"xin\":%" PRId64 ",\"xl\":%d,\"fp\":%d}",
-              layer, phase, alloc, peak, reserved, rpeak, xin, xl, fp);
+    if (!msb_active()) {
+        pthread_mutex_unlock(&S.mu);
+        return 0;
+    }
+    char line[320];
+    int n = snprintf(line, sizeof line - 1,
+                     "{\"ev\":\"w\",\"l\":%d,\"p\":%d,\"alloc\":%" PRId64 ",\"peak\":%" PRId64
+                     ",\"reserved\":%" PRId64 ",\"rpeak\":%" PRId64 ",\"xin\":%" PRId64 ",\"xl\":%d,\"fp\":%d}",
+                     layer, phase, alloc, peak, reserved, rpeak, xin, xl, fp);
+    if (n > 0 && (size_t)n < sizeof line - 1) {
+        line[n++] = '\n';
+        double now = mono_us();
+        if (!S.batch) {
+            write_line(line, (size_t)n);
+        } else {
+            /* the line waits: sent with the next other line, when the buffer is full, when the
+             * oldest has waited PEND_WAIT_US (here or by the flusher), or at exit */
+            if (S.pend_n + (size_t)n > sizeof S.pend || (S.pend_n && now - S.pend_t0 >= PEND_WAIT_US))
+                flush_pend();
+            if (!S.pend_n) S.pend_t0 = now;
+            memcpy(S.pend + S.pend_n, line, (size_t)n);
+            S.pend_n += (size_t)n;
+            start_flusher();
+        }
+    }
     pthread_mutex_unlock(&S.mu);
     return 0;
 }

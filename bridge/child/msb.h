@@ -11,7 +11,13 @@
  *    runs as if memsplit were not there).
  *  - Every event is written as one JSON line with one send() under one
  *    mutex, at once: nothing waits in a buffer, so a program that dies loses
- *    nothing it reported. A write that fails (the parent is gone) makes the
+ *    nothing it reported. The one exception is msb_batch_transitions(1) (a
+ *    rerun, where the program's speed is the point): a transition's `w`
+ *    line then waits, at most about 10 ms, until the next other line (which
+ *    it precedes: the stream keeps its order), a full buffer, a thread's
+ *    flush or the program's exit; a program killed outright (os._exit, a
+ *    signal) can lose the last ~10 ms of unit boundaries, never an event
+ *    of another kind. A write that fails (the parent is gone) makes the
  *    bridge inert; msb_active() then returns 0.
  *  - The program owns its descriptors: before each line the bridge checks
  *    that its descriptor is still the socket it connected (device and
@@ -50,6 +56,9 @@ void msb_where(int layer, int phase);
  * unit boundary. */
 int msb_transition(int layer, int phase, int64_t alloc, int64_t peak, int64_t reserved, int64_t rpeak, int64_t xin,
                    int xl, int fp);
+/* Transitions' lines wait and go together (on) or go at once (off, the
+ * default; turning it off sends what waits): see the contract above. */
+void msb_batch_transitions(int on);
 int msb_current_layer(void);
 int msb_current_phase(void);
 

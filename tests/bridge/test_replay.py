@@ -15,6 +15,7 @@ import os
 import socket
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -186,6 +187,38 @@ class Replay(unittest.TestCase):
                          ("aa", keys[:2], sizes[:2], [7, 0], [-1, 0], [0, 10]))   # 10**12 was never made: no f
         self.lib.replay(b"ff", keys[:2], [0, 0], [0, 0], [0, 0], PH_OPTIMIZER, [1.0, 2.0])
         self.assertEqual(self.lines()[0]["o"], "ff")
+
+    def test_transitions_wait_in_a_rerun_and_keep_their_order(self):
+        """msb_batch_transitions (a rerun): a unit boundary's line waits
+        for the next other line, which it precedes, or for the flusher
+        (about 10 ms); off, each goes at once."""
+        self.lines()
+        c = self.lib.c
+        try:
+            c.msb_batch_transitions(1)
+            t0 = time.monotonic()
+            for layer in (1, 2, 3):
+                self.lib.transition(layer, 1, -1, -1, -1, -1, -1, -1, 0)
+            early = self.lines()
+            if time.monotonic() - t0 < 0.008:             # (a machine that stalled here flushed them)
+                self.assertEqual(early, [])               # waiting
+            self.lib.send("step", n=1)
+            self.assertEqual([(x["ev"], x.get("l")) for x in early + self.lines()],
+                             [("w", 1), ("w", 2), ("w", 3), ("step", None)])
+            self.lib.transition(4, 2, -1, -1, -1, -1, -1, -1, 0)
+            deadline = time.time() + 2
+            got = []
+            while not got and time.time() < deadline:     # the flusher's, with no other line after it
+                time.sleep(0.005)
+                got = self.lines()
+            self.assertEqual([(x["ev"], x["l"], x["p"]) for x in got], [("w", 4, 2)])
+            self.lib.transition(5, 1, -1, -1, -1, -1, -1, -1, 0)
+            c.msb_batch_transitions(0)                     # turning it off sends what waits
+            self.assertEqual([x["l"] for x in self.lines()], [5])   # (the flusher may have: one line either way)
+        finally:
+            c.msb_batch_transitions(0)
+        self.lib.transition(6, 1, -1, -1, -1, -1, -1, -1, 0)
+        self.assertEqual([x["l"] for x in self.lines()], [6])   # at once again
 
     def test_a_device_out_of_range_is_refused_whole(self):
         self.lines()

@@ -33,6 +33,7 @@ class Lib:
             "msb_where": ([_int, _int], None),
             "msb_transition": ([_int, _int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                                 ctypes.c_int64, _int, _int], _int),
+            "msb_batch_transitions": ([_int], None),
             "msb_set_capacity": ([_int, _u64], _int),
             "msb_alloc": ([_int, _u64, _u64, _int, _int], _int),
             "msb_free": ([_u64], None), "msb_relabel": ([_u64, _int, _int], _int),

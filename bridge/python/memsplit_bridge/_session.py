@@ -1129,6 +1129,11 @@ def start(torch, lib, cfg):
                  "to 2.x" % torch.__version__)
         return
     s = Session(torch, lib, cfg)
+    if not s.per_interval:
+        # a rerun (memsplit train, doctor's training pass): the program's own speed is the point,
+        # so a unit boundary's line waits (at most ~10 ms) to go with the next; the diagnostic
+        # passes keep every line at once, for a program that dies (msb.h)
+        lib.c.msb_batch_transitions(1)
     capacity = int(cfg.get("capacity", 0) or 0)
     if capacity and cuda:
         _ballast_at_cuda_init(torch, lib, capacity)
