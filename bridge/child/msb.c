@@ -184,17 +184,26 @@ int msb_warn(const char *what, const char *text)
     return msb_send(line);
 }
 
-/* printf-style line under the mutex (the caller holds it). */
-__attribute__((format(printf, 1, 2))) static void emitf(const char *fmt, ...)
+static void queue_line(const char *line, size_t n);
+
+/* A printf-style line (the caller holds the mutex), written at once or,
+ * where wait, queued to go with the next (queue_line). */
+static void vemit(int wait, const char *fmt, va_list ap)
 {
     char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
     int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
-    va_end(ap);
     if (n < 0 || (size_t)n >= sizeof buf - 1) return;   /* only numbers and fixed names: never long */
     buf[n++] = '\n';
-    write_line(buf, (size_t)n);
+    if (wait) queue_line(buf, (size_t)n);
+    else write_line(buf, (size_t)n);
+}
+
+__attribute__((format(printf, 1, 2))) static void emitf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vemit(0, fmt, ap);
+    va_end(ap);
 }
 
 void msb_where(int layer, int phase)
@@ -215,7 +224,7 @@ static void *flusher(void *arg)
     for (;;) {
         nanosleep(&nap, NULL);
         pthread_mutex_lock(&S.mu);
-        int live = msb_active() && S.flusher;
+        int live = msb_active();
         if (live && S.pend_n && mono_us() - S.pend_t0 >= PEND_WAIT_US) flush_pend();
         if (!live) S.flusher = 0;
         pthread_mutex_unlock(&S.mu);
@@ -263,37 +272,38 @@ void msb_batch_transitions(int on)
     pthread_mutex_unlock(&S.mu);
 }
 
+/* A line that waits (msb_batch_transitions): sent with the next other
+ * line, when the buffer is full, when the oldest has waited PEND_WAIT_US
+ * (here or by the flusher), or at exit (the caller holds the mutex). */
+static void queue_line(const char *line, size_t n)
+{
+    double now = mono_us();
+    if (S.pend_n + n > sizeof S.pend || (S.pend_n && now - S.pend_t0 >= PEND_WAIT_US)) flush_pend();
+    if (!S.pend_n) S.pend_t0 = now;
+    memcpy(S.pend + S.pend_n, line, n);
+    S.pend_n += n;
+    start_flusher();
+}
+
+__attribute__((format(printf, 2, 3))) static void emit_maybe_waiting(int wait, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vemit(wait, fmt, ap);
+    va_end(ap);
+}
+
 int msb_transition(int layer, int phase, int64_t alloc, int64_t peak, int64_t reserved, int64_t rpeak, int64_t xin,
                    int xl, int fp)
 {
     pthread_mutex_lock(&S.mu);
     S.layer = layer;
     S.phase = phase;
-    if (!msb_active()) {
-        pthread_mutex_unlock(&S.mu);
-        return 0;
-    }
-    char line[320];
-    int n = snprintf(line, sizeof line - 1,
-                     "{\"ev\":\"w\",\"l\":%d,\"p\":%d,\"alloc\":%" PRId64 ",\"peak\":%" PRId64
-                     ",\"reserved\":%" PRId64 ",\"rpeak\":%" PRId64 ",\"xin\":%" PRId64 ",\"xl\":%d,\"fp\":%d}",
-                     layer, phase, alloc, peak, reserved, rpeak, xin, xl, fp);
-    if (n > 0 && (size_t)n < sizeof line - 1) {
-        line[n++] = '\n';
-        double now = mono_us();
-        if (!S.batch) {
-            write_line(line, (size_t)n);
-        } else {
-            /* the line waits: sent with the next other line, when the buffer is full, when the
-             * oldest has waited PEND_WAIT_US (here or by the flusher), or at exit */
-            if (S.pend_n + (size_t)n > sizeof S.pend || (S.pend_n && now - S.pend_t0 >= PEND_WAIT_US))
-                flush_pend();
-            if (!S.pend_n) S.pend_t0 = now;
-            memcpy(S.pend + S.pend_n, line, (size_t)n);
-            S.pend_n += (size_t)n;
-            start_flusher();
-        }
-    }
+    if (msb_active())
+        emit_maybe_waiting(S.batch,
+                           "{\"ev\":\"w\",\"l\":%d,\"p\":%d,\"alloc\":%" PRId64 ",\"peak\":%" PRId64
+                           ",\"reserved\":%" PRId64 ",\"rpeak\":%" PRId64 ",\"xin\":%" PRId64 ",\"xl\":%d,\"fp\":%d}",
+                           layer, phase, alloc, peak, reserved, rpeak, xin, xl, fp);
     pthread_mutex_unlock(&S.mu);
     return 0;
 }
