@@ -119,3 +119,45 @@ int msb_record_hold(ms_prog_record *r, int layer, int cat, uint64_t bytes)
     r->n++;
     return 0;
 }
+
+int msb_record_untracked(const msb_trace *t, uint64_t *bytes)
+{
+    *bytes = 0;
+    if (t->model_conn < 0) return -1;
+    ms_addr_map live = { 0 };     /* storage key -> its bytes + 1 */
+    int64_t held = 0, untracked = 0, at_step = 0;
+    int counted = 0, stepped = 0;   /* the last transition said the allocator's count; a step ended on one */
+    for (int i = 0; i < t->n_ev; i++) {
+        const msb_ev *e = &t->ev[i];
+        if (e->conn != t->model_conn) continue;
+        uint64_t b = 0;
+        switch (e->kind) {
+        case MSB_EV_ALLOC:
+            if (!e->m.address) break;
+            if (ms_addr_map_take(&live, e->m.address, &b)) held -= (int64_t)(b - 1);   /* moved */
+            if (ms_addr_map_put(&live, e->m.address, e->m.bytes + 1) != 0) {
+                ms_addr_map_clear(&live);
+                return -1;
+            }
+            held += (int64_t)e->m.bytes;
+            break;
+        case MSB_EV_FREE:
+            if (ms_addr_map_take(&live, e->m.address, &b)) held -= (int64_t)(b - 1);
+            break;
+        case MSB_EV_WHERE:
+            counted = e->alloc >= 0;
+            untracked = e->alloc - held;
+            break;
+        case MSB_EV_STEP:
+            if (counted) at_step = untracked;
+            stepped = counted;
+            break;
+        default:
+            break;
+        }
+    }
+    ms_addr_map_clear(&live);
+    if (!stepped) return -1;
+    *bytes = at_step > 0 ? (uint64_t)at_step : 0;   /* a free it never saw is no library's buffer */
+    return 0;
+}

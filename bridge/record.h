@@ -31,4 +31,15 @@ int msb_build_record(const msb_trace *t, int n_layers, ms_prog_record **out, cha
  * of memory, a record with no positions, layer out of range). */
 int msb_record_hold(ms_prog_record *r, int layer, int cat, uint64_t bytes);
 
+/* What the caching allocator held beyond the storages the pass tracked, at
+ * the transition that closed its last step (GPU): buffers that libraries
+ * keep there and no operator made (a cuBLAS workspace for each thread that
+ * multiplies: the forward's and autograd's), which every GPU stage of a
+ * rerun holds too. The record pass tracks operators' outputs (no
+ * allocator record under a plan), so the difference is exactly those;
+ * the trial's allocator record counts them as storages of whatever layer
+ * made them first. 0 with *bytes, or -1 when the pass said no allocator
+ * count there (the CPU) or finished no step. */
+int msb_record_untracked(const msb_trace *t, uint64_t *bytes);
+
 #endif

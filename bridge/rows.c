@@ -537,6 +537,7 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
      * first step ended read its context when the ballast was taken, before
      * the libraries loaded theirs */
     p->reserve = (use_u ? reserve_of(u) : context) + libs;
+    if (o && o->libs) *o->libs = libs;
     p->peak = mt.peak_alloc + context;
     p->reserved_peak = mt.peak_reserved;
     p->grads_freed = use_u ? mu.grads_freed : mt.grads_freed;

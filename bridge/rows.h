@@ -32,6 +32,9 @@
 typedef struct msb_rows_opts {
     uint64_t capacity;         /* the emulated capacity, 0: none */
     const char *model_name;    /* the program's script, e.g. "train.py" */
+    uint64_t *libs;            /* when set, told what of prof->reserve is library buffers the
+                                  allocator holds (measured; 0 on the CPU): what a record pass
+                                  that measures them better replaces (record.h) */
 } msb_rows_opts;
 
 

@@ -90,7 +90,9 @@ int ms_program_ballast_only(char *const *prog, size_t capacity, int json, int qu
  * run once more for steps steps, uncapped, each of the profile's layers a
  * stage of its own on the trial's device (virtual devices), every crossing
  * the applier makes said with what it copied. Its record goes to
- * prof->record, which the planner replays under each placement. 0, or -1
+ * prof->record, which the planner replays under each placement; on a GPU
+ * the library buffers it measures (record.h: msb_record_untracked) take
+ * the place of the trial's in prof->reserve. 0, or -1
  * with why (one layer, more layers than stages, the pass failed or ran
  * out): the plan then uses the stage rules. */
 typedef struct ms_program_record_args {
@@ -101,6 +103,8 @@ typedef struct ms_program_record_args {
     const char *who;           /* "doctor": the messages' prefix */
     FILE *events;              /* --record-events (NULL: none) */
     int no_cupti;              /* GPU: CUPTI stays out of the program */
+    uint64_t libs;             /* of prof->reserve, the library buffers the trial measured (rows.h);
+                                  the pass measures them again and puts its figure in their place */
 } ms_program_record_args;
 int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, char *why, size_t whylen);
 

@@ -85,6 +85,17 @@ int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, ch
             ms_prog_record_free(prof->record);
             prof->record = r;
             rc = 0;
+            /* the libraries' buffers, which the trial's allocator record counts as some
+               layer's storages and the record pass (operators' outputs) does not: every
+               GPU stage holds them, so the reserve does */
+            uint64_t libs;
+            if (gpu && msb_record_untracked(&t, &libs) == 0) {
+                uint64_t had = a->libs < prof->reserve ? a->libs : prof->reserve;
+                prof->reserve = prof->reserve - had + libs;
+                if (!a->quiet && !a->brief)
+                    fprintf(stderr, "%s: record pass: %.1f MiB the allocator holds beyond the tensors (library "
+                            "buffers) in each GPU stage's reserve\n", a->who, (double)libs / (1 << 20));
+            }
         } else {
             ms_errf(why, whylen, "%s", err);
         }

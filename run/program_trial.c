@@ -134,6 +134,7 @@ typedef struct trial_job {
     msb_trace u;               /* the uncapped pass (have_u) */
     msb_exit exu;
     int incomplete;            /* rows copied where no pass measured a backward */
+    uint64_t libs;             /* of the profile's reserve, the library buffers the rows' pass measured */
     int code;
     const char *status;
     char said[600];            /* how the trial ended, when not as asked (verdict) */
@@ -239,7 +240,7 @@ static void rows(trial_job *j)
     }
     if (j->code != MS_EXIT_OK) return;
     char err[1024];
-    msb_rows_opts ro = { .capacity = j->a->capacity, .model_name = r->name };
+    msb_rows_opts ro = { .capacity = j->a->capacity, .model_name = r->name, .libs = &j->libs };
     if (msb_build_profile(tp, r->have_u ? &j->u : NULL, &ro, &r->prof, &j->incomplete, err, sizeof err) != 0) {
         fprintf(stderr, "memsplit %s: %s\n", j->who, err);
         snprintf(r->fail, sizeof r->fail, "%s", err);
@@ -333,7 +334,7 @@ static void record_pass(trial_job *j)
     r->record_tried = 1;
     ms_program_record_args ra = { .prog = a->prog, .steps = a->steps, .json = a->json, .quiet = a->quiet,
                                   .brief = a->brief, .who = j->who, .events = a->record,
-                                  .no_cupti = a->no_cupti };
+                                  .no_cupti = a->no_cupti, .libs = j->libs };
     if (ms_program_record_pass(&ra, &r->prof, r->record_why, sizeof r->record_why) == 0) return;
     if (msb_stop_signal()) {
         stopped(j, msb_stop_signal());

@@ -236,6 +236,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         ms_prog_record_free(rec);
     }
+    /* the libraries' buffers a record pass measures: never more than the allocator counted */
+    uint64_t libs;
+    if (msb_record_untracked(&t, &libs) == 0 && libs > MSB_MAX_BYTES)
+        fz_fail("a record pass's library buffers exceed any count the trace holds", NULL);
     msb_trace_free(&t);
     return 0;
 }

@@ -678,6 +678,62 @@ static void test_record_from_a_pass(void **state)
     msb_trace_free(&t);
 }
 
+static void gpu_model(msb_trace *t)   /* a program of two blocks on a GPU, conn 1 */
+{
+    feed(t, 1, "{\"ev\":\"hello\",\"pid\":1}");
+    feed(t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"list\":\"h\",\"why\":\"h\",\"blocks\":[\"h.0\",\"h.1\"],"
+              "\"fingerprint\":\"fnv64:00000000000000aa\",\"precision\":\"fp32\",\"device\":\"cuda:0\"}");
+}
+
+/* What the allocator held beyond the pass's storages when its last step
+ * ended: a storage moved or freed counts once, another process's events
+ * not at all, a transition with no count (the CPU) says nothing. */
+static void test_record_untracked(void **state)
+{
+    (void)state;
+    msb_trace t;
+    uint64_t b = 7;
+    for (int cpu = 0; cpu <= 1; cpu++) {
+        msb_trace_init(&t);
+        gpu_model(&t);
+        feed(&t, 2, "{\"ev\":\"hello\",\"pid\":2}");
+        A(&t, 1, 1000, MS_CAT_PARAM, 1);
+        feed(&t, 1, "{\"ev\":\"a\",\"d\":1,\"k\":1,\"b\":1000,\"c\":0,\"l\":1,\"p\":0}");   /* moved */
+        feed(&t, 2, "{\"ev\":\"a\",\"d\":0,\"k\":9,\"b\":5000,\"c\":5,\"l\":1,\"p\":1}"); /* a worker's */
+        A(&t, 2, 300, MS_CAT_ACT, 1);
+        feed(&t, 1, "{\"ev\":\"w\",\"l\":1,\"p\":1,\"alloc\":%d,\"peak\":-1,\"xin\":-1}", cpu ? -1 : 1300 + 4096);
+        F(&t, 2);
+        feed(&t, 1, "{\"ev\":\"w\",\"l\":-1,\"p\":3,\"alloc\":%d,\"peak\":-1,\"xin\":-1}", cpu ? -1 : 1000 + 8192);
+        feed(&t, 1, "{\"ev\":\"step\",\"n\":1,\"accum\":1,\"micro_batch\":8}");
+        A(&t, 3, 64, MS_CAT_ACT, 1);   /* after the last step */
+        feed(&t, 1, "{\"ev\":\"w\",\"l\":1,\"p\":1,\"alloc\":%d,\"peak\":-1,\"xin\":-1}", cpu ? -1 : 99999);
+        feed(&t, 1, "{\"ev\":\"done\",\"reason\":\"steps\"}");
+        b = 7;
+        if (cpu) {
+            assert_int_equal(msb_record_untracked(&t, &b), -1);
+        } else {
+            assert_int_equal(msb_record_untracked(&t, &b), 0);
+            assert_int_equal(b, 8192);
+        }
+        msb_trace_free(&t);
+    }
+    /* more tracked than the allocator counts (a free never said): none, not a negative */
+    msb_trace_init(&t);
+    gpu_model(&t);
+    A(&t, 1, 1000, MS_CAT_ACT, 1);
+    feed(&t, 1, "{\"ev\":\"w\",\"l\":-1,\"p\":3,\"alloc\":512,\"peak\":-1,\"xin\":-1}");
+    feed(&t, 1, "{\"ev\":\"step\",\"n\":1,\"accum\":1,\"micro_batch\":8}");
+    assert_int_equal(msb_record_untracked(&t, &b), 0);
+    assert_int_equal(b, 0);
+    msb_trace_free(&t);
+    /* no step: unknown */
+    msb_trace_init(&t);
+    gpu_model(&t);
+    feed(&t, 1, "{\"ev\":\"w\",\"l\":-1,\"p\":3,\"alloc\":4096,\"peak\":-1,\"xin\":-1}");
+    assert_int_equal(msb_record_untracked(&t, &b), -1);
+    msb_trace_free(&t);
+}
+
 /* A batch line (msb_replay's event m) is the events of its own lines, in
  * order; one that does not hold together is a bad line. */
 static void test_batch_line(void **state)
@@ -747,6 +803,7 @@ int main(void)
         cmocka_unit_test(test_lightning_order_on_a_gpu),
         cmocka_unit_test(test_late_step_data),
         cmocka_unit_test(test_record_from_a_pass),
+        cmocka_unit_test(test_record_untracked),
         cmocka_unit_test(test_batch_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
