@@ -33,7 +33,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SESSION = ("pre_hook", "post_hook", "transition", "backward_begins", "backward_ends", "step_begins", "step_ends",
-           "relabel", "send")
+           "relabel", "relabel_many", "register_static", "send")
 spent = collections.defaultdict(float)
 calls = collections.Counter()
 local = threading.local()
