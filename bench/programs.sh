@@ -34,6 +34,11 @@
 #   BENCH_PROGRAM_MODES    which runs ("alone diagnose trace plan")
 #   BENCH_PROGRAM_ROUNDS   how many times each (2)
 #   BENCH_PROGRAM_RUN_S    one run's cap in seconds (150)
+#   BENCH_PROGRAM_WARMUP   1 (the default): each program first runs alone for
+#                          2 steps, untimed, so that no timed run is the first
+#                          on the machine to load its files and kernels (on an
+#                          H100 a program's first run paid 2 to 3.4 times the
+#                          later runs' step 0, memsplit's or not); 0: none
 #   BENCH_BUDGET_S         seconds for the whole call (540): each run gets at
 #                          most what is left, so a hang cannot eat the call
 set -u -o pipefail
@@ -53,11 +58,13 @@ LIST=${BENCH_PROGRAM_LIST:-llama gpt2 ref resnet152}
 MODES=${BENCH_PROGRAM_MODES:-alone diagnose trace plan}
 RUN_S=${BENCH_PROGRAM_RUN_S:-150}
 ROUNDS=${BENCH_PROGRAM_ROUNDS:-2}
+WARMUP=${BENCH_PROGRAM_WARMUP:-1}
 # no PYTHONUNBUFFERED: print() would write a line and its newline apart, and
 # memsplit's own lines could land between them (the programs flush each line)
 mkdir -p "$RAW" || exit 1
 START=$SECONDS
 case $ROUNDS in '' | *[!0-9]* | 0) echo "bench/programs: BENCH_PROGRAM_ROUNDS must be a whole number from 1" >&2; exit 2 ;; esac
+case $WARMUP in 0 | 1) ;; *) echo "bench/programs: BENCH_PROGRAM_WARMUP must be 0 or 1" >&2; exit 2 ;; esac
 [ "$STEPS" -ge 7 ] || { echo "bench/programs: BENCH_PROGRAM_STEPS must be at least 7 (steps 4..N-2 are timed)" >&2; exit 2; }
 
 program() { # NAME -> the command, one word a line
@@ -129,10 +136,12 @@ for NAME in $LIST; do
         echo "$NAME -" >>"$RAW/list.txt"
         continue
     fi
-    P+=(--steps "$STEPS")
-    printf '%s\t%s\n' "$NAME" "${P[*]}" >>"$RAW/list.txt"
+    printf '%s\t%s\n' "$NAME" "${P[*]} --steps $STEPS" >>"$RAW/list.txt"
     rm -f "$RAW/$NAME".*
-    echo "== $NAME: ${P[*]}" >&2
+    echo "== $NAME: ${P[*]} --steps $STEPS" >&2
+    # untimed: the program's files and kernels loaded once before any timed run
+    [ "$WARMUP" = 1 ] && run "$NAME.warmup" "${P[@]}" --steps 2
+    P+=(--steps "$STEPS")
     ORDER=$MODES
     REVERSED=$(printf '%s\n' $MODES | tac | tr '\n' ' ')
     for ((R = 1; R <= ROUNDS; R++)); do
@@ -156,10 +165,11 @@ for NAME in $LIST; do
 done
 echo "bench/programs: the runs took $((SECONDS - START)) s of the ${BUDGET} s budget" >&2
 
-"$PY" - "$RAW" "$OUTDIR/programs.json" "$STEPS" "$MODES" "$ROUNDS" <<'EOF'
+"$PY" - "$RAW" "$OUTDIR/programs.json" "$STEPS" "$MODES" "$ROUNDS" "$WARMUP" <<'EOF'
 import json, os, re, statistics, sys
 
 raw, out, steps, modes, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(), int(sys.argv[5])
+warmup = sys.argv[6] == "1"
 TARGET = {"diagnose": 3.0, "trace": 25.0, "plan": 2.0}
 LINE = re.compile(r"^step (\d+) loss (\S+) ms ([0-9]+(?:\.[0-9]*)?)")
 lo, hi = 4, steps - 2                       # a profile's last printed step is N-2
@@ -245,7 +255,7 @@ print()
 for l in lines:
     print(l)
 gpu = open(os.path.join(raw, "gpu.txt")).read().strip() if os.path.exists(os.path.join(raw, "gpu.txt")) else ""
-json.dump({"gpu": gpu, "steps": steps, "rounds": rounds, "timed_steps": [lo, hi], "targets_pct": TARGET, "programs": progs, "failed": failed},
+json.dump({"gpu": gpu, "steps": steps, "rounds": rounds, "warmup": warmup, "timed_steps": [lo, hi], "targets_pct": TARGET, "programs": progs, "failed": failed},
           open(out, "w"), indent=1)
 print("\nbench/programs: %s; figures in %s" % ("all targets met" if not failed else "%d FAILED or MISSED" % len(failed), out))
 sys.exit(1 if failed else 0)
