@@ -20,7 +20,8 @@
 #  - programs (only when asked: SECTIONS=programs): torchvision ResNet-152
 #    (fp16 AMP, batch 384), HF T5 (bf16) and HF Llama in Lightning (bf16-mixed,
 #    4 x 2048) each run alone, profiled under a CAP it dies in (exit 3, the
-#    OOM's module named) and trained by doctor over two devices of CAP on
+#    OOM's module named: the one it dies in under the ballast alone) and
+#    trained by doctor over two devices of CAP on
 #    cuda:0: the split's losses against the alone run's (2e-2 relative), each
 #    device's measured peak against the plan (2%); the runs' output, JSON and
 #    databases in $OUT (programs_*)
@@ -307,7 +308,8 @@ fi
 if want programs; then
     # programs as users write them, each too big for one emulated device of
     # CAP and split by doctor over GPUS virtual ones on cuda:0 (issue 37):
-    # alone uncapped, profiled under CAP (the OOM named), doctor (the split's
+    # alone uncapped, profiled under CAP (the OOM named, against where the
+    # program dies under the ballast alone), doctor (the split's
     # losses against the alone run's, each device's measured peak against
     # the plan). Every run's output, JSON and database come back in $OUT.
     # PROGRAMS picks ("resnet152 t5 llama"; also gan, a Lightning GAN with
@@ -373,6 +375,12 @@ print(int(float(m.group(1)) * (1024 if m.group(3) in (None, 'iB', 'IB', 'ib') el
         echo "  under $cap: $(js "$T/pp_$name.json" "d['oom']['layer_name'], d['oom']['phase'], d['oom']['what']")"
         [ $rc = 3 ] && ok "programs $name: out of memory under $cap, named (exit 3)" || \
             bad "programs $name: profile under $cap exit $rc (3 expected)" "$(tail -4 "$T/pp_$name.err")"
+        # the module it names is where the program dies under the ballast alone (no hooks, no trace)
+        prun "$name ballast" "$M" profile --json --ballast-only --gpu-mem "$cap" -- "${P[@]}" \
+            > "$T/pb_$name.json" 2> "$T/pb_$name.err"
+        m1=$(js "$T/pp_$name.json" "d['oom']['what'].split(' ')[0]"); m2=$(js "$T/pb_$name.json" "d['module']")
+        [ -n "$m2" ] && [ "$m1" = "$m2" ] && ok "programs $name: the module named is where it dies alone ($m2)" || \
+            bad "programs $name: memsplit names $m1, alone it dies in $m2" "$(tail -3 "$T/pb_$name.err")"
         # c. doctor over GPUS devices of CAP on cuda:0
         devs=$(printf 'cuda:0%.0s,' $(seq "$g")); devs=${devs%,}
         rm -f "$OUTD/programs_$name.db"
