@@ -248,10 +248,12 @@ def main():
             od.zero_grad(set_to_none=True)
             d_loss = F.softplus(-D(real)).mean() + F.softplus(D(fake.detach())).mean()
             d_loss.backward()
+            gc.collect()    # as the accum shape's (below): the cyclic collector kept out of the steps
             od.step()
             og.zero_grad(set_to_none=True)
             g_loss = F.softplus(-D(fake)).mean()
             g_loss.backward()
+            gc.collect()
             og.step()
             # the iteration's loss as memsplit reports it: the sum of what went to backward()
             print("step %d loss %.4f" % (step, d_loss.item() + g_loss.item()), flush=True)
