@@ -71,7 +71,9 @@ program() { # NAME -> the command, one word a line
     local var
     var=BENCH_PROGRAM_$(echo "$1" | tr 'a-z-' 'A-Z_')
     if [ -n "${!var:-}" ]; then
-        printf '%s\n' ${!var} # shellcheck disable=SC2086  # word-split on purpose
+        # word-split on purpose
+        # shellcheck disable=SC2086
+        printf '%s\n' ${!var}
         return
     fi
     local G=$REPO/tests/gpu/bridge
