@@ -51,6 +51,15 @@ typedef struct pass_meas {
 
 static int is_static(int cat) { return cat <= MS_CAT_OPTIM; }
 
+/* A layer whose row this pass measured whole: its forward and backward, or
+ * its forward in a step the pass completed, where a backward that never came
+ * is a fact of the program (frozen blocks, a module whose outputs need no
+ * gradient), not a part of it the pass did not reach */
+static int ran(const pass_meas *pm, int l)
+{
+    return pm->L[l].fwd && (pm->L[l].bwd || pm->steps_complete > 0);
+}
+
 typedef struct interval {
     int open, layer, phase, pass;
     int64_t dyn_start, dyn_peak;  /* the ledger's dynamic bytes */
@@ -452,16 +461,16 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         /* a trial that ran out before its steady state (say in its second
          * step, with the optimizer's state new) measured a first step: the
          * uncapped pass's later steps are the better rows */
-        int prefer_u = u && mu.steps_complete > mt.steps_complete && mu.L[l].fwd && mu.L[l].bwd;
+        int prefer_u = u && mu.steps_complete > mt.steps_complete && ran(&mu, l);
         /* the layer before or after the units with no module and no weight of its own, in a
          * trial that finished a step (a model that is one module): nothing in it has a backward
          * to wait for */
         int empty_end = mt.steps_complete > 0 && ((l == 0 && !t->pre[0]) || (l == n - 1 && !t->post[0])) &&
                         !m->cat[0] && !m->cat[1];
-        if (((m->fwd && m->bwd) || empty_end) && !prefer_u) {
+        if ((ran(&mt, l) || empty_end) && !prefer_u) {
             fill_row(r, m, MS_ROW_FULL);
             if (l > 0 && l < n - 1) last_full = l;
-        } else if (prefer_u || (u && mu.L[l].fwd && mu.L[l].bwd)) {
+        } else if (prefer_u || (u && ran(&mu, l))) {
             fill_row(r, &mu.L[l], MS_ROW_UNCAPPED);
             r->fwd_ms = tu[l].fwd_ms;
             r->bwd_ms = tu[l].bwd_ms;

@@ -264,7 +264,13 @@ static void feed(msb_trace *t, int conn, const char *fmt, ...)
  *  forward of each block: a 30-byte temporary, then 40 bytes kept (act);
  *  backward of each block: a 70-byte temporary, its grads (200), its acts freed;
  *  optimizer: state 2x params, a 500-byte foreach temporary. */
-static void one_step(msb_trace *t, int n_steps, int oom_in_block)
+static void steps_of(msb_trace *t, int n_steps, int oom_in_block, int frozen_block);
+static void one_step(msb_trace *t, int n_steps, int oom_in_block) { steps_of(t, n_steps, oom_in_block, 0); }
+
+/* frozen_block (1 or 2): that block's parameters need no gradient and
+ * nothing below it does, so backward never reaches it (frozen blocks under
+ * the first trainable one): no backward interval, no gradient, no state */
+static void steps_of(msb_trace *t, int n_steps, int oom_in_block, int frozen_block)
 {
     feed(t, 1, "{\"ev\":\"hello\",\"pid\":1}");
     feed(t, 1, "{\"ev\":\"torch\",\"version\":\"1.13.0\",\"cuda\":false}");
@@ -305,7 +311,7 @@ static void one_step(msb_trace *t, int n_steps, int oom_in_block)
         A(t, base + 41, 10, MS_CAT_TRANSIENT, 3);
         F(t, base + 41);
         F(t, base + 40);
-        for (int b = 2; b >= 1; b--) {
+        for (int b = 2; b >= 1 + (frozen_block == 1); b--) {
             W(t, b, MS_PH_BACKWARD);
             A(t, base + 50 + b, 70, MS_CAT_TRANSIENT, b);
             if (s == 0) A(t, 1000 + b, 200, MS_CAT_TRANSIENT, b);   /* its gradient, labelled below */
@@ -316,14 +322,14 @@ static void one_step(msb_trace *t, int n_steps, int oom_in_block)
         F(t, base + 1);
         W(t, -1, MS_PH_OPTIMIZER);
         if (s == 0) {
-            R(t, 1001, MS_CAT_GRAD, 1);
+            if (frozen_block != 1) R(t, 1001, MS_CAT_GRAD, 1);
             R(t, 1002, MS_CAT_GRAD, 2);
-            A(t, 2001, 400, MS_CAT_TRANSIENT, -1);   /* block 1's state */
+            if (frozen_block != 1) A(t, 2001, 400, MS_CAT_TRANSIENT, -1);   /* block 1's state */
             A(t, 2002, 400, MS_CAT_TRANSIENT, -1);
         }
         A(t, 3000 + s, 500, MS_CAT_TRANSIENT, -1);  /* foreach temporary */
         F(t, 3000 + s);
-        R(t, 2001, MS_CAT_OPTIM, 1);
+        if (frozen_block != 1) R(t, 2001, MS_CAT_OPTIM, 1);
         R(t, 2002, MS_CAT_OPTIM, 2);
         W(t, -1, MS_PH_INIT);
         feed(t, 1, "{\"ev\":\"step\",\"n\":%d,\"accum\":1,\"micro_batch\":8,\"intervals\":"
@@ -386,6 +392,35 @@ static void test_rows_from_a_trace(void **state)
     /* peak: params 550 + grads 400 + state 800 + the 500 temporary (step 2) */
     assert_int_equal(p.peak, 550 + 400 + 800 + 500);
     assert_int_equal(p.global_batch, 8);
+    ms_profile_free(&p);
+    msb_trace_free(&t);
+}
+
+/* A block that ran its forward in a whole step and no backward (frozen,
+ * below every trainable one) is measured so, not copied from its twin: no
+ * gradient, no state, no backward temporaries; and nothing is partial. */
+static void test_frozen_block_measured(void **state)
+{
+    (void)state;
+    msb_trace t;
+    msb_trace_init(&t);
+    steps_of(&t, 2, 0, 1);
+    ms_profile p;
+    int partial = -1;
+    char why[256];
+    const msb_rows_opts uncapped = { .model_name = "frozen.py" };
+    if (msb_build_profile(&t, NULL, &uncapped, &p, &partial, why, sizeof why)) fail_msg("%s", why);
+    assert_int_equal(partial, 0);
+    assert_int_equal(p.rows[1].source, MS_ROW_FULL);
+    assert_int_equal(p.rows[1].param, 200);
+    assert_int_equal(p.rows[1].grad, 0);
+    assert_int_equal(p.rows[1].optim, 0);
+    assert_int_equal(p.rows[1].transient_bwd, 0);
+    assert_int_equal(p.rows[1].act, 40);
+    assert_int_equal(p.rows[2].source, MS_ROW_FULL);     /* its twin, trained, as before */
+    assert_int_equal(p.rows[2].grad, 200);
+    assert_int_equal(p.rows[2].optim, 400);
+    assert_int_equal(p.rows[2].transient_bwd, 70);
     ms_profile_free(&p);
     msb_trace_free(&t);
 }
@@ -799,6 +834,7 @@ int main(void)
         cmocka_unit_test(test_pick_units),
         cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_rows_from_a_trace),
+        cmocka_unit_test(test_frozen_block_measured),
         cmocka_unit_test(test_oom_and_the_uncapped_pass),
         cmocka_unit_test(test_lightning_order_on_a_gpu),
         cmocka_unit_test(test_late_step_data),
