@@ -38,7 +38,7 @@ static void oom_box(FILE *f, int64_t run, const ms_profile *p, const h_layers *L
         if (o->step > 0) fprintf(f, "</b> (layer %d, step %d)", o->layer, o->step);
         else fprintf(f, "</b> (layer %d)", o->layer);
     } else {
-        fputs("outside any layer", f);
+        fputs(o->phase == MS_PH_OPTIMIZER ? "in the optimizer step" : "outside any layer", f);
         if (o->step > 0) fprintf(f, " (step %d)", o->step);
     }
     fprintf(f, ": it asked for <b>%s</b> (%s", h_bytes(o->requested, b1, sizeof b1),

@@ -386,7 +386,9 @@ static void oom_sentence(const ms_profile *p, char *line, size_t len)
         snprintf(where, sizeof where, "%s %.*s%s%s%s", phase_phrase(o->phase), rep_prefix(o->what, 150), o->what,
                  step[0] ? " (" : "", step, step[0] ? ")" : "");
     } else if (o->layer < 0) {
-        snprintf(where, sizeof where, "outside any layer%s%s%s", step[0] ? " (" : "", step, step[0] ? ")" : "");
+        /* the optimizer's step is no layer's: what says whose state it was making, where known */
+        snprintf(where, sizeof where, "%s%s%s%s", o->phase == MS_PH_OPTIMIZER ? "in the optimizer step" : "outside any layer",
+                 step[0] ? " (" : "", step, step[0] ? ")" : "");
     } else {
         if (o->layer_name[0]) snprintf(name, sizeof name, "%.*s", rep_prefix(o->layer_name, (int)sizeof name - 1), o->layer_name);
         else layer_name_of(p, o->layer, name, sizeof name);

@@ -19,6 +19,11 @@ on random data in plain PyTorch and prints "step N loss X" after each.
   --shape deep                  80 blocks: more layers than a plan has stages
   --shape helper                a module trained by its own optimizer, called
                                 inside the model's forward
+  --shape frozen                fine-tuning: the first half of the blocks frozen
+                                (requires_grad off, in the optimizer all the same)
+  --shape distill               distillation: a frozen teacher run under no_grad
+                                and an EMA copy of the student, neither in an
+                                optimizer (HELD lists them for shapes.sh)
   --shape vit | densenet | mobilenet
                                 torchvision's small ViT (a class token and
                                 position embedding in the root's own code),
@@ -27,6 +32,7 @@ on random data in plain PyTorch and prints "step N loss X" after each.
 Options: --steps N, --batch B, --dim D (model width), --size S (image side), --late, --late-from K.
 """
 import argparse
+import copy
 import gc
 import os
 import sys
@@ -171,6 +177,9 @@ class LSTMLM(nn.Module):
         return self.head(h)
 
 
+HELD = []   # the models the distill shape holds beside the one it trains (shapes.sh counts their bytes)
+
+
 def lm_loss(logits, tgt):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
 
@@ -257,13 +266,46 @@ def main():
             og.step()
             # the iteration's loss as memsplit reports it: the sum of what went to backward()
             print("step %d loss %.4f" % (step, d_loss.item() + g_loss.item()), flush=True)
+    elif s == "distill":
+        # the teacher: wider, frozen, in eval mode, run under no_grad; the EMA: a copy of the
+        # student the program averages into after each step. Neither is in an optimizer
+        teacher = DictNet(vocab, 2 * a.dim, 4).eval()
+        teacher.requires_grad_(False)
+        model = DictNet(vocab, a.dim, 6)
+        ema = copy.deepcopy(model).requires_grad_(False)
+        HELD[:] = [teacher, ema]
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for step in range(a.steps):
+            t = tokens(a, g, vocab)
+            with torch.no_grad():
+                soft = F.softmax(teacher(t[:, :-1]) / 2.0, dim=-1)
+            opt.zero_grad(set_to_none=True)
+            logits = model(t[:, :-1])
+            kl = F.kl_div(F.log_softmax(logits / 2.0, dim=-1), soft, reduction="batchmean")
+            loss = lm_loss(logits, t[:, 1:]) + kl
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                for e, p in zip(ema.parameters(), model.parameters()):
+                    e.mul_(0.99).add_(p, alpha=0.01)
+            print("step %d loss %.4f" % (step, loss.item()), flush=True)
     else:
-        helper = nn.Sequential(nn.Linear(a.dim, 2 * a.dim), nn.GELU(), nn.Linear(2 * a.dim, a.dim))
+        # (the helper only where the program uses it: a module the program holds and never
+        # trains is the program's memory all the same, and the distill shape's case)
+        helper = nn.Sequential(nn.Linear(a.dim, 2 * a.dim), nn.GELU(), nn.Linear(2 * a.dim, a.dim)) \
+            if s == "helper" else None
         model = {"encdec": lambda: EncDec(vocab, a.dim, 3), "dict": lambda: DictNet(vocab, a.dim, 6),
                  "helper": lambda: WithHelper(vocab, a.dim, 6, helper),
                  "deep": lambda: DictNet(vocab, a.dim // 2, 80),
                  "nested": lambda: Nested(vocab, a.dim, 4), "accum": lambda: DictNet(vocab, a.dim, 6),
+                 "frozen": lambda: DictNet(vocab, a.dim, 6),
                  "lstm": lambda: LSTMLM(vocab, a.dim)}[s]()
+        if s == "frozen":
+            # fine-tuning as it is often written: the lower half frozen, every parameter
+            # handed to the optimizer all the same (it skips those with no gradient)
+            model.embed.requires_grad_(False)
+            for name in list(model.blocks)[:3]:
+                model.blocks[name].requires_grad_(False)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         opt_helper = torch.optim.SGD(helper.parameters(), lr=1e-2) if s == "helper" else None
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9) if s == "accum" else None

@@ -8,7 +8,7 @@
 # printed, and held to 2% (SHAPES_2PCT: every shape). Needs $MEMSPLIT.
 . "$(dirname "$0")/lib.sh"
 js() { "$PY" -c "import json,sys; d=json.load(open('$1')); print($2)" 2>&1; }
-SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict nested accum lstm gan deep vit densenet mobilenet helper}
+SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict nested accum lstm gan deep vit densenet mobilenet helper frozen distill}
 SHAPES_2PCT=${SHAPES_2PCT:-$SHAPES}
 
 if ! "$PY" -c 'import torch, torchvision' 2>/dev/null; then
@@ -55,11 +55,30 @@ try:
     shapes.main()
 except SystemExit:
     pass
+for m in shapes.HELD:          # the models the program holds and trains in no optimizer
+    for q in m.parameters():
+        if id(q) not in seen:
+            seen.add(id(q)); total += q.numel() * q.element_size()
 print(total)")
     got=$(js "$T/$s.json" "sum(r['param'] + r['master'] for r in d['layers'])")
     n=$(js "$T/$s.json" "len(d['layers'])")
     [ -n "$want" ] && [ "$want" = "$got" ] && ok "$s: $n units; every parameter byte in one row ($got)" || \
         bad "$s: parameter bytes" "model $want, rows $got"
+    case $s in
+    frozen)     # frozen blocks ran no backward in a whole step: that is their row, not a row to copy
+        r=$(js "$T/$s.json" "(sum(r['grad'] for r in d['layers']), [r['source'] for r in d['layers'] if r['source'] != 'full'])")
+        g=$("$PY" -c "import sys; sys.argv = ['shapes.py'] + '$(shape_args "$s")'.split(); sys.path.insert(0, '$HERE')
+import torch, shapes
+torch.optim.AdamW.step = lambda *a, **k: (_ for _ in ()).throw(SystemExit(print(sum(q.numel() * q.element_size()
+    for m in __import__('gc').get_objects() if isinstance(m, shapes.DictNet) for q in m.parameters() if q.requires_grad))))
+shapes.main()" 2>/dev/null)
+        [ "$r" = "($g, [])" ] && ok "frozen: gradients only of the trainable parameters ($g B), every row measured" || \
+            bad "frozen: rows" "gradient bytes and rows not measured: $r; trainable $g";;
+    distill)    # the teacher and the EMA copy: their weights are the program's, each said
+        w=$(grep -o "holds 2 models besides DictNet that no optimizer held at its first training forward: DictNet ([0-9]* parameter bytes), DictNet ([0-9]* parameter bytes)" "$T/$s.err")
+        [ -n "$w" ] && ok "distill: the teacher and the EMA copy are named, their bytes in layer 0" || \
+            bad "distill: held models" "$(grep -i 'holds' "$T/$s.err" | head -3)";;
+    esac
     # 70% of the peak (85% for the LSTM LM: its LSTM is one unit of 60% of the parameters,
     # which no split makes smaller)
     frac=0.7; [ "$s" = lstm ] && frac=0.85
@@ -68,6 +87,15 @@ print(total)")
     where=$(js "$T/$s.oom" "'%s %s step %s' % (d['oom']['layer_name'] or d['oom']['what'] or '(outside any layer)', d['oom']['phase'], d['oom']['step'])")
     [ $rc = 3 ] && grep -q "OUT OF MEMORY" "$T/$s.oomerr" && ok "$s: diagnosed under ${frac} of its peak: $where" || \
         bad "$s: diagnosis (exit $rc)" "$(tail -3 "$T/$s.oomerr")"
+    if [ "$(js "$T/$s.oom" "d['oom']['phase']")" = optimizer ]; then
+        # out of memory in the optimizer's step: the parameter whose state it was making, and
+        # the state made so far live as optimizer state (not as the step's temporaries)
+        # (SGD makes its momentum after its update: which parameter it was at is not known)
+        st=$(js "$T/$s.oom" "(d['oom']['what'], d['oom']['live_bytes'].get('optim', 0) > 0)")
+        case $s:$st in resnet*:"('', False)"|[!r]*:"('"*" state)', True)")
+            ok "$s: the optimizer's OOM names the state it was making, if any: $st" ;;
+        *) bad "$s: an OOM in the optimizer's step" "$st" ;; esac
+    fi
     "$M" doctor --gpus 2 --gpu-mem "$cap" --db "$T/$s.db" --json -- "${P[@]}" > "$T/$s.doc" 2> "$T/$s.docerr"; rc=$?
     if [ $rc != 0 ]; then
         bad "$s: doctor over two CPU devices (exit $rc)" "$(tail -3 "$T/$s.docerr")"

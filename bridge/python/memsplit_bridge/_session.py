@@ -61,6 +61,7 @@ class Session:
         self.record = None          # the allocator's record (_history), when it makes the tensor-level record
         self.dev_index = 0          # the root GPU's ordinal, for the allocator's counters
         self.in_step = 0
+        self.stepping = None        # the optimizer whose step runs (step_begins)
         self.in_backward = 0
         self.static_keys = {}       # without the tracker: (owner id, cat) -> storage key registered
         self.key_label = {}         # ... and storage key -> (cat, layer) as the ledger has it
@@ -82,6 +83,7 @@ class Session:
         self.stepped = set()        # optimizers that stepped in this iteration (ids)
         self.other_models = set()   # ids of other models the program trains (a GAN's discriminator)
         self.other_params = []      # their parameters, counted in layer 0
+        self.held_ids = set()       # parameters of models the program holds beside them (held_models)
         self.late = None            # (step, marks, losses) whose times and loss are sent at the next step's end
         # the trial's rows need each interval's counters and time; a rerun (the train pass) reads
         # only each step's time and the stages' peaks: no counters read (nor torch's peaks reset)
@@ -300,6 +302,7 @@ class Session:
             self.cuda = self.device.type == "cuda"     # the allocator's counters are the root GPU's, if any
             self.dev_index = _ordinal(torch, self.device)
         self.label_params(root)
+        self.held_models()
         return True
 
     def co_trained(self, model):
@@ -443,6 +446,55 @@ class Session:
                     self.confirmed.add(id(p))
                 self.relabel(p, cat, layer)
 
+    def held_models(self):
+        """The models the program holds beside those registered and no
+        optimizer trains (yet): a frozen teacher, an EMA copy. Their weights
+        are the program's, live for its whole run: each parameter counted
+        in layer 0 (with the program's own code before the units, on the
+        first stage's device, where they stay), not as the bytes of
+        whatever layer is running. Found once, at the first training
+        forward: the largest modules none of whose parameters a registered
+        model or an optimizer holds."""
+        torch = self.torch
+        known = set(self.param_layer)
+        for o in self.optimizers:
+            for g in o.param_groups:
+                known.update(id(p) for p in g["params"])
+        import gc
+        Module, found = torch.nn.Module, []
+        for m in gc.get_objects():
+            # type(), not isinstance (co_trained says why); a module of the tree is known
+            if not issubclass(type(m), Module) or id(m) in self.path_of:
+                continue
+            try:
+                ps = list(m.parameters())
+            except Exception:       # a module whose own attributes raise: not one to count
+                continue
+            if ps and not any(id(p) in known for p in ps):
+                found.append((m, ps))
+        inner = {id(c) for m, _ in found for c in m.modules() if c is not m}
+        cat = CAT["master"] if self.autocast is not None else CAT["param"]
+        said = []
+        for m, ps in found:
+            if id(m) in inner:
+                continue
+            new = [p for p in ps if id(p) not in self.held_ids]
+            for p in new:
+                self.param_layer[id(p)] = 0
+                self.confirmed.add(id(p))
+                self.held_ids.add(id(p))
+                self.relabel(p, cat, 0)
+                self.other_params.append(p)
+            nbytes = sum(p.numel() * p.element_size() for p in new if p.device == self.device)
+            if nbytes:
+                said.append("%s (%d parameter bytes)" % (type(m).__name__, nbytes))
+        if said:
+            self.lib.warn("models", "the program holds %s besides %s that no optimizer held at its first training "
+                          "forward: %s on %s; %s parameters are counted in layer 0 and stay where the program "
+                          "put them" % ("a model" if len(said) == 1 else "%d models" % len(said),
+                                        type(self.model).__name__, ", ".join(said), self.device,
+                                        "its" if len(said) == 1 else "their"))
+
     def another_model(self, module):
         """A model the program trains beside those registered, found only
         when it is called (its optimizer was made after the first model's
@@ -451,11 +503,15 @@ class Session:
         counted in layer 0 (the program's code before the units), and it
         stays where the program put it, on the first stage's device."""
         self.other_models.add(id(module))
-        new = [p for p in module.parameters() if id(p) not in self.param_layer]
+        # (a model held at the first forward and trained now: counted in layer 0 already)
+        new = [p for p in module.parameters() if id(p) not in self.param_layer or id(p) in self.held_ids]
         if not new:
             return          # a part of the split model called directly, or a module with no parameters
         cat = CAT["master"] if self.autocast is not None else CAT["param"]
         for p in new:
+            if id(p) in self.held_ids:
+                self.held_ids.discard(id(p))
+                continue
             self.param_layer[id(p)] = 0
             self.confirmed.add(id(p))
             self.relabel(p, cat, 0)
@@ -792,8 +848,11 @@ class Session:
 
     def unknown_params(self, optimizers):
         """Whether an optimizer holds a parameter that no model the bridge
-        knows owns (the hooks stay global: its model is found at its call)."""
-        return any(id(p) not in self.param_layer for o in optimizers for g in o.param_groups for p in g["params"])
+        knows owns, or one of a model only held so far (the hooks stay
+        global: its model is found at its call, as one trained)."""
+        held = self.held_ids
+        return any(id(p) not in self.param_layer or id(p) in held
+                   for o in optimizers for g in o.param_groups for p in g["params"])
 
     def optimizer_made(self, opt):
         if self.global_hooks is None and self.unknown_params([opt]):
@@ -835,8 +894,10 @@ class Session:
     def step_failed(self):
         self.in_step -= 1          # it raised (its closure ran out of memory): the step did not end
 
-    def step_begins(self):
+    def step_begins(self, opt=None):
         self.in_step += 1
+        if self.in_step == 1:
+            self.stepping = opt     # whose state an OOM in the step was making (oom)
         if self.in_step == 1 and self.root is not None and self.on and self.phase != PH_OPTIMIZER:
             self.transition(-1, PH_OPTIMIZER)
             if self.record is not None:
@@ -946,17 +1007,48 @@ class Session:
         """The program ran out: where (the innermost module, layer, phase,
         the step it is in) and, under a plan, on which stage: the ledger's
         (stage) or the stage alone on the GPU that refused (ordinal)."""
+        made = self.state_in_making() if self.phase == PH_OPTIMIZER and self.root is not None else None
         if self.record is not None:
             self.record.drain()      # what was live when it ran out (the allocator's lock is not held here)
         m = self.innermost()
         path = self.path_of.get(id(m), type(m).__name__ if m is not None else "")
+        if made is not None:
+            path, m = made
         ap = self.applier
         if stage is None and ap is not None and ordinal is not None:
             on = ap.by_device.get("cuda:%d" % ordinal, [])
             stage = on[0] if len(on) == 1 else (ap.stage_now() if on else None)
-        self.send("oom", l=self.layer, p=self.phase, module=path, type=type(m).__name__ if m is not None else "",
+        self.send("oom", l=self.layer, p=self.phase, module=path,
+                  type=m if isinstance(m, str) else type(m).__name__ if m is not None else "",
                   requested=int(requested), source=source, message=message[:400], free=int(device_free),
                   step=self.steps + 1, stage=-1 if stage is None else int(stage))
+
+    def state_in_making(self):
+        """An OOM in the optimizer's step: the state the optimizers made
+        so far is labelled optimizer state, of its parameter's layer (the
+        step's end would have), and the parameter whose state the stepping
+        optimizer was making is found: the last, in its order, with any
+        state, where its parameters with a gradient do not all have as much
+        (where they do, the OOM is in the update itself; where none has any,
+        the optimizer makes its state after the update, as SGD's momentum,
+        and which parameter it was at is not known). Returns (its path,
+        "<optimizer> state") or None."""
+        run = _history.Run(self.lib)
+        tensor, layer_of = self.torch.Tensor, self.param_layer
+        self.relabel_many(((v, layer_of.get(id(p), 0), (id(p), name)) for o in self.optimizers
+                           for p, st in o.state.items() for name, v in st.items() if isinstance(v, tensor)),
+                          CAT["optim"], run)
+        run.flush(self.phase)
+        o = self.stepping
+        if o is None:
+            return None
+        params = [p for g in o.param_groups for p in g["params"]]
+        sizes = {len(o.state[p]) if p in o.state else 0 for p in params if p.grad is not None}
+        last = next((p for p in reversed(params) if p in o.state and len(o.state[p])), None)
+        if last is None or len(sizes) < 2:
+            return None
+        name = next((n for n, q in self.root.named_parameters() if q is last), "a parameter outside the split models")
+        return name, "%s state" % type(o).__name__
 
     def finish(self, reason, exc=None):
         if self.done_sent:
@@ -1374,9 +1466,10 @@ def _install_step_wrappers(torch, s):
             seen.append(opt)
 
     def before(args):
-        if args and isinstance(args[0], torch.optim.Optimizer):
-            track_opt(args[0])
-        s.step_begins()
+        opt = args[0] if args and isinstance(args[0], torch.optim.Optimizer) else None
+        if opt is not None:
+            track_opt(opt)
+        s.step_begins(opt)
 
     def after(args):
         # the optimizer that stepped: Optimizer.step(self) or GradScaler.step(self, optimizer)
@@ -1398,7 +1491,8 @@ def _install_step_wrappers(torch, s):
         mod_name, cls_name = cls_path.rsplit(".", 1)
         cls = getattr(sys.modules.get(mod_name), cls_name, None)
         if cls is not None and "step" in cls.__dict__:
-            _wrap(cls, "step", lambda a: (track_opt(a[1]) if len(a) > 1 else None, s.step_begins()),
+            _wrap(cls, "step", lambda a: (track_opt(a[1]) if len(a) > 1 else None,
+                                          s.step_begins(a[1] if len(a) > 1 else None)),
                   after, lambda a: s.step_failed())
             _wrap_scale(torch, cls, s)
 
