@@ -90,11 +90,14 @@ shapes.main()" 2>/dev/null)
     if [ "$(js "$T/$s.oom" "d['oom']['phase']")" = optimizer ]; then
         # out of memory in the optimizer's step: the parameter whose state it was making, and
         # the state made so far live as optimizer state (not as the step's temporaries)
-        # (SGD makes its momentum after its update: which parameter it was at is not known)
+        # against where the program's traceback says it was: making a parameter's state (a
+        # parameter named), or in the update itself (none); SGD makes its momentum after its
+        # update, so which parameter it was at is not known
         st=$(js "$T/$s.oom" "(d['oom']['what'], d['oom']['live_bytes'].get('optim', 0) > 0)")
-        case $s:$st in resnet*:"('', False)"|[!r]*:"('"*" state)', True)")
-            ok "$s: the optimizer's OOM names the state it was making, if any: $st" ;;
-        *) bad "$s: an OOM in the optimizer's step" "$st" ;; esac
+        tb=update; grep -q "zeros_like" "$T/$s.oomerr" && tb=state
+        case $s:$tb:$st in resnet*:update:"('', False)"|[!r]*:state:"('"*" state)', True)"|[!r]*:update:"('', True)")
+            ok "$s: the optimizer's OOM names the state it was making, if it was ($tb): $st" ;;
+        *) bad "$s: an OOM in the optimizer's step (the traceback: $tb)" "$st" ;; esac
     fi
     "$M" doctor --gpus 2 --gpu-mem "$cap" --db "$T/$s.db" --json -- "${P[@]}" > "$T/$s.doc" 2> "$T/$s.docerr"; rc=$?
     if [ $rc != 0 ]; then
