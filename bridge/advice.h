@@ -4,10 +4,15 @@
  *
  * Contract: msb_fit_advice() writes one short paragraph into out: the
  * largest micro-batch that fits the capacity when activations and
- * transients scale with it, whether activation checkpointing of the blocks
+ * transients scale with it, above what no micro-batch lowers (at the
+ * forward's end: the weights, autocast's copies of them, the optimizer
+ * state and the gradients unless freed before the forward; in the
+ * optimizer's step: the weights, gradients, state and the step's
+ * temporaries), whether activation checkpointing of the blocks
  * would fit (each block keeps only its input; one block's activations live
- * while it is recomputed), whether bf16 autocast would (fp32 programs:
- * 16-bit activations and weight copies beside fp32 masters), and, unless
+ * while it is recomputed), whether bf16 autocast would (fp32 programs not
+ * under autocast: 16-bit activations and weight copies beside fp32
+ * masters), and, unless
  * splitting (doctor, which splits it next), the `memsplit plan` command
  * that splits it. Needs p->oom.happened and a capacity; otherwise writes
  * "". */
