@@ -570,6 +570,7 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
         x->category = MS_CAT_TRANSIENT;
         for (int i = t->oom.ev_index - 1; i >= 0 && i >= t->oom.ev_index - 4; i--)
             if (t->ev[i].kind == MSB_EV_REFUSED) x->category = t->ev[i].m.category;   /* the refused request's */
+        if (t->oom.category >= 0) x->category = t->oom.category;   /* made unlabelled, said by the program */
         x->requested = t->oom.requested;
         x->capacity = p->capacity;
         memcpy(x->live_by_cat, mt.oom_cat, sizeof x->live_by_cat);

@@ -14,6 +14,7 @@ void msb_trace_init(msb_trace *t)
 {
     memset(t, 0, sizeof *t);
     t->model_conn = -1;
+    t->oom.category = -1;
 }
 
 /* The units' names and signatures (a program may send its model again). */
@@ -283,7 +284,10 @@ static int on_model(msb_trace *t, const json_t *o, int conn)
         t->refused = 0;
         t->refuse_what[0] = t->refuse_text[0] = '\0';
     }
-    if (t->oom.happened && t->oom.conn != conn) memset(&t->oom, 0, sizeof t->oom);
+    if (t->oom.happened && t->oom.conn != conn) {
+        memset(&t->oom, 0, sizeof t->oom);
+        t->oom.category = -1;
+    }
     str(o, "root", t->root, sizeof t->root);
     str(o, "list", t->list, sizeof t->list);
     str(o, "why", t->why, sizeof t->why);
@@ -430,6 +434,8 @@ static int on_oom(msb_trace *t, const json_t *o, int conn)
     t->oom.step = inum(o, "step", 0);
     t->oom.stage = inum(o, "stage", -1);
     t->oom.requested = ubnum(o, "requested");
+    t->oom.category = inum(o, "c", -1);
+    if (t->oom.category < 0 || t->oom.category >= MS_CAT_N) t->oom.category = -1;
     t->oom.device_free = bnum(o, "free", -1);
     str(o, "module", t->oom.module, sizeof t->oom.module);
     str(o, "type", t->oom.type, sizeof t->oom.type);

@@ -119,6 +119,7 @@ typedef struct msb_trace {
         int stage;             /* under a plan: the stage that ran out, -1 unknown */
         char module[MS_NAME_MAX], type[64], source[8], message[512];
         uint64_t requested;
+        int category;          /* what the program said the request was (an optimizer's state), -1 unsaid */
         int64_t device_free;   /* the device's free bytes at a CUDA OOM, -1 unknown */
         int ev_index;          /* position in ev[] (an OOM marker) */
         int conn;              /* the process it came from */

@@ -441,9 +441,13 @@ static void oom_text(FILE *f, const ms_profile *p, int width)
     snprintf(line, sizeof line, "Exact bytes: requested %" PRIu64 ", live %" PRIu64 ", capacity %" PRIu64 ".",
              o->requested, live, cap);
     rep_wrap(f, width, 2, line);
-    char need[32];
-    snprintf(line, sizeof line, "A device of at least %s would have got past this allocation (not "
-             "necessarily through the whole step).", ms_term_bytes(live + o->requested, need, sizeof need));
+    char need[32], capb[32], exact[64] = "";
+    ms_term_bytes(live + o->requested, need, sizeof need);
+    if (!strcmp(need, ms_term_bytes(cap, capb, sizeof capb)) && live + o->requested > cap)
+        /* rounded, the two read alike: the bytes it lacked say the difference */
+        snprintf(exact, sizeof exact, " (%" PRIu64 " bytes more than the capacity)", live + o->requested - cap);
+    snprintf(line, sizeof line, "A device of at least %s%s would have got past this allocation (not "
+             "necessarily through the whole step).", need, exact);
     rep_wrap(f, width, 2, line);
 
     fprintf(f, "\nLive at that moment, by category:\n");

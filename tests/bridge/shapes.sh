@@ -93,9 +93,10 @@ shapes.main()" 2>/dev/null)
         # against where the program's traceback says it was: making a parameter's state (a
         # parameter named), or in the update itself (none); SGD makes its momentum after its
         # update, so which parameter it was at is not known
-        st=$(js "$T/$s.oom" "(d['oom']['what'], d['oom']['live_bytes'].get('optim', 0) > 0)")
+        st=$(js "$T/$s.oom" "(d['oom']['what'], d['oom']['live_bytes'].get('optim', 0) > 0, d['oom']['category'])")
         tb=update; grep -q "zeros_like" "$T/$s.oomerr" && tb=state
-        case $s:$tb:$st in resnet*:update:"('', False)"|[!r]*:state:"('"*" state)', True)"|[!r]*:update:"('', True)")
+        case $s:$tb:$st in resnet*:update:"('', False, 'transient')"|[!r]*:state:"('"*" state)', True, 'optim')"|\
+                           [!r]*:update:"('', True, 'transient')")
             ok "$s: the optimizer's OOM names the state it was making, if it was ($tb): $st" ;;
         *) bad "$s: an OOM in the optimizer's step (the traceback: $tb)" "$st" ;; esac
     fi

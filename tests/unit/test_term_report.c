@@ -234,6 +234,42 @@ static void test_profile_with_oom(void **state)
     ms_profile_free(&p);
 }
 
+/* The OOM block at 80 columns, every line within them, squashed (whitespace runs as one space) */
+static char *oom_block(const ms_profile *p)
+{
+    capture c;
+    cap_open(&c);
+    ms_term_report_oom(c.f, p, 80);
+    cap_close(&c);
+    assert_lines_fit(c.text, 80);
+    char *sq = squashed(c.text);
+    free(c.text);
+    return sq;
+}
+
+/* Just over the capacity: rounded, "at least" and the capacity read
+ * alike, so the sentence says the bytes it lacked; an OOM in the
+ * optimizer's step is said so, not "outside any layer". */
+static void test_oom_just_over_in_the_optimizer(void **state)
+{
+    (void)state;
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 5);
+    ms_profile p;
+    rp_profile_spec spec = { .n_blocks = 4, .n_prec = 1, .n_mb = 1, .isolated_from = -1, .oom = 1, .oom_layer = 2,
+                             .capacity = 1768113, .requested = 16384, .missing = 3355 };
+    assert_int_equal(rp_make_profile(&p, &spec, &rng), 0);
+    p.oom.layer = -1;
+    p.oom.phase = MS_PH_OPTIMIZER;
+    snprintf(p.oom.what, sizeof p.oom.what, "blocks.1.fc1.weight (Adam state)");
+    char *sq = oom_block(&p);
+    assert_has(sq, "OUT OF MEMORY in the optimizer step: requested 16.00 KiB");
+    assert_has(sq, "'blocks.1.fc1.weight (Adam state)'");
+    assert_has(sq, "A device of at least 1.69 MiB (3355 bytes more than the capacity) would have got past");
+    free(sq);
+    ms_profile_free(&p);
+}
+
 static void test_oom_outside_a_layer_without_shortfall(void **state)
 {
     (void)state;
@@ -247,30 +283,19 @@ static void test_oom_outside_a_layer_without_shortfall(void **state)
     p.oom.layer = -1;
     p.oom.phase = MS_PH_INIT;
     p.oom.what[0] = '\0';
-    capture c;
-    cap_open(&c);
-    ms_term_report_oom(c.f, &p, 80);
-    cap_close(&c);
-    assert_lines_fit(c.text, 80);
-    char *sq = squashed(c.text);
+    char *sq = oom_block(&p);
     assert_has(sq, "OUT OF MEMORY outside any layer: requested 64.00 MiB (act) with");
     assert_has(sq, "65.00 MiB were still free");
     assert_null(strstr(sq, "missing"));
     free(sq);
-    free(c.text);
     /* a program's loss, outside its layers, in the forward: named by what ran */
     p.oom.phase = MS_PH_FORWARD;
     p.oom.category = MS_CAT_TRANSIENT;
     snprintf(p.oom.what, sizeof p.oom.what, "the program's own code after the model's forward (its loss)");
-    cap_open(&c);
-    ms_term_report_oom(c.f, &p, 80);
-    cap_close(&c);
-    assert_lines_fit(c.text, 80);
-    sq = squashed(c.text);
+    sq = oom_block(&p);
     assert_has(sq, "OUT OF MEMORY in the forward pass of the program's own code after the model's forward (its "
                    "loss): requested 64.00 MiB (transient) with");
     free(sq);
-    free(c.text);
     ms_profile_free(&p);
 }
 
@@ -601,6 +626,7 @@ int main(void)
         cmocka_unit_test(test_bytes_sentence),
         cmocka_unit_test(test_profile_that_fits),
         cmocka_unit_test(test_profile_with_oom),
+        cmocka_unit_test(test_oom_just_over_in_the_optimizer),
         cmocka_unit_test(test_oom_outside_a_layer_without_shortfall),
         cmocka_unit_test(test_wide_profiles_fit),
         cmocka_unit_test(test_wrap_keeps_words_and_width),

@@ -1018,8 +1018,9 @@ class Session:
         if stage is None and ap is not None and ordinal is not None:
             on = ap.by_device.get("cuda:%d" % ordinal, [])
             stage = on[0] if len(on) == 1 else (ap.stage_now() if on else None)
+        extra = {} if made is None else {"c": CAT["optim"]}    # the state being made is what it asked for
         self.send("oom", l=self.layer, p=self.phase, module=path,
-                  type=m if isinstance(m, str) else type(m).__name__ if m is not None else "",
+                  type=m if isinstance(m, str) else type(m).__name__ if m is not None else "", **extra,
                   requested=int(requested), source=source, message=message[:400], free=int(device_free),
                   step=self.steps + 1, stage=-1 if stage is None else int(stage))
 
