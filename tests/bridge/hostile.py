@@ -137,6 +137,31 @@ def fd_reuse(kind):
         print("fd: the program's socket received %d bytes from the bridge" % n, flush=True)
 
 
+class Endless(nn.Module):
+    """A module the program holds and never trains or calls, whose own
+    methods never end (parameters, modules) and whose unknown attributes
+    raise: memsplit reads what it holds without running its code."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(32, 32))
+
+    def parameters(self, recurse=True):
+        while True:
+            yield self.w
+
+    def modules(self):
+        while True:
+            yield self
+
+    def __getattr__(self, name):
+        if name == "w":      # its own weight, as nn.Module would find it (none yet: register_parameter asks)
+            if "w" in self._parameters:
+                return self._parameters["w"]
+            raise AttributeError(name)
+        raise RuntimeError("Endless has no %s" % name)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--names", default="plain", choices=sorted(NAMES))
@@ -163,6 +188,8 @@ def main():
     ap.add_argument("--thread-mb", type=float, default=0, help="a thread makes a tensor this big, kept to the end")
     ap.add_argument("--fd-reuse", choices=["", "file", "socket"], default="",
                     help="after step 1 close the bridge's descriptor and reuse its number")
+    ap.add_argument("--held-endless", action="store_true", help="the program holds an untrained module (4 KiB of "
+                    "weights) whose parameters() and modules() never end and whose attributes raise")
     a = ap.parse_args()
     if a.setsid:
         os.setsid()
@@ -178,13 +205,13 @@ def main():
         keep.append(s)
     torch.manual_seed(0)
     model = Model(a)
+    held = [Endless()] if a.held_endless else []     # held to the end, never called
     if a.names_out:
         names = ["%s.%s" % (a.list, NAMES[a.names](i)) for i in range(a.blocks)]
         with open(a.names_out, "w") as f:
             json.dump(names, f)       # ensure_ascii: any name, surrogates too
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     data = torch.randint(0, a.vocab, (8, 9), generator=torch.Generator().manual_seed(1))
-    held = []
     for step in range(a.steps):
         if a.thread_mb and step == 1:
             t = threading.Thread(target=lambda: held.append(torch.ones(int(a.thread_mb * 2**20) // 4)))

@@ -69,6 +69,15 @@ if wait_for "$T/t2.out" ready; then
         bad "second SIGTERM" "exit $rc after $((SECONDS - t0)) s" "$(status_of "$T/term2.db")"
 else bad "second SIGTERM: never ready" "$(tail -3 "$T/t2.err")"; fi
 
+# a module the program holds and never trains, whose parameters() and modules() never
+# end and whose unknown attributes raise: its weights are read from its own dicts (no
+# code of it runs), counted in layer 0 and named
+check "a held module whose parameters() never ends: no hang" 0 "holds a model besides Model that no optimizer held at its first training forward: Endless .4096 parameter bytes." \
+    -- "$M" profile --quiet --json -- "$PY" "$H" --held-endless
+[ "$(py "(sum(r['param'] for r in d['layers']), d['layers'][0]['param'])")" = "(16896, 8192)" ] && \
+    ok "the held module's 4096 bytes are in layer 0 (the model's 12800 as they were)" || \
+    bad "held module's bytes" "$(py "[r['param'] for r in d['layers']]")"
+
 # ---- 8. signals: setsid and a terminal's Ctrl-C; Ctrl-C during doctor's trial ---
 # tty_run.py: memsplit on a pseudo-terminal, ^C typed once the program is ready
 cat > "$T/tty_run.py" <<'EOF'

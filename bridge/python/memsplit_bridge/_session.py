@@ -327,11 +327,12 @@ class Session:
             # type(), not isinstance: isinstance also reads __class__, which some objects
             # answer with a warning of their own (torch.distributed.reduce_op)
             if issubclass(type(m), Module) and m is not model:
-                ps = [id(p) for p in m.parameters()]
+                mods, params = _subtree(m)      # (no code of the program's modules runs: _subtree)
+                ps = [id(p) for p in params]
                 if ps and all(p in order for p in ps):
-                    found.append((min(order[p] for p in ps), m))
-        inner = {id(c) for _, m in found for c in m.modules() if c is not m}
-        return [m for _, m in sorted((x for x in found if id(x[1]) not in inner), key=lambda x: x[0])]
+                    found.append((min(order[p] for p in ps), m, mods))
+        inner = {id(c) for _, m, mods in found for c in mods if c is not m}
+        return [m for _, m, _ in sorted((x for x in found if id(x[1]) not in inner), key=lambda x: x[0])]
 
     def units_of_tree(self, mods, tree):
         """The units the trial chooses from the module tree and the bytes
@@ -466,16 +467,13 @@ class Session:
             # type(), not isinstance (co_trained says why); a module of the tree is known
             if not issubclass(type(m), Module) or id(m) in self.path_of:
                 continue
-            try:
-                ps = list(m.parameters())
-            except Exception:       # a module whose own attributes raise: not one to count
-                continue
+            mods, ps = _subtree(m)
             if ps and not any(id(p) in known for p in ps):
-                found.append((m, ps))
-        inner = {id(c) for m, _ in found for c in m.modules() if c is not m}
+                found.append((m, ps, mods))
+        inner = {id(c) for m, _, mods in found for c in mods if c is not m}
         cat = CAT["master"] if self.autocast is not None else CAT["param"]
         said = []
-        for m, ps in found:
+        for m, ps, _ in found:
             if id(m) in inner:
                 continue
             new = [p for p in ps if id(p) not in self.held_ids]
@@ -1071,6 +1069,32 @@ class Session:
 
 # the frames of a module's work: its call and its forward
 _MODULE_FRAMES = frozenset(("forward", "_call_impl", "_wrapped_call_impl", "__call__"))
+
+
+def _subtree(m):
+    """A module's submodules and parameters read from its own dicts, not
+    through its methods: any live module of the program is looked at
+    (held_models), and one may override parameters() or modules() with
+    code of its own (a generator that never ends). ([modules], [params]),
+    each once."""
+    mods, params, seen, todo = [], [], set(), [m]
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        mods.append(x)
+        try:
+            d = vars(x)
+        except TypeError:
+            continue
+        own, subs = d.get("_parameters"), d.get("_modules")
+        for p in (own.values() if isinstance(own, dict) else ()):
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                params.append(p)
+        todo.extend(c for c in (subs.values() if isinstance(subs, dict) else ()) if c is not None)
+    return mods, params
 
 
 def _model_names(torch, models):
