@@ -320,19 +320,9 @@ class Session:
                         order.setdefault(id(p), len(order))
         if not order:
             return []
-        import gc
-        found = []
-        Module = torch.nn.Module
-        for m in gc.get_objects():
-            # type(), not isinstance: isinstance also reads __class__, which some objects
-            # answer with a warning of their own (torch.distributed.reduce_op)
-            if issubclass(type(m), Module) and m is not model:
-                mods, params = _subtree(m)      # (no code of the program's modules runs: _subtree)
-                ps = [id(p) for p in params]
-                if ps and all(p in order for p in ps):
-                    found.append((min(order[p] for p in ps), m, mods))
-        inner = {id(c) for _, m, mods in found for c in mods if c is not m}
-        return [m for _, m, _ in sorted((x for x in found if id(x[1]) not in inner), key=lambda x: x[0])]
+        found = [(m, mods, ps) for m, mods, ps in _live_modules(torch, {id(model)})
+                 if ps and all(id(p) in order for p in ps)]
+        return [m for m, _, _ in sorted(_outermost(found), key=lambda x: min(order[id(p)] for p in x[2]))]
 
     def units_of_tree(self, mods, tree):
         """The units the trial chooses from the module tree and the bytes
@@ -461,28 +451,14 @@ class Session:
         for o in self.optimizers:
             for g in o.param_groups:
                 known.update(id(p) for p in g["params"])
-        import gc
-        Module, found = torch.nn.Module, []
-        for m in gc.get_objects():
-            # type(), not isinstance (co_trained says why); a module of the tree is known
-            if not issubclass(type(m), Module) or id(m) in self.path_of:
-                continue
-            mods, ps = _subtree(m)
-            if ps and not any(id(p) in known for p in ps):
-                found.append((m, ps, mods))
-        inner = {id(c) for m, _, mods in found for c in mods if c is not m}
-        cat = CAT["master"] if self.autocast is not None else CAT["param"]
+        # (a module of the tree is known)
+        found = [(m, mods, ps) for m, mods, ps in _live_modules(torch, self.path_of)
+                 if ps and not any(id(p) in known for p in ps)]
         said = []
-        for m, ps, _ in found:
-            if id(m) in inner:
-                continue
+        for m, _, ps in _outermost(found):
             new = [p for p in ps if id(p) not in self.held_ids]
-            for p in new:
-                self.param_layer[id(p)] = 0
-                self.confirmed.add(id(p))
-                self.held_ids.add(id(p))
-                self.relabel(p, cat, 0)
-                self.other_params.append(p)
+            self.held_ids.update(id(p) for p in new)
+            self.in_layer0(new)
             nbytes = sum(p.numel() * p.element_size() for p in new if p.device == self.device)
             if nbytes:
                 said.append("%s (%d parameter bytes)" % (type(m).__name__, nbytes))
@@ -492,6 +468,16 @@ class Session:
                           "put them" % ("a model" if len(said) == 1 else "%d models" % len(said),
                                         type(self.model).__name__, ", ".join(said), self.device,
                                         "its" if len(said) == 1 else "their"))
+
+    def in_layer0(self, params):
+        """Parameters of a model beside the split ones (held or trained):
+        counted in layer 0, their gradients labelled with the models'."""
+        cat = CAT["master"] if self.autocast is not None else CAT["param"]
+        for p in params:
+            self.param_layer[id(p)] = 0
+            self.confirmed.add(id(p))
+            self.relabel(p, cat, 0)
+            self.other_params.append(p)
 
     def another_model(self, module):
         """A model the program trains beside those registered, found only
@@ -505,15 +491,8 @@ class Session:
         new = [p for p in module.parameters() if id(p) not in self.param_layer or id(p) in self.held_ids]
         if not new:
             return          # a part of the split model called directly, or a module with no parameters
-        cat = CAT["master"] if self.autocast is not None else CAT["param"]
-        for p in new:
-            if id(p) in self.held_ids:
-                self.held_ids.discard(id(p))
-                continue
-            self.param_layer[id(p)] = 0
-            self.confirmed.add(id(p))
-            self.relabel(p, cat, 0)
-            self.other_params.append(p)
+        self.in_layer0([p for p in new if id(p) not in self.held_ids])
+        self.held_ids.difference_update(id(p) for p in new)
         nbytes = sum(p.numel() * p.element_size() for p in new)
         self.lib.warn("models", "the program trains a second model, %s (%d parameter bytes), besides %s, whose "
                       "optimizer was made after %s's first training forward: memsplit splits the models whose "
@@ -905,12 +884,7 @@ class Session:
         self.in_step -= 1
         if self.in_step > 0 or self.root is None or not self.on:
             return
-        run = _history.Run(self.lib)
-        tensor, layer_of = self.torch.Tensor, self.param_layer
-        self.relabel_many(((v, layer_of.get(id(p), 0), (id(p), name)) for o in optimizers
-                           for p, st in o.state.items() for name, v in st.items() if isinstance(v, tensor)),
-                          CAT["optim"], run)
-        run.flush(self.phase)
+        self.label_state(optimizers)
         # a step of the trial is a whole iteration of the program: every optimizer it made has
         # stepped (a GAN's discriminator, then its generator); one that steps again before the
         # others did ends the iteration too (the others do not step every iteration)
@@ -1022,6 +996,16 @@ class Session:
                   requested=int(requested), source=source, message=message[:400], free=int(device_free),
                   step=self.steps + 1, stage=-1 if stage is None else int(stage))
 
+    def label_state(self, optimizers):
+        """Every state tensor of the optimizers is optimizer state of its
+        parameter's layer (one batch to the ledger)."""
+        run = _history.Run(self.lib)
+        tensor, layer_of = self.torch.Tensor, self.param_layer
+        self.relabel_many(((v, layer_of.get(id(p), 0), (id(p), name)) for o in optimizers
+                           for p, st in o.state.items() for name, v in st.items() if isinstance(v, tensor)),
+                          CAT["optim"], run)
+        run.flush(self.phase)
+
     def state_in_making(self):
         """An OOM in the optimizer's step: the state the optimizers made
         so far is labelled optimizer state, of its parameter's layer (the
@@ -1032,12 +1016,7 @@ class Session:
         the optimizer makes its state after the update, as SGD's momentum,
         and which parameter it was at is not known). Returns (its path,
         "<optimizer> state") or None."""
-        run = _history.Run(self.lib)
-        tensor, layer_of = self.torch.Tensor, self.param_layer
-        self.relabel_many(((v, layer_of.get(id(p), 0), (id(p), name)) for o in self.optimizers
-                           for p, st in o.state.items() for name, v in st.items() if isinstance(v, tensor)),
-                          CAT["optim"], run)
-        run.flush(self.phase)
+        self.label_state(self.optimizers)
         o = self.stepping
         if o is None:
             return None
@@ -1095,6 +1074,24 @@ def _subtree(m):
                 params.append(p)
         todo.extend(c for c in (subs.values() if isinstance(subs, dict) else ()) if c is not None)
     return mods, params
+
+
+def _live_modules(torch, skip):
+    """The program's live modules whose ids are not in skip, each with
+    its _subtree: (module, [modules], [params])."""
+    import gc
+    Module = torch.nn.Module
+    for m in gc.get_objects():
+        # type(), not isinstance: isinstance also reads __class__, which some objects
+        # answer with a warning of their own (torch.distributed.reduce_op)
+        if issubclass(type(m), Module) and id(m) not in skip:
+            yield (m,) + _subtree(m)
+
+
+def _outermost(found):
+    """Of (module, [modules], [params]) found, those whose module no other found one holds."""
+    inner = {id(c) for m, mods, _ in found for c in mods if c is not m}
+    return [x for x in found if id(x[0]) not in inner]
 
 
 def _model_names(torch, models):
