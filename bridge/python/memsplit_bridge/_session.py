@@ -461,7 +461,9 @@ class Session:
             self.in_layer0(new)
             nbytes = sum(p.numel() * p.element_size() for p in new if p.device == self.device)
             if nbytes:
-                said.append("%s (%d parameter bytes)" % (type(m).__name__, nbytes))
+                said.append((-nbytes, type(m).__name__))
+        # the largest first: the live objects' order is the collector's, not the same run to run
+        said = ["%s (%d parameter bytes)" % (name, -neg) for neg, name in sorted(said)]
         if said:
             self.lib.warn("models", "the program holds %s besides %s that no optimizer held at its first training "
                           "forward: %s on %s; %s parameters are counted in layer 0 and stay where the program "
