@@ -24,6 +24,9 @@ on random data in plain PyTorch and prints "step N loss X" after each.
   --shape distill               distillation: a frozen teacher run under no_grad
                                 and an EMA copy of the student, neither in an
                                 optimizer (HELD lists them for shapes.sh)
+  --shape pyramid               MLP blocks of falling widths, each adding its
+                                second layer's output to its first's (a residual
+                                inside the block), Adam
   --shape vit | densenet | mobilenet
                                 torchvision's small ViT (a class token and
                                 position embedding in the root's own code),
@@ -180,6 +183,30 @@ class LSTMLM(nn.Module):
 HELD = []   # the models the distill shape holds beside the one it trains (shapes.sh counts their bytes)
 
 
+class Down(nn.Module):
+    """A pyramid's block: narrower out than in, and a residual inside it."""
+
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.fc, self.norm, self.fc2 = nn.Linear(cin, cout), nn.LayerNorm(cout), nn.Linear(cout, cout)
+
+    def forward(self, x):
+        h = F.relu(self.norm(self.fc(x)))
+        return h + self.fc2(h)
+
+
+class Pyramid(nn.Module):
+    def __init__(self, d_in, widths, ncls):
+        super().__init__()
+        self.blocks = nn.ModuleList([Down(i, o) for i, o in zip([d_in] + widths[:-1], widths)])
+        self.head = nn.Linear(widths[-1], ncls)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
 def lm_loss(logits, tgt):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
 
@@ -218,6 +245,19 @@ def main():
             x = torch.randn(a.batch, 3, a.size, a.size, generator=g)
             y = torch.randint(0, 10, (a.batch,), generator=g)
             opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            print("step %d loss %.4f" % (step, loss.item()), flush=True)
+    elif s == "pyramid":
+        # (split inside its second block, the engine's order of a residual's gradient sum is the
+        # record pass's only if the rerun keeps a node where the record crossed: docs/program-record.md)
+        model = Pyramid(2 * a.dim, [8 * a.dim, 6 * a.dim, 4 * a.dim, 3 * a.dim, 2 * a.dim, a.dim], 10)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for step in range(a.steps):
+            x = torch.randn(16 * a.batch, 2 * a.dim, generator=g)
+            y = torch.randint(0, 10, (16 * a.batch,), generator=g)
+            opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
             loss.backward()
             opt.step()

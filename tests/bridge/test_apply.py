@@ -50,6 +50,7 @@ class Session:
     def __init__(self):
         self.lib = Ledger()
         self.phase, self.layer, self.steps = PH_FORWARD, 1, 0
+        self.in_backward = 0
         self.path_of = {}
 
     @staticmethod
@@ -182,7 +183,7 @@ def record_crossings(ap, world, s):
     return crossings
 
 
-def run_net(net, placement, devices, opened=()):
+def run_net(net, placement, devices, opened=(), x=None):
     """Forward and backward of net with each (module, stage) of placement
     wrapped as the applier wraps a unit, and each module of opened as an
     opened Sequential, over `devices`: (crossings, loss, gradients, applier)."""
@@ -191,7 +192,7 @@ def run_net(net, placement, devices, opened=()):
     ap = _apply.Applier(torch, s, plan)
     world = World(ap, s)
     crossings = record_crossings(ap, world, s)
-    x = data()
+    x = data() if x is None else x
     with world:
         for m, st in placement:
             for p in m.parameters():
@@ -204,7 +205,9 @@ def run_net(net, placement, devices, opened=()):
         y = net(x)
         loss = (y * y).sum()
         s.phase = PH_BACKWARD
+        s.in_backward += 1
         loss.backward()
+        s.in_backward -= 1
     return crossings, float(loss), [p.grad.clone() for p in net.parameters()], ap
 
 
@@ -237,7 +240,38 @@ def run_seq(devices, opened=True):
     return run_net(net, placement, devices, [b] if opened else ())[:3]
 
 
+class CheckpointedNet(Net):
+    """Net with a and b under activation checkpointing: their forward runs
+    again in backward, called by autograd's engine, not by the root."""
+
+    def __init__(self, reentrant):
+        super().__init__()
+        self.reentrant = reentrant
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+        return self.c(checkpoint(lambda t: self.b(self.a(t)), x, use_reentrant=self.reentrant))
+
+
 class CrossingPath(unittest.TestCase):
+    def test_recompute_where_the_forward_was(self):
+        # a on stage 0, b on stage 1: the recompute's output comes back to the
+        # root's stage as the forward's did, so the gradient the checkpoint
+        # hands it (reentrant) or the tensors it saved (not) are on its device
+        want_loss, want_grads = unsplit()
+        for reentrant in (True, False):
+            for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
+                x = data().requires_grad_(reentrant)     # (reentrant: an input that needs a gradient)
+                net = CheckpointedNet(reentrant)
+                crossings, loss, grads, ap = run_net(net, ((net.a, 0), (net.b, 1), (net.c, 0)), devices, x=x)
+                self.assertEqual(loss, want_loss)
+                self.assertTrue(all(torch.equal(a, b) for a, b in zip(grads, want_grads)))
+                # in backward: the recompute crosses as the forward did (into b and
+                # back), and each of its two copies' gradients goes back the same way
+                self.assertEqual(sorted(c[:3] for c in crossings if c[0] == PH_BACKWARD),
+                                 [(PH_BACKWARD, 0, 1)] * 2 + [(PH_BACKWARD, 1, 0)] * 2)
+
+
     def test_sequential_blocks_cross_once(self):
         # an nn.Sequential has no code of its own between its blocks: a block's
         # output goes on to the next block where it is, so only the stage

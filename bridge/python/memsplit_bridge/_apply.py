@@ -53,12 +53,17 @@ class Applier:
         self.root_device = self.devices[0]
         self.param_stage = {}                              # id(param) -> stage
         self.exec = []                                     # stages of wrapped modules running now
+        self.called_from = {}                              # id of a wrapped module -> its caller_of in forward
+        # the same frames' layers: where the record pass (every layer a stage of its own) would be
+        # computing; a boundary it crosses and this placement does not gets a pass-through node
+        self.lexec = []
         self.opened_frames = set()                         # indices in exec of opened Sequentials' frames
         self.flow_children = set()                         # ids of those Sequentials' children
         self.wrapped = set()
         self.placed = False
         self.moving = 0
         self._cross = None                                 # the autograd Function of a crossing
+        self._pass = None                                  # ... and of a crossing within one stage
         import os
         # tests only: leave out the boundary copy on a shared device, to see the ledger catch it
         self.skip_copy = os.environ.get("MEMSPLIT_BRIDGE_TEST_SKIP_COPY") == "1"
@@ -83,6 +88,29 @@ class Applier:
         if self.s.phase == PH_BACKWARD:
             return self.stage_of_layer.get(self.s.layer, 0)
         return 0
+
+    def layer_now(self):
+        """stage_now() as the record pass has it, each layer a stage of its own."""
+        if self.lexec:
+            return self.lexec[-1]
+        if self.s.phase == PH_BACKWARD and self.s.layer in self.stage_of_layer:
+            return self.s.layer
+        return 0
+
+    def caller_of(self, m):
+        """(stage, layer) where the code that calls m computes: stage_now()
+        and layer_now(), as a forward leaves them for m's next call. A forward
+        the program runs again in backward (activation checkpointing, called
+        by autograd's engine and no placed module) is m's caller's as the
+        forward had it: the recompute's outputs go where the forward's went,
+        so that the gradients a checkpoint hands them, and the tensors it
+        saved, are on their device."""
+        if self.s.in_backward:
+            if not self.exec:
+                return self.called_from.get(id(m)) or (self.stage_now(), self.layer_now())
+            return self.stage_now(), self.layer_now()
+        here = self.called_from[id(m)] = (self.stage_now(), self.layer_now())
+        return here
 
     def ledger_device(self, t):
         """The ledger device (a stage) an allocation of tensor t belongs to."""
@@ -128,6 +156,7 @@ class Applier:
             for m in root.get_submodule(name).modules():
                 layer_of_module.setdefault(id(m), s.n_blocks + 1)
         self.module_stage = {}
+        self.module_layer = {}
         with torch.no_grad():
             self.moving += 1
             try:
@@ -135,6 +164,7 @@ class Applier:
                     layer = layer_of_module.get(id(m))
                     st = self.stage_of_layer.get(layer, 0) if layer is not None else 0
                     self.module_stage[id(m)] = st if layer is not None else None
+                    self.module_layer[id(m)] = layer
                     dev = self.devices[st]
                     for pname, p in m._parameters.items():
                         if p is None:
@@ -208,6 +238,13 @@ class Applier:
                 return self.param_stage[id(p)]
         return self.module_stage.get(id(m))
 
+    def exec_layer_of(self, m):
+        """exec_stage_of at the record pass's grain: the layer whose stage m runs on there."""
+        for p in m._parameters.values():
+            if p is not None and id(p) in self.param_stage:
+                return self.s.param_layer.get(id(p), 0)
+        return self.module_layer.get(id(m))
+
     def wrap_boundaries(self, root):
         torch = self.torch
         containers = (torch.nn.ModuleList, torch.nn.ModuleDict)
@@ -225,24 +262,32 @@ class Applier:
                 continue
             parent = parent_of.get(id(m))
             pst = self.exec_stage_of(parent) if parent is not None else None
-            if parent is None or pst != st or isinstance(parent, containers):
-                self.wrap(m, st)
+            # where the record pass wraps (another layer than its parent's) this placement does too,
+            # so that its boundaries are the record's (a pass-through where the stage is the same)
+            lyr = self.exec_layer_of(m)
+            plyr = self.exec_layer_of(parent) if parent is not None else None
+            if parent is None or pst != st or plyr != lyr or isinstance(parent, containers):
+                self.wrap(m, st, lyr)
         for model in self.s.models or [root]:    # each model's outputs come back to the root device
             if id(model) not in self.wrapped:
                 self.wrap_root(model)
 
-    def wrap(self, m, st):
+    def wrap(self, m, st, lyr=None):
         """The module's inputs follow it to its stage, and its outputs go back
         to where its caller computes, so that the caller's own code (residual
-        adds between blocks, loops over them) never mixes devices."""
+        adds between blocks, loops over them) never mixes devices. lyr: its
+        layer, the stage the record pass runs it on (default: the stage's first)."""
         fwd = m.forward
         ap = self
+        if lyr is None:
+            lyr = self.stages[st]["first"]
 
         @functools.wraps(fwd)
         def forward(*args, **kwargs):
-            caller = ap.stage_now()
-            args, kwargs = ap.follow((args, kwargs), st)
+            caller, caller_l = ap.caller_of(m)
+            args, kwargs = ap.follow((args, kwargs), st, lyr)
             ap.exec.append(st)
+            ap.lexec.append(lyr)
             try:
                 out = fwd(*args, **kwargs)
             except RuntimeError as exc:
@@ -250,18 +295,20 @@ class Applier:
                 raise
             finally:
                 ap.exec.pop()
-            if ap.hands_on(m, st):
+                ap.lexec.pop()
+            if ap.hands_on(m, st, lyr):
                 return out
-            return ap.follow(out, caller) if caller != st else out
+            return ap.follow(out, caller, caller_l, lyr) if caller != st or caller_l != lyr else out
 
         m.forward = forward
         self.wrapped.add(id(m))
 
-    def hands_on(self, m, st):
+    def hands_on(self, m, st, lyr):
         """m, a child of the opened Sequential running now, returned on stage
-        st: the Sequential goes on there, with no copy back to it (True)."""
+        st (layer lyr): the Sequential goes on there, with no copy back to it (True)."""
         if id(m) in self.flow_children and self.exec and len(self.exec) - 1 in self.opened_frames:
             self.exec[-1] = st
+            self.lexec[-1] = lyr
             return True
         return False
 
@@ -280,8 +327,9 @@ class Applier:
 
         @functools.wraps(fwd)
         def forward(*args, **kwargs):
-            caller = ap.stage_now()
+            caller, caller_l = ap.caller_of(m)
             ap.exec.append(caller)
+            ap.lexec.append(caller_l)
             frame = len(ap.exec) - 1
             ap.opened_frames.add(frame)
             try:
@@ -289,9 +337,10 @@ class Applier:
             finally:
                 ap.opened_frames.discard(frame)
                 last = ap.exec.pop()
-            if ap.hands_on(m, last):        # a Sequential in a Sequential: the chain goes on
+                last_l = ap.lexec.pop()
+            if ap.hands_on(m, last, last_l):        # a Sequential in a Sequential: the chain goes on
                 return out
-            return ap.follow(out, caller) if last != caller else out
+            return ap.follow(out, caller, caller_l, last_l) if last != caller or last_l != caller_l else out
 
         m.forward = forward
         self.wrapped.add(id(m))
@@ -304,17 +353,28 @@ class Applier:
         @functools.wraps(fwd)
         def forward(*args, **kwargs):
             out = fwd(*args, **kwargs)
-            return ap.follow(out, 0)
+            return ap.follow(out, 0, 0)
 
         root.forward = forward
         self.wrapped.add(id(root))
 
     # ---- crossing a boundary -------------------------------------------------
-    def follow(self, obj, dst):
+    def follow(self, obj, dst, dst_layer, from_layer=None):
         """obj's tensors on stage dst: each one another stage holds crosses to
         dst (a copy that is dst's, as on two GPUs); a tensor on no stage's
         device (the program's batch on the CPU) crosses to dst's device. Under
-        torch.no_grad() too: a boundary copy in evaluation is a copy."""
+        torch.no_grad() too: a boundary copy in evaluation is a copy.
+        from_layer: the layer a module's outputs were made on (None: inputs,
+        made by the code running now).
+
+        A tensor of dst's own stage that the record pass would copy (from
+        another layer than dst_layer) goes through a node of its own that
+        copies nothing, in both directions: the record's crossing is a node
+        of the backward graph, and the engine adds a gradient into a tensor
+        used twice (a residual) when the node that made the second one runs;
+        without the node a gradient used on both sides of this boundary
+        would be summed before the producer's other gradients (a Linear's
+        weight gradient) are taken, where the record summed it after."""
         torch = self.torch
         dev = self.devices[dst]
 
@@ -322,13 +382,21 @@ class Applier:
             if not isinstance(t, torch.Tensor):
                 return t
             src = self.holder(t)
-            if src == dst or (src is None and self.device_of(t) == dev):
+            if self.skip_copy and src != dst and self.device_of(t) == dev:
                 return t
-            if self.skip_copy and self.device_of(t) == dev:
+            if src == dst or (src is None and self.device_of(t) == dev):
+                made_on = self.layer_now() if from_layer is None else from_layer
+                if t.requires_grad and made_on != dst_layer and torch.is_grad_enabled():
+                    return self.pass_through(t)
                 return t
             return self.cross(t, src, dst)
 
         return _map(torch, obj, move)
+
+    def pass_through(self, t):
+        if self._pass is None:
+            self._pass = _pass_through(self.torch)
+        return self._pass.apply(t)
 
     def cross(self, t, src, dst):
         """The copy of t from stage src (None: no stage's device) to stage
@@ -442,6 +510,22 @@ def _crossing(torch):
             return ctx.ap.copy_on(g, ctx.dst, ctx.src, ctx.src_device), None, None, None
 
     return Cross
+
+
+def _pass_through(torch):
+    class Pass(torch.autograd.Function):
+        """The record's crossing where the stage is the same: the tensor
+        itself (its storage and version counter, no view), the gradient
+        itself back."""
+        @staticmethod
+        def forward(ctx, t):
+            return t.detach()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    return Pass
 
 
 def _map(torch, obj, fn):
