@@ -19,7 +19,7 @@ static const char *over(uint64_t bytes, uint64_t capacity, char *buf, size_t len
     return buf;
 }
 
-void msb_fit_advice(const ms_profile *p, int splitting, char *out, size_t len)
+void msb_fit_advice(const ms_profile *p, int recomputed, int splitting, char *out, size_t len)
 {
     if (!out || !len) return;
     out[0] = '\0';
@@ -81,8 +81,13 @@ void msb_fit_advice(const ms_profile *p, int splitting, char *out, size_t len)
                               (unsigned long long)k, mb);
     }
     uint64_t ckpt = max_u64(fwd_floor + act_nonblock + keep_ckpt + max_block_act + tr, opt_floor);
-    n += (size_t)snprintf(out + n, n < len ? len - n : 0, "\n  activation checkpointing of every block: peak ~%s, %s",
-                          ms_fmt_bytes(ckpt, b2, sizeof b2), ckpt <= p->capacity ? "fits" : "does not fit");
+    if (recomputed > 0)   /* its rows are of a checkpointed program: the estimate would count it twice */
+        n += (size_t)snprintf(out + n, n < len ? len - n : 0,
+                              "\n  activation checkpointing: the program already recomputes %d of its %d units in "
+                              "backward (their rows count the recompute as backward's)", recomputed, p->n_rows);
+    else
+        n += (size_t)snprintf(out + n, n < len ? len - n : 0, "\n  activation checkpointing of every block: peak ~%s, %s",
+                              ms_fmt_bytes(ckpt, b2, sizeof b2), ckpt <= p->capacity ? "fits" : "does not fit");
     if (p->rows[0].precision == 0 && !autocast && param) {
         /* fp32 masters stay; 16-bit copies of the weights and activations come beside them */
         uint64_t half = max_u64(fwd_floor + param / 2 + dyn / 2, opt_floor);

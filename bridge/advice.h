@@ -10,7 +10,8 @@
  * optimizer's step: the weights, gradients, state and the step's
  * temporaries), whether activation checkpointing of the blocks
  * would fit (each block keeps only its input; one block's activations live
- * while it is recomputed), whether bf16 autocast would (fp32 programs not
+ * while it is recomputed) or, where the program already recomputes
+ * `recomputed` units in backward, that it does, whether bf16 autocast would (fp32 programs not
  * under autocast: 16-bit activations and weight copies beside fp32
  * masters), and, unless
  * splitting (doctor, which splits it next), the `memsplit plan` command
@@ -23,6 +24,6 @@
 
 #include "vocab/profile.h"
 
-void msb_fit_advice(const ms_profile *p, int splitting, char *out, size_t len);
+void msb_fit_advice(const ms_profile *p, int recomputed, int splitting, char *out, size_t len);
 
 #endif

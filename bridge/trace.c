@@ -678,6 +678,7 @@ int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn)
         }
     } else if (!strcmp(ev, "model")) rc = on_model(t, o, conn);
     else if (!strcmp(ev, "member")) on_member(t, o, conn);
+    else if (!strcmp(ev, "recompute")) t->n_recomputed += own(t, conn);   /* the bridge says each unit once */
     else if (!strcmp(ev, "step")) rc = on_step(t, o, conn);
     else if (!strcmp(ev, "stepdata")) rc = on_stepdata(t, o, conn);
     else if (!strcmp(ev, "oom")) rc = on_oom(t, o, conn);

@@ -130,6 +130,8 @@ typedef struct msb_trace {
     char refuse_what[16], refuse_text[1024];
     struct { int taken; int device; uint64_t bytes, total, free, capacity; } ballast;
     char warnings[1024];       /* "what: text; ..." */
+    int n_recomputed;          /* units whose forward the program ran again in backward
+                                  (activation checkpointing) */
     int n_saves, n_loads;      /* torch.save / torch.load with a path (checkpoints) */
     int n_saves_skipped;       /* saves a diagnostic pass (trial, uncapped) did not write */
     int last_save_step;        /* steps this process had finished at its last save */

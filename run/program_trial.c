@@ -312,7 +312,7 @@ static void show(trial_job *j)
     }
     if (p->oom.happened) {
         char advice[1024];
-        msb_fit_advice(p, a->brief, advice, sizeof advice);   /* doctor (brief) splits it next */
+        msb_fit_advice(p, t->n_recomputed, a->brief, advice, sizeof advice);   /* doctor (brief) splits it next */
         fprintf(out, "%s\n", advice);
     }
     if (!t->cuda)

@@ -27,12 +27,17 @@ on random data in plain PyTorch and prints "step N loss X" after each.
   --shape pyramid               MLP blocks of falling widths, each adding its
                                 second layer's output to its first's (a residual
                                 inside the block), Adam
+  --shape ckptseq               an nn.Sequential of blocks run by checkpoint_sequential
+                                (reentrant; 4 segments): each recomputed in backward
+  --shape siamese               one model called on two batches before one backward
+                                (--once: on the two joined, one call of twice the batch)
   --shape vit | densenet | mobilenet
                                 torchvision's small ViT (a class token and
                                 position embedding in the root's own code),
                                 DenseNet (every layer reads all before it),
                                 MobileNetV2 (inverted residuals), AdamW
-Options: --steps N, --batch B, --dim D (model width), --size S (image side), --late, --late-from K.
+Options: --steps N, --batch B, --dim D (model width), --size S (image side), --late, --late-from K,
+--once.
 """
 import argparse
 import copy
@@ -183,6 +188,22 @@ class LSTMLM(nn.Module):
 HELD = []   # the models the distill shape holds beside the one it trains (shapes.sh counts their bytes)
 
 
+class CkptSeq(nn.Module):
+    def __init__(self, vocab, d, n):
+        super().__init__()
+        import inspect
+        from torch.utils.checkpoint import checkpoint_sequential
+        self.embed = nn.Embedding(vocab, d)
+        self.body = nn.Sequential(*[Block(d) for _ in range(n)])
+        self.head = nn.Linear(d, vocab)
+        # (torch 2 asks which implementation; 1.13 has only the reentrant one)
+        kw = {"use_reentrant": True} if "use_reentrant" in inspect.signature(checkpoint_sequential).parameters else {}
+        self.run_body = lambda x: checkpoint_sequential(self.body, 4, x, **kw)
+
+    def forward(self, idx):
+        return self.head(self.run_body(self.embed(idx)))
+
+
 class Down(nn.Module):
     """A pyramid's block: narrower out than in, and a residual inside it."""
 
@@ -224,6 +245,7 @@ def main():
     ap.add_argument("--size", type=int, default=32)
     ap.add_argument("--late", action="store_true")
     ap.add_argument("--late-from", type=int, default=0)
+    ap.add_argument("--once", action="store_true")
     a = ap.parse_args()
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -338,6 +360,7 @@ def main():
                  "helper": lambda: WithHelper(vocab, a.dim, 6, helper),
                  "deep": lambda: DictNet(vocab, a.dim // 2, 80),
                  "nested": lambda: Nested(vocab, a.dim, 4), "accum": lambda: DictNet(vocab, a.dim, 6),
+                 "siamese": lambda: DictNet(vocab, a.dim, 4), "ckptseq": lambda: CkptSeq(vocab, a.dim, 8),
                  "frozen": lambda: DictNet(vocab, a.dim, 6),
                  "lstm": lambda: LSTMLM(vocab, a.dim)}[s]()
         if s == "frozen":
@@ -357,6 +380,15 @@ def main():
                 t = tokens(a, g, vocab)
                 if s == "encdec":
                     loss = lm_loss(model(t[:, :8], t[:, 8:-1]), t[:, 9:])
+                elif s == "siamese":
+                    # two views (the tokens and their mirror) through one model, one loss over both:
+                    # both forwards' activations live until the backward, one micro-batch
+                    u = torch.cat([t, t.flip(1)]) if a.once else None
+                    if a.once:
+                        loss = lm_loss(model(u[:, :-1]), u[:, 1:])
+                    else:
+                        la, lb = model(t[:, :-1]), model(t.flip(1)[:, :-1])
+                        loss = 0.5 * (lm_loss(la, t[:, 1:]) + lm_loss(lb, t.flip(1)[:, 1:]))
                 else:
                     loss = lm_loss(model(t[:, :-1]), t[:, 1:])
                 (loss / accum).backward()

@@ -8,7 +8,7 @@
 # printed, and held to 2% (SHAPES_2PCT: every shape). Needs $MEMSPLIT.
 . "$(dirname "$0")/lib.sh"
 js() { "$PY" -c "import json,sys; d=json.load(open('$1')); print($2)" 2>&1; }
-SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict nested accum lstm gan deep vit densenet mobilenet helper frozen distill pyramid}
+SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict nested accum lstm gan deep vit densenet mobilenet helper frozen distill pyramid siamese ckptseq}
 SHAPES_2PCT=${SHAPES_2PCT:-$SHAPES}
 
 if ! "$PY" -c 'import torch, torchvision' 2>/dev/null; then
@@ -78,6 +78,18 @@ shapes.main()" 2>/dev/null)
         w=$(grep -o "holds 2 models besides DictNet that no optimizer held at its first training forward: DictNet ([0-9]* parameter bytes), DictNet ([0-9]* parameter bytes)" "$T/$s.err")
         [ -n "$w" ] && ok "distill: the teacher and the EMA copy are named, their bytes in layer 0" || \
             bad "distill: held models" "$(grep -i 'holds' "$T/$s.err" | head -3)";;
+    siamese)    # two calls before one backward: one micro-batch, both calls' activations live
+        # (the head's differ: the first call's logits are live in the second call, where one
+        # call's are the loss's input)
+        "$M" profile --quiet --json --no-record-pass -- "${P[@]}" --once > "$T/once.json" 2> "$T/once.err"
+        r=$(js "$T/$s.json" "(d['model']['global_batch'] == d['layers'][0]['micro_batch'], [r['act'] for r in d['layers'][:-1]])")
+        w=$(js "$T/once.json" "(True, [r['act'] for r in d['layers'][:-1]])")
+        [ "$r" = "$w" ] && ok "siamese: one micro-batch; each block's activations those of one call on both batches" || \
+            bad "siamese: micro-batches and activations" "two calls: $r" "one call: $w";;
+    ckptseq)    # recomputed in backward: each segment's units do their recompute in their own backward
+        r=$(js "$T/$s.json" "[(r['name'], r['transient_bwd'] > 0) for r in d['layers'] if r['name'] in ['body.%d' % i for i in range(6)]]")
+        [ "$r" = "$(js "$T/$s.json" "[('body.%d' % i, True) for i in range(6)]")" ] && \
+            ok "ckptseq: each checkpointed unit's recompute in its own backward row" || bad "ckptseq: rows" "$r";;
     esac
     # 70% of the peak (85% for the LSTM LM: its LSTM is one unit of 60% of the parameters,
     # which no split makes smaller)
@@ -87,6 +99,11 @@ shapes.main()" 2>/dev/null)
     where=$(js "$T/$s.oom" "'%s %s step %s' % (d['oom']['layer_name'] or d['oom']['what'] or '(outside any layer)', d['oom']['phase'], d['oom']['step'])")
     [ $rc = 3 ] && grep -q "OUT OF MEMORY" "$T/$s.oomerr" && ok "$s: diagnosed under ${frac} of its peak: $where" || \
         bad "$s: diagnosis (exit $rc)" "$(tail -3 "$T/$s.oomerr")"
+    if [ $s = ckptseq ]; then     # no advice to do what it does
+        grep -q "the program already recomputes 6 of its 10 units in backward" "$T/$s.oomerr" && \
+            ! grep -q "checkpointing of every block" "$T/$s.oomerr" && ok "ckptseq: the advice says it checkpoints already" || \
+            bad "ckptseq: advice" "$(grep -A4 'would fit' "$T/$s.oomerr")"
+    fi
     if [ "$(js "$T/$s.oom" "d['oom']['phase']")" = optimizer ]; then
         # out of memory in the optimizer's step: the parameter whose state it was making, and
         # the state made so far live as optimizer state (not as the step's temporaries)

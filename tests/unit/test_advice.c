@@ -46,13 +46,19 @@ static void has(const char *text, const char *want)
     if (!strstr(text, want)) fail_msg("no \"%s\" in:\n%s", want, text);
 }
 
-/* the advice for p under capacity (splitting: doctor's, which splits next) */
-static const char *advise(ms_profile *p, uint64_t capacity, int splitting)
+/* the advice for p under capacity, for a program that recomputes that many
+ * units in backward (splitting: doctor's, which splits next) */
+static const char *advise_recomputed(ms_profile *p, uint64_t capacity, int recomputed, int splitting)
 {
     static char out[1024];
     p->capacity = capacity;
-    msb_fit_advice(p, splitting, out, sizeof out);
+    msb_fit_advice(p, recomputed, splitting, out, sizeof out);
     return out;
+}
+
+static const char *advise(ms_profile *p, uint64_t capacity, int splitting)
+{
+    return advise_recomputed(p, capacity, 0, splitting);
 }
 
 /* CPU bf16 autocast, SGD with momentum, batch 8 (the session's cpuamp program):
@@ -111,12 +117,28 @@ static void test_a_smaller_micro_batch(void **state)
     has(out, "memsplit plan --db FILE --gpus 2 --gpu-mem 3000000");
 }
 
+/* a program that checkpoints its blocks itself (checkpoint_sequential):
+ * told that it does, not offered what it already has */
+static void test_a_program_that_checkpoints(void **state)
+{
+    (void)state;
+    ms_profile p;
+    ms_layer_row rows[10];
+    rows_of(&p, rows, 10, 1000000, 0, 1000000, 2000000, 10000, 200000, 260000, 32);
+    const char *out = advise_recomputed(&p, 4000000, 6, 0);
+    has(out, "the program already recomputes 6 of its 10 units in backward");
+    assert_null(strstr(out, "checkpointing of every block"));
+    out = advise(&p, 4000000, 0);
+    has(out, "activation checkpointing of every block: peak ~");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_autocast_copies_not_in_the_step),
         cmocka_unit_test(test_the_optimizer_step_alone),
         cmocka_unit_test(test_a_smaller_micro_batch),
+        cmocka_unit_test(test_a_program_that_checkpoints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,6 +46,12 @@ class Session:
         self.in_root = False
         self.list_entered = False
         self.forwards = 0           # training forwards since the last step
+        # micro-batches begun since the last step: a training forward after a backward (or the
+        # step's first) begins one, so a program that calls its model twice before one backward
+        # (a siamese encoder) has one, and gradient accumulation one per backward
+        self.passes = 0
+        self.pass_open = False      # a training forward since the last backward
+        self.recomputed = set()     # layers whose forward the program ran again in backward (checkpointing)
         self.steps = 0
         self.running = None         # the model whose forward runs (or ran last)
         self.first_done = set()     # ids of the models whose first training forward is done
@@ -142,12 +148,12 @@ class Session:
         alloc, peak, reserved, rpeak = self.stats() if self.per_interval else (-1, -1, -1, -1)
         if self.record is not None:
             w = dict(l=layer, p=phase, alloc=alloc, peak=peak, reserved=reserved, rpeak=rpeak, xin=xin, xl=xl,
-                     fp=self.forwards)
+                     fp=self.passes)
             self.record.transition(layer, phase, w)    # sent at the next drain, in order with the allocations
             self.lib.where(layer, phase)
         elif self.on and os.getpid() == self.pid:
             # the event formatted in C: a program pays this at every unit boundary
-            self.lib.transition(layer, phase, alloc, peak, reserved, rpeak, xin, xl, self.forwards)
+            self.lib.transition(layer, phase, alloc, peak, reserved, rpeak, xin, xl, self.passes)
         else:
             self.lib.where(layer, phase)
         self.layer, self.phase = layer, phase
@@ -623,7 +629,15 @@ class Session:
         if self.global_hooks is not None and (id(module) not in self.path_of or id(module) in self.quiet):
             self.heard[id(module)] = module     # a module outside the tree, or a quiet one called outside its unit
         if self.in_backward:
-            return None     # a recomputed forward (activation checkpointing) stays in backward
+            # a recomputed forward (activation checkpointing) stays in backward: the unit's
+            # recompute is its own backward's work, which begins there
+            if inside is not None and torch.is_grad_enabled() and self.phase == PH_BACKWARD:
+                if inside + 1 not in self.recomputed:
+                    self.recomputed.add(inside + 1)
+                    self.send("recompute", l=inside + 1)
+                if inside + 1 != self.layer:
+                    self.transition(inside + 1, PH_BACKWARD)
+            return None
         if len(self.stack) == 1 and id(module) not in self.roots and id(module) not in self.other_models \
                 and module.training and torch.is_grad_enabled():
             self.another_model(module)
@@ -635,6 +649,9 @@ class Session:
             self.running = module
             if training and module is self.model:    # (a step's forwards: the first model's)
                 self.forwards += 1
+                if not self.pass_open:
+                    self.passes += 1
+                    self.pass_open = True
             self.transition(0, PH_FORWARD if training else PH_VALIDATION)
             if training and self.micro_batch is None and module is self.model:
                 self.micro_batch = _batch_of(torch, inputs)
@@ -776,7 +793,9 @@ class Session:
         layer's backward begins. The tensors entering the next layer mark
         the same moment in a chain; where the program's own code combines
         layers' outputs (an embedding sum, a skip) only these do."""
-        if self.phase != PH_FORWARD or not self.torch.is_grad_enabled() or self.in_backward:
+        # (a recompute in backward is followed as the forward was: the backward of what it
+        # made runs next, in the program's own nested backward)
+        if not self.torch.is_grad_enabled() or self.phase != (PH_BACKWARD if self.in_backward else PH_FORWARD):
             return
         for t in _tensors(self.torch, output):
             if t.requires_grad:
@@ -843,6 +862,8 @@ class Session:
                 and not self.scaled_loss:
             self.losses.append(args[0].detach())
         self.scaled_loss = False
+        if self.in_backward == 0:
+            self.pass_open = False
         self.in_backward += 1
         if self.in_backward == 1 and self.root is not None and self.on:
             self.transition(self.n_blocks + 2 if self.outside else self.n_blocks + 1, PH_BACKWARD)
@@ -932,11 +953,12 @@ class Session:
             gpus = [d for d in self.applier.by_device if d.startswith("cuda")]
             dev_peaks = {d: self.device_peak(d) for d in gpus}
             dev_context = {d: self.device_context(d) for d in gpus}
-        self.send("step", n=self.steps, accum=self.forwards, micro_batch=self.micro_batch, mem=mem,
+        self.send("step", n=self.steps, accum=self.passes, micro_batch=self.micro_batch, mem=mem,
                   stage_peaks=peaks, stage_peak_cats=peak_cats, device_peaks=dev_peaks,
                   device_context=dev_context, late=True)
         self.late = late
-        self.forwards = 0
+        self.forwards = self.passes = 0
+        self.pass_open = False
         if self.steps_wanted and self.steps >= self.steps_wanted:
             self.finish("steps")
             raise SystemExit(0)
