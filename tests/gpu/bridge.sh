@@ -380,7 +380,9 @@ print(int(float(m.group(1)) * (1024 if m.group(3) in (None, 'iB', 'IB', 'ib') el
             > "$T/pb_$name.json" 2> "$T/pb_$name.err"
         m1=$(js "$T/pp_$name.json" "d['oom']['what'].split(' ')[0]"); m2=$(js "$T/pb_$name.json" "d['module']")
         [ -n "$m2" ] && [ "$m1" = "$m2" ] && ok "programs $name: the module named is where it dies alone ($m2)" || \
-            bad "programs $name: memsplit names $m1, alone it dies in $m2" "$(tail -3 "$T/pb_$name.err")"
+            bad "programs $name: memsplit names $m1, alone it dies in $m2" "$(tail -3 "$T/pb_$name.err")" \
+                "under memsplit $(grep -m1 -o 'at OOM: .*' "$T/pp_$name.err")" \
+                "alone          $(grep -m1 -o 'at OOM: .*' "$T/pb_$name.err")"
         # c. doctor over GPUS devices of CAP on cuda:0
         devs=$(printf 'cuda:0%.0s,' $(seq "$g")); devs=${devs%,}
         rm -f "$OUTD/programs_$name.db"
