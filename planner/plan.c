@@ -1,6 +1,7 @@
 /* plan.c — option defaults, the names of recompute modes, and a program's
  * names on its plan. */
 #include "planner/planner.h"
+#include "planner/sequential.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,9 +31,21 @@ void ms_plan_opts_default(ms_plan_opts *o)
     o->bus_gbps = MS_PLAN_DEFAULT_BUS_GBPS;
 }
 
+/* The program's lists a plan holds, freed: attached again, a plan's are
+ * replaced, never leaked. */
+static void drop_program_lists(ms_plan *pl)
+{
+    ms_str_list_free(pl->layer_names, pl->n_layers);
+    pl->layer_names = NULL;
+    ms_str_list_free(pl->handed_on, pl->n_handed_on);
+    pl->handed_on = NULL;
+    pl->n_handed_on = 0;
+}
+
 int ms_plan_attach_program(ms_plan *pl, const ms_profile *prof)
 {
     if (!prof->fingerprint[0]) return 0;
+    drop_program_lists(pl);
     snprintf(pl->program, sizeof pl->program, "%s", prof->model);
     snprintf(pl->fingerprint, sizeof pl->fingerprint, "%s", prof->fingerprint);
     pl->layer_names = calloc((size_t)pl->n_layers, sizeof *pl->layer_names);
@@ -43,5 +56,12 @@ int ms_plan_attach_program(ms_plan *pl, const ms_profile *prof)
             if (prof->rows[i].layer == l) { name = prof->rows[i].name; break; }
         if (!(pl->layer_names[l] = strdup(name))) return -1;
     }
+    /* the modules the record pass handed on, only when the plan's peaks are
+     * that record replayed (a sequential plan of a usable record): its
+     * rerun must hand on the same, or it makes copies the plan never
+     * counted; a plan by the stage rules hands nothing on */
+    const ms_prog_record *rec = pl->schedule == MS_SCHED_SEQUENTIAL ? ms_seq_record(prof) : NULL;
+    if (rec && ms_str_list_copy(rec->handed_on, rec->n_handed_on, &pl->handed_on)) return -1;
+    pl->n_handed_on = pl->handed_on ? rec->n_handed_on : 0;
     return 0;
 }

@@ -76,8 +76,11 @@ void ms_plan_opts_default(ms_plan_opts *o);
 
 /* A program's plan carries its name, fingerprint and the module paths of
  * its layers (from the profile's rows), so that the bridge can apply it and
- * refuse it for another program. No-op for the built-in model; -1 when out
- * of memory. */
+ * refuse it for another program; and, when its peaks are the profile's
+ * record replayed (a sequential plan, a record of the profile's layers),
+ * the modules that record hands on (handed_on, copied), none otherwise.
+ * Call it once the plan's schedule is set. No-op for the built-in model;
+ * -1 when out of memory. */
 int ms_plan_attach_program(ms_plan *pl, const ms_profile *prof);
 
 int ms_plan_search(const ms_profile *prof, const ms_plan_device *devs, int n_devs, const ms_plan_opts *opts,

@@ -219,14 +219,14 @@ static int record_peaks(const ms_prog_record *r, uint64_t *peaks)
     cache_rec.s = s;
     cache_rec.m = NULL;            /* the peaks do not depend on the moments */
     cache_rec.n_moments = 0;
+    cache_rec.handed_on = NULL;    /* nor on its list of modules, which is the profile's to free */
+    cache_rec.n_handed_on = 0;
     cache_peaks = pk;
     pthread_mutex_unlock(&cache_lock);
     return 0;
 }
 
-/* The profile's record when the search replays it (its layers are the
- * profile's), else NULL: the stage rules serve. */
-static const ms_prog_record *usable_record(const ms_profile *prof)
+const ms_prog_record *ms_seq_record(const ms_profile *prof)
 {
     return prof->record && prof->record->n_layers == prof->n_layers ? prof->record : NULL;
 }
@@ -236,7 +236,7 @@ int ms_plan_stage_live_at(const ms_profile *prof, const ms_plan *pl, int stage, 
     if (!prof || !pl || stage < 0 || stage >= pl->n_stages || pl->n_layers != prof->n_layers || prof->n_layers < 1)
         return -1;
     /* a record says it by its moments: the range replayed while that ran */
-    const ms_prog_record *rec = usable_record(prof);
+    const ms_prog_record *rec = ms_seq_record(prof);
     if (rec) {
         const ms_plan_stage *st = &pl->stages[stage];
         uint64_t v = 0;
@@ -387,7 +387,7 @@ int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs
     double best = 1e300, best_frac = 2;
     /* a program's record: every range's peak, once (the same for every
      * precision and micro-batch: the program's own) */
-    const ms_prog_record *record = usable_record(prof);
+    const ms_prog_record *record = ms_seq_record(prof);
     uint64_t *rec = NULL;
     char rerr[200];
     if (!L || !picks || !cur) {

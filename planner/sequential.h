@@ -43,6 +43,12 @@ uint64_t ms_seq_stage_peak(const ms_layer_cost *L, int n, int a, int b, uint64_t
 int ms_seq_stage_live_at(const ms_layer_cost *L, int n, int a, int b, uint64_t in, uint64_t out, int grads_freed,
                          const ms_loss_row *loss, uint64_t reserve, int layer, int phase, uint64_t *live);
 
+/* The profile's record when the search replays it (a record of the
+ * profile's layers), else NULL: the stage rules serve. A sequential plan's
+ * peaks are that record's, and its rerun hands on what the record did
+ * (plan.c: ms_plan_attach_program). */
+const ms_prog_record *ms_seq_record(const ms_profile *prof);
+
 int ms_plan_search_sequential(const ms_profile *prof, const ms_plan_device *devs, int n_devs,
                               const ms_plan_opts *o, ms_plan *out, char *err, size_t errlen);
 

@@ -135,6 +135,12 @@ static void bind_moment(sqlite3_stmt *st, const ms_prog_record *r, int i)
     sqlite3_bind_int64(st, 6, m->t_end);
 }
 
+/* ... and of the modules it hands on: ?3 of rec_handed_on's (the path's bytes as they are) */
+static void bind_handed_on(sqlite3_stmt *st, const ms_prog_record *r, int i)
+{
+    sqlite3_bind_text(st, 3, r->handed_on[i], -1, SQLITE_STATIC);   /* lives through the step */
+}
+
 /* One of the record's lists, n rows through one prepared statement (sql:
  * run_id ?1, idx ?2, the rest bound by bind), reused; what says which in
  * an error. */
@@ -156,11 +162,11 @@ static int insert_list(ms_db *db, int64_t run, const ms_prog_record *r, int n, c
     return rc;
 }
 
-/* The record's header, its storages and its moments. */
+/* The record's header, its storages, its moments and the modules it hands on. */
 static int insert_record(ms_db *db, int64_t run, const ms_prog_record *r)
 {
     sqlite3_stmt *st = dbi_prepare(db, "INSERT INTO prog_records (run_id, n_layers, t_from, t_end, n_storages,"
-                                       " n_moments) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+                                       " n_moments, n_handed_on) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, run);
     sqlite3_bind_int(st, 2, r->n_layers);
@@ -168,6 +174,7 @@ static int insert_record(ms_db *db, int64_t run, const ms_prog_record *r)
     sqlite3_bind_int64(st, 4, r->t_end);
     sqlite3_bind_int(st, 5, r->n);
     sqlite3_bind_int(st, 6, r->n_moments);
+    sqlite3_bind_int(st, 7, r->n_handed_on);
     int rc = dbi_step_done(db, st, "cannot add the program's record");
     sqlite3_finalize(st);
     if (rc == 0)
@@ -177,6 +184,9 @@ static int insert_record(ms_db *db, int64_t run, const ms_prog_record *r)
     if (rc == 0)
         rc = insert_list(db, run, r, r->n_moments, "INSERT INTO rec_moments (run_id, idx, layer, phase, t_begin, t_end)"
                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6)", bind_moment, "cannot add a moment of the program's record");
+    if (rc == 0)
+        rc = insert_list(db, run, r, r->n_handed_on, "INSERT INTO rec_handed_on (run_id, idx, path) VALUES (?1, ?2, ?3)",
+                         bind_handed_on, "cannot add a module the program's record hands on");
     return rc;
 }
 
@@ -341,9 +351,29 @@ static int read_moment(ms_db *db, int64_t run, sqlite3_stmt *st, int i, void *el
     return 0;
 }
 
+/* A module path the record hands on: text without a NUL byte, of a module
+ * path's length (its content: ms_prog_record_validate, after the list). */
+static int read_handed_on(ms_db *db, int64_t run, sqlite3_stmt *st, int i, void *elem)
+{
+    char **path = elem;
+    int64_t idx;
+    const int text = sqlite3_column_type(st, 1) == SQLITE_TEXT;
+    const char *s = text ? (const char *)sqlite3_column_text(st, 1) : NULL;
+    size_t len = s ? (size_t)sqlite3_column_bytes(st, 1) : 0;
+    const char *bad = col_in(st, 0, i, i, &idx)  ? "idx (the list has a gap)"
+                      : !text                    ? "path (not text)"
+                      : !s                       ? NULL   /* out of memory, said below */
+                      : strlen(s) != len         ? "path (it holds a NUL byte)"
+                      : len >= MS_NAME_MAX       ? "path (longer than a module path may be)"
+                                                 : NULL;
+    if (bad) return dbi_fail(db, "run %lld: record's module handed on %d: bad %s", (long long)run, i, bad);
+    if (!s || !(*path = strdup(s))) return dbi_fail(db, "out of memory");
+    return 0;
+}
+
 typedef int (*read_elem_fn)(ms_db *db, int64_t run, sqlite3_stmt *st, int i, void *elem);
 
-/* One of the record's lists (`what`: "storages", "moments"): sql's rows
+/* One of the record's lists (`what`: "storages", "moments", "modules handed on"): sql's rows
  * (run_id ?1, in idx order), each read into the list by read, exactly want
  * of them. The list is grown as rows come: a count in the file allocates
  * nothing by itself. *list and *n hold what was read, on failure too. */
@@ -378,15 +408,15 @@ static int load_list(ms_db *db, int64_t run, const char *sql, const char *what, 
 static int load_record(ms_db *db, int64_t run, ms_profile *out)
 {
     sqlite3_stmt *st = dbi_prepare(db,
-        "SELECT n_layers, t_from, t_end, n_storages, n_moments FROM prog_records WHERE run_id = ?1");
+        "SELECT n_layers, t_from, t_end, n_storages, n_moments, n_handed_on FROM prog_records WHERE run_id = ?1");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, run);
     int rc = sqlite3_step(st), ret = 0;
-    int64_t v[5] = {0};
+    int64_t v[6] = {0};
     if (rc == SQLITE_ROW) {
         if (col_in(st, 0, 1, MS_MAX_LAYERS, &v[0]) || col_in(st, 1, 0, MS_REC_NEVER - 1, &v[1]) ||
             col_in(st, 2, 0, MS_REC_NEVER - 1, &v[2]) || col_in(st, 3, 0, MS_PROFILE_MAX_REC_STORAGES, &v[3]) ||
-            col_in(st, 4, 0, MS_PROFILE_MAX_REC_MOMENTS, &v[4]))
+            col_in(st, 4, 0, MS_PROFILE_MAX_REC_MOMENTS, &v[4]) || col_in(st, 5, 0, MS_REC_MAX_HANDED_ON, &v[5]))
             ret = dbi_fail(db, "run %lld: its record's header is out of range", (long long)run);
         else if (!(out->record = calloc(1, sizeof *out->record)))
             ret = dbi_fail(db, "out of memory");
@@ -399,7 +429,7 @@ static int load_record(ms_db *db, int64_t run, ms_profile *out)
     r->n_layers = (int)v[0];
     r->t_from = (uint32_t)v[1];
     r->t_end = (uint32_t)v[2];
-    void *s = NULL, *m = NULL;
+    void *s = NULL, *m = NULL, *h = NULL;
     int bad = load_list(db, run, "SELECT idx, layer, cat, bytes, t_alloc, t_free, copy_of FROM rec_storages"
                                  " WHERE run_id = ?1 ORDER BY idx", "storages", sizeof *r->s, v[3], &s, &r->n,
                         read_storage);
@@ -408,6 +438,10 @@ static int load_record(ms_db *db, int64_t run, ms_profile *out)
     bad = load_list(db, run, "SELECT idx, layer, phase, t_begin, t_end FROM rec_moments WHERE run_id = ?1"
                              " ORDER BY idx", "moments", sizeof *r->m, v[4], &m, &r->n_moments, read_moment);
     r->m = m;
+    if (bad) return -1;
+    bad = load_list(db, run, "SELECT idx, path FROM rec_handed_on WHERE run_id = ?1 ORDER BY idx",
+                    "modules handed on", sizeof *r->handed_on, v[5], &h, &r->n_handed_on, read_handed_on);
+    r->handed_on = h;
     if (bad) return -1;
     char why[256];
     if (ms_prog_record_validate(r, out->n_layers, why, sizeof why))

@@ -307,6 +307,21 @@ static const char v7_record_moments[] =
     "  PRIMARY KEY (run_id, idx)\n"
     ") WITHOUT ROWID;\n";
 
+/* v8: the modules whose outputs a rerun hands on where they were made
+ * (ms_prog_record.handed_on), kept with the record as its other lists are:
+ * counted in the header (0 for a record stored before: none), one row a
+ * module path, in the record's order. */
+static const char v8_record_handed_on[] =
+    "ALTER TABLE prog_records ADD COLUMN n_handed_on INTEGER NOT NULL DEFAULT 0;\n"
+    "\n"
+    "CREATE TABLE rec_handed_on (\n"
+    "  run_id        INTEGER NOT NULL REFERENCES prog_records(run_id) ON DELETE CASCADE,\n"
+    "  idx           INTEGER NOT NULL,\n"  /* position in the record's list */
+    "  path          TEXT NOT NULL,\n"     /* the module path, as the record holds it */
+    "  PRIMARY KEY (run_id, idx)\n"
+    ") WITHOUT ROWID;\n";
+
 const char *const ms_db_migrations[] = { v1_runs_and_profiles, v2_training, v3_programs, v4_program_loss,
-                                         v5_oom_step, v6_program_record, v7_record_moments };
+                                         v5_oom_step, v6_program_record, v7_record_moments,
+                                         v8_record_handed_on };
 const int ms_db_n_migrations = (int)(sizeof ms_db_migrations / sizeof ms_db_migrations[0]);

@@ -152,7 +152,9 @@ typedef struct ms_program_run {
 
 /* The bridge's plan (docs/bridge.md, "Applying a plan"): each stage's
  * device, layers and capacity, the fingerprint and the layers' module
- * paths, as the applier reads them. NULL when out of memory. */
+ * paths, as the applier reads them, and "handed_on" (the plan's, when it
+ * has any: the modules whose outputs stay where they were made). NULL
+ * when out of memory. */
 json_t *ms_program_plan_config(const ms_plan *pl);
 /* The plan is a program's, sequential, and the machine has its GPUs. */
 int ms_program_check_plan(const ms_plan *pl, char *err, size_t errlen);

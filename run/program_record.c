@@ -16,7 +16,9 @@
 #include "vocab/errf.h"
 
 /* The bridge's plan of the pass: layer i on stage i, all on one device, no
- * cap, every crossing said (record). NULL when out of memory. */
+ * cap, every crossing said (record). It is no sequential plan, so it hands
+ * nothing on (ms_plan_attach_program): whatever record the profile held
+ * before, the pass measures afresh. NULL when out of memory. */
 static json_t *all_apart(const ms_profile *prof, const char *device)
 {
     const int n = prof->n_layers;

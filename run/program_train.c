@@ -17,6 +17,7 @@
 #include "trainer/device.h"
 #include "vocab/errf.h"
 #include "vocab/plan_json.h"
+#include "vocab/profile_json.h"
 #include "vocab/size.h"
 
 /* The bridge's plan: what the applier needs, from the plan file. A
@@ -37,7 +38,15 @@ json_t *ms_program_plan_config(const ms_plan *pl)
                                                 (json_int_t)cap));
     }
     for (int l = 0; l < pl->n_layers; l++) json_array_append_new(names, json_string(pl->layer_names[l]));
-    return json_pack("{s:s, s:o, s:o}", "fingerprint", pl->fingerprint, "stages", stages, "layer_names", names);
+    json_t *cfg = json_pack("{s:s, s:o, s:o}", "fingerprint", pl->fingerprint, "stages", stages, "layer_names", names);
+    /* the modules whose outputs stay where they were made (the plan's peaks count no copy
+       back for them); none: no key, as before */
+    if (cfg && pl->n_handed_on > 0 &&
+        json_object_set_new(cfg, "handed_on", ms_handed_on_to_json(pl->handed_on, pl->n_handed_on))) {
+        json_decref(cfg);
+        return NULL;
+    }
+    return cfg;
 }
 
 /* Physical GPUs the plan names (cuda:N, each counted once). */

@@ -25,5 +25,6 @@ void ms_plan_free(ms_plan *p)
     if (p->layer_names)
         for (int i = 0; i < p->n_layers; i++) free(p->layer_names[i]);
     free(p->layer_names);
+    ms_str_list_free(p->handed_on, p->n_handed_on);
     memset(p, 0, sizeof *p);
 }

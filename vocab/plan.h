@@ -5,7 +5,7 @@
  * replicas and ranks: plan_replicas.h; the format: docs/plan-format.md.
  *
  * Contract: a plan owns its arrays (devices, stages, replica_devices,
- * reasoning, layer_names); ms_plan_free() frees them and leaves the plan
+ * reasoning, layer_names, handed_on); ms_plan_free() frees them and leaves the plan
  * zeroed (a zeroed plan is empty and safe to free). ms_schedule_name()
  * gives "?" for an unknown schedule; ms_schedule_parse() -1. */
 #ifndef MS_PLAN_H
@@ -79,6 +79,11 @@ typedef struct ms_plan {
     char program[128];          /* the script, e.g. "train.py" */
     char fingerprint[MS_FINGERPRINT_MAX];
     char **layer_names;         /* n_layers module paths (owned) */
+    /* the modules whose outputs the rerun hands on where they were made, with no copy back
+       to their caller's stage: the record's (ms_prog_record.handed_on) when the plan's peaks
+       are that record replayed, else none; the bridge is told (program_train.c) */
+    int n_handed_on;
+    char **handed_on;           /* module paths (owned), as the record's: profile_json.h */
 } ms_plan;
 
 void ms_plan_free(ms_plan *p);

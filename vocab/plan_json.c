@@ -83,6 +83,8 @@ json_t *ms_plan_to_json(const ms_plan *p)
             put(pr, "name", json_string(p->program), &bad);
             put(pr, "fingerprint", json_string(p->fingerprint), &bad);
             put(pr, "layer_names", names, &bad);
+            /* none: no key, so a plan that hands nothing on is written as before */
+            if (p->n_handed_on > 0) put(pr, "handed_on", ms_handed_on_to_json(p->handed_on, p->n_handed_on), &bad);
         } else {
             json_decref(names);
         }
@@ -264,6 +266,9 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
                                MS_NAME_MAX);
             if (!(p->layer_names[i] = strdup(json_string_value(v)))) return ms_errf(err, errlen, "out of memory");
         }
+        const json_t *h = json_object_get(pr, "handed_on");   /* absent: none */
+        if (h && ms_handed_on_from_json(h, "program.handed_on", &p->handed_on, &p->n_handed_on, err, errlen))
+            return -1;
     }
     const json_t *why = json_object_get(root, "reasoning");
     if (!why) return ms_errf(err, errlen, "plan.reasoning: missing (null when none)");

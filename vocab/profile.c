@@ -57,5 +57,28 @@ void ms_prog_record_free(ms_prog_record *r)
     if (!r) return;
     free(r->s);
     free(r->m);
+    ms_str_list_free(r->handed_on, r->n_handed_on);
     free(r);
+}
+
+void ms_str_list_free(char **list, int n)
+{
+    if (!list) return;   /* a count without its list (a half-built record) frees nothing */
+    for (int i = 0; i < n; i++) free(list[i]);
+    free(list);
+}
+
+int ms_str_list_copy(char *const *src, int n, char ***dst)
+{
+    *dst = NULL;
+    if (n <= 0 || !src) return 0;
+    char **c = calloc((size_t)n, sizeof *c);
+    if (!c) return -1;
+    for (int i = 0; i < n; i++)
+        if (src[i] && !(c[i] = strdup(src[i]))) {
+            ms_str_list_free(c, i);
+            return -1;
+        }
+    *dst = c;
+    return 0;
 }

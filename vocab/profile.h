@@ -127,7 +127,15 @@ typedef struct ms_prog_record {
     int n_moments;          /* what ran when (owned), for what a rerun's OOM teaches; kept with
                                the storages (the profile's JSON, the database); 0: none known */
     ms_rec_moment *m;
+    /* the modules whose outputs a rerun hands on where they were made, with no copy back to
+       the stage of the code that called them (docs/program-record.md, "Handed on"): the
+       record's copies are those of a rerun that does. Module paths, each a valid UTF-8
+       string shorter than MS_NAME_MAX, no two equal; at most MS_REC_MAX_HANDED_ON (owned) */
+    int n_handed_on;
+    char **handed_on;
 } ms_prog_record;
+
+#define MS_REC_MAX_HANDED_ON 4096
 
 /* When the gradients are freed each step (zero_grad(set_to_none=True)). */
 enum {
@@ -164,6 +172,12 @@ typedef struct ms_profile {
 void ms_profile_free(ms_profile *p);
 /* Frees a record made with malloc (its storages too); NULL is fine. */
 void ms_prog_record_free(ms_prog_record *r);
+/* A list of n strings, the list and each string malloc'd (a record's or a
+ * plan's handed_on). ms_str_list_copy: a deep copy into *dst (NULL when
+ * n is 0), so that no two owners share a string; 0, or -1 when memory ran
+ * out (*dst NULL then). ms_str_list_free: NULL is fine. */
+int ms_str_list_copy(char *const *src, int n, char ***dst);
+void ms_str_list_free(char **list, int n);
 /* A copy of p for a terminal: every string it holds (the model, module and
  * class names, the OOM's layer and tensor) in its visible form
  * (vocab/visible.h: no control character reaches the terminal raw), cut to

@@ -2,6 +2,7 @@
  * file helpers (the generic JSON helpers are in json_io.c). */
 #include "vocab/profile_json.h"
 #include "vocab/errf.h"
+#include "vocab/visible.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -133,6 +134,57 @@ static int validate_moments(const ms_prog_record *r, int n_layers, char *err, si
     return 0;
 }
 
+/* Whether s (len bytes) is UTF-8 throughout, as visible.h decodes it. */
+static int utf8_valid(const char *s, size_t len)
+{
+    uint32_t c;
+    for (size_t i = 0, k; i < len; i += k)
+        if (!(k = ms_utf8_next(s + i, len - i, &c))) return 0;
+    return 1;
+}
+
+static int str_order(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* No two entries of list (n > 1, each a string) equal: sorted, neighbours
+ * differ (a rerun's list may hold thousands of modules). The message names
+ * the later of the two. */
+static int no_two_equal(char *const *list, int n, const char *ctx, char *err, size_t errlen)
+{
+    char **sorted = malloc((size_t)n * sizeof *sorted);
+    if (!sorted) return ms_errf(err, errlen, "out of memory");
+    memcpy(sorted, list, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, str_order);
+    const char *twice = NULL;
+    for (int i = 1; i < n && !twice; i++)
+        if (!strcmp(sorted[i - 1], sorted[i])) twice = sorted[i];
+    free(sorted);
+    if (!twice) return 0;
+    int at = -1;
+    for (int i = 0, seen = 0; i < n && at < 0; i++)
+        if (!strcmp(list[i], twice) && seen++) at = i;
+    char vis[80];   /* a module path from the program: shown safely */
+    return ms_errf(err, errlen, "%s[%d]: \"%s\" is in the list already (each module once)", ctx, at,
+                   ms_visible(twice, vis, sizeof vis));
+}
+
+int ms_handed_on_validate(char *const *list, int n, const char *ctx, char *err, size_t errlen)
+{
+    if (n < 0 || n > MS_REC_MAX_HANDED_ON || (n > 0 && !list))
+        return ms_errf(err, errlen, "%s: %d modules (0..%d)%s", ctx, n, MS_REC_MAX_HANDED_ON,
+                       n > 0 && !list ? " and no list of them" : "");
+    for (int i = 0; i < n; i++) {
+        const char *s = list[i];
+        size_t len = s ? strnlen(s, MS_NAME_MAX) : 0;
+        if (!s || !len)
+            return ms_errf(err, errlen, "%s[%d]: %s", ctx, i, s ? "empty (expected a module path)" : "missing");
+        if (len >= MS_NAME_MAX)
+            return ms_errf(err, errlen, "%s[%d]: longer than a module path may be (under %d bytes)", ctx, i,
+                           MS_NAME_MAX);
+        if (!utf8_valid(s, len)) return ms_errf(err, errlen, "%s[%d]: not valid UTF-8", ctx, i);
+    }
+    return n > 1 ? no_two_equal(list, n, ctx, err, errlen) : 0;
+}
+
 int ms_prog_record_validate(const ms_prog_record *r, int n_layers, char *err, size_t errlen)
 {
     if (!r) return ms_errf(err, errlen, "record: none");
@@ -170,7 +222,8 @@ int ms_prog_record_validate(const ms_prog_record *r, int n_layers, char *err, si
             return ms_errf(err, errlen, "record.storages[%d].copy_of: %" PRId32 " is not -1 or an earlier storage",
                            i, s->copy_of);
     }
-    return validate_moments(r, n_layers, err, errlen);
+    if (validate_moments(r, n_layers, err, errlen)) return -1;
+    return ms_handed_on_validate(r->handed_on, r->n_handed_on, "record.handed_on", err, errlen);
 }
 
 int ms_profile_validate(const ms_profile *p, char *err, size_t errlen)
@@ -299,16 +352,30 @@ static json_t *record_to_json(const ms_prog_record *r, int *bad)
         if (!e || json_array_append_new(a, e)) *bad = 1;
     }
     put(j, "storages", a, bad);
-    if (r->n_moments <= 0) return j;   /* none: no key (absent reads as none) */
-    json_t *m = json_array();
-    for (int i = 0; m && i < r->n_moments && !*bad; i++) {
-        const ms_rec_moment *x = &r->m[i];
-        json_t *e = json_pack("[i, s, I, I]", x->layer, ms_phase_name((ms_phase)x->phase), (json_int_t)x->t_begin,
-                              (json_int_t)x->t_end);
-        if (!e || json_array_append_new(m, e)) *bad = 1;
+    if (r->n_moments > 0) {   /* none: no key (absent reads as none) */
+        json_t *m = json_array();
+        for (int i = 0; m && i < r->n_moments && !*bad; i++) {
+            const ms_rec_moment *x = &r->m[i];
+            json_t *e = json_pack("[i, s, I, I]", x->layer, ms_phase_name((ms_phase)x->phase),
+                                  (json_int_t)x->t_begin, (json_int_t)x->t_end);
+            if (!e || json_array_append_new(m, e)) *bad = 1;
+        }
+        put(j, "moments", m, bad);
     }
-    put(j, "moments", m, bad);
+    /* none: no key, so a record that hands nothing on is written as before */
+    if (r->n_handed_on > 0) put(j, "handed_on", ms_handed_on_to_json(r->handed_on, r->n_handed_on), bad);
     return j;
+}
+
+json_t *ms_handed_on_to_json(char *const *list, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        if (!list[i] || json_array_append_new(a, json_string(list[i]))) {   /* not UTF-8: NULL, refused */
+            json_decref(a);
+            return NULL;
+        }
+    return a;
 }
 
 json_t *ms_profile_to_json(const ms_profile *p)
@@ -517,6 +584,23 @@ static int moments_from_json(const json_t *j, ms_prog_record *r, char *err, size
     return 0;
 }
 
+int ms_handed_on_from_json(const json_t *a, const char *ctx, char ***list, int *n, char *err, size_t errlen)
+{
+    if (!json_is_array(a)) return ms_errf(err, errlen, "%s: expected an array of module paths", ctx);
+    size_t k = json_array_size(a);
+    if (k > MS_REC_MAX_HANDED_ON)
+        return ms_errf(err, errlen, "%s: %zu modules is too many (at most %d)", ctx, k, MS_REC_MAX_HANDED_ON);
+    if (k && !(*list = calloc(k, sizeof **list))) return ms_errf(err, errlen, "out of memory");
+    for (size_t i = 0; i < k; i++, (*n)++) {
+        const json_t *v = json_array_get(a, i);
+        /* a string holding a NUL byte (JSON escapes it) would be cut short as a C string */
+        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+            return ms_errf(err, errlen, "%s[%zu]: expected a module path (a string, no NUL byte)", ctx, i);
+        if (!((*list)[i] = strdup(json_string_value(v)))) return ms_errf(err, errlen, "out of memory");
+    }
+    return ms_handed_on_validate(*list, *n, ctx, err, errlen);
+}
+
 /* The record's types and ranges; ms_prog_record_validate (through
  * ms_profile_validate) checks how its values relate. */
 static int record_from_json(const json_t *j, ms_profile *p, char *err, size_t errlen)
@@ -568,7 +652,9 @@ static int record_from_json(const json_t *j, ms_profile *p, char *err, size_t er
         s->t_free = v[4] < 0 ? MS_REC_NEVER : (uint32_t)v[4];
         s->copy_of = (int32_t)v[5];
     }
-    return moments_from_json(j, r, err, errlen);
+    if (moments_from_json(j, r, err, errlen)) return -1;
+    const json_t *h = json_object_get(j, "handed_on");   /* absent: none (records written before) */
+    return h ? ms_handed_on_from_json(h, "record.handed_on", &r->handed_on, &r->n_handed_on, err, errlen) : 0;
 }
 
 static int from_json(const json_t *root, ms_profile *p, char *err, size_t errlen)

@@ -18,7 +18,9 @@
  *    "storages": [[layer, category, bytes, t_alloc, t_free, copy_of], ...]},
  *    the category by name, t_free -1 for MS_REC_NEVER, copy_of -1 for none,
  *    and, when it has any, "moments": [[layer, phase, t_begin, t_end], ...]
- *    (absent: none; the phase by name). ms_prog_record_validate() is its
+ *    (absent: none; the phase by name), and, when it has any,
+ *    "handed_on": ["module.path", ...] (absent: none; ms_handed_on_*
+ *    below). ms_prog_record_validate() is its
  *    structural check (types and ranges, the profile's layer count, t_alloc
  *    non-decreasing, t_alloc < t_free <= t_end, copies of earlier storages;
  *    moments in order, not overlapping, within t_end, see below); the
@@ -66,8 +68,27 @@ int ms_profile_validate(const ms_profile *p, char *err, size_t errlen);
  * the bridge's "outside" layer, which the record pass's transitions name),
  * an ms_phase, t_begin <= t_end <= the record's t_end, each beginning at or
  * after the previous one's end (the record pass's begin where the one
- * before ends; a moment may hold no position). */
+ * before ends; a moment may hold no position). Its handed_on as
+ * ms_handed_on_validate() says. */
 int ms_prog_record_validate(const ms_prog_record *r, int n_layers, char *err, size_t errlen);
+
+/* The modules whose outputs a rerun hands on (a record's handed_on, and a
+ * program plan's, which the bridge is given), ctx naming the list in
+ * messages ("record.handed_on"):
+ *  - ms_handed_on_validate(): at most MS_REC_MAX_HANDED_ON, each a
+ *    non-empty string of valid UTF-8 (vocab/visible.h's strict decoding)
+ *    shorter than MS_NAME_MAX, no two equal. 0, or -1 with a message naming
+ *    the entry ("record.handed_on[3]: ...").
+ *  - ms_handed_on_to_json(): the list as a JSON array of its strings, in
+ *    order (NULL when memory ran out).
+ *  - ms_handed_on_from_json(): a (untrusted) read into *list and *n, which
+ *    the caller's structure owns from the first entry on (what was read,
+ *    counted in *n, is freed with it on failure), then validated. Not an
+ *    array, an entry not a string or holding a NUL byte: -1 with the
+ *    entry named. */
+int ms_handed_on_validate(char *const *list, int n, const char *ctx, char *err, size_t errlen);
+json_t *ms_handed_on_to_json(char *const *list, int n);
+int ms_handed_on_from_json(const json_t *a, const char *ctx, char ***list, int *n, char *err, size_t errlen);
 
 int ms_profile_write_json(FILE *f, const ms_profile *p, char *err, size_t errlen);
 int ms_profile_save_json(const char *path, const ms_profile *p, char *err, size_t errlen);

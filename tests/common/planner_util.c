@@ -135,6 +135,29 @@ ms_prog_record *pu_random_record(pu_rng *r, int n_layers, int n)
     return rec;
 }
 
+int pu_hand_on(pu_rng *r, ms_prog_record *rec, int n)
+{
+    ms_str_list_free(rec->handed_on, rec->n_handed_on);
+    rec->handed_on = NULL;
+    rec->n_handed_on = 0;
+    if (n <= 0) return 0;
+    if (!(rec->handed_on = calloc((size_t)n, sizeof *rec->handed_on))) return -1;
+    for (int i = 0; i < n; i++, rec->n_handed_on++) {
+        char path[MS_NAME_MAX];
+        if (i == n - 1 && n > 2) {        /* the longest a module path may be */
+            int k = snprintf(path, sizeof path, "model.%d.", i);
+            memset(path + k, 'x', sizeof path - 1 - (size_t)k);
+            path[sizeof path - 1] = '\0';
+        } else {                          /* the index keeps them apart */
+            static const char *const kinds[] = { "model.layers.%d", "model.layers.%d.mlp", "encoder.blöck.%d",
+                                                 "h.%d.\xe6\xb3\xa8\xe6\x84\x8f", "decoder.layer.%d.\xf0\x9f\x98\x80" };
+            snprintf(path, sizeof path, kinds[pu_int(r, 5)], i);
+        }
+        if (!(rec->handed_on[i] = strdup(path))) return -1;
+    }
+    return 0;
+}
+
 int pu_record_diff(const ms_prog_record *a, const ms_prog_record *b, char *why, size_t len)
 {
     if (!a || !b) {
@@ -169,6 +192,17 @@ int pu_record_diff(const ms_prog_record *a, const ms_prog_record *b, char *why, 
             return 1;
         }
     }
+    if (a->n_handed_on != b->n_handed_on || (a->n_handed_on == 0 && (a->handed_on || b->handed_on))) {
+        snprintf(why, len, "handed on: %d / %d modules (lists %p, %p)", a->n_handed_on, b->n_handed_on,
+                 (const void *)a->handed_on, (const void *)b->handed_on);   /* none: NULL, as a load leaves it */
+        return 1;
+    }
+    for (int i = 0; i < a->n_handed_on; i++)
+        if (strcmp(a->handed_on[i], b->handed_on[i])) {
+            snprintf(why, len, "module handed on %d differs: \"%.80s\" / \"%.80s\"", i, a->handed_on[i],
+                     b->handed_on[i]);
+            return 1;
+        }
     return 0;
 }
 

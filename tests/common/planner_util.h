@@ -15,9 +15,13 @@
  *    moments as the record pass makes them (in order, some of no position,
  *    a gap now and then, layers -1 to n_layers). Caller frees with
  *    ms_prog_record_free().
+ *  - pu_hand_on(): gives a record n modules handed on (replacing any),
+ *    all different, module paths as a program names them, some with
+ *    characters beyond ASCII and one of the longest a path may be. 0, or
+ *    -1 when memory ran out.
  *  - pu_record_diff(): 0 when two records are equal field for field, moments
- *    included (either NULL: both), else 1 with the first difference
- *    described in why.
+ *    and the modules handed on (byte for byte) included (either NULL:
+ *    both), else 1 with the first difference described in why.
  *  - pu_brute_force(): the best step time over every split, stage count,
  *    ordered choice of devices, recompute choice, precision, schedule,
  *    micro-batch size, replica count and ZeRO-1 setting allowed by opts (each
@@ -43,6 +47,7 @@ int pu_int(pu_rng *r, int n);           /* [0, n) */
 ms_profile *pu_random_profile(pu_rng *r, int n_layers, unsigned prec_mask, const int *sizes, int n_sizes,
                               int global_batch);
 ms_prog_record *pu_random_record(pu_rng *r, int n_layers, int n);
+int pu_hand_on(pu_rng *r, ms_prog_record *rec, int n);
 int pu_record_diff(const ms_prog_record *a, const ms_prog_record *b, char *why, size_t len);
 /* A rough one-device peak of the profile (fp32 if present, smallest size,
  * all micro-batches in flight): a scale for choosing capacities. */

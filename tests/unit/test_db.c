@@ -565,6 +565,7 @@ static void test_profile_record_round_trip(void **state)
     ms_profile p, e, q;
     record_profile(&p, &rng, &g, 3000);
     record_profile(&e, &rng, &g, 0);
+    assert_int_equal(pu_hand_on(&g, p.record, 40), 0);
     int64_t run = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "rec", 0);
     int64_t run_e = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "rec", 0);
     assert_int_equal(ms_db_add_rows(db, run, &p), 0);
@@ -614,6 +615,15 @@ static void test_profile_record_round_trip(void **state)
              (long long)run);
     snprintf(want, sizeof want, "%d", copies);
     assert_string_equal(raw_query(path, sql), want);
+    /* the modules handed on: counted in the header, one row each, the path's bytes as they are */
+    snprintf(sql, sizeof sql, "SELECT n_handed_on FROM prog_records WHERE run_id = %lld", (long long)run);
+    assert_string_equal(raw_query(path, sql), "40");
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM rec_handed_on WHERE run_id = %lld", (long long)run);
+    assert_string_equal(raw_query(path, sql), "40");
+    snprintf(sql, sizeof sql, "SELECT path FROM rec_handed_on WHERE run_id = %lld AND idx = 39", (long long)run);
+    assert_string_equal(raw_query(path, sql), p.record->handed_on[39]);
+    snprintf(sql, sizeof sql, "SELECT n_handed_on FROM prog_records WHERE run_id = %lld", (long long)run_e);
+    assert_string_equal(raw_query(path, sql), "0");
 
     db = ms_db_open(path, 0, err, sizeof err);
     assert_non_null(db);
@@ -632,12 +642,18 @@ static void test_profile_record_round_trip(void **state)
     assert_int_equal(ms_db_add_rows(db, run_bad, &p), -1);
     assert_non_null(strstr(ms_db_errmsg(db), "record.moments[3].t_begin"));
     p.record->m[3].t_begin = p.record->m[3].t_end;
+    char *was = p.record->handed_on[7];
+    p.record->handed_on[7] = p.record->handed_on[3];
+    assert_int_equal(ms_db_add_rows(db, run_bad, &p), -1);
+    assert_non_null(strstr(ms_db_errmsg(db), "record.handed_on[7]"));
+    p.record->handed_on[7] = was;
     expect_load_error(db, run_bad, "no stored profile");
     /* the database refuses a storage half-way, or a moment after every storage went in: an error, and
      * nothing of the profile stays */
     static const struct { const char *table; int idx; const char *said; } refusals[] = {
         {"rec_storages", 1500, "cannot add a storage of the program's record"},
         {"rec_moments", 50, "cannot add a moment of the program's record"},
+        {"rec_handed_on", 20, "cannot add a module the program's record hands on"},
     };
     for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
         snprintf(sql, sizeof sql, "CREATE TRIGGER boom BEFORE INSERT ON %s WHEN NEW.idx = %d"
@@ -648,7 +664,9 @@ static void test_profile_record_round_trip(void **state)
         assert_non_null(strstr(ms_db_errmsg(db), "disk on fire"));
         expect_load_error(db, run_bad, "no stored profile");
         snprintf(sql, sizeof sql, "SELECT (SELECT count(*) FROM rec_storages WHERE run_id = %lld) +"
-                 " (SELECT count(*) FROM rec_moments WHERE run_id = %lld)", (long long)run_bad, (long long)run_bad);
+                 " (SELECT count(*) FROM rec_moments WHERE run_id = %lld) +"
+                 " (SELECT count(*) FROM rec_handed_on WHERE run_id = %lld)", (long long)run_bad, (long long)run_bad,
+                 (long long)run_bad);
         assert_string_equal(raw_query(path, sql), "0");
         raw_exec(path, "DROP TRIGGER boom");
     }
@@ -701,6 +719,47 @@ static void test_profile_record_round_trip(void **state)
     assert_int_equal(q.record->n, p.record->n);
     ms_profile_free(&q);
 
+    /* the modules handed on changed in the file, one change after another: each an error naming what is
+     * wrong (the row's form, then the list's as a record's) */
+    snprintf(more, sizeof more, "its record lists 2 modules handed on of %d", p.record->n_handed_on);
+    const struct { const char *sql, *want; } hchanges[] = {
+        {"UPDATE rec_handed_on SET path = '' WHERE run_id = %lld AND idx = 5", "record.handed_on[5]: empty"},
+        {"UPDATE rec_handed_on SET path = (SELECT path FROM rec_handed_on WHERE run_id = %1$lld AND idx = 2)"
+         " WHERE run_id = %1$lld AND idx = 5", "record.handed_on[5]:"},
+        {"UPDATE rec_handed_on SET path = CAST(X'6DC328' AS TEXT) WHERE run_id = %lld AND idx = 5",
+         "record.handed_on[5]: not valid UTF-8"},
+        {"UPDATE rec_handed_on SET path = CAST(X'6D0078' AS TEXT) WHERE run_id = %lld AND idx = 5",
+         "record's module handed on 5: bad path (it holds a NUL byte)"},
+        {"UPDATE rec_handed_on SET path = X'6D' WHERE run_id = %lld AND idx = 5",   /* a number would be text */
+         "record's module handed on 5: bad path (not text)"},
+        {"UPDATE rec_handed_on SET path = printf('m.%%0300d', 5) WHERE run_id = %lld AND idx = 5",
+         "record's module handed on 5: bad path (longer than a module path may be)"},
+        {"UPDATE rec_handed_on SET path = 'model.fine' WHERE run_id = %lld AND idx = 5", NULL},   /* valid again */
+        {"DELETE FROM rec_handed_on WHERE run_id = %lld AND idx = 2", "record's module handed on 2: bad idx"},
+        {"DELETE FROM rec_handed_on WHERE run_id = %lld AND idx > 1", more},
+        {"UPDATE prog_records SET n_handed_on = 1 WHERE run_id = %lld", "more modules handed on than its 1"},
+        {"UPDATE prog_records SET n_handed_on = -1 WHERE run_id = %lld", "record's header is out of range"},
+        {"UPDATE prog_records SET n_handed_on = 4097 WHERE run_id = %lld", "record's header is out of range"},
+        {"UPDATE prog_records SET n_handed_on = 'all' WHERE run_id = %lld", "record's header is out of range"},
+    };
+    for (size_t i = 0; i < sizeof hchanges / sizeof hchanges[0]; i++) {
+        tamper(path, hchanges[i].sql, run_bad);
+        if (!hchanges[i].want) {
+            assert_int_equal(ms_db_load_profile(db, run_bad, &q, err, sizeof err), 0);
+            assert_string_equal(q.record->handed_on[5], "model.fine");
+            ms_profile_free(&q);
+        } else {
+            expect_load_error(db, run_bad, hchanges[i].want);
+        }
+    }
+    /* none (as a record stored before they were kept): NULL, 0 */
+    tamper(path, "DELETE FROM rec_handed_on WHERE run_id = %lld", run_bad);
+    tamper(path, "UPDATE prog_records SET n_handed_on = 0 WHERE run_id = %lld", run_bad);
+    assert_int_equal(ms_db_load_profile(db, run_bad, &q, err, sizeof err), 0);
+    assert_int_equal(q.record->n_handed_on, 0);
+    assert_null(q.record->handed_on);
+    ms_profile_free(&q);
+
     /* changed in the file, one change after another: each is an error naming what is wrong */
     static const struct { const char *sql, *want; } changes[] = {
         {"UPDATE rec_storages SET t_free = t_alloc WHERE run_id = %lld AND idx = 5", "record.storages[5].t_free"},
@@ -726,6 +785,8 @@ static void test_profile_record_round_trip(void **state)
     snprintf(sql, sizeof sql, "SELECT count(*) FROM rec_storages WHERE run_id = %lld", (long long)run);
     assert_string_equal(raw_query(path, sql), "0");
     snprintf(sql, sizeof sql, "SELECT count(*) FROM rec_moments WHERE run_id = %lld", (long long)run);
+    assert_string_equal(raw_query(path, sql), "0");
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM rec_handed_on WHERE run_id = %lld", (long long)run);
     assert_string_equal(raw_query(path, sql), "0");
     ms_db_close(db);
     ms_profile_free(&p);
@@ -879,6 +940,53 @@ static void test_migrates_from_version_6(void **state)
     assert_profiles_equal(&p, &q);
     ms_profile_free(&q);
     store_with_record(db, &p, 7, 50);   /* what version 7 adds */
+    ms_profile_free(&p);
+    ms_db_close(db);
+}
+
+/* A database of version 7 (records without the modules handed on), with a
+ * program's record and its moments: version 8 adds their table; the old
+ * record loads whole, handing nothing on (NULL, 0), is stored again so,
+ * and a new one keeps its modules, byte for byte. */
+static void test_migrates_from_version_7(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    ms_db *db = old_profile_db(path, sizeof path, 7, 2,
+                               "INSERT INTO prog_records (run_id, n_layers, t_from, t_end, n_storages, n_moments)"
+                               " VALUES (1, 2, 1, 9, 2, 2);"
+                               "INSERT INTO rec_storages (run_id, idx, layer, cat, bytes, t_alloc, t_free, copy_of)"
+                               " VALUES (1, 0, 0, 'param', 100, 0, NULL, NULL), (1, 1, 1, 'act', 40, 2, 6, NULL);"
+                               "INSERT INTO rec_moments (run_id, idx, layer, phase, t_begin, t_end)"
+                               " VALUES (1, 0, 0, 'forward', 0, 3), (1, 1, 1, 'forward', 3, 9);");
+    ms_profile p, q;
+    if (ms_db_load_profile(db, 1, &p, err, sizeof err)) fail_msg("load: %s", err);
+    assert_non_null(p.record);
+    assert_int_equal(p.record->n, 2);
+    assert_int_equal(p.record->n_moments, 2);
+    assert_int_equal(p.record->n_handed_on, 0);
+    assert_null(p.record->handed_on);
+    assert_string_equal(raw_query(path, "SELECT n_handed_on FROM prog_records WHERE run_id = 1"), "0");
+    int64_t run = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "prog.py", 0);
+    assert_int_equal(ms_db_add_rows(db, run, &p), 0);
+    if (ms_db_load_profile(db, run, &q, err, sizeof err)) fail_msg("load again: %s", err);
+    assert_profiles_equal(&p, &q);
+    assert_null(q.record->handed_on);
+    ms_profile_free(&q);
+    /* what version 8 adds */
+    pu_rng g;
+    pu_seed(&g, 8);
+    ms_prog_record_free(p.record);
+    p.record = pu_random_record(&g, p.n_layers, 50);
+    assert_non_null(p.record);
+    assert_int_equal(pu_hand_on(&g, p.record, 5), 0);
+    run = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "prog.py", 0);
+    assert_int_equal(ms_db_add_rows(db, run, &p), 0);
+    if (ms_db_load_profile(db, run, &q, err, sizeof err)) fail_msg("load with modules: %s", err);
+    assert_profiles_equal(&p, &q);
+    assert_int_equal(q.record->n_handed_on, 5);
+    for (int i = 0; i < 5; i++) assert_string_equal(q.record->handed_on[i], p.record->handed_on[i]);
+    ms_profile_free(&q);
     ms_profile_free(&p);
     ms_db_close(db);
 }
@@ -1389,6 +1497,7 @@ int main(void)
         cmocka_unit_test(test_migrates_from_version_2_keeping_records),
         cmocka_unit_test(test_migrates_from_version_5),
         cmocka_unit_test(test_migrates_from_version_6),
+        cmocka_unit_test(test_migrates_from_version_7),
         cmocka_unit_test(test_newer_schema_refused),
         cmocka_unit_test(test_negative_schema_refused),
         cmocka_unit_test(test_foreign_files_refused),

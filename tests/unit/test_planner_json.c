@@ -105,6 +105,14 @@ static void assert_same_plan(const ms_plan *a, const ms_plan *b)
     assert_string_equal(a->profile_file, b->profile_file);
     if (a->reasoning) assert_string_equal(a->reasoning, b->reasoning);
     else assert_null(b->reasoning);
+    /* a program's block */
+    assert_string_equal(a->program, b->program);
+    assert_string_equal(a->fingerprint, b->fingerprint);
+    assert_int_equal(a->layer_names != NULL, b->layer_names != NULL);
+    for (int l = 0; a->layer_names && l < a->n_layers; l++) assert_string_equal(a->layer_names[l], b->layer_names[l]);
+    assert_int_equal(a->n_handed_on, b->n_handed_on);
+    assert_int_equal(a->handed_on != NULL, b->handed_on != NULL);
+    for (int i = 0; i < a->n_handed_on; i++) assert_string_equal(a->handed_on[i], b->handed_on[i]);
 }
 
 static void test_round_trip(void **state)
@@ -161,8 +169,163 @@ static void test_files(void **state)
     free(prof);
 }
 
+/* pl made a program's plan: its name, fingerprint, a module path a layer
+ * and n_handed_on of them handed on (the last beyond ASCII). */
+static void make_program_plan(ms_plan *pl, int n_handed_on)
+{
+    snprintf(pl->program, sizeof pl->program, "train.py");
+    snprintf(pl->fingerprint, sizeof pl->fingerprint, "fnv64:0123456789abcdef");
+    pl->layer_names = calloc((size_t)pl->n_layers, sizeof *pl->layer_names);
+    assert_non_null(pl->layer_names);
+    for (int l = 0; l < pl->n_layers; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "model.layers.%d", l);
+        assert_non_null(pl->layer_names[l] = strdup(name));
+    }
+    if (n_handed_on <= 0) return;
+    pl->handed_on = calloc((size_t)n_handed_on, sizeof *pl->handed_on);
+    assert_non_null(pl->handed_on);
+    for (int i = 0; i < n_handed_on; i++, pl->n_handed_on++) {
+        char name[48];
+        snprintf(name, sizeof name, i == n_handed_on - 1 ? "model.\xce\xb1\xce\xb2.%d" : "model.layers.%d", i);
+        assert_non_null(pl->handed_on[i] = strdup(name));
+    }
+}
+
+/* p through compact text and back: equal field for field, and the same text again. */
+static void check_plan_text_round_trip(const ms_plan *p)
+{
+    char *text = ms_plan_to_string(p);
+    assert_non_null(text);
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    assert_non_null(j);
+    ms_plan back;
+    char err[256];
+    if (ms_plan_from_json(j, &back, err, sizeof err)) fail_msg("round trip: %s\n%s", err, text);
+    assert_same_plan(p, &back);
+    char *again = ms_plan_to_string(&back);
+    assert_string_equal(text, again);
+    free(again);
+    ms_plan_free(&back);
+    json_decref(j);
+    free(text);
+}
+
 typedef void (*edit_fn)(json_t *root);
+
+/* valid, edited by f, must be refused with a message holding want; back is
+ * what the reader left (its lists for the caller to check are empty). */
+static void refused(const json_t *valid, edit_fn f, const char *want, ms_plan *back)
+{
+    json_t *doc = json_deep_copy(valid);
+    f(doc);
+    char err[256] = "";
+    int rc = ms_plan_from_json(doc, back, err, sizeof err);
+    json_decref(doc);
+    if (rc == 0) {
+        ms_plan_free(back);
+        fail_msg("accepted a plan that should fail with '%s'", want);
+    }
+    if (!strstr(err, want)) fail_msg("message '%s' lacks '%s'", err, want);
+}
 static json_t *stage(json_t *r, int i) { return json_array_get(json_object_get(r, "stages"), (size_t)i); }
+/* edits of a program plan's handed_on (make_program_plan(pl, 3)) */
+static json_t *ho(json_t *r) { return json_object_get(json_object_get(r, "program"), "handed_on"); }
+static void h_not_array(json_t *r) { json_object_set_new(json_object_get(r, "program"), "handed_on", json_object()); }
+static void h_int(json_t *r) { json_array_set_new(ho(r), 0, json_integer(1)); }
+static void h_empty(json_t *r) { json_array_set_new(ho(r), 1, json_string("")); }
+static void h_dup(json_t *r) { json_array_set_new(ho(r), 2, json_string("model.layers.0")); }
+static void h_nul(json_t *r) { json_array_set_new(ho(r), 1, json_stringn("a\0b", 3)); }
+static void h_utf8(json_t *r) { json_array_set_new(ho(r), 1, json_string_nocheck("model.\xff")); }
+static void h_long(json_t *r)
+{
+    char name[MS_NAME_MAX + 1];
+    memset(name, 'x', sizeof name - 1);
+    name[MS_NAME_MAX] = '\0';
+    json_array_set_new(ho(r), 2, json_string(name));
+}
+static void h_many(json_t *r)
+{
+    json_t *a = json_array();
+    for (int i = 0; i <= MS_REC_MAX_HANDED_ON; i++) json_array_append_new(a, json_sprintf("m.%d", i));
+    json_object_set_new(json_object_get(r, "program"), "handed_on", a);
+}
+
+/* A program's plan carries the modules its rerun hands on in its program
+ * block ("handed_on"), byte for byte, only when there are any (a plan that
+ * hands nothing on is written as before, and one without the key reads as
+ * none); a list that is not one of distinct, non-empty UTF-8 module paths
+ * of a path's length, at most MS_REC_MAX_HANDED_ON, is refused with the
+ * entry named. */
+static void test_program_handed_on(void **state)
+{
+    (void)state;
+    pu_rng r;
+    pu_seed(&r, 77);
+    ms_profile *prof;
+    ms_plan pl = found_plan(&r, &prof);
+    make_program_plan(&pl, 3);
+    check_plan_text_round_trip(&pl);
+    json_t *valid = ms_plan_to_json(&pl);
+    char *text = json_dumps(ho(valid), JSON_COMPACT);
+    assert_string_equal(text, "[\"model.layers.0\",\"model.layers.1\",\"model.\xce\xb1\xce\xb2.2\"]");
+    free(text);
+    struct { edit_fn f; const char *want; } cases[] = {
+        {h_not_array, "program.handed_on: expected an array of module paths"},
+        {h_int, "program.handed_on[0]: expected a module path (a string, no NUL byte)"},
+        {h_empty, "program.handed_on[1]: empty"},
+        {h_dup, "program.handed_on[2]: \"model.layers.0\" is in the list already"},
+        {h_nul, "program.handed_on[1]: expected a module path"},
+        {h_utf8, "program.handed_on[1]: not valid UTF-8"},
+        {h_long, "program.handed_on[2]: longer than a module path may be"},
+        {h_many, "program.handed_on: 4097 modules is too many (at most 4096)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ms_plan back;
+        refused(valid, cases[i].f, cases[i].want, &back);
+        assert_null(back.handed_on);
+        assert_int_equal(back.n_handed_on, 0);
+    }
+    /* none: no key; the text of a plan that never had the field */
+    ms_str_list_free(pl.handed_on, pl.n_handed_on);
+    pl.handed_on = NULL;
+    pl.n_handed_on = 0;
+    json_t *none = ms_plan_to_json(&pl);
+    assert_null(ho(none));
+    json_object_del(json_object_get(valid, "program"), "handed_on");
+    assert_true(json_equal(valid, none));
+    check_plan_text_round_trip(&pl);
+    json_decref(none);
+    json_decref(valid);
+    ms_plan_free(&pl);
+    ms_profile_free(prof);
+    free(prof);
+}
+
+/* The most a plan hands on, each of a path's greatest length: round trip. */
+static void test_program_handed_on_most(void **state)
+{
+    (void)state;
+    pu_rng r;
+    pu_seed(&r, 78);
+    ms_profile *prof;
+    ms_plan pl = found_plan(&r, &prof);
+    make_program_plan(&pl, 0);
+    pl.handed_on = calloc(MS_REC_MAX_HANDED_ON, sizeof *pl.handed_on);
+    assert_non_null(pl.handed_on);
+    for (int i = 0; i < MS_REC_MAX_HANDED_ON; i++, pl.n_handed_on++) {
+        char name[MS_NAME_MAX];
+        int k = snprintf(name, sizeof name, "m.%d.", i);
+        memset(name + k, 'z', sizeof name - 1 - (size_t)k);
+        name[sizeof name - 1] = '\0';
+        assert_non_null(pl.handed_on[i] = strdup(name));
+    }
+    check_plan_text_round_trip(&pl);
+    ms_plan_free(&pl);
+    ms_profile_free(prof);
+    free(prof);
+}
 static void e_version(json_t *r) { json_object_set_new(r, "version", json_integer(9)); }
 static void e_no_stages(json_t *r) { json_object_del(r, "stages"); }
 static void e_no_devices(json_t *r) { json_object_del(r, "devices"); }
@@ -230,17 +393,8 @@ static void test_rejects_malformed(void **state)
         {e_reasoning, "plan.reasoning"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        json_t *doc = json_deep_copy(valid);
-        cases[i].f(doc);
         ms_plan back;
-        char err[256] = "";
-        int rc = ms_plan_from_json(doc, &back, err, sizeof err);
-        json_decref(doc);
-        if (rc == 0) {
-            ms_plan_free(&back);
-            fail_msg("accepted a plan that should fail with '%s'", cases[i].want);
-        }
-        if (!strstr(err, cases[i].want)) fail_msg("message '%s' lacks '%s'", err, cases[i].want);
+        refused(valid, cases[i].f, cases[i].want, &back);
         assert_null(back.stages);
         assert_null(back.devices);
     }
@@ -344,6 +498,8 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_files),
         cmocka_unit_test(test_rejects_malformed),
+        cmocka_unit_test(test_program_handed_on),
+        cmocka_unit_test(test_program_handed_on_most),
         cmocka_unit_test(test_reasoning_and_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

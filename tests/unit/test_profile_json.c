@@ -256,6 +256,7 @@ static void test_record_round_trip(void **state)
         ms_profile *p = sample(500 + (uint64_t)it, it % 2);
         p->record = pu_random_record(&r, p->n_layers, it == 0 ? 0 : 1 + pu_int(&r, 400));
         assert_non_null(p->record);
+        if (it % 3 == 2) assert_int_equal(pu_hand_on(&r, p->record, 1 + pu_int(&r, 40)), 0);
         if (it == 1) {   /* the far end of the positions */
             ms_prog_record *x = p->record;
             x->t_end = MS_REC_NEVER - 1;
@@ -290,6 +291,12 @@ static void test_record_round_trip(void **state)
             assert_int_equal(json_integer_value(json_array_get(e, 2)), m->t_begin);
             assert_int_equal(json_integer_value(json_array_get(e, 3)), m->t_end);
         }
+        /* the modules handed on: their paths in order; none: no key */
+        const json_t *h = json_object_get(rec, "handed_on");
+        if (p->record->n_handed_on == 0) assert_null(h);
+        else assert_int_equal(json_array_size(h), p->record->n_handed_on);
+        for (int i = 0; i < p->record->n_handed_on; i++)
+            assert_string_equal(json_string_value(json_array_get(h, (size_t)i)), p->record->handed_on[i]);
         check_text_round_trip(p, j, 100 + it);
         drop(p);
     }
@@ -745,6 +752,171 @@ static void test_record_without_moments(void **state)
     drop(p);
 }
 
+/* Edits of the modules sample_handed_on() hands on */
+static json_t *ho_of(json_t *root) { return json_object_get(rec_of(root), "handed_on"); }
+static void h_not_array(json_t *r) { json_object_set_new(rec_of(r), "handed_on", json_string("model.layers.0")); }
+static void h_null(json_t *r) { json_object_set_new(rec_of(r), "handed_on", json_null()); }
+static void h_int(json_t *r) { json_array_set_new(ho_of(r), 1, json_integer(3)); }
+static void h_empty(json_t *r) { json_array_set_new(ho_of(r), 2, json_string("")); }
+static void h_dup(json_t *r) { json_array_append_new(ho_of(r), json_string("model.layers.0")); }
+static void h_nul(json_t *r) { json_array_set_new(ho_of(r), 1, json_stringn("model\0x", 7)); }
+static void h_utf8(json_t *r) { json_array_set_new(ho_of(r), 2, json_string_nocheck("model.\xc3(")); }
+static void h_long(json_t *r)
+{
+    char name[MS_NAME_MAX + 1];
+    memset(name, 'm', sizeof name - 1);
+    name[MS_NAME_MAX] = '\0';   /* MS_NAME_MAX bytes: one too many */
+    json_array_set_new(ho_of(r), 0, json_string(name));
+}
+static void h_many(json_t *r)
+{
+    json_t *a = json_array();
+    for (int i = 0; i <= MS_REC_MAX_HANDED_ON; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "m.%d", i);
+        json_array_append_new(a, json_string(name));
+    }
+    json_object_set_new(rec_of(r), "handed_on", a);
+}
+
+/* sample_with_record() handing on three modules (one named beyond ASCII) */
+static ms_profile *sample_handed_on(void)
+{
+    ms_profile *p = sample_with_record();
+    static const char *const paths[] = { "model.layers.0", "model.layers.2", "model.bl\xc3\xb6" "ck.1" };
+    ms_prog_record *r = p->record;
+    r->handed_on = calloc(3, sizeof *r->handed_on);
+    assert_non_null(r->handed_on);
+    for (int i = 0; i < 3; i++) assert_non_null(r->handed_on[i] = strdup(paths[i]));
+    r->n_handed_on = 3;
+    return p;
+}
+
+/* The modules a record hands on travel as "handed_on", byte for byte, only
+ * when there are any (a record that hands nothing on is written as
+ * before, and one without the key reads as none); a list that is not one
+ * of distinct, non-empty UTF-8 module paths of a path's length, at most
+ * MS_REC_MAX_HANDED_ON, is refused with the entry named, from JSON and in
+ * memory alike. */
+static void test_record_handed_on(void **state)
+{
+    (void)state;
+    ms_profile *p = sample_handed_on();
+    json_t *valid = ms_profile_to_json(p);
+    assert_non_null(valid);
+    char *text = json_dumps(ho_of(valid), JSON_COMPACT);   /* the paths' bytes as they are */
+    assert_string_equal(text, "[\"model.layers.0\",\"model.layers.2\",\"model.bl\xc3\xb6" "ck.1\"]");
+    free(text);
+    check_text_round_trip(p, json_incref(valid), 0);
+    ms_profile q;
+    char err[256];
+    struct { edit_fn f; const char *want; } cases[] = {
+        {h_not_array, "record.handed_on: expected an array of module paths"},
+        {h_null, "record.handed_on: expected an array"},
+        {h_int, "record.handed_on[1]: expected a module path (a string, no NUL byte)"},
+        {h_empty, "record.handed_on[2]: empty"},
+        {h_dup, "record.handed_on[3]: \"model.layers.0\" is in the list already"},
+        {h_nul, "record.handed_on[1]: expected a module path"},
+        {h_utf8, "record.handed_on[2]: not valid UTF-8"},
+        {h_long, "record.handed_on[0]: longer than a module path may be (under 256 bytes)"},
+        {h_many, "record.handed_on: 4097 modules is too many (at most 4096)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_reject(valid, cases[i].f, cases[i].want);
+    /* none: no key, the same text as a record that never had the field */
+    ms_str_list_free(p->record->handed_on, p->record->n_handed_on);
+    p->record->handed_on = NULL;
+    p->record->n_handed_on = 0;
+    json_t *none = ms_profile_to_json(p);
+    assert_null(ho_of(none));
+    json_t *before = json_deep_copy(valid);
+    json_object_del(rec_of(before), "handed_on");
+    assert_true(json_equal(before, none));
+    if (ms_profile_from_json(before, &q, err, sizeof err)) fail_msg("without the key: %s", err);
+    assert_int_equal(q.record->n_handed_on, 0);
+    assert_null(q.record->handed_on);
+    ms_profile_free(&q);
+    json_object_set_new(rec_of(before), "handed_on", json_array());   /* empty: none */
+    if (ms_profile_from_json(before, &q, err, sizeof err)) fail_msg("an empty list: %s", err);
+    assert_int_equal(q.record->n_handed_on, 0);
+    ms_profile_free(&q);
+    json_decref(before);
+    json_decref(none);
+    drop(p);
+
+    /* in memory (the database's path): the same checks, and what JSON cannot hold */
+    p = sample_handed_on();
+    ms_prog_record *r = p->record;
+    assert_int_equal(ms_profile_validate(p, err, sizeof err), 0);
+    static const struct { const char *path, *want; } bad[] = {
+        {"", "record.handed_on[1]: empty"},
+        {"model.layers.0", "record.handed_on[1]: \"model.layers.0\" is in the list already"},
+        {"model.\xc0\xae", "record.handed_on[1]: not valid UTF-8"},            /* overlong '.' */
+        {"model.\xed\xa0\x80", "record.handed_on[1]: not valid UTF-8"},        /* a surrogate */
+        {"model.\xf4\x90\x80\x80", "record.handed_on[1]: not valid UTF-8"},    /* past U+10FFFF */
+        {"model.\xe6\xb3", "record.handed_on[1]: not valid UTF-8"},            /* cut short */
+        {"model.\x1b[2J", NULL},   /* a control character is UTF-8: shown safely, not refused */
+    };
+    char *keep = r->handed_on[1];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r->handed_on[1] = (char *)bad[i].path;
+        int rc = ms_prog_record_validate(r, p->n_layers, err, sizeof err);
+        if (!bad[i].want) {
+            assert_int_equal(rc, 0);
+            continue;
+        }
+        assert_int_equal(rc, -1);
+        if (!strstr(err, bad[i].want)) fail_msg("message '%s' lacks '%s'", err, bad[i].want);
+    }
+    /* a duplicate named in the message is shown, never raw */
+    char *keep2 = r->handed_on[2];
+    r->handed_on[1] = (char *)"\x1b]0;pwned\x07";
+    r->handed_on[2] = (char *)"\x1b]0;pwned\x07";
+    assert_int_equal(ms_prog_record_validate(r, p->n_layers, err, sizeof err), -1);
+    assert_non_null(strstr(err, "record.handed_on[2]: \"\\x1b]0;pwned\\x07\""));
+    assert_null(strchr(err, '\x1b'));
+    r->handed_on[2] = keep2;
+    r->handed_on[1] = NULL;
+    assert_int_equal(ms_prog_record_validate(r, p->n_layers, err, sizeof err), -1);
+    assert_non_null(strstr(err, "record.handed_on[1]: missing"));
+    r->handed_on[1] = keep;
+    assert_int_equal(ms_prog_record_validate(r, p->n_layers, err, sizeof err), 0);
+    r->n_handed_on = MS_REC_MAX_HANDED_ON + 1;
+    assert_int_equal(ms_prog_record_validate(r, p->n_layers, err, sizeof err), -1);
+    assert_non_null(strstr(err, "record.handed_on: 4097 modules (0..4096)"));
+    r->n_handed_on = -1;
+    assert_int_equal(ms_prog_record_validate(r, p->n_layers, err, sizeof err), -1);
+    r->n_handed_on = 3;
+    char **list = r->handed_on;
+    r->handed_on = NULL;
+    assert_int_equal(ms_prog_record_validate(r, p->n_layers, err, sizeof err), -1);
+    assert_non_null(strstr(err, "record.handed_on: 3 modules (0..4096) and no list of them"));
+    r->handed_on = list;
+    json_decref(valid);
+    drop(p);
+}
+
+/* The most a record hands on (MS_REC_MAX_HANDED_ON, each of a path's
+ * greatest length) round-trips and validates quickly; one more is refused. */
+static void test_record_handed_on_most(void **state)
+{
+    (void)state;
+    ms_profile *p = sample_with_record();
+    ms_prog_record *r = p->record;
+    r->handed_on = calloc(MS_REC_MAX_HANDED_ON, sizeof *r->handed_on);
+    assert_non_null(r->handed_on);
+    for (int i = 0; i < MS_REC_MAX_HANDED_ON; i++, r->n_handed_on++) {
+        char path[MS_NAME_MAX];
+        memset(path, 'a' + i % 26, sizeof path - 1);
+        path[sizeof path - 1] = '\0';
+        for (int k = 0; k < 4; k++) path[k] = (char)('A' + ((i >> (4 * k)) & 15));   /* the index keeps them apart */
+        assert_non_null(r->handed_on[i] = strdup(path));
+    }
+    json_t *j = ms_profile_to_json(p);
+    assert_non_null(j);
+    check_text_round_trip(p, j, 0);
+    drop(p);
+}
+
 static void test_rejects_malformed(void **state)
 {
     (void)state;
@@ -941,6 +1113,8 @@ int main(void)
         cmocka_unit_test(test_record_moments_cover),
         cmocka_unit_test(test_record_pass_moments),
         cmocka_unit_test(test_record_without_moments),
+        cmocka_unit_test(test_record_handed_on),
+        cmocka_unit_test(test_record_handed_on_most),
         cmocka_unit_test(test_validate_in_memory),
         cmocka_unit_test(test_fuzz),
     };

@@ -21,9 +21,11 @@
 #include "planner/planner.h"
 #include "planner/record_replay.h"
 #include "planner/sequential.h"
+#include "run/program.h"
 #include "tests/common/planner_util.h"
 #include "tests/common/record_util.h"
 #include "vocab/limits.h"
+#include "vocab/plan_json.h"
 #include "vocab/profile_json.h"
 
 #define NEVER MS_REC_NEVER
@@ -410,6 +412,99 @@ static void test_record_decides_split(void **state)
     free(p);
 }
 
+/* The rerun's bridge config of pl names exactly its modules handed on
+ * (no key when none). */
+static void assert_config_hands_on(const ms_plan *pl)
+{
+    json_t *cfg = ms_program_plan_config(pl);
+    assert_non_null(cfg);
+    const json_t *h = json_object_get(cfg, "handed_on");
+    if (pl->n_handed_on == 0) assert_null(h);
+    else assert_int_equal(json_array_size(h), pl->n_handed_on);
+    for (int i = 0; i < pl->n_handed_on; i++)
+        assert_string_equal(json_string_value(json_array_get(h, (size_t)i)), pl->handed_on[i]);
+    json_decref(cfg);
+}
+
+/* A plan whose peaks are the profile's record replayed carries the modules
+ * the record hands on (a copy of its own, which outlives the profile) to
+ * its JSON and the rerun's bridge config; a plan by the stage rules (the
+ * record not used) or of another schedule hands nothing on. */
+static void test_plan_hands_on_what_its_record_did(void **state)
+{
+    (void)state;
+    pu_rng g;
+    pu_seed(&g, 99);
+    ms_profile *p = program_profile(&g, 2);
+    const uint64_t M = 1 << 20;
+    const ms_rec_storage s[] = {
+        { 0, MS_CAT_ACT, 600 * M, 1, 8, -1 },
+        { 1, MS_CAT_COMM, 600 * M, 2, 4, 0 },
+        { 1, MS_CAT_TRANSIENT, 500 * M, 3, 4, -1 },
+    };
+    p->record = make_record(2, 0, 10, s, 3);
+    static const char *const paths[] = { "model.layers.1", "model.\xe2\x84\x96" "1" };
+    p->record->handed_on = calloc(2, sizeof *p->record->handed_on);
+    assert_non_null(p->record->handed_on);
+    for (int i = 0; i < 2; i++) assert_non_null(p->record->handed_on[i] = strdup(paths[i]));
+    p->record->n_handed_on = 2;
+    ms_plan_device devs[2] = { { .capacity = 4096 * M + p->reserve }, { .capacity = 4096 * M + p->reserve } };
+    snprintf(devs[0].name, sizeof devs[0].name, "cuda:0");
+    snprintf(devs[1].name, sizeof devs[1].name, "cuda:1");
+    ms_plan_opts o;
+    ms_plan_opts_default(&o);
+    o.schedule = MS_SCHED_SEQUENTIAL;
+    o.recompute = MS_RECOMPUTE_NEVER;
+    ms_plan pl, none = { 0 };   /* ms_plan_search_sequential fills a zeroed plan (ms_plan_search zeroes it) */
+    char err[256];
+    assert_true(ms_seq_record(p) == p->record);
+    assert_int_equal(ms_plan_search(p, devs, 2, &o, &pl, err, sizeof err), MS_PLAN_OK);
+    assert_int_equal(ms_plan_attach_program(&pl, p), 0);
+    assert_int_equal(ms_plan_attach_program(&pl, p), 0);   /* again: replaced, not leaked */
+    assert_int_equal(pl.n_handed_on, 2);
+    assert_true(pl.handed_on != p->record->handed_on);
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(pl.handed_on[i], paths[i]);
+        assert_true(pl.handed_on[i] != p->record->handed_on[i]);
+    }
+    assert_config_hands_on(&pl);
+    /* the record not used (of another layer count: the rules serve): nothing handed on */
+    p->record->n_layers = 3;
+    assert_null(ms_seq_record(p));
+    assert_int_equal(ms_plan_search_sequential(p, devs, 2, &o, &none, err, sizeof err), MS_PLAN_OK);
+    assert_int_equal(ms_plan_attach_program(&none, p), 0);
+    assert_int_equal(none.n_handed_on, 0);
+    assert_null(none.handed_on);
+    assert_config_hands_on(&none);
+    char *text = ms_plan_to_string(&none);
+    assert_non_null(text);
+    assert_null(strstr(text, "handed_on"));
+    free(text);
+    /* used, but the plan is of another schedule: its peaks are not the record's */
+    p->record->n_layers = 2;
+    none.schedule = MS_SCHED_GPIPE;
+    assert_int_equal(ms_plan_attach_program(&none, p), 0);
+    assert_int_equal(none.n_handed_on, 0);
+    assert_null(none.handed_on);
+    ms_plan_free(&none);
+    /* the plan's list is its own: the profile gone, it is written and read back whole */
+    ms_profile_free(p);
+    free(p);
+    text = ms_plan_to_string(&pl);
+    assert_non_null(text);
+    json_t *j = json_loads(text, 0, NULL);
+    assert_non_null(j);
+    ms_plan back;
+    if (ms_plan_from_json(j, &back, err, sizeof err)) fail_msg("read back: %s", err);
+    assert_int_equal(back.n_handed_on, 2);
+    for (int i = 0; i < 2; i++) assert_string_equal(back.handed_on[i], paths[i]);
+    assert_config_hands_on(&back);
+    ms_plan_free(&back);
+    json_decref(j);
+    free(text);
+    ms_plan_free(&pl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -420,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_table_against_replay),
         cmocka_unit_test(test_check_refuses),
         cmocka_unit_test(test_record_decides_split),
+        cmocka_unit_test(test_plan_hands_on_what_its_record_did),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
