@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "vocab/addr_map.h"
 #include "vocab/errf.h"
@@ -23,6 +24,55 @@ static int moment(ms_prog_record *r, int *cap, int layer, int phase, uint32_t po
     return 0;
 }
 
+/* The modules whose outputs the rerun hands on: each the bridge said (`ho`)
+ * whose copies back to the caller's stage only one crossing ever read (no
+ * `nh`), and whose every such copy the record links to what it copied. Their
+ * copies, in forward and the gradients' in backward, are left out of the
+ * record: what they copied lives as long as the longer of the two did (the
+ * caller holds it now), and a copy of one of them is a copy of what it copied
+ * (the next module's crossing takes the output where it was made). hop[i]:
+ * storage i's module + 1, 0 none; bad[h]: module h had a copy it could not
+ * link. 0, or -1 out of memory. */
+static int hand_on(ms_prog_record *r, const msb_trace *t, const int *hop, const char *bad)
+{
+    char *on = calloc((size_t)t->n_hops + 1, 1);
+    int32_t *src = malloc(((size_t)r->n + 1) * sizeof *src), *to = malloc(((size_t)r->n + 1) * sizeof *to);
+    int rc = on && src && to ? 0 : -1;
+    for (int i = 0; rc == 0 && i < r->n; i++)
+        if (hop[i] && !t->hops[hop[i] - 1].read && !bad[hop[i] - 1]) on[hop[i] - 1] = 1;
+    int n_on = 0;
+    for (int h = 0; rc == 0 && h < t->n_hops; h++) n_on += on[h];
+    if (rc == 0 && n_on && !(r->handed_on = calloc((size_t)n_on, sizeof *r->handed_on))) rc = -1;
+    for (int h = 0; rc == 0 && h < t->n_hops; h++)
+        if (on[h] && !(r->handed_on[r->n_handed_on++] = strdup(t->hops[h].path))) rc = -1;
+    /* index order: what a copy copied has its source already */
+    int n = 0;
+    for (int i = 0; rc == 0 && i < r->n; i++) {
+        ms_rec_storage *x = &r->s[i];
+        if (x->copy_of >= 0) x->copy_of = src[x->copy_of];
+        if (hop[i] && on[hop[i] - 1]) {
+            ms_rec_storage *o = &r->s[x->copy_of];
+            if (x->t_free > o->t_free) o->t_free = x->t_free;
+            src[i] = x->copy_of;
+            to[i] = -1;
+            continue;
+        }
+        src[i] = i;
+        to[i] = n++;
+    }
+    for (int i = 0; rc == 0 && n_on && i < r->n; i++)
+        if (to[i] >= 0) {
+            ms_rec_storage x = r->s[i];
+            if (x.copy_of >= 0) x.copy_of = to[x.copy_of];
+            r->s[to[i]] = x;
+        }
+    if (rc == 0) r->n = n;
+    free(on);
+    free(src);
+    free(to);
+    return rc;
+}
+
 int msb_build_record(const msb_trace *t, int n_layers, ms_prog_record **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -31,8 +81,11 @@ int msb_build_record(const msb_trace *t, int n_layers, ms_prog_record **out, cha
     ms_prog_record *r = calloc(1, sizeof *r);
     int (*fin)[2] = calloc((size_t)t->n_ev + 1, sizeof *fin);
     ms_addr_map live = { 0 };     /* storage key -> its index + 1 */
+    int *hop = calloc((size_t)t->n_ev + 1, sizeof *hop);   /* per storage: hand_on()'s */
+    char *bad = calloc((size_t)t->n_hops + 1, 1);
     int rc = 0, placed = 0, cap_m = 0;
-    if (!r || !fin || !(r->s = malloc(((size_t)t->n_ev + 1) * sizeof *r->s)) || msb_final_labels(t, fin) != 0)
+    if (!r || !fin || !hop || !bad || !(r->s = malloc(((size_t)t->n_ev + 1) * sizeof *r->s)) ||
+        msb_final_labels(t, fin) != 0)
         rc = ms_errf(err, errlen, "out of memory");
     /* the record ends with the pass's last step, where a rerun's last
      * measure of its stages' peaks is taken */
@@ -68,9 +121,13 @@ int msb_build_record(const msb_trace *t, int n_layers, ms_prog_record **out, cha
         case MSB_EV_CROSS: {
             uint64_t from = 0;
             /* both live, the copy made after what it copied: anything else is no copy this replay can leave out */
-            if (ms_addr_map_get(&live, e->m.address, &idx) && ms_addr_map_get(&live, e->orig, &from) && from < idx &&
-                r->s[idx - 1].copy_of < 0)
-                r->s[idx - 1].copy_of = (int32_t)(from - 1);
+            int linked = ms_addr_map_get(&live, e->m.address, &idx) && ms_addr_map_get(&live, e->orig, &from) &&
+                         from < idx && r->s[idx - 1].copy_of < 0;
+            if (linked) r->s[idx - 1].copy_of = (int32_t)(from - 1);
+            if (e->hop > 0 && e->hop <= t->n_hops) {
+                if (linked) hop[idx - 1] = e->hop;
+                else bad[e->hop - 1] = 1;     /* a copy this record cannot leave out: its module copies back */
+            }
             break;
         }
         case MSB_EV_WHERE:   /* a transition: the moment before it ends here */
@@ -90,8 +147,11 @@ int msb_build_record(const msb_trace *t, int n_layers, ms_prog_record **out, cha
         }
     }
     if (rc == 0 && !placed) rc = ms_errf(err, errlen, "the record pass never placed the model on its stages");
+    if (rc == 0 && hand_on(r, t, hop, bad) != 0) rc = ms_errf(err, errlen, "out of memory");
     ms_addr_map_clear(&live);
     free(fin);
+    free(hop);
+    free(bad);
     if (rc != 0) {
         ms_prog_record_free(r);
         return -1;

@@ -7,7 +7,13 @@
  * (stage i is layer i), with its final category (msb_final_labels); a free,
  * or the same key allocated again (a storage moved to its stage), ends it.
  * A crossing event (MSB_EV_CROSS) marks the copy's storage as a copy of the
- * one it copied, when both are live. Each transition (MSB_EV_WHERE)
+ * one it copied, when both are live. A module the pass copied the outputs
+ * of back to its caller's stage, where only one crossing read each copy
+ * (trace.h: hops), is handed on (r->handed_on): those copies, and the
+ * gradient copies that answer them in backward, are left out, what each
+ * copied lives as long as the longer of the two, and a copy of one is a
+ * copy of what it copied, as in a rerun that leaves the outputs where the
+ * module made them. Each transition (MSB_EV_WHERE)
  * begins a moment (vocab/profile.h: ms_rec_moment). The peaks count from the first
  * placement (MSB_EV_PLACED) and end at the pass's last step, as a rerun's
  * stage peaks do. Returns 0 with *out (free with

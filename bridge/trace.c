@@ -41,6 +41,8 @@ void msb_trace_free(msb_trace *t)
         free(t->steps[i].stage_peak_cats);
     }
     free(t->steps);
+    for (int i = 0; i < t->n_hops; i++) free(t->hops[i].path);
+    free(t->hops);
     msb_trace_init(t);
 }
 
@@ -257,6 +259,43 @@ static void on_member(msb_trace *t, const json_t *o, int conn)
                   : "with the other modules that run after the blocks it makes that layer's name longer than the "
                     "255 bytes memsplit keeps";
     if (why) refuse_name(t, s, len, why);
+}
+
+/* Event `ho` (id, module): the record pass copied module's outputs back to
+ * its caller's stage, and calls it id in `c` and `nh`; `nh` (id): something
+ * other than one crossing read such a copy. Ids are dense from 0; one said
+ * twice, out of range, or a path that is no module path is a bad line. */
+static int on_hop(msb_trace *t, const json_t *o, int conn, int read)
+{
+    if (conn != t->model_conn) return 0;
+    int64_t id = num(o, "id", -1);
+    if (id < 0 || id >= MS_REC_MAX_HANDED_ON || (read && id >= t->n_hops)) {
+        t->bad_lines++;
+        return 0;
+    }
+    if (read) {
+        t->hops[id].read = 1;
+        return 0;
+    }
+    const json_t *v = json_object_get(o, "module");
+    if (!json_is_string(v) || name_problem(json_string_value(v), json_string_length(v), 0) || id != t->n_hops) {
+        t->bad_lines++;
+        return 0;
+    }
+    char *path = msb_utf8_dup(json_string_value(v));   /* as the records keep names: valid UTF-8 */
+    if (!path) return -1;
+    int bad = strlen(path) >= MS_NAME_MAX;
+    for (int i = 0; !bad && i < t->n_hops; i++) bad = !strcmp(t->hops[i].path, path);   /* one module, one id */
+    struct msb_hop *g = bad ? NULL : realloc(t->hops, ((size_t)t->n_hops + 1) * sizeof *g);
+    if (!g) {
+        free(path);
+        if (!bad) return -1;
+        t->bad_lines++;
+        return 0;
+    }
+    t->hops = g;
+    g[t->n_hops++] = (struct msb_hop){ .path = path, .read = 0 };
+    return 0;
 }
 
 /* The process that trains is the first that sends `model`; another
@@ -503,6 +542,14 @@ static int on_ledger(msb_trace *t, const json_t *o, const char *ev, int conn)
             t->bad_lines++;    /* a copy of nothing, or into nothing */
             return 0;
         }
+        if (json_object_get(o, "h")) {
+            int64_t h = num(o, "h", -1);
+            if (h < 0 || h >= MS_REC_MAX_HANDED_ON) {
+                t->bad_lines++;    /* no module the bridge could have said */
+                return 0;
+            }
+            e.hop = (int)h + 1;
+        }
         break;
     case 'w':
         e.kind = MSB_EV_WHERE;
@@ -678,6 +725,8 @@ int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn)
         }
     } else if (!strcmp(ev, "model")) rc = on_model(t, o, conn);
     else if (!strcmp(ev, "member")) on_member(t, o, conn);
+    else if (!strcmp(ev, "ho")) rc = on_hop(t, o, conn, 0);
+    else if (!strcmp(ev, "nh")) rc = on_hop(t, o, conn, 1);
     else if (!strcmp(ev, "recompute")) t->n_recomputed += own(t, conn);   /* the bridge says each unit once */
     else if (!strcmp(ev, "step")) rc = on_step(t, o, conn);
     else if (!strcmp(ev, "stepdata")) rc = on_stepdata(t, o, conn);

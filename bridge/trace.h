@@ -66,8 +66,11 @@ typedef struct msb_ev {
     /* CROSS (the record pass): the applier's copy of a tensor to another
      * stage, m.address the copy's storage, orig the storage it copied.
      * PLACED: the plan's placement was made (the record's peaks count from
-     * there). */
+     * there). hop: for a copy of a module's outputs back to its caller's
+     * stage, and for the gradient copy that answers it in backward, the
+     * module's index in hops[] + 1 (0: no such copy). */
     uint64_t orig;
+    int hop;
 } msb_ev;
 
 typedef struct msb_interval_ms {
@@ -130,6 +133,12 @@ typedef struct msb_trace {
     char refuse_what[16], refuse_text[1024];
     struct { int taken; int device; uint64_t bytes, total, free, capacity; } ballast;
     char warnings[1024];       /* "what: text; ..." */
+    /* The record pass: modules whose outputs were copied back to their
+     * caller's stage (event `ho`: index, module path), and whether anything
+     * but one crossing to another module read such a copy (event `nh`): a
+     * module never said `nh` of may hand its outputs on (record.h) */
+    int n_hops;
+    struct msb_hop { char *path; int read; } *hops;   /* owned, indexed as the bridge sent them */
     int n_recomputed;          /* units whose forward the program ran again in backward
                                   (activation checkpointing) */
     int n_saves, n_loads;      /* torch.save / torch.load with a path (checkpoints) */

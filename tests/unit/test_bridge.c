@@ -17,6 +17,7 @@
 #include "bridge/record.h"
 #include "bridge/rows.h"
 #include "bridge/trace.h"
+#include "planner/record_replay.h"
 
 /* ---- the ledger --------------------------------------------------------- */
 
@@ -713,6 +714,86 @@ static void test_record_from_a_pass(void **state)
     msb_trace_free(&t);
 }
 
+/* A module whose outputs the pass copied back to its caller, where only one
+ * crossing read each copy, is handed on: its copies and the gradient copies
+ * that answer them are left out, what they copied lives as long as they did,
+ * and a copy of one is a copy of what it copied. A module something else
+ * read the copy of (`nh`), or one with a copy the record cannot link, is
+ * not; a bad `ho` or `nh` is a bad line. */
+static void test_record_hands_on(void **state)
+{
+    (void)state;
+    msb_trace t;
+    msb_trace_init(&t);
+    feed(&t, 1, "{\"ev\":\"hello\",\"pid\":1}");
+    feed(&t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"list\":\"h\",\"why\":\"h\",\"blocks\":[\"h.0\",\"h.1\"],"
+               "\"fingerprint\":\"fnv64:00000000000000aa\",\"precision\":\"fp32\",\"device\":\"cpu\"}");
+    feed(&t, 1, "{\"ev\":\"placed\"}");
+    feed(&t, 1, "{\"ev\":\"ho\",\"id\":0,\"module\":\"h.0\"}");
+    feed(&t, 1, "{\"ev\":\"ho\",\"id\":1,\"module\":\"h.1\"}");
+    feed(&t, 1, "{\"ev\":\"ho\",\"id\":3,\"module\":\"h.3\"}");       /* not the next id */
+    feed(&t, 1, "{\"ev\":\"ho\",\"id\":2,\"module\":\"h.0\"}");       /* a module said twice */
+    feed(&t, 1, "{\"ev\":\"ho\",\"id\":2,\"module\":\"\"}");          /* no module path */
+    feed(&t, 1, "{\"ev\":\"nh\",\"id\":7}");                          /* no such module */
+    feed(&t, 1, "{\"ev\":\"c\",\"k\":3,\"o\":2,\"h\":5000}");         /* past MS_REC_MAX_HANDED_ON */
+    assert_int_equal(t.bad_lines, 5);
+    assert_int_equal(t.n_hops, 2);
+    feed(&t, 1, "{\"ev\":\"ho\",\"id\":2,\"module\":\"h.2\"}");       /* one copy it cannot link */
+    W(&t, 1, MS_PH_FORWARD);
+    feed(&t, 1, "{\"ev\":\"a\",\"d\":1,\"k\":10,\"b\":50,\"c\":5,\"l\":1,\"p\":1}");   /* 0: h.0's output */
+    W(&t, 0, MS_PH_FORWARD);
+    feed(&t, 1, "{\"ev\":\"a\",\"d\":0,\"k\":11,\"b\":50,\"c\":5,\"l\":0,\"p\":1}");   /* 1: back to the caller */
+    feed(&t, 1, "{\"ev\":\"c\",\"k\":11,\"o\":10,\"h\":0}");
+    feed(&t, 1, "{\"ev\":\"c\",\"k\":99,\"o\":10,\"h\":2}");                           /* of nothing live */
+    W(&t, 2, MS_PH_FORWARD);
+    feed(&t, 1, "{\"ev\":\"a\",\"d\":2,\"k\":12,\"b\":50,\"c\":5,\"l\":2,\"p\":1}");   /* 2: into h.1 */
+    feed(&t, 1, "{\"ev\":\"c\",\"k\":12,\"o\":11}");
+    feed(&t, 1, "{\"ev\":\"a\",\"d\":2,\"k\":13,\"b\":30,\"c\":5,\"l\":2,\"p\":1}");   /* 3: h.1's output */
+    W(&t, 0, MS_PH_FORWARD);
+    feed(&t, 1, "{\"ev\":\"a\",\"d\":0,\"k\":14,\"b\":30,\"c\":5,\"l\":0,\"p\":1}");   /* 4: back, read there */
+    feed(&t, 1, "{\"ev\":\"c\",\"k\":14,\"o\":13,\"h\":1}");
+    feed(&t, 1, "{\"ev\":\"nh\",\"id\":1}");
+    F(&t, 12);
+    W(&t, 2, MS_PH_BACKWARD);
+    feed(&t, 1, "{\"ev\":\"a\",\"d\":2,\"k\":20,\"b\":50,\"c\":4,\"l\":2,\"p\":2}");   /* 5: 12's gradient */
+    W(&t, 0, MS_PH_BACKWARD);
+    feed(&t, 1, "{\"ev\":\"a\",\"d\":0,\"k\":21,\"b\":50,\"c\":4,\"l\":0,\"p\":2}");   /* 6: to 11 */
+    feed(&t, 1, "{\"ev\":\"c\",\"k\":21,\"o\":20,\"h\":0}");
+    W(&t, 1, MS_PH_BACKWARD);
+    feed(&t, 1, "{\"ev\":\"a\",\"d\":1,\"k\":22,\"b\":50,\"c\":4,\"l\":1,\"p\":2}");   /* 7: to 10 */
+    feed(&t, 1, "{\"ev\":\"c\",\"k\":22,\"o\":21}");
+    F(&t, 20);
+    F(&t, 21);
+    F(&t, 10);
+    F(&t, 22);
+    F(&t, 11);
+    feed(&t, 1, "{\"ev\":\"step\",\"n\":1,\"accum\":1,\"micro_batch\":8}");
+    feed(&t, 1, "{\"ev\":\"done\",\"reason\":\"steps\"}");
+    assert_int_equal(t.bad_lines, 5);
+    assert_true(t.hops[1].read && !t.hops[0].read);
+    ms_prog_record *r = NULL;
+    char err[256];
+    assert_int_equal(msb_build_record(&t, 4, &r, err, sizeof err), 0);
+    assert_int_equal(r->n_handed_on, 1);
+    assert_string_equal(r->handed_on[0], "h.0");
+    /* 10, 12, 13, 14, 20, 22: h.0's copies (11 and 21) are gone */
+    assert_int_equal(r->n, 6);
+    uint64_t want_bytes[6] = { 50, 50, 30, 30, 50, 50 };
+    int want_layer[6] = { 1, 2, 2, 0, 2, 1 }, want_copy[6] = { -1, 0, -1, 2, -1, 4 };
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(r->s[i].bytes, want_bytes[i]);
+        assert_int_equal(r->s[i].layer, want_layer[i]);
+        assert_int_equal(r->s[i].copy_of, want_copy[i]);
+    }
+    /* 10 lives until 11 was freed (the caller held 11); 20 until 21 was */
+    assert_int_equal(r->s[0].t_free, 13);
+    assert_int_equal(r->s[4].t_free, 10);
+    char e2[256];
+    assert_int_equal(ms_record_check(r, e2, sizeof e2), 0);
+    ms_prog_record_free(r);
+    msb_trace_free(&t);
+}
+
 static void gpu_model(msb_trace *t)   /* a program of two blocks on a GPU, conn 1 */
 {
     feed(t, 1, "{\"ev\":\"hello\",\"pid\":1}");
@@ -839,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_lightning_order_on_a_gpu),
         cmocka_unit_test(test_late_step_data),
         cmocka_unit_test(test_record_from_a_pass),
+        cmocka_unit_test(test_record_hands_on),
         cmocka_unit_test(test_record_untracked),
         cmocka_unit_test(test_batch_line),
     };
