@@ -145,6 +145,25 @@ shapes.main()" 2>/dev/null)
             fi
         done
     fi
+    if [ "$s" = dict ]; then
+        # blocks the model's own code loops over hand their outputs on where the record pass
+        # saw it only pass each to the next (docs/program-record.md, "Handed on"): one crossing
+        # each way per boundary, where bringing every output back made 8 a forward
+        rm -f "$T/cross.txt"
+        if "$M" plan --profile "$T/$s.oom" --gpus 2 --gpu-mem "$cap" --devices cpu,cpu -o "$T/$s.plan.json" \
+                > "$T/$s.plan.out" 2>&1 && MEMSPLIT_BRIDGE_TEST_CROSSINGS="$T/cross.txt" \
+                "$M" train --plan "$T/$s.plan.json" --json -- "${P[@]}" > "$T/$s.tr" 2> "$T/$s.trerr"; then
+            n=$(awk -F'\t' '$1 == 1 && $2 == 1' "$T/cross.txt" | wc -l)
+            h=$(js "$T/$s.plan.json" "d['program'].get('handed_on')")
+            g=$(js "$T/$s.tr" "', '.join('%+.2f%%' % (100 * x['gap']) for x in d['devices'])")
+            [ "$n" = 2 ] && [ "$h" = "$(js "$T/$s.plan.json" "['blocks.b%d' % i for i in range(6)]")" ] && \
+                [ "$(js "$T/$s.tr" "all(abs(x['gap']) <= 0.02 for x in d['devices'])")" = True ] && \
+                ok "dict: the looped blocks hand their outputs on: $n crossings a forward, stages $g" || \
+                bad "dict: handed on" "crossings in step 1's forward: $n" "handed_on: $h" "stages: $g"
+        else
+            bad "dict: plan then train" "$(tail -3 "$T/$s.plan.out" "$T/$s.trerr")"
+        fi
+    fi
     case " $SHAPES_2PCT " in *" $s "*)
         [ "$(js "$T/$s.doc" "all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")" = True ] && \
             ok "$s: every stage within 2% of its prediction" || bad "$s: stages past 2%" "$gaps";;

@@ -52,6 +52,7 @@ class Session:
         self.phase, self.layer, self.steps = PH_FORWARD, 1, 0
         self.in_backward = 0
         self.path_of = {}
+        self.sent = []
 
     @staticmethod
     def storage_key(t):
@@ -60,6 +61,9 @@ class Session:
 
     def where_text(self):
         return "layer %d" % self.layer
+
+    def send(self, ev, **f):
+        self.sent.append((ev, f))
 
 
 class World(TorchDispatchMode):
@@ -102,6 +106,7 @@ class World(TorchDispatchMode):
         for t in _apply_flat(out):
             # a new storage (an address may be given out again: its tag is new too)
             if isinstance(t, torch.Tensor) and key_of(t) not in views:
+                self.ap.watch.pop(key_of(t), None)     # the address is a new storage's (the tracker's expire)
                 self.tag[key_of(t)] = dev              # made on its inputs' device
                 self.put(t, dev, self.stage_for(t, every))
                 self.ap.check_output(t)
@@ -183,13 +188,18 @@ def record_crossings(ap, world, s):
     return crossings
 
 
-def run_net(net, placement, devices, opened=(), x=None):
+def run_net(net, placement, devices, opened=(), x=None, handed_on=(), record=False, root=False):
     """Forward and backward of net with each (module, stage) of placement
     wrapped as the applier wraps a unit, and each module of opened as an
-    opened Sequential, over `devices`: (crossings, loss, gradients, applier)."""
+    opened Sequential, over `devices`: (crossings, loss, gradients, applier).
+    handed_on: the plan's (module paths in net); record: a record pass's plan;
+    root: net wrapped as the applier wraps a model."""
     s = Session()
-    plan = {"stages": [{"device": d, "first": i, "last": i} for i, d in enumerate(devices)]}
+    s.path_of = {id(m): path for path, m in net.named_modules() if path}
+    plan = {"stages": [{"device": d, "first": i, "last": i} for i, d in enumerate(devices)],
+            "handed_on": list(handed_on), "record": record}
     ap = _apply.Applier(torch, s, plan)
+    ap.find_handed_on()
     world = World(ap, s)
     crossings = record_crossings(ap, world, s)
     x = data() if x is None else x
@@ -200,6 +210,8 @@ def run_net(net, placement, devices, opened=(), x=None):
             ap.wrap(m, st)
         for m in opened:
             ap.wrap_opened(m)
+        if root:
+            ap.wrap_root(net)
         world.put(x, ap.devices[0], 0)
         ap.placed = True
         y = net(x)
@@ -251,6 +263,81 @@ class CheckpointedNet(Net):
     def forward(self, x):
         from torch.utils.checkpoint import checkpoint
         return self.c(checkpoint(lambda t: self.b(self.a(t)), x, use_reentrant=self.reentrant))
+
+
+class LoopNet(torch.nn.Module):
+    """Blocks in an nn.ModuleList that the model's own code loops over (HF
+    Llama's, GPT-2's), then a head; with residual_at=i the loop adds block
+    i's output to its input itself."""
+
+    def __init__(self, residual_at=None):
+        super().__init__()
+        torch.manual_seed(3)
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(4))
+        self.head = torch.nn.Linear(8, 2)
+        self.residual_at = residual_at
+
+    def forward(self, x):
+        for i, b in enumerate(self.blocks):
+            y = b(x)
+            x = x + y if i == self.residual_at else y
+        return self.head(x)
+
+
+def run_loop(devices, handed_on=(), residual_at=None):
+    """LoopNet with blocks 0-1 and the head on stage 0, blocks 2-3 on stage 1."""
+    net = LoopNet(residual_at)
+    b = net.blocks
+    placement = ((b[0], 0), (b[1], 0), (b[2], 1), (b[3], 1), (net.head, 0))
+    return run_net(net, placement, devices, handed_on=handed_on, root=True)
+
+
+class HandedOn(unittest.TestCase):
+    def test_record_pass_says_what_only_crosses_on(self):
+        # each block a stage of its own: every block's output is copied back to the
+        # loop's stage; a copy only the next module's crossing reads may stay where
+        # it was made, one the loop's own code adds to (block 1's, and block 0's
+        # that it adds block 1's to) or the program reads (the head's, the loss) not
+        for residual_at, read, back in ((None, {"head"}, 4), (1, {"blocks.0", "blocks.1", "head"}, 3)):
+            net = LoopNet(residual_at)
+            b = net.blocks
+            placement = ((b[0], 1), (b[1], 2), (b[2], 3), (b[3], 4), (net.head, 5))
+            _, _, _, ap = run_net(net, placement, ["cuda:0"] * 6, record=True)
+            sent = ap.s.sent
+            ids = {f["id"]: f["module"] for ev, f in sent if ev == "ho"}
+            self.assertEqual(sorted(ids.values()), ["blocks.0", "blocks.1", "blocks.2", "blocks.3", "head"])
+            self.assertEqual({ids[f["id"]] for ev, f in sent if ev == "nh"}, read)
+            # every copy back, and each gradient copy that answers one, names its module
+            hops = [f["h"] for ev, f in sent if ev == "c" and "h" in f]
+            self.assertEqual(sorted(set(hops)), sorted(ids))
+            # 5 outputs back; in backward, each crossing on of one (not of the loop's sum)
+            self.assertEqual(len(hops), 5 + back)
+
+    def test_loop_hands_on_and_trains_the_same(self):
+        net = LoopNet()
+        y = net(data())
+        want = (y * y).sum()
+        want.backward()
+        want_grads = [p.grad.clone() for p in net.parameters()]
+        for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
+            crossings, loss, grads, _ = run_loop(devices, handed_on=("blocks.2", "blocks.3"))
+            # into block 2, and block 3's output into the head: once each way per boundary
+            self.assertEqual([c[:3] for c in crossings], [(PH_FORWARD, 0, 1), (PH_FORWARD, 1, 0),
+                                                          (PH_BACKWARD, 0, 1), (PH_BACKWARD, 1, 0)])
+            self.assertEqual(loss, float(want))
+            self.assertTrue(all(torch.equal(a, b) for a, b in zip(grads, want_grads)))
+            back_and_forth, loss2, _, _ = run_loop(devices)
+            self.assertEqual(len(back_and_forth), 8)
+            self.assertEqual(loss2, float(want))
+
+    def test_loop_that_reads_a_handed_on_output_fails_on_both(self):
+        # a plan that hands on what the loop reads (block 2's output, added to
+        # block 1's on stage 0): torch's device check on two devices, the
+        # ledger's on one, both refused naming the plan's list
+        for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
+            with self.assertRaisesRegex(_apply.PlanRefused, "without the boundary copy.*take that module out of the "
+                                        "plan's \"handed_on\""):
+                run_loop(devices, handed_on=("blocks.2",), residual_at=2)
 
 
 class CrossingPath(unittest.TestCase):

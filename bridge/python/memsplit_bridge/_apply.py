@@ -76,6 +76,17 @@ class Applier:
         # device, and each crossing's copy said with the storage it copied, so that a
         # placement where the two share a stage can leave the copy out of its replay
         self.record = bool(plan.get("record"))
+        # the record pass: modules whose outputs it copies back to their caller's stage, each
+        # with an index (event `ho`), those a copy of which something other than one crossing
+        # read (event `nh`), and the live copies (storage key -> [index, crossings that read
+        # it, requires grad]); the record leaves the copies of the others out (hand-on)
+        self.hop_id = {}
+        self.hop_read = set()
+        self.watch = {}
+        # a rerun: the modules whose outputs the record says only cross on to another module,
+        # handed on where they are made (docs/program-record.md, "Handed on")
+        self.handed_on = frozenset(plan.get("handed_on") or ())
+        self.hand_on_ids = set()
 
     # ---- where things are --------------------------------------------------
     def stage_now(self):
@@ -247,6 +258,7 @@ class Applier:
 
     def wrap_boundaries(self, root):
         torch = self.torch
+        self.find_handed_on()
         containers = (torch.nn.ModuleList, torch.nn.ModuleDict)
         parent_of = {}
         for path, m in root.named_modules():
@@ -296,12 +308,77 @@ class Applier:
             finally:
                 ap.exec.pop()
                 ap.lexec.pop()
-            if ap.hands_on(m, st, lyr):
+            if ap.hands_on(m, st, lyr) or (caller == st and caller_l == lyr):
                 return out
-            return ap.follow(out, caller, caller_l, lyr) if caller != st or caller_l != lyr else out
+            if ap.hand_on_here(m):
+                return ap.handed(out)
+            return ap.follow(out, caller, caller_l, lyr, hop=ap.hop_of(m))
 
         m.forward = forward
         self.wrapped.add(id(m))
+
+    def find_handed_on(self):
+        """The modules of the plan's handed_on, by their paths in the program."""
+        self.hand_on_ids = {mid for mid, path in self.s.path_of.items() if path in self.handed_on}
+
+    def hand_on_here(self, m):
+        """m's outputs stay where m made them (a rerun, the training
+        forward of a module the record says only hands them on): in a
+        validation forward, a recompute in backward, and every module the
+        record saw read otherwise, they go back to the caller's stage."""
+        return id(m) in self.hand_on_ids and self.s.phase == PH_FORWARD and not self.s.in_backward
+
+    def handed(self, out):
+        """m's outputs, handed on: each that autograd follows through the
+        node the record pass had where it copied them back (a pass-through
+        here), so that the backward graph keeps the record's shape."""
+        torch = self.torch
+        if not torch.is_grad_enabled():
+            return out
+        return _map(torch, out, lambda t: self.pass_through(t) if isinstance(t, torch.Tensor) and t.requires_grad
+                    else t)
+
+    def hop_of(self, m):
+        """The record pass: m's index for the copies of its outputs back to
+        the caller (event `ho` the first time), None where they are no
+        training forward's. A forward run again in backward (activation
+        checkpointing) goes back where the forward's went: such a module is
+        never handed on."""
+        if not self.record:
+            return None
+        i = self.hop_id.get(id(m))
+        if i is None:
+            path = self.s.path_of.get(id(m))
+            if path is None or len(self.hop_id) >= _MAX_HANDED_ON:
+                return None
+            i = self.hop_id[id(m)] = len(self.hop_id)
+            self.s.send("ho", id=i, module=path)
+        if self.s.in_backward:
+            self.hop_seen_read(i)
+            return None
+        return i if self.s.phase == PH_FORWARD else None
+
+    def hop_seen_read(self, i):
+        if i not in self.hop_read:
+            self.hop_read.add(i)
+            self.s.send("nh", id=i)
+
+    def watch_reads(self, args, kwargs):
+        """The record pass, every operator: an input that is a copy of a
+        module's outputs back to its caller, read by anything but one
+        crossing (a second one of a tensor autograd follows would sum its
+        gradients on the caller's stage), keeps that module from handing on."""
+        for t in _tensors(self.torch, (args, kwargs)):
+            key, _ = self.s.storage_key(t)
+            w = self.watch.get(key)
+            if w is None:
+                continue
+            if self.moving:
+                w[1] += 1
+                if w[1] > 1 and w[2]:
+                    self.hop_seen_read(w[0])
+            else:
+                self.hop_seen_read(w[0])
 
     def hands_on(self, m, st, lyr):
         """m, a child of the opened Sequential running now, returned on stage
@@ -352,20 +429,26 @@ class Applier:
 
         @functools.wraps(fwd)
         def forward(*args, **kwargs):
-            out = fwd(*args, **kwargs)
+            try:
+                out = fwd(*args, **kwargs)
+            except RuntimeError as exc:
+                if ap.hand_on_ids:      # the model's own code, on the root's stage, with a handed-on output
+                    ap.refuse_mismatch(exc, root, 0)
+                raise
             return ap.follow(out, 0, 0)
 
         root.forward = forward
         self.wrapped.add(id(root))
 
     # ---- crossing a boundary -------------------------------------------------
-    def follow(self, obj, dst, dst_layer, from_layer=None):
+    def follow(self, obj, dst, dst_layer, from_layer=None, hop=None):
         """obj's tensors on stage dst: each one another stage holds crosses to
         dst (a copy that is dst's, as on two GPUs); a tensor on no stage's
         device (the program's batch on the CPU) crosses to dst's device. Under
         torch.no_grad() too: a boundary copy in evaluation is a copy.
         from_layer: the layer a module's outputs were made on (None: inputs,
-        made by the code running now).
+        made by the code running now). hop: the record pass's index of the
+        module whose outputs these are (hop_of), for each copy it makes.
 
         A tensor of dst's own stage that the record pass would copy (from
         another layer than dst_layer) goes through a node of its own that
@@ -389,16 +472,20 @@ class Applier:
                 if t.requires_grad and made_on != dst_layer and torch.is_grad_enabled():
                     return self.pass_through(t)
                 return t
-            return self.cross(t, src, dst)
+            return self.cross(t, src, dst, hop)
 
         return _map(torch, obj, move)
 
     def pass_through(self, t):
         if self._pass is None:
             self._pass = _pass_through(self.torch)
-        return self._pass.apply(t)
+        self.moving += 1     # memsplit's own node: it may read a tensor another stage holds, and copies nothing
+        try:
+            return self._pass.apply(t)
+        finally:
+            self.moving -= 1
 
-    def cross(self, t, src, dst):
+    def cross(self, t, src, dst, hop=None):
         """The copy of t from stage src (None: no stage's device) to stage
         dst, with the backward of a copy between two devices: the gradient
         comes back as a copy on src (a plain clone on a shared device would
@@ -406,13 +493,15 @@ class Applier:
         keep it on dst)."""
         if self._cross is None:
             self._cross = _crossing(self.torch)
-        return self._cross.apply(t, self, src, dst)
+        return self._cross.apply(t, self, src, dst, hop)
 
-    def copy_on(self, t, src, st, dev):
+    def copy_on(self, t, src, st, dev, hop=None, watch=False):
         """t, which stage src holds, copied to device dev by stage st (None:
         no stage's device; the root runs that copy): the stage switch and
         the `moving` guard are the same for every device; only primitive()
-        differs."""
+        differs. The record pass says hop (a module's index, hop_of) with a
+        copy of its outputs back to the caller (watch: then follows what
+        reads it) and with the gradient copy that answers such a one."""
         self.exec.append(st if st is not None else 0)
         self.moving += 1       # the copy itself reads the other stage's tensor
         try:
@@ -426,7 +515,12 @@ class Applier:
             key, _ = self.s.storage_key(out)
             orig, _ = self.s.storage_key(t)
             if key and orig and key != orig:
-                self.s.send("c", k=key, o=orig)
+                if hop is None:
+                    self.s.send("c", k=key, o=orig)
+                else:
+                    self.s.send("c", k=key, o=orig, h=hop)
+                    if watch:
+                        self.watch[key] = [hop, 0, out.requires_grad or t.requires_grad]
         return out
 
     def primitive(self, t, dev):
@@ -444,9 +538,11 @@ class Applier:
                                                       "x".join(str(n) for n in t.shape)))
 
     # ---- checks on every operator (forward only) --------------------------------
-    def check_inputs(self, func, args):
+    def check_inputs(self, func, args, kwargs=None):
         """A tensor of another stage reaching this stage's operator without
         the boundary copy: what would fail on two real GPUs."""
+        if self.watch:
+            self.watch_reads(args, kwargs)
         if not self.placed or self.s.phase not in (PH_FORWARD, PH_VALIDATION) or self.moving:
             return              # the optimizer and the framework's own work are no stage's
         torch = self.torch
@@ -460,8 +556,9 @@ class Applier:
             if owner is not None and owner != st and not self.is_static(key):
                 raise PlanRefused(
                     "memsplit: a tensor of stage %d (%s) reached stage %d (%s) in %s without the boundary copy: "
-                    "a module moves tensors across stages itself" % (owner, self.devices[owner], st,
-                                                                      self.devices[st], self.s.where_text()))
+                    "a module moves tensors across stages itself%s" % (owner, self.devices[owner], st,
+                                                                        self.devices[st], self.s.where_text(),
+                                                                        self.handed_on_hint()))
 
     def is_static(self, key):
         lib = self.s.lib
@@ -491,23 +588,39 @@ class Applier:
         path = self.s.path_of.get(id(module), type(module).__name__)
         raise PlanRefused(
             "memsplit: a tensor of another stage reached stage %d (%s) in layer %d (module %s) without the boundary "
-            "copy: a module moves tensors across stages itself (torch: %s)"
-            % (st, self.devices[st], self.s.layer, path, text.strip().splitlines()[0][:300])) from None
+            "copy: a module moves tensors across stages itself%s (torch: %s)"
+            % (st, self.devices[st], self.s.layer, path, self.handed_on_hint(),
+               text.strip().splitlines()[0][:300])) from None
+
+    def handed_on_hint(self):
+        """The other cause under a plan that hands outputs on: the program's
+        code computes with one, which the record pass never saw it do."""
+        if not self.hand_on_ids:
+            return ""
+        names = sorted(self.handed_on)
+        return ("; or the program's own code computes with the output of a module this plan hands on to the next "
+                "(%s%s): take that module out of the plan's \"handed_on\"" %
+                (", ".join(names[:3]), ", ..." if len(names) > 3 else ""))
 
 
+_MAX_HANDED_ON = 4096     # vocab/profile.h: MS_REC_MAX_HANDED_ON
 _MISMATCH = ("Expected all tensors to be on the same device", "found at least two devices")
 
 
 def _crossing(torch):
     class Cross(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, t, ap, src, dst):
+        def forward(ctx, t, ap, src, dst, hop):
             ctx.ap, ctx.src, ctx.dst, ctx.src_device = ap, src, dst, ap.device_of(t)
-            return ap.copy_on(t, src, dst, ap.devices[dst])
+            # the record pass: a crossing of a module's outputs copied back to the caller
+            # gives its gradient back to that copy through a copy the record may leave out
+            w = ap.watch.get(ap.s.storage_key(t)[0]) if ap.watch else None
+            ctx.hop_back = w[0] if w is not None else None
+            return ap.copy_on(t, src, dst, ap.devices[dst], hop, watch=hop is not None)
 
         @staticmethod
         def backward(ctx, g):
-            return ctx.ap.copy_on(g, ctx.dst, ctx.src, ctx.src_device), None, None, None
+            return ctx.ap.copy_on(g, ctx.dst, ctx.src, ctx.src_device, ctx.hop_back), None, None, None, None
 
     return Cross
 

@@ -46,6 +46,9 @@ class Tracker:
     def expire(self, key, handle):
         self.untyped._free_weak_ref(handle)
         del self.live[key]
+        ap = self.s.applier
+        if ap is not None and ap.watch:
+            ap.watch.pop(key, None)      # the address is another storage's from now on
         if self.emulate is not None:
             self.emulate.free(key)
         else:
@@ -225,7 +228,7 @@ def start(torch, session):
                 return torch.tensor(args[0])
             ap = session.applier
             if ap is not None:
-                ap.check_inputs(func, args)
+                ap.check_inputs(func, args, kwargs)
             out = func(*args, **(kwargs or {}))
             with tracker.lock:
                 tracker.seen(func, args, out)
