@@ -154,6 +154,61 @@ static int mark_named(const mod *m, int n, const char *layers, char *force, char
     return 0;
 }
 
+/* A unit with no parameters and no children (bare) joins its neighbour
+ * under the same parent: the unit just before it, else the unit just after
+ * it; a run of bare ones between opened modules is one unit. group[k]: the
+ * unit module k's unit joins (a sibling's index), or -1 (its own, or none). */
+static void group_bare(const mod *m, int n, const char *open, const int *unit_of, int *group)
+{
+    for (int k = 0; k < n; k++) group[k] = -1;
+    for (int p = 0; p < n; p++) {
+        if (!open[p]) continue;
+        int prev = -1;          /* the sibling just before: a unit's group, or -1 (opened, none) */
+        int run_start = -1;     /* bare units not yet placed */
+        for (int k = p + 1; k <= n; k++) {
+            if (k < n && m[k].parent != p) continue;
+            int is_unit = k < n && unit_of[k] >= 0;
+            int bare = is_unit && m[k].param_bytes == 0 && m[k].n_children == 0;
+            if (bare) {
+                if (prev >= 0) group[k] = prev;
+                else if (run_start < 0) run_start = k;
+                continue;
+            }
+            /* a sibling that is not bare (or the end): the bare run before it joins it if it is a unit */
+            for (int j = run_start; run_start >= 0 && j < k; j++)
+                if (m[j].parent == p && unit_of[j] >= 0) group[j] = is_unit ? k : run_start;
+            run_start = -1;
+            if (k == n) break;
+            group[k] = is_unit ? k : -1;
+            prev = is_unit ? k : -1;
+        }
+    }
+}
+
+/* Closes the deepest opened module (not the root, not one --layers opened)
+ * whose children are all one unit: it becomes that unit's top. 1 when one
+ * was closed, 0 when none is left. */
+static int close_single(const mod *m, int n, const char *force, char *open, int *unit_of, const int *group)
+{
+    for (int p = n - 1; p >= 1; p--) {
+        if (!open[p] || force[p] == 'o') continue;
+        int g = -1, whole = 1;
+        for (int k = p + 1; k < n && whole; k++) {
+            if (m[k].parent != p) continue;
+            int gk = unit_of[k] < 0 ? -2 : group[k] >= 0 ? group[k] : k;
+            whole = gk >= 0 && (g < 0 || gk == g);
+            g = gk;
+        }
+        if (!whole || g < 0) continue;
+        open[p] = 0;
+        unit_of[p] = p;
+        for (int k = p + 1; k < n; k++)
+            if (m[k].parent == p) unit_of[k] = -1;     /* inside p's unit now */
+        return 1;
+    }
+    return 0;
+}
+
 int msb_pick_units(const char *tree_tsv, const char *layers, int *unit_of, int cap, char *why, size_t whylen)
 {
     if (!tree_tsv) return ms_errf(why, whylen, "no module tree");
@@ -185,31 +240,11 @@ int msb_pick_units(const char *tree_tsv, const char *layers, int *unit_of, int c
             open[k] = m[k].n_children > 0 && force[k] != 'k' && (force[k] == 'o' || big);
             if (!open[k]) unit_of[k] = k;                    /* a unit's top module, for now its own */
         }
-        /* a unit with no parameters and no children (bare) joins its neighbour under the same
-         * parent: the unit just before it, else the unit just after it; a run of bare ones
-         * between opened modules is one unit */
-        for (int p = 0; p < n; p++) {
-            if (!open[p]) continue;
-            int prev = -1;          /* the sibling just before: a unit's group, or -1 (opened, none) */
-            int run_start = -1;     /* bare units not yet placed */
-            for (int k = p + 1; k <= n; k++) {
-                if (k < n && m[k].parent != p) continue;
-                int is_unit = k < n && unit_of[k] >= 0;
-                int bare = is_unit && m[k].param_bytes == 0 && m[k].n_children == 0;
-                if (bare) {
-                    if (prev >= 0) group[k] = prev;
-                    else if (run_start < 0) run_start = k;
-                    continue;
-                }
-                /* a sibling that is not bare (or the end): the bare run before it joins it if it is a unit */
-                for (int j = run_start; run_start >= 0 && j < k; j++)
-                    if (m[j].parent == p && unit_of[j] >= 0) group[j] = is_unit ? k : run_start;
-                run_start = -1;
-                if (k == n) break;
-                group[k] = is_unit ? k : -1;
-                prev = is_unit ? k : -1;
-            }
-        }
+        /* a module opened into one unit (a block whose only child with parameters holds nearly
+         * all of them, with its activation) is that unit, named as itself and with its own
+         * code inside: closed again, the deepest first, and its parent's units grouped anew */
+        do group_bare(m, n, open, unit_of, group);
+        while (close_single(m, n, force, open, unit_of, group));
         /* number the groups in registration order */
         int *id = malloc((size_t)n * sizeof *id);
         if (!id) {

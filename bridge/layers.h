@@ -22,7 +22,9 @@
  * siblings (a run of blocks) only past a quarter. The root is always
  * opened. Modules that are not opened are units; a unit with no parameters
  * and no children (an activation, a pooling, a dropout) joins the unit
- * registered before it under the same parent, else the one after it.
+ * registered before it under the same parent, else the one after it. A
+ * module opened into a single unit (its one child with parameters and its
+ * activation) is closed again: it is that unit, under its own name.
  *
  * layers (comma-separated module paths, "." the root; may be NULL or ""):
  * each named module is opened (and its ancestors), and its children are

@@ -184,8 +184,22 @@ static void test_pick_units(void **state)
                           "16\t0\tavgpool\tAdaptiveAvgPool2d\t0\t0\ta\n17\t0\tfc\tLinear\t0\t139\tf\n";
     units_text(resnet, "", got, sizeof got, &n);
     assert_string_equal(got, "conv1|bn1,relu,maxpool|layer1|layer3.0|layer3.1|layer3.2|layer3.3|layer3.4|"
-                             "layer3.5.conv|avgpool,fc");
+                             "layer3.5|avgpool,fc");
     assert_int_equal(n, 10);
+    /* a block opened into one unit (its linear and its activation) is that unit, named as
+     * itself; one whose children are two units stays open */
+    const char mlp[] = "0\t-1\t\tNet\t0\t100\tR\n1\t0\tbody\tSequential\t1\t100\tB\n"
+                       "2\t1\tbody.0\tBlock\t0\t30\tK\n3\t2\tbody.0.fc\tLinear\t0\t30\tL\n"
+                       "4\t2\tbody.0.act\tGELU\t0\t0\tG\n"
+                       "5\t1\tbody.1\tBlock\t0\t40\tK2\n6\t5\tbody.1.fc\tLinear\t0\t40\tL2\n"
+                       "7\t5\tbody.1.act\tGELU\t0\t0\tG\n"
+                       "8\t1\tbody.2\tPair\t0\t30\tP\n9\t8\tbody.2.a\tLinear\t0\t15\tL3\n"
+                       "10\t8\tbody.2.b\tLinear\t0\t15\tL3\n";
+    units_text(mlp, "", got, sizeof got, &n);
+    assert_string_equal(got, "body.0|body.1|body.2.a|body.2.b");
+    /* what --layers opened stays open */
+    units_text(mlp, "body.1", got, sizeof got, &n);
+    assert_string_equal(got, "body.0|body.1.fc,body.1.act|body.2");
     /* nested Sequentials of few children: opened down to the blocks */
     const char nested[] = "0\t-1\t\tNet\t0\t120\tR\n1\t0\tbody\tSequential\t1\t120\tB\n"
                           "2\t1\tbody.0\tSequential\t1\t40\tS\n3\t2\tbody.0.0\tBlock\t0\t20\tK\n"
