@@ -5,8 +5,11 @@ Placement is per parameter: a parameter goes to the device of the stage
 that owns it (its first owner's layer), so a weight tied across stages
 stays in one place and the module that borrows it runs where it lives.
 Every module of a stage whose caller is elsewhere has its forward wrapped
-so that its tensor inputs (positional and keyword) follow it; the root's
-outputs come back to the root device. Placement is applied at the first
+so that its tensor inputs (positional and keyword) follow it and its
+outputs go back to its caller's stage, unless the plan hands them on (the
+record pass saw the caller only pass them to the next module:
+docs/program-record.md, "Handed on"); the root's outputs come back to the
+root device. Placement is applied at the first
 training forward and again after every move the framework makes
 (Module._apply: Lightning's fit, teardown and test), and optimizer state
 moves with its parameters.
@@ -287,7 +290,8 @@ class Applier:
     def wrap(self, m, st, lyr=None):
         """The module's inputs follow it to its stage, and its outputs go back
         to where its caller computes, so that the caller's own code (residual
-        adds between blocks, loops over them) never mixes devices. lyr: its
+        adds between blocks, loops over them) never mixes devices; those of a
+        module the plan hands on stay (hand_on_here). lyr: its
         layer, the stage the record pass runs it on (default: the stage's first)."""
         fwd = m.forward
         ap = self
@@ -460,6 +464,8 @@ class Applier:
         weight gradient) are taken, where the record summed it after."""
         torch = self.torch
         dev = self.devices[dst]
+        made_on = self.layer_now() if from_layer is None else from_layer   # the same for every tensor
+        grad = torch.is_grad_enabled()
 
         def move(t):
             if not isinstance(t, torch.Tensor):
@@ -468,8 +474,7 @@ class Applier:
             if self.skip_copy and src != dst and self.device_of(t) == dev:
                 return t
             if src == dst or (src is None and self.device_of(t) == dev):
-                made_on = self.layer_now() if from_layer is None else from_layer
-                if t.requires_grad and made_on != dst_layer and torch.is_grad_enabled():
+                if t.requires_grad and made_on != dst_layer and grad:
                     return self.pass_through(t)
                 return t
             return self.cross(t, src, dst, hop)

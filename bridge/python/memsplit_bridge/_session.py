@@ -90,6 +90,7 @@ class Session:
         self.other_models = set()   # ids of other models the program trains (a GAN's discriminator)
         self.other_params = []      # their parameters, counted in layer 0
         self.held_ids = set()       # parameters of models the program holds beside them (held_models)
+        self.live = None            # the live modules while register() runs (live_modules)
         self.late = None            # (step, marks, losses) whose times and loss are sent at the next step's end
         # the trial's rows need each interval's counters and time; a rerun (the train pass) reads
         # only each step's time and the stages' peaks: no counters read (nor torch's peaks reset)
@@ -180,6 +181,16 @@ class Session:
 
     # ---- the model -------------------------------------------------------
     def register(self, root):
+        # the program's live modules, walked once for the models it trains beside this one and
+        # those it holds (the collector's walk over a large process is the first step's cost);
+        # not kept past this forward: a later walk sees what the program made since
+        self.live = None
+        try:
+            return self.register_model(root)
+        finally:
+            self.live = None
+
+    def register_model(self, root):
         torch = self.torch
         self.model = root
         self.models = [root] + self.co_trained(root)
@@ -316,7 +327,6 @@ class Session:
         its optimizers hold them: the largest modules whose parameters are
         all in the program's optimizers and none in model's. Found once, at
         the first training forward; one made later is another_model's."""
-        torch = self.torch
         mine = {id(p) for p in model.parameters()}
         order = {}
         for o in self.optimizers:
@@ -326,7 +336,7 @@ class Session:
                         order.setdefault(id(p), len(order))
         if not order:
             return []
-        found = [(m, mods, ps) for m, mods, ps in _live_modules(torch, {id(model)})
+        found = [(m, mods, ps) for m, mods, ps in self.live_modules({id(model)})
                  if ps and all(id(p) in order for p in ps)]
         return [m for m, _, _ in sorted(_outermost(found), key=lambda x: min(order[id(p)] for p in x[2]))]
 
@@ -443,6 +453,16 @@ class Session:
                     self.confirmed.add(id(p))
                 self.relabel(p, cat, layer)
 
+    def live_modules(self, skip):
+        """The program's live modules whose ids are not in skip, each with
+        its _subtree: (module, [modules], [params]); the walk made once
+        while register() runs."""
+        if self.live is None:
+            self.live = _live_modules(self.torch)
+        for m in self.live:
+            if id(m) not in skip:
+                yield (m,) + _subtree(m)
+
     def held_models(self):
         """The models the program holds beside those registered and no
         optimizer trains (yet): a frozen teacher, an EMA copy. Their weights
@@ -452,13 +472,12 @@ class Session:
         whatever layer is running. Found once, at the first training
         forward: the largest modules none of whose parameters a registered
         model or an optimizer holds."""
-        torch = self.torch
         known = set(self.param_layer)
         for o in self.optimizers:
             for g in o.param_groups:
                 known.update(id(p) for p in g["params"])
         # (a module of the tree is known)
-        found = [(m, mods, ps) for m, mods, ps in _live_modules(torch, self.path_of)
+        found = [(m, mods, ps) for m, mods, ps in self.live_modules(self.path_of)
                  if ps and not any(id(p) in known for p in ps)]
         said = []
         for m, _, ps in _outermost(found):
@@ -1100,16 +1119,13 @@ def _subtree(m):
     return mods, params
 
 
-def _live_modules(torch, skip):
-    """The program's live modules whose ids are not in skip, each with
-    its _subtree: (module, [modules], [params])."""
+def _live_modules(torch):
+    """The program's live modules, from the collector's objects."""
     import gc
     Module = torch.nn.Module
-    for m in gc.get_objects():
-        # type(), not isinstance: isinstance also reads __class__, which some objects
-        # answer with a warning of their own (torch.distributed.reduce_op)
-        if issubclass(type(m), Module) and id(m) not in skip:
-            yield (m,) + _subtree(m)
+    # type(), not isinstance: isinstance also reads __class__, which some objects
+    # answer with a warning of their own (torch.distributed.reduce_op)
+    return [m for m in gc.get_objects() if issubclass(type(m), Module)]
 
 
 def _outermost(found):
