@@ -14,7 +14,9 @@
 # profile stops inside step N-1) against the alone run's; the first-step
 # cost is step 0's ms against the alone run's step 0. The four runs are made
 # BENCH_PROGRAM_ROUNDS times, each round in the order opposite to the one
-# before (alone diagnose trace plan, then plan trace diagnose alone), and
+# before (alone diagnose trace plan, then plan trace diagnose alone), every
+# program's first round before any program's second (a budget that runs out
+# leaves each mode of each program measured once), and
 # each mode's figure is its round with the lowest median: on a GPU that
 # another job shares, or whose clocks drop, a run is only ever slowed, and a
 # drift over the call weighs on every mode alike. A table, one line per
@@ -131,6 +133,8 @@ make_plan() {
 
 : >"$RAW/list.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$RAW/gpu.txt" 2>/dev/null || : >"$RAW/gpu.txt"
+NAMES=()
+declare -A CMD
 for NAME in $LIST; do
     mapfile -t P < <(program "$NAME") || true
     if [ ${#P[@]} = 0 ]; then
@@ -140,13 +144,23 @@ for NAME in $LIST; do
     fi
     printf '%s\t%s\n' "$NAME" "${P[*]} --steps $STEPS" >>"$RAW/list.txt"
     rm -f "$RAW/$NAME".*
-    echo "== $NAME: ${P[*]} --steps $STEPS" >&2
-    # untimed: the program's files and kernels loaded once before any timed run
-    [ "$WARMUP" = 1 ] && run "$NAME.warmup" "${P[@]}" --steps 2
-    P+=(--steps "$STEPS")
-    ORDER=$MODES
-    REVERSED=$(printf '%s\n' $MODES | tac | tr '\n' ' ')
-    for ((R = 1; R <= ROUNDS; R++)); do
+    NAMES+=("$NAME")
+    CMD[$NAME]=$(printf '%s\n' "${P[@]}")
+done
+# round by round over every program, so that a budget that runs out leaves every program's
+# first round (each mode measured once) before any program's second
+REVERSED=$(printf '%s\n' $MODES | tac | tr '\n' ' ')
+for ((R = 1; R <= ROUNDS; R++)); do
+    for NAME in "${NAMES[@]}"; do
+        mapfile -t P <<<"${CMD[$NAME]}"
+        if [ "$R" = 1 ]; then
+            echo "== $NAME: ${P[*]} --steps $STEPS" >&2
+            # untimed: the program's files and kernels loaded once before any timed run
+            [ "$WARMUP" = 1 ] && run "$NAME.warmup" "${P[@]}" --steps 2
+        fi
+        P+=(--steps "$STEPS")
+        ORDER=$MODES
+        [ $((R % 2)) = 0 ] && ORDER=$REVERSED
         for M in $ORDER; do
             case $M in
             alone) run "$NAME.alone.$R" "${P[@]}" ;;
@@ -162,7 +176,6 @@ for NAME in $LIST; do
                 ;;
             esac
         done
-        T=$ORDER ORDER=$REVERSED REVERSED=$T
     done
 done
 echo "bench/programs: the runs took $((SECONDS - START)) s of the ${BUDGET} s budget" >&2
