@@ -315,7 +315,11 @@ if want programs; then
     # PROGRAMS picks ("resnet152 t5 llama"; also gan, a Lightning GAN with
     # manual optimization); CAP_RESNET152, CAP_T5, CAP_LLAMA, CAP_GAN
     # (20GiB, 47GiB, 22GiB, 3584MiB), GPUS_<NAME> (2) and ARGS_<NAME> (appended to the
-    # program's arguments) override; PROGRAMS_STEPS (4) the program's steps.
+    # program's arguments) override; PROGRAMS_STEPS (4) the program's steps;
+    # PROGRAMS_DEVICES (GPUS times cuda:0: virtual devices) the devices doctor
+    # splits over (cuda:0,cuda:1 on a machine of two GPUs: real devices, and
+    # GPUS is their count). The rerun's step time (the program's own lines,
+    # the median from its second step) is shown against the alone run's.
     # A default CAP that the alone run shows does not make the program die
     # (its peak below it) or that GPUS devices could not hold is replaced by
     # 1.4/GPUS of the peak, and said; a CAP given is kept as it is.
@@ -348,6 +352,7 @@ print(int(float(m.group(1)) * (1024 if m.group(3) in (None, 'iB', 'IB', 'ib') el
         U=$(echo "$name" | tr a-z A-Z)
         cv=CAP_$U gv=GPUS_$U av=ARGS_$U
         cap=${!cv:-$dcap} g=${!gv:-2}
+        [ -n "${PROGRAMS_DEVICES:-}" ] && g=$(echo "$PROGRAMS_DEVICES" | tr ',' '\n' | grep -c .)
         # shellcheck disable=SC2206  # ARGS_<NAME> is meant to split
         P+=(--steps "$steps" ${!av:-})
         echo "== programs: $name: ${P[*]:1}"
@@ -384,7 +389,7 @@ print(int(float(m.group(1)) * (1024 if m.group(3) in (None, 'iB', 'IB', 'ib') el
                 "under memsplit $(grep -m1 -o 'at OOM: .*' "$T/pp_$name.err")" \
                 "alone          $(grep -m1 -o 'at OOM: .*' "$T/pb_$name.err")"
         # c. doctor over GPUS devices of CAP on cuda:0
-        devs=$(printf 'cuda:0%.0s,' $(seq "$g")); devs=${devs%,}
+        devs=$(printf 'cuda:0%.0s,' $(seq "$g")); devs=${PROGRAMS_DEVICES:-${devs%,}}
         rm -f "$OUTD/programs_$name.db"
         prun "$name doctor" "$M" doctor --gpus "$g" --devices "$devs" --gpu-mem "$cap" --json \
             --db "$OUTD/programs_$name.db" -- "${P[@]}" > "$T/pd_$name.json" 2> "$T/pd_$name.err"; rc=$?
@@ -397,6 +402,23 @@ print(int(float(m.group(1)) * (1024 if m.group(3) in (None, 'iB', 'IB', 'ib') el
         gaps=$(js "$T/pd_$name.json" "all(x['gap'] is not None and abs(x['gap']) <= 0.02 for x in d['train']['devices'])")
         [ "$gaps" = True ] && ok "programs $name: every measured peak within 2% of the plan" || \
             bad "programs $name: a measured peak more than 2% from the plan (or not measured)" "$gaps"
+        "$PY" - "$T/pa_$name.out" "$T/pd_$name.err" "$devs" <<'EOF'
+import re, statistics, sys
+def last_run(path):   # the program's step lines of its last run in the file (doctor's rerun)
+    runs = []
+    for line in open(path, errors="replace"):
+        m = re.match(r"^step (\d+) loss \S+ ms ([0-9.]+)", line)
+        if m:
+            if int(m.group(1)) == 0 or not runs:
+                runs.append([])
+            runs[-1].append(float(m.group(2)))
+    return runs[-1] if runs else []
+a, d = last_run(sys.argv[1]), last_run(sys.argv[2])
+med = lambda xs: statistics.median(xs[1:] or xs)
+if a and d:
+    print("  step ms (median from the second step): alone %.2f, split over %s %.2f (%+.1f%%)"
+          % (med(a), sys.argv[3], med(d), 100 * (med(d) / med(a) - 1)))
+EOF
         ld=$(js "$T/pd_$name.json" "' '.join('%.4f' % x for x in d['train']['losses'])")
         echo "  losses split $ld; alone $la"
         same=$("$PY" -c "a=[float(x) for x in '$ld'.split()]; b=[float(x) for x in '$la'.split()]
