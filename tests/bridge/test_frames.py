@@ -150,6 +150,28 @@ class Models(unittest.TestCase):
         s.optimizers = [torch.optim.SGD(G.parameters(), lr=0.1)]
         self.assertEqual(s.co_trained(G), [])          # one model: nothing to look for
 
+    def test_one_walk_while_registering(self):
+        # the models trained beside one and the models held are looked for in one
+        # walk of the live objects while register() runs; a look at another time
+        # walks anew (it sees what the program made since)
+        G, C = nn.Linear(3, 3), nn.Linear(3, 1)
+        s = _session.Session(torch, None, {})
+        s.optimizers = [torch.optim.SGD(list(G.parameters()) + list(C.parameters()), lr=0.1)]
+        walks = []
+        real = _session._live_modules
+        _session._live_modules = lambda t: walks.append(1) or real(t)
+        try:
+            s.keep_live = True
+            self.assertEqual(s.co_trained(G), [C])
+            self.assertEqual(s.co_trained(G), [C])
+            self.assertEqual(len(walks), 1)
+            s.live, s.keep_live = None, False
+            s.co_trained(G)
+            s.co_trained(G)
+            self.assertEqual(len(walks), 3)
+        finally:
+            _session._live_modules = real
+
     def test_names_from_locals(self):
         G, D = nn.Linear(2, 2), nn.Linear(2, 1)
         self.assertEqual(_session._model_names(torch, [G, D]), ["G", "D"])

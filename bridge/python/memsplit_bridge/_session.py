@@ -90,7 +90,8 @@ class Session:
         self.other_models = set()   # ids of other models the program trains (a GAN's discriminator)
         self.other_params = []      # their parameters, counted in layer 0
         self.held_ids = set()       # parameters of models the program holds beside them (held_models)
-        self.live = None            # the live modules while register() runs (live_modules)
+        self.live = None            # register()'s walk of the live modules (live_modules)
+        self.keep_live = False      # while register() runs: one walk serves every look
         self.late = None            # (step, marks, losses) whose times and loss are sent at the next step's end
         # the trial's rows need each interval's counters and time; a rerun (the train pass) reads
         # only each step's time and the stages' peaks: no counters read (nor torch's peaks reset)
@@ -184,11 +185,11 @@ class Session:
         # the program's live modules, walked once for the models it trains beside this one and
         # those it holds (the collector's walk over a large process is the first step's cost);
         # not kept past this forward: a later walk sees what the program made since
-        self.live = None
+        self.live, self.keep_live = None, True
         try:
             return self.register_model(root)
         finally:
-            self.live = None
+            self.live, self.keep_live = None, False
 
     def register_model(self, root):
         torch = self.torch
@@ -456,10 +457,13 @@ class Session:
     def live_modules(self, skip):
         """The program's live modules whose ids are not in skip, each with
         its _subtree: (module, [modules], [params]); the walk made once
-        while register() runs."""
-        if self.live is None:
-            self.live = _live_modules(self.torch)
-        for m in self.live:
+        while register() runs, anew at every other call."""
+        live = self.live
+        if live is None:
+            live = _live_modules(self.torch)
+            if self.keep_live:
+                self.live = live
+        for m in live:
             if id(m) not in skip:
                 yield (m,) + _subtree(m)
 
