@@ -43,6 +43,7 @@ void msb_trace_free(msb_trace *t)
     free(t->steps);
     for (int i = 0; i < t->n_hops; i++) free(t->hops[i].path);
     free(t->hops);
+    free(t->order);
     msb_trace_init(t);
 }
 
@@ -295,6 +296,80 @@ static int on_hop(msb_trace *t, const json_t *o, int conn, int read)
     }
     t->hops = g;
     g[t->n_hops++] = (struct msb_hop){ .path = path, .read = 0 };
+    return 0;
+}
+
+/* Event `order` (units): the trial's units in the order the program first
+ * called them, kept once; a list that is no permutation of the units is a
+ * bad line. */
+static int on_order(msb_trace *t, const json_t *o, int conn)
+{
+    const json_t *u = json_object_get(o, "units");
+    if (conn != t->model_conn || t->order) return 0;
+    size_t n = json_is_array(u) ? json_array_size(u) : 0;
+    if (n == 0 || n != (size_t)t->n_blocks) {
+        t->bad_lines++;
+        return 0;
+    }
+    int *order = malloc(n * sizeof *order);
+    char *seen = calloc(n + 1, 1);
+    int ok = order && seen;
+    for (size_t i = 0; ok && i < n; i++) {
+        const json_t *v = json_array_get(u, i);
+        json_int_t l = json_is_integer(v) ? json_integer_value(v) : 0;
+        ok = l >= 1 && l <= (json_int_t)n && !seen[l];
+        if (ok) {
+            seen[l] = 1;
+            order[i] = (int)l;
+        }
+    }
+    free(seen);
+    if (!ok) {
+        if (!order) return -1;
+        free(order);
+        t->bad_lines++;
+        return 0;
+    }
+    t->order = order;
+    t->n_order = (int)n;
+    return 0;
+}
+
+int msb_trace_in_call_order(msb_trace *t, const int *order, int n)
+{
+    if (n != t->n_blocks || n < 1) return -1;
+    int *to = calloc((size_t)n + 2, sizeof *to);      /* old layer -> new */
+    char **names = malloc((size_t)n * sizeof *names), **sigs = t->sigs ? malloc((size_t)n * sizeof *sigs) : NULL;
+    int ok = to && names && (sigs || !t->sigs);
+    for (int k = 0; ok && k < n; k++) {
+        ok = order[k] >= 1 && order[k] <= n && !to[order[k]];
+        if (ok) to[order[k]] = k + 1;
+    }
+    if (!ok) {
+        free(to);
+        free(names);
+        free(sigs);
+        return -1;
+    }
+#define NEW(l) ((l) >= 1 && (l) <= n ? to[l] : (l))
+    for (int i = 0; i < t->n_ev; i++) {
+        if (t->ev[i].conn != t->model_conn) continue;    /* another process's units are not these */
+        t->ev[i].m.layer = NEW(t->ev[i].m.layer);
+        if (t->ev[i].kind == MSB_EV_WHERE) t->ev[i].xl = NEW(t->ev[i].xl);
+    }
+    for (int s = 0; s < t->n_steps; s++)
+        for (int k = 0; k < t->steps[s].n_iv; k++) t->steps[s].iv[k].layer = NEW(t->steps[s].iv[k].layer);
+    t->oom.layer = NEW(t->oom.layer);
+#undef NEW
+    for (int k = 0; k < n; k++) {
+        names[k] = t->blocks[order[k] - 1];
+        if (sigs) sigs[k] = t->sigs[order[k] - 1];
+    }
+    free(t->blocks);
+    free(t->sigs);
+    t->blocks = names;
+    t->sigs = sigs;
+    free(to);
     return 0;
 }
 
@@ -726,6 +801,7 @@ int msb_trace_feed(msb_trace *t, const char *line, size_t len, int conn)
     } else if (!strcmp(ev, "model")) rc = on_model(t, o, conn);
     else if (!strcmp(ev, "member")) on_member(t, o, conn);
     else if (!strcmp(ev, "ho")) rc = on_hop(t, o, conn, 0);
+    else if (!strcmp(ev, "order")) rc = on_order(t, o, conn);
     else if (!strcmp(ev, "nh")) rc = on_hop(t, o, conn, 1);
     else if (!strcmp(ev, "recompute")) t->n_recomputed += own(t, conn);   /* the bridge says each unit once */
     else if (!strcmp(ev, "step")) rc = on_step(t, o, conn);

@@ -139,6 +139,11 @@ typedef struct msb_trace {
      * module never said `nh` of may hand its outputs on (record.h) */
     int n_hops;
     struct msb_hop { char *path; int read; } *hops;   /* owned, indexed as the bridge sent them */
+    /* The units in the order the program first called them in its first
+     * iteration (event `order`, a trial's: old layer numbers 1..n_blocks in
+     * their new order; owned, NULL until said): msb_trace_in_call_order */
+    int *order;
+    int n_order;
     int n_recomputed;          /* units whose forward the program ran again in backward
                                   (activation checkpointing) */
     int n_saves, n_loads;      /* torch.save / torch.load with a path (checkpoints) */
@@ -177,5 +182,13 @@ int msb_trace_mem_events(const msb_trace *t, ms_mem_event **out);
  * it, so the report's replay of the events has the rows' categories.
  * Returns 0, or -1 when out of memory. */
 int msb_final_labels(const msb_trace *t, int (*fin)[2]);
+/* Renumbers the trace's units (layers 1..n_blocks; layer 0 and n_blocks + 1
+ * stay) in order: order[k] is the layer that becomes layer k + 1. Every
+ * layer field follows (the memory events', the transitions' and their xl,
+ * the refusals', the OOM's, the steps' intervals), and the units' names and
+ * signatures. 0 (also for the identity), or -1 with the trace unchanged:
+ * order is no permutation of 1..n_blocks, or out of memory. The order a
+ * trial said applies to its uncapped pass too (the same program). */
+int msb_trace_in_call_order(msb_trace *t, const int *order, int n);
 
 #endif

@@ -233,6 +233,14 @@ static void rows(trial_job *j)
 {
     ms_program_trial *r = j->r;
     msb_trace *tp = &r->t;
+    /* the units in the order the program first called them (the trial's word, for its
+     * uncapped pass too): the profile, and every pass a plan drives, follow it. An
+     * uncapped pass that cannot take it (other units) is left out, not mixed in */
+    if (tp->order && msb_trace_in_call_order(tp, tp->order, tp->n_order) == 0 && r->have_u &&
+        msb_trace_in_call_order(&j->u, tp->order, tp->n_order) != 0) {
+        r->have_u = 0;
+        msb_trace_warn(tp, "uncapped pass: its units differ from the trial's; left out of the rows");
+    }
     if (r->have_u && j->u.warnings[0] && !strstr(tp->warnings, j->u.warnings)) {   /* what the second pass said too */
         char item[sizeof j->u.warnings + 16];
         snprintf(item, sizeof item, "uncapped pass: %s", j->u.warnings);

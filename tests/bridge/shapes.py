@@ -129,15 +129,16 @@ class UNet(nn.Module):
 
 
 class DictNet(nn.Module):
-    def __init__(self, vocab, d, n):
+    def __init__(self, vocab, d, n, reverse=False):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
         self.blocks = nn.ModuleDict({"b%d" % i: Block(d) for i in range(n)})
         self.head = nn.Linear(d, vocab)
+        self.reverse = reverse      # the blocks called last registered first
 
     def forward(self, idx):
         x = self.embed(idx)
-        for name in self.blocks:
+        for name in (reversed(list(self.blocks)) if self.reverse else self.blocks):
             x = self.blocks[name](x)
         return self.head(x)
 
@@ -357,6 +358,7 @@ def main():
         helper = nn.Sequential(nn.Linear(a.dim, 2 * a.dim), nn.GELU(), nn.Linear(2 * a.dim, a.dim)) \
             if s == "helper" else None
         model = {"encdec": lambda: EncDec(vocab, a.dim, 3), "dict": lambda: DictNet(vocab, a.dim, 6),
+                 "reversed": lambda: DictNet(vocab, a.dim, 6, reverse=True),
                  "helper": lambda: WithHelper(vocab, a.dim, 6, helper),
                  "deep": lambda: DictNet(vocab, a.dim // 2, 80),
                  "nested": lambda: Nested(vocab, a.dim, 4), "accum": lambda: DictNet(vocab, a.dim, 6),

@@ -8,7 +8,7 @@
 # printed, and held to 2% (SHAPES_2PCT: every shape). Needs $MEMSPLIT.
 . "$(dirname "$0")/lib.sh"
 js() { "$PY" -c "import json,sys; d=json.load(open('$1')); print($2)" 2>&1; }
-SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict nested accum lstm gan deep vit densenet mobilenet helper frozen distill pyramid siamese ckptseq}
+SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict reversed nested accum lstm gan deep vit densenet mobilenet helper frozen distill pyramid siamese ckptseq}
 SHAPES_2PCT=${SHAPES_2PCT:-$SHAPES}
 
 if ! "$PY" -c 'import torch, torchvision' 2>/dev/null; then
@@ -86,6 +86,10 @@ shapes.main()" 2>/dev/null)
         w=$(js "$T/once.json" "(True, [r['act'] for r in d['layers'][:-1]])")
         [ "$r" = "$w" ] && ok "siamese: one micro-batch; each block's activations those of one call on both batches" || \
             bad "siamese: micro-batches and activations" "two calls: $r" "one call: $w";;
+    reversed)   # blocks called in the opposite order to their registration: the units follow the calls
+        r=$(js "$T/$s.json" "[r['name'] for r in d['layers']]")
+        w=$(js "$T/$s.json" "['embed'] + ['blocks.b%d' % i for i in range(5, -1, -1)] + ['head']")
+        [ "$r" = "$w" ] && ok "reversed: the units in the order the program calls them" || bad "reversed: units" "$r";;
     ckptseq)    # recomputed in backward: each segment's units do their recompute in their own backward
         r=$(js "$T/$s.json" "[(r['name'], r['transient_bwd'] > 0) for r in d['layers'] if r['name'] in ['body.%d' % i for i in range(6)]]")
         [ "$r" = "$(js "$T/$s.json" "[('body.%d' % i, True) for i in range(6)]")" ] && \
@@ -112,10 +116,14 @@ shapes.main()" 2>/dev/null)
         # update, so which parameter it was at is not known
         st=$(js "$T/$s.oom" "(d['oom']['what'], d['oom']['live_bytes'].get('optim', 0) > 0, d['oom']['category'])")
         tb=update; grep -q "zeros_like" "$T/$s.oomerr" && tb=state
-        case $s:$tb:$st in resnet*:update:"('', False, 'transient')"|[!r]*:state:"('"*" state)', True, 'optim')"|\
-                           [!r]*:update:"('', True, 'transient')")
-            ok "$s: the optimizer's OOM names the state it was making, if it was ($tb): $st" ;;
-        *) bad "$s: an OOM in the optimizer's step (the traceback: $tb)" "$st" ;; esac
+        good=0
+        case $s:$tb:$st in
+        resnet*:update:"('', False, 'transient')") good=1 ;;     # SGD: its momentum is made after its update
+        resnet*:*) ;;
+        *:state:"('"*" state)', True, 'optim')" | *:update:"('', True, 'transient')") good=1 ;;
+        esac
+        [ $good = 1 ] && ok "$s: the optimizer's OOM names the state it was making, if it was ($tb): $st" || \
+            bad "$s: an OOM in the optimizer's step (the traceback: $tb)" "$st"
     fi
     "$M" doctor --gpus 2 --gpu-mem "$cap" --db "$T/$s.db" --json -- "${P[@]}" > "$T/$s.doc" 2> "$T/$s.docerr"; rc=$?
     if [ $rc != 0 ]; then
@@ -145,23 +153,24 @@ shapes.main()" 2>/dev/null)
             fi
         done
     fi
-    if [ "$s" = dict ]; then
+    if [ "$s" = dict ] || [ "$s" = reversed ]; then
         # blocks the model's own code loops over hand their outputs on where the record pass
         # saw it only pass each to the next (docs/program-record.md, "Handed on"): one crossing
-        # each way per boundary, where bringing every output back made 8 a forward
+        # each way per boundary, where bringing every output back made 8 a forward; called in
+        # reverse, the stages are the program's order, so they cross once too
         rm -f "$T/cross.txt"
         if "$M" plan --profile "$T/$s.oom" --gpus 2 --gpu-mem "$cap" --devices cpu,cpu -o "$T/$s.plan.json" \
                 > "$T/$s.plan.out" 2>&1 && MEMSPLIT_BRIDGE_TEST_CROSSINGS="$T/cross.txt" \
                 "$M" train --plan "$T/$s.plan.json" --json -- "${P[@]}" > "$T/$s.tr" 2> "$T/$s.trerr"; then
             n=$(awk -F'\t' '$1 == 1 && $2 == 1' "$T/cross.txt" | wc -l)
-            h=$(js "$T/$s.plan.json" "d['program'].get('handed_on')")
+            h=$(js "$T/$s.plan.json" "sorted(d['program'].get('handed_on') or [])")
             g=$(js "$T/$s.tr" "', '.join('%+.2f%%' % (100 * x['gap']) for x in d['devices'])")
             [ "$n" = 2 ] && [ "$h" = "$(js "$T/$s.plan.json" "['blocks.b%d' % i for i in range(6)]")" ] && \
                 [ "$(js "$T/$s.tr" "all(abs(x['gap']) <= 0.02 for x in d['devices'])")" = True ] && \
-                ok "dict: the looped blocks hand their outputs on: $n crossings a forward, stages $g" || \
-                bad "dict: handed on" "crossings in step 1's forward: $n" "handed_on: $h" "stages: $g"
+                ok "$s: the looped blocks hand their outputs on: $n crossings a forward, stages $g" || \
+                bad "$s: handed on" "crossings in step 1's forward: $n" "handed_on: $h" "stages: $g"
         else
-            bad "dict: plan then train" "$(tail -3 "$T/$s.plan.out" "$T/$s.trerr")"
+            bad "$s: plan then train" "$(tail -3 "$T/$s.plan.out" "$T/$s.trerr")"
         fi
     fi
     case " $SHAPES_2PCT " in *" $s "*)

@@ -808,6 +808,64 @@ static void test_record_hands_on(void **state)
     msb_trace_free(&t);
 }
 
+/* The units in the order the program first called them (event `order`):
+ * every layer field of the trace follows, and the units' names and
+ * signatures; layers 0 and n + 1 stay. An order that is no permutation of
+ * the units is a bad line, and renumbering by one changes nothing. */
+static void test_units_in_call_order(void **state)
+{
+    (void)state;
+    msb_trace t;
+    msb_trace_init(&t);
+    feed(&t, 1, "{\"ev\":\"hello\",\"pid\":1}");
+    feed(&t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"list\":\"h\",\"why\":\"h\",\"blocks\":[\"h.0\",\"h.1\",\"h.2\"],"
+               "\"sigs\":[\"a\",\"b\",\"c\"],\"fingerprint\":\"fnv64:00000000000000aa\",\"precision\":\"fp32\","
+               "\"device\":\"cpu\"}");
+    feed(&t, 1, "{\"ev\":\"order\",\"units\":[3,2]}");          /* too short */
+    feed(&t, 1, "{\"ev\":\"order\",\"units\":[3,3,1]}");        /* not a permutation */
+    feed(&t, 1, "{\"ev\":\"order\",\"units\":[3,2,\"1\"]}");    /* not a layer */
+    assert_int_equal(t.bad_lines, 3);
+    assert_null(t.order);
+    W(&t, 3, MS_PH_FORWARD);
+    A(&t, 1, 100, MS_CAT_ACT, 3);
+    W(&t, 2, MS_PH_FORWARD);
+    A(&t, 2, 50, MS_CAT_ACT, 2);
+    W(&t, 4, MS_PH_FORWARD);
+    feed(&t, 1, "{\"ev\":\"w\",\"l\":1,\"p\":2,\"alloc\":-1,\"peak\":-1,\"xin\":8,\"xl\":3}");
+    feed(&t, 1, "{\"ev\":\"oom\",\"l\":2,\"p\":1,\"module\":\"h.1.fc\",\"type\":\"Linear\",\"requested\":8,"
+               "\"message\":\"m\",\"source\":\"cap\"}");
+    feed(&t, 1, "{\"ev\":\"step\",\"n\":1,\"accum\":1,\"micro_batch\":8,\"intervals\":[[3,1,1.5],[0,1,0.5]]}");
+    feed(&t, 1, "{\"ev\":\"order\",\"units\":[3,2,1]}");
+    feed(&t, 1, "{\"ev\":\"order\",\"units\":[1,2,3]}");        /* said once: the first stays */
+    assert_int_equal(t.bad_lines, 3);
+    assert_non_null(t.order);
+    assert_int_equal(msb_trace_in_call_order(&t, (int[]){ 1, 1, 2 }, 3), -1);
+    assert_int_equal(msb_trace_in_call_order(&t, (int[]){ 1, 2 }, 2), -1);
+    assert_string_equal(t.blocks[0], "h.0");
+    assert_int_equal(msb_trace_in_call_order(&t, t.order, t.n_order), 0);
+    assert_string_equal(t.blocks[0], "h.2");
+    assert_string_equal(t.blocks[1], "h.1");
+    assert_string_equal(t.blocks[2], "h.0");
+    assert_string_equal(t.sigs[0], "c");
+    /* layer 3 is now 1, 2 stays 2, 1 is now 3; 4 (after the units) stays */
+    int want[] = { 1, 1, 2, 2, 4, 3 };
+    int k = 0;
+    for (int i = 0; i < t.n_ev; i++)
+        if (t.ev[i].kind == MSB_EV_WHERE || t.ev[i].kind == MSB_EV_ALLOC) {
+            assert_true(k < 6);
+            assert_int_equal(t.ev[i].m.layer, want[k++]);
+        }
+    assert_int_equal(k, 6);
+    int xl = -1;
+    for (int i = 0; i < t.n_ev; i++)
+        if (t.ev[i].kind == MSB_EV_WHERE && t.ev[i].m.phase == MS_PH_BACKWARD) xl = t.ev[i].xl;
+    assert_int_equal(xl, 1);
+    assert_int_equal(t.oom.layer, 2);
+    assert_int_equal(t.steps[0].iv[0].layer, 1);
+    assert_int_equal(t.steps[0].iv[1].layer, 0);
+    msb_trace_free(&t);
+}
+
 static void gpu_model(msb_trace *t)   /* a program of two blocks on a GPU, conn 1 */
 {
     feed(t, 1, "{\"ev\":\"hello\",\"pid\":1}");
@@ -935,6 +993,7 @@ int main(void)
         cmocka_unit_test(test_late_step_data),
         cmocka_unit_test(test_record_from_a_pass),
         cmocka_unit_test(test_record_hands_on),
+        cmocka_unit_test(test_units_in_call_order),
         cmocka_unit_test(test_record_untracked),
         cmocka_unit_test(test_batch_line),
     };

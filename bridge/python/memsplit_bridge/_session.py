@@ -91,6 +91,10 @@ class Session:
         self.other_params = []      # their parameters, counted in layer 0
         self.held_ids = set()       # parameters of models the program holds beside them (held_models)
         self.live = None            # register()'s walk of the live modules (live_modules)
+        # the layers in the order the program first called their forward in its first
+        # iteration (None after it): said once (event `order`), so that the profile's units,
+        # and every pass a plan drives, follow the program's order, not registration's
+        self.first_calls, self.first_seen = [], set()
         self.keep_live = False      # while register() runs: one walk serves every look
         self.late = None            # (step, marks, losses) whose times and loss are sent at the next step's end
         # the trial's rows need each interval's counters and time; a rerun (the train pass) reads
@@ -159,6 +163,9 @@ class Session:
         else:
             self.lib.where(layer, phase)
         self.layer, self.phase = layer, phase
+        if self.first_calls is not None and phase == PH_FORWARD and layer not in self.first_seen:
+            self.first_seen.add(layer)
+            self.first_calls.append(layer)
         if self.per_interval or phase == PH_INIT or not self.times:
             self.times.append((layer, phase, self.clock()))
 
@@ -950,6 +957,7 @@ class Session:
         if self.record is not None:
             self.record.drain()       # the step's allocations and labels, its last interval closed, before its event
         self.steps += 1
+        self.say_order()
         self.send_late()           # the step before's times and loss: done on the GPU long since
         # this step's marks and losses are read at the next step's end (or the program's): on a
         # GPU the bridge then never waits for the GPU, and the program's own work after its step
@@ -1075,10 +1083,25 @@ class Session:
         name = next((n for n, q in self.root.named_parameters() if q is last), "a parameter outside the split models")
         return name, "%s state" % type(o).__name__
 
+    def say_order(self):
+        """The units in the order of their first forward calls in the first
+        iteration (those not called, after them in registration order), once,
+        when it is not registration's; a plan's pass has the plan's order."""
+        calls, self.first_calls, self.first_seen = self.first_calls, None, None
+        n = self.n_blocks
+        if calls is None or self.cfg.get("plan") is not None or not n:
+            return
+        seen = [layer for layer in calls if 1 <= layer <= n]
+        called = set(seen)
+        order = seen + [layer for layer in range(1, n + 1) if layer not in called]
+        if order != list(range(1, n + 1)):
+            self.send("order", units=order)
+
     def finish(self, reason, exc=None):
         if self.done_sent:
             return
         self.done_sent = True
+        self.say_order()
         try:
             self.send_late()
         except Exception as e:           # at exit CUDA may be gone
