@@ -539,8 +539,21 @@ static int on_stepdata(msb_trace *t, const json_t *o, int conn)
 
 static int on_oom(msb_trace *t, const json_t *o, int conn)
 {
-    if (t->oom.happened) return 0;   /* the first is where it died; a retry's second says nothing new */
     if (t->model_conn >= 0 && conn != t->model_conn) return 0;   /* another process's */
+    if (t->oom.happened && t->oom.conn == conn) {
+        /* the program went on after the earlier one: it caught it (cuDNN
+         * does, where a convolution's workspace is refused: it takes an
+         * algorithm that needs less). The last is where it died. */
+        if (!t->oom.survived++) {
+            char item[MS_NAME_MAX + 160], module[121];
+            msb_utf8_copy(module, sizeof module, t->oom.module[0] ? t->oom.module : "?", 120);
+            snprintf(item, sizeof item, "oom: the program caught an out-of-memory (%llu bytes asked in %s) "
+                     "and went on; the diagnosis is of the last", (unsigned long long)t->oom.requested, module);
+            msb_trace_warn(t, item);
+        }
+    } else if (t->oom.happened) {
+        return 0;   /* another connection's after the first: where it died is said */
+    }
     t->oom.happened = 1;
     t->oom.conn = conn;
     t->oom.layer = inum(o, "l", -1);

@@ -280,6 +280,7 @@ static void feed(msb_trace *t, int conn, const char *fmt, ...)
  *  backward of each block: a 70-byte temporary, its grads (200), its acts freed;
  *  optimizer: state 2x params, a 500-byte foreach temporary. */
 static void steps_of(msb_trace *t, int n_steps, int oom_in_block, int frozen_block);
+static int survive_in_block;   /* a block whose forward sees an OOM the program goes on after */
 static void one_step(msb_trace *t, int n_steps, int oom_in_block) { steps_of(t, n_steps, oom_in_block, 0); }
 
 /* frozen_block (1 or 2): that block's parameters need no gradient and
@@ -307,6 +308,9 @@ static void steps_of(msb_trace *t, int n_steps, int oom_in_block, int frozen_blo
         A(t, base + 1, 16, MS_CAT_ACT, 0);  /* layer 0 keeps 16 */
         for (int b = 1; b <= 2; b++) {
             W(t, b, MS_PH_FORWARD);
+            if (b == survive_in_block && s == 0)   /* an OOM the program caught (cuDNN's workspace) */
+                feed(t, 1, "{\"ev\":\"oom\",\"l\":%d,\"p\":1,\"module\":\"h.%d.conv\",\"type\":\"Conv2d\","
+                           "\"requested\":12,\"source\":\"cuda\",\"free\":3}", b, b - 1);
             if (b == oom_in_block) {
                 feed(t, 1, "{\"ev\":\"x\",\"d\":0,\"b\":30,\"c\":4,\"l\":%d,\"p\":1,\"live\":700,\"cap\":710}", b);
                 feed(t, 1, "{\"ev\":\"oom\",\"l\":%d,\"p\":1,\"module\":\"h.%d.fc\",\"type\":\"Linear\","
@@ -436,6 +440,35 @@ static void test_frozen_block_measured(void **state)
     assert_int_equal(p.rows[2].grad, 200);
     assert_int_equal(p.rows[2].optim, 400);
     assert_int_equal(p.rows[2].transient_bwd, 70);
+    ms_profile_free(&p);
+    msb_trace_free(&t);
+}
+
+/* The program caught an OOM in block 1 and went on (as cuDNN does when a
+ * workspace is refused) to die in block 2: the diagnosis is of the last,
+ * with what was live then, and the one survived is a warning */
+static void test_oom_survived(void **state)
+{
+    (void)state;
+    msb_trace t;
+    msb_trace_init(&t);
+    survive_in_block = 1;
+    one_step(&t, 1, 2);
+    survive_in_block = 0;
+    feed(&t, 2, "{\"ev\":\"oom\",\"l\":1,\"p\":1,\"module\":\"x\",\"requested\":5}");   /* another process's */
+    assert_int_equal(t.oom.survived, 1);
+    assert_non_null(strstr(t.warnings, "caught an out-of-memory (12 bytes asked in h.0.conv)"));
+    ms_profile p;
+    int incomplete = 0;
+    char err[256];
+    msb_rows_opts o = { .capacity = 710, .model_name = "train.py" };
+    if (msb_build_profile(&t, NULL, &o, &p, &incomplete, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(p.oom.layer, 2);
+    assert_int_equal(p.oom.requested, 30);
+    assert_string_equal(p.oom.what, "h.1.fc (Linear)");
+    assert_int_equal(p.oom.category, MS_CAT_ACT);
+    assert_int_equal(p.oom.live_by_cat[MS_CAT_ACT], 56);   /* at the last: block 1's 40 kept too */
+    assert_int_equal(p.oom.live_by_layer[1], 240);
     ms_profile_free(&p);
     msb_trace_free(&t);
 }
@@ -989,6 +1022,7 @@ int main(void)
         cmocka_unit_test(test_rows_from_a_trace),
         cmocka_unit_test(test_frozen_block_measured),
         cmocka_unit_test(test_oom_and_the_uncapped_pass),
+        cmocka_unit_test(test_oom_survived),
         cmocka_unit_test(test_lightning_order_on_a_gpu),
         cmocka_unit_test(test_late_step_data),
         cmocka_unit_test(test_record_from_a_pass),
