@@ -439,6 +439,22 @@ static int on_model(msb_trace *t, const json_t *o, int conn)
 
 static int read_step_data(msb_step *s, const json_t *o);
 
+/* The OOM said was one the program caught and went on after: cuDNN does,
+ * where a convolution's workspace is refused (it takes an algorithm that
+ * needs less), and so does a loop that skips a batch that did not fit. It
+ * is not where the program died; the first such is a warning. */
+static void survived(msb_trace *t)
+{
+    if (!t->oom.survived++) {
+        char item[MS_NAME_MAX + 160], module[121];
+        msb_utf8_copy(module, sizeof module, t->oom.module[0] ? t->oom.module : "?", 120);
+        snprintf(item, sizeof item, "oom: the program caught an out-of-memory (%llu bytes asked in %s) and went on",
+                 (unsigned long long)t->oom.requested, module);
+        msb_trace_warn(t, item);
+    }
+    t->oom.happened = 0;
+}
+
 static int on_step(msb_trace *t, const json_t *o, int conn)
 {
     if (conn != t->model_conn) return 0;      /* the training process's steps only */
@@ -458,6 +474,8 @@ static int on_step(msb_trace *t, const json_t *o, int conn)
         s->mem_reserved = bval(json_integer_value(json_array_get(mem, 2)), -1);
     }
     s->late = json_is_true(json_object_get(o, "late"));
+    /* the step an OOM happened in ended: the program survived it */
+    if (t->oom.happened && t->oom.conn == conn && t->oom.step > 0 && s->n >= t->oom.step) survived(t);
     if (read_step_data(s, o) != 0) return -1;
     const json_t *sp = json_object_get(o, "stage_peaks");
     for (size_t i = 0; json_is_array(sp) && i < json_array_size(sp) && i < 64; i++)
@@ -540,20 +558,10 @@ static int on_stepdata(msb_trace *t, const json_t *o, int conn)
 static int on_oom(msb_trace *t, const json_t *o, int conn)
 {
     if (t->model_conn >= 0 && conn != t->model_conn) return 0;   /* another process's */
-    if (t->oom.happened && t->oom.conn == conn) {
-        /* the program went on after the earlier one: it caught it (cuDNN
-         * does, where a convolution's workspace is refused: it takes an
-         * algorithm that needs less). The last is where it died. */
-        if (!t->oom.survived++) {
-            char item[MS_NAME_MAX + 160], module[121];
-            msb_utf8_copy(module, sizeof module, t->oom.module[0] ? t->oom.module : "?", 120);
-            snprintf(item, sizeof item, "oom: the program caught an out-of-memory (%llu bytes asked in %s) "
-                     "and went on; the diagnosis is of the last", (unsigned long long)t->oom.requested, module);
-            msb_trace_warn(t, item);
-        }
-    } else if (t->oom.happened) {
-        return 0;   /* another connection's after the first: where it died is said */
-    }
+    if (t->oom.happened && t->oom.conn == conn)
+        survived(t);   /* the program went on after the earlier one: the last is where it died */
+    else if (t->oom.happened)
+        return 0;      /* another connection's after the first: where it died is said */
     t->oom.happened = 1;
     t->oom.conn = conn;
     t->oom.layer = inum(o, "l", -1);

@@ -117,7 +117,8 @@ typedef struct msb_trace {
     int n_steps;
     msb_step *steps;           /* owned */
     struct {
-        int happened, layer, phase;   /* the last OOM of the model's process: where it died */
+        int happened, layer, phase;   /* the last OOM of the model's process, unless the step it
+                                         happened in ended (survived): where it died */
         int step;              /* the optimizer step it happened in (1 = the first), 0 unknown */
         int stage;             /* under a plan: the stage that ran out, -1 unknown */
         char module[MS_NAME_MAX], type[64], source[8], message[512];
@@ -126,7 +127,7 @@ typedef struct msb_trace {
         int64_t device_free;   /* the device's free bytes at a CUDA OOM, -1 unknown */
         int ev_index;          /* position in ev[] (an OOM marker) */
         int conn;              /* the process it came from */
-        int survived;          /* earlier OOMs of that process it caught and went on after */
+        int survived;          /* OOMs of that process it caught and went on after */
     } oom;
     int done, done_conn;
     char done_reason[16], done_exc[512];

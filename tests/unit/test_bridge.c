@@ -310,7 +310,7 @@ static void steps_of(msb_trace *t, int n_steps, int oom_in_block, int frozen_blo
             W(t, b, MS_PH_FORWARD);
             if (b == survive_in_block && s == 0)   /* an OOM the program caught (cuDNN's workspace) */
                 feed(t, 1, "{\"ev\":\"oom\",\"l\":%d,\"p\":1,\"module\":\"h.%d.conv\",\"type\":\"Conv2d\","
-                           "\"requested\":12,\"source\":\"cuda\",\"free\":3}", b, b - 1);
+                           "\"requested\":12,\"source\":\"cuda\",\"free\":3,\"step\":1}", b, b - 1);
             if (b == oom_in_block) {
                 feed(t, 1, "{\"ev\":\"x\",\"d\":0,\"b\":30,\"c\":4,\"l\":%d,\"p\":1,\"live\":700,\"cap\":710}", b);
                 feed(t, 1, "{\"ev\":\"oom\",\"l\":%d,\"p\":1,\"module\":\"h.%d.fc\",\"type\":\"Linear\","
@@ -446,7 +446,8 @@ static void test_frozen_block_measured(void **state)
 
 /* The program caught an OOM in block 1 and went on (as cuDNN does when a
  * workspace is refused) to die in block 2: the diagnosis is of the last,
- * with what was live then, and the one survived is a warning */
+ * with what was live then, and the one survived is a warning. One caught
+ * in a step that ends is no OOM at all. */
 static void test_oom_survived(void **state)
 {
     (void)state;
@@ -469,6 +470,19 @@ static void test_oom_survived(void **state)
     assert_int_equal(p.oom.category, MS_CAT_ACT);
     assert_int_equal(p.oom.live_by_cat[MS_CAT_ACT], 56);   /* at the last: block 1's 40 kept too */
     assert_int_equal(p.oom.live_by_layer[1], 240);
+    ms_profile_free(&p);
+    msb_trace_free(&t);
+    /* one caught in a step that then ended: no OOM, the program fits */
+    msb_trace_init(&t);
+    survive_in_block = 2;
+    one_step(&t, 2, 0);
+    survive_in_block = 0;
+    assert_false(t.oom.happened);
+    assert_int_equal(t.oom.survived, 1);
+    assert_non_null(strstr(t.warnings, "(12 bytes asked in h.1.conv) and went on"));
+    if (msb_build_profile(&t, NULL, &o, &p, &incomplete, err, sizeof err)) fail_msg("%s", err);
+    assert_true(p.fits);
+    assert_false(p.oom.happened);
     ms_profile_free(&p);
     msb_trace_free(&t);
 }
