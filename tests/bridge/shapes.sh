@@ -89,7 +89,11 @@ shapes.main()" 2>/dev/null)
     reversed)   # blocks called in the opposite order to their registration: the units follow the calls
         r=$(js "$T/$s.json" "[r['name'] for r in d['layers']]")
         w=$(js "$T/$s.json" "['embed'] + ['blocks.b%d' % i for i in range(5, -1, -1)] + ['head']")
-        [ "$r" = "$w" ] && ok "reversed: the units in the order the program calls them" || bad "reversed: units" "$r";;
+        [ "$r" = "$w" ] && ok "reversed: the units in the order the program calls them" || bad "reversed: units" "$r"
+        # backward walks them back in that order: each block's backward is its own, as in dict's
+        r=$(js "$T/$s.json" "[r['transient_bwd'] for r in d['layers'][1:-1]]")
+        [ "$r" = "$(js "$T/$s.json" "[d['layers'][1]['transient_bwd']] * 6")" ] && [ "${r#\[0,}" = "$r" ] && \
+            ok "reversed: every block's backward in its own row ($r)" || bad "reversed: backward rows" "$r";;
     ckptseq)    # recomputed in backward: each segment's units do their recompute in their own backward
         r=$(js "$T/$s.json" "[(r['name'], r['transient_bwd'] > 0) for r in d['layers'] if r['name'] in ['body.%d' % i for i in range(6)]]")
         [ "$r" = "$(js "$T/$s.json" "[('body.%d' % i, True) for i in range(6)]")" ] && \

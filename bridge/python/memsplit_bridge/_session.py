@@ -95,6 +95,9 @@ class Session:
         # iteration (None after it): said once (event `order`), so that the profile's units,
         # and every pass a plan drives, follow the program's order, not registration's
         self.first_calls, self.first_seen = [], set()
+        # each unit's place in that order (its number in the profile; no plan): backward
+        # walks the units back by it, not by registration
+        self.rank = {}
         self.keep_live = False      # while register() runs: one walk serves every look
         self.late = None            # (step, marks, losses) whose times and loss are sent at the next step's end
         # the trial's rows need each interval's counters and time; a rerun (the train pass) reads
@@ -166,6 +169,8 @@ class Session:
         if self.first_calls is not None and phase == PH_FORWARD and layer not in self.first_seen:
             self.first_seen.add(layer)
             self.first_calls.append(layer)
+            if 1 <= layer <= self.n_blocks and self.cfg.get("plan") is None:
+                self.rank[layer] = len(self.rank) + 1
         if self.per_interval or phase == PH_INIT or not self.times:
             self.times.append((layer, phase, self.clock()))
 
@@ -697,7 +702,9 @@ class Session:
         if inside is not None:
             if inside + 1 != self.layer and self.block_depth == 1:
                 self.list_entered = True
-                xin = self.boundary(inputs, inside)       # the output of layer `inside` enters here
+                # the output of the layer that ran last enters here (registration's previous
+                # unit where the program calls its units in another order)
+                xin = self.boundary(inputs, self.layer if 0 <= self.layer <= self.n_blocks else inside)
                 self.transition(inside + 1, self.phase, xin)
         elif self.block_depth == 0 and id(module) not in self.list_ancestors:
             # (a module opened to reach the units runs no code of a unit of its own: its code
@@ -706,7 +713,8 @@ class Session:
             # on the model's outputs, on the root device: the "outside" layer
             layer = (self.n_blocks + 1 if self.list_entered else 0) if self.in_root else self.n_blocks + 2
             if layer != self.layer and (self.in_root or self.first_forward_started()):
-                xin = self.boundary(inputs, self.n_blocks) if layer == self.n_blocks + 1 else -1
+                last = self.layer if 0 <= self.layer <= self.n_blocks else self.n_blocks   # the unit that ran last
+                xin = self.boundary(inputs, last) if layer == self.n_blocks + 1 else -1
                 self.transition(layer, self.phase, xin)
             if self.phase == PH_FORWARD:
                 self.member(module, layer)
@@ -1083,6 +1091,13 @@ class Session:
         name = next((n for n, q in self.root.named_parameters() if q is last), "a parameter outside the split models")
         return name, "%s state" % type(o).__name__
 
+    def earlier(self, a, b):
+        """Layer a comes before layer b in the program's order (the
+        profile's numbering): units by their first calls, layer 0 before
+        them, the layers after the model after them."""
+        rank = self.rank
+        return rank.get(a, a) < rank.get(b, b)
+
     def say_order(self):
         """The units in the order of their first forward calls in the first
         iteration (those not called, after them in registration order), once,
@@ -1094,6 +1109,7 @@ class Session:
         seen = [layer for layer in calls if 1 <= layer <= n]
         called = set(seen)
         order = seen + [layer for layer in range(1, n + 1) if layer not in called]
+        self.rank = {layer: k for k, layer in enumerate(order, 1)}
         if order != list(range(1, n + 1)):
             self.send("order", units=order)
 
@@ -1223,7 +1239,7 @@ class _BackwardMark:
 
     def __call__(self, grad):
         s = self.s()
-        if s is not None and s.on and s.phase == PH_BACKWARD and self.layer < s.layer:
+        if s is not None and s.on and s.phase == PH_BACKWARD and s.earlier(self.layer, s.layer):
             s.transition(self.layer, PH_BACKWARD)
         return None
 
