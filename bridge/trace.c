@@ -447,7 +447,9 @@ static void survived(msb_trace *t)
 {
     if (!t->oom.survived++) {
         char item[MS_NAME_MAX + 160], module[121];
-        msb_utf8_copy(module, sizeof module, t->oom.module[0] ? t->oom.module : "?", 120);
+        /* no module path: the root's own code (its type), or no module's */
+        msb_utf8_copy(module, sizeof module, t->oom.module[0] ? t->oom.module : t->oom.type[0] ? t->oom.type :
+                      "the program's own code", 120);
         snprintf(item, sizeof item, "oom: the program caught an out-of-memory (%llu bytes asked in %s) and went on",
                  (unsigned long long)t->oom.requested, module);
         msb_trace_warn(t, item);

@@ -418,5 +418,25 @@ check "one module: profile" 0 "" -- "$M" profile --json -- "$PY" "$T/one.py"
 cap1=$(py "int(d['peak_bytes'] * 0.6)")
 check "one module: diagnosed under 60% of its peak" 3 "OUT OF MEMORY" -- "$M" profile --json --gpu-mem "$cap1" -- "$PY" "$T/one.py"
 
+# an OOM the program catches and goes on after (as cuDNN does, refused a workspace): not where it
+# ran out; a step that ends after it was survived, and the last OOM is the one it died of
+printf '%s\n' 'import sys, torch' 'die = int(sys.argv[1])' \
+    'class M(torch.nn.Module):' \
+    '    def __init__(s):' '        super().__init__(); s.a = torch.nn.Linear(64, 64); s.b = torch.nn.Linear(64, 64); s.n = 0' \
+    '    def forward(s, x):' '        h = s.a(x); s.n += 1' \
+    '        if s.n == die: torch.empty(1 << 28, dtype=torch.uint8) + 1' \
+    '        try: w = torch.empty(1 << 28, dtype=torch.uint8) + 1' \
+    '        except torch.cuda.OutOfMemoryError: w = None' \
+    '        return s.b(h)' \
+    'm = M(); opt = torch.optim.SGD(m.parameters(), lr=0.1)' \
+    'for _ in range(3):' '    opt.zero_grad(); m(torch.randn(8, 64)).pow(2).mean().backward(); opt.step()' > "$T/caught.py"
+check "a caught OOM: the program went on and fits" 0 "" -- "$M" profile --json --no-record-pass --gpu-mem 64MiB -- "$PY" "$T/caught.py" 0
+[ "$(py "d['fits'] and not d.get('oom') and 'caught an out-of-memory (268435456 bytes asked in M) and went on' in d['program']['warnings']")" = True ] && \
+    ok "a caught OOM: no OOM, and a warning names it" || bad "a caught OOM" "$(py "d['fits'], d.get('oom'), d['program']['warnings']")"
+check "a caught OOM, then one in step 2" 3 "step 2" -- "$M" profile --json --no-record-pass --no-second-pass --gpu-mem 64MiB -- \
+    "$PY" "$T/caught.py" 2
+[ "$(py "d['oom']['step'] == 2 and d['oom']['requested_bytes'] == 1 << 28 and 'caught an out-of-memory' in d['program']['warnings']")" = True ] && \
+    ok "a caught OOM, then one in step 2: the diagnosis is step 2's" || bad "caught, then died" "$(py "d['oom'], d['program']['warnings']")"
+
 echo "bridge: $pass passed, $fail failed"
 [ $fail -eq 0 ]
