@@ -595,6 +595,8 @@ int msb_build_profile(const msb_trace *t, const msb_trace *u, const msb_rows_opt
             snprintf(x->what, sizeof x->what, "%s (%s)", module, type);
         else if (t->oom.layer == n)
             snprintf(x->what, sizeof x->what, "the program's own code after the model's forward (its loss)");
+        else if (t->oom.type[0])   /* the root's forward, in its own code between its modules */
+            snprintf(x->what, sizeof x->what, "%s's own code (the model's forward, outside its modules)", type);
     }
     free(tu);
     free_meas(&mt);

@@ -435,8 +435,8 @@ check "a caught OOM: the program went on and fits" 0 "" -- "$M" profile --json -
     ok "a caught OOM: no OOM, and a warning names it" || bad "a caught OOM" "$(py "d['fits'], d.get('oom'), d['program']['warnings']")"
 check "a caught OOM, then one in step 2" 3 "step 2" -- "$M" profile --json --no-record-pass --no-second-pass --gpu-mem 64MiB -- \
     "$PY" "$T/caught.py" 2
-[ "$(py "d['oom']['step'] == 2 and d['oom']['requested_bytes'] == 1 << 28 and 'caught an out-of-memory' in d['program']['warnings']")" = True ] && \
-    ok "a caught OOM, then one in step 2: the diagnosis is step 2's" || bad "caught, then died" "$(py "d['oom'], d['program']['warnings']")"
+[ "$(py "d['oom']['step'] == 2 and d['oom']['requested_bytes'] == 1 << 28 and d['oom']['what'].startswith('M') and 'own code' in d['oom']['what'] and 'caught an out-of-memory' in d['program']['warnings']")" = True ] && \
+    ok "a caught OOM, then one in step 2: the diagnosis is step 2's, in the model's own code" || bad "caught, then died" "$(py "d['oom'], d['program']['warnings']")"
 
 echo "bridge: $pass passed, $fail failed"
 [ $fail -eq 0 ]
