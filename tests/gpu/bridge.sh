@@ -102,7 +102,7 @@ ref_case() {  # PRECISION
         --steps 3 > "$T/b.json" 2> "$T/b.err"
     local alone; alone=$(js "$T/b.json" "d['module'], d['type']")
     echo "  ballast alone: $alone"
-    local m1 m2; m1=$(js "$T/r.json" "d['oom']['what'].split(' ')[0]"); m2=$(js "$T/b.json" "d['module']")
+    local m1 m2; m1=$(js "$T/r.json" "'' if 'own code' in d['oom']['what'] else d['oom']['what'].split(' ')[0]"); m2=$(js "$T/b.json" "d['module']")
     [ -n "$m2" ] && [ "$m1" = "$m2" ] && ok "ref $prec: the module named is where the program dies alone ($m2)" || \
         bad "ref $prec: memsplit says $m1, the program alone died in $m2" "$(tail -4 "$T/b.err")"
     local pk tk; pk=$(js "$T/r.json" "max(0, d['peak_bytes'] - d['reserve_bytes'])")
@@ -129,7 +129,7 @@ if want hf; then
     [ $rc = 3 ] && ok "hf under 12 GiB: out of memory, named" || bad "hf capped: exit $rc" "$(tail -6 "$T/h2.err")"
     "$M" profile --json --ballast-only --gpu-mem 12GiB -- "$PY" "$HERE/bridge/hf_gpt2_lightning.py" --steps 3 \
         > "$T/hb.json" 2> "$T/hb.err"
-    m1=$(js "$T/h2.json" "d['oom']['what'].split(' ')[0]"); m2=$(js "$T/hb.json" "d['module']")
+    m1=$(js "$T/h2.json" "'' if 'own code' in d['oom']['what'] else d['oom']['what'].split(' ')[0]"); m2=$(js "$T/hb.json" "d['module']")
     [ -n "$m2" ] && [ "$m1" = "$m2" ] && ok "hf: the module named is where it dies alone ($m2)" || bad "hf: memsplit $m1, alone $m2"
 fi
 
@@ -383,7 +383,7 @@ print(int(float(m.group(1)) * (1024 if m.group(3) in (None, 'iB', 'IB', 'ib') el
         # the module it names is where the program dies under the ballast alone (no hooks, no trace)
         prun "$name ballast" "$M" profile --json --ballast-only --gpu-mem "$cap" -- "${P[@]}" \
             > "$T/pb_$name.json" 2> "$T/pb_$name.err"
-        m1=$(js "$T/pp_$name.json" "d['oom']['what'].split(' ')[0]"); m2=$(js "$T/pb_$name.json" "d['module']")
+        m1=$(js "$T/pp_$name.json" "'' if 'own code' in d['oom']['what'] else d['oom']['what'].split(' ')[0]"); m2=$(js "$T/pb_$name.json" "d['module']")
         [ -n "$m2" ] && [ "$m1" = "$m2" ] && ok "programs $name: the module named is where it dies alone ($m2)" || \
             bad "programs $name: memsplit names $m1, alone it dies in $m2" "$(tail -3 "$T/pb_$name.err")" \
                 "under memsplit $(grep -m1 -o 'at OOM: .*' "$T/pp_$name.err")" \
