@@ -367,6 +367,11 @@ static void record(trial_job *j, const char *how)
     char note[800];
     snprintf(note, sizeof note, "program: %s%s%s", how, j->said[0] ? "; " : "", j->said);
     if (ok && ms_db_run_note(db, r->run, note) != 0) ok = 0;
+    if (ok && r->t.warnings[0]) {   /* what the profile warned of is the run's too (its report shows notes) */
+        char line[sizeof r->t.warnings + 16];
+        snprintf(line, sizeof line, "warnings: %s", r->t.warnings);
+        if (ms_db_run_note(db, r->run, line) != 0) ok = 0;
+    }
     if (ms_db_run_finish(db, r->run, j->status) != 0) ok = 0;
     if (!ok) {
         fprintf(stderr, "memsplit %s: recording the trial: %s\n", j->who, ms_db_errmsg(db));

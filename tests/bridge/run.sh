@@ -430,9 +430,13 @@ printf '%s\n' 'import sys, torch' 'die = int(sys.argv[1])' \
     '        return s.b(h)' \
     'm = M(); opt = torch.optim.SGD(m.parameters(), lr=0.1)' \
     'for _ in range(3):' '    opt.zero_grad(); m(torch.randn(8, 64)).pow(2).mean().backward(); opt.step()' > "$T/caught.py"
-check "a caught OOM: the program went on and fits" 0 "" -- "$M" profile --json --no-record-pass --gpu-mem 64MiB -- "$PY" "$T/caught.py" 0
+check "a caught OOM: the program went on and fits" 0 "" -- "$M" profile --json --no-record-pass --gpu-mem 64MiB \
+    --db "$T/caught.db" -- "$PY" "$T/caught.py" 0
 [ "$(py "d['fits'] and not d.get('oom') and 'caught an out-of-memory (268435456 bytes asked in M) and went on' in d['program']['warnings']")" = True ] && \
     ok "a caught OOM: no OOM, and a warning names it" || bad "a caught OOM" "$(py "d['fits'], d.get('oom'), d['program']['warnings']")"
+n=$("$PY" -c "import sqlite3; print(sqlite3.connect('$T/caught.db').execute('SELECT notes FROM runs').fetchone()[0])" 2>&1)
+case "$n" in *"warnings: oom: the program caught an out-of-memory"*) ok "a caught OOM: the run's notes in the database keep the warning";;
+    *) bad "a caught OOM: the run's notes" "$n";; esac
 check "a caught OOM, then one in step 2" 3 "step 2" -- "$M" profile --json --no-record-pass --no-second-pass --gpu-mem 64MiB -- \
     "$PY" "$T/caught.py" 2
 [ "$(py "d['oom']['step'] == 2 and d['oom']['requested_bytes'] == 1 << 28 and d['oom']['what'].startswith('M') and 'own code' in d['oom']['what'] and 'caught an out-of-memory' in d['program']['warnings']")" = True ] && \
