@@ -50,7 +50,7 @@ class Block(nn.Module):
         self.fc1 = nn.Linear(d, 4 * d)
         self.fc2 = nn.Linear(4 * d, d)
 
-    def forward(self, x, scale=1.0):
+    def forward(self, x, scale: float = 1.0):
         return x + scale * self.fc2(torch.relu(self.fc1(self.norm(x))))
 
 

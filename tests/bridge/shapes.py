@@ -15,6 +15,12 @@ on random data in plain PyTorch and prints "step N loss X" after each.
                                 (--late: the second Adam made after the first forward;
                                 --late-from K: the discriminator and its Adam first
                                 used at step K, the generator trained alone before)
+  --shape lazy                  the ModuleDict of blocks, each block's first layer an nn.LazyLinear
+                                made by a dummy batch before the optimizer
+  --shape layerdrop             the ModuleDict of blocks, b0 and b2 skipped in the first step
+  --shape sngan                 the GAN with spectral_norm on the discriminator's layers
+  --shape gp                    the GAN with WGAN-GP's gradient penalty (torch.autograd.grad,
+                                create_graph) in the discriminator's loss
   --shape lstm                  an LSTM language model with a validation pass
   --shape deep                  80 blocks: more layers than a plan has stages
   --shape helper                a module trained by its own optimizer, called
@@ -27,6 +33,9 @@ on random data in plain PyTorch and prints "step N loss X" after each.
   --shape pyramid               MLP blocks of falling widths, each adding its
                                 second layer's output to its first's (a residual
                                 inside the block), Adam
+  --shape jit                   blocks in a ModuleDict, one of them compiled by
+                                torch.jit.script and one by torch.jit.trace (whose
+                                submodules run inside TorchScript, where no hook runs)
   --shape ckptseq               an nn.Sequential of blocks run by checkpoint_sequential
                                 (reentrant; 4 segments): each recomputed in backward
   --shape siamese               one model called on two batches before one backward
@@ -37,7 +46,7 @@ on random data in plain PyTorch and prints "step N loss X" after each.
                                 DenseNet (every layer reads all before it),
                                 MobileNetV2 (inverted residuals), AdamW
 Options: --steps N, --batch B, --dim D (model width), --size S (image side), --late, --late-from K,
---once.
+--once, --device D (the GAN and ModuleDict shapes: on a GPU).
 """
 import argparse
 import copy
@@ -135,11 +144,13 @@ class DictNet(nn.Module):
         self.blocks = nn.ModuleDict({"b%d" % i: Block(d) for i in range(n)})
         self.head = nn.Linear(d, vocab)
         self.reverse = reverse      # the blocks called last registered first
+        self.skip = ()              # the blocks LayerDrop skips in this step
 
     def forward(self, idx):
         x = self.embed(idx)
         for name in (reversed(list(self.blocks)) if self.reverse else self.blocks):
-            x = self.blocks[name](x)
+            if name not in self.skip:
+                x = self.blocks[name](x)
         return self.head(x)
 
 
@@ -234,7 +245,16 @@ def lm_loss(logits, tgt):
 
 
 def tokens(a, g, vocab):
-    return torch.randint(0, vocab, (a.batch, 17), generator=g)
+    return torch.randint(0, vocab, (a.batch, 17), generator=g).to(a.device)
+
+
+def s_family(shape):
+    """The shapes --device moves to a GPU (tests/gpu/bridge.sh, section shapes)."""
+    if shape in ("gan", "sngan", "gp"):
+        return "gan"
+    if shape in ("dict", "reversed", "jit", "layerdrop", "lazy", "frozen", "accum", "siamese", "helper"):
+        return "dict"
+    return None
 
 
 def main():
@@ -247,7 +267,11 @@ def main():
     ap.add_argument("--late", action="store_true")
     ap.add_argument("--late-from", type=int, default=0)
     ap.add_argument("--once", action="store_true")
+    ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
+    if a.device != "cpu" and s_family(a.shape) is None:
+        sys.exit("shapes.py: --device %s is for the GAN and ModuleDict shapes only" % a.device)
+    dev = torch.device(a.device)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
     vocab = 256
@@ -295,16 +319,20 @@ def main():
             loss.backward()
             opt.step()
             print("step %d loss %.4f" % (step, loss.item()), flush=True)
-    elif s == "gan":
+    elif s in ("gan", "sngan", "gp"):
         z_dim = a.dim
+        # sngan: the discriminator's weights under spectral_norm (a parametrization: torch
+        # makes each weight from its parameter at every access, also when it is registered)
+        sn = nn.utils.parametrizations.spectral_norm if s == "sngan" else (lambda m: m)
         G = nn.Sequential(nn.Linear(z_dim, 4 * a.dim), nn.ReLU(), nn.Linear(4 * a.dim, 64))
-        D = nn.Sequential(nn.Linear(64, 4 * a.dim), nn.LeakyReLU(0.2), nn.Linear(4 * a.dim, 1))
+        D = nn.Sequential(sn(nn.Linear(64, 4 * a.dim)), nn.LeakyReLU(0.2), sn(nn.Linear(4 * a.dim, 1)))
+        G, D = G.to(dev), D.to(dev)
         og = torch.optim.Adam(G.parameters(), lr=2e-4)
         # --late: the discriminator's optimizer made after the generator's first forward
         od = None if a.late or a.late_from else torch.optim.Adam(D.parameters(), lr=2e-4)
         for step in range(a.steps):
-            real = torch.randn(a.batch, 64, generator=g)
-            z = torch.randn(a.batch, z_dim, generator=g)
+            real = torch.randn(a.batch, 64, generator=g).to(dev)
+            z = torch.randn(a.batch, z_dim, generator=g).to(dev)
             fake = G(z)
             if step < a.late_from:
                 # --late-from K: the generator alone (fitted to the data) for K iterations; the
@@ -319,6 +347,14 @@ def main():
                 od = torch.optim.Adam(D.parameters(), lr=2e-4)
             od.zero_grad(set_to_none=True)
             d_loss = F.softplus(-D(real)).mean() + F.softplus(D(fake.detach())).mean()
+            if s == "gp":
+                # WGAN-GP's gradient penalty: the discriminator's gradient at points between
+                # the real and the fake samples, by torch.autograd.grad inside the step, kept
+                # differentiable (create_graph) for the discriminator's backward
+                e = torch.rand(a.batch, 1, generator=g).to(dev)
+                mix = (e * real + (1 - e) * fake.detach()).requires_grad_(True)
+                grad, = torch.autograd.grad(D(mix).sum(), mix, create_graph=True)
+                d_loss = d_loss + 10 * ((grad.norm(2, dim=1) - 1) ** 2).mean()
             d_loss.backward()
             gc.collect()    # as the accum shape's (below): the cyclic collector kept out of the steps
             od.step()
@@ -363,7 +399,8 @@ def main():
                  "deep": lambda: DictNet(vocab, a.dim // 2, 80),
                  "nested": lambda: Nested(vocab, a.dim, 4), "accum": lambda: DictNet(vocab, a.dim, 6),
                  "siamese": lambda: DictNet(vocab, a.dim, 4), "ckptseq": lambda: CkptSeq(vocab, a.dim, 8),
-                 "frozen": lambda: DictNet(vocab, a.dim, 6),
+                 "frozen": lambda: DictNet(vocab, a.dim, 6), "jit": lambda: DictNet(vocab, a.dim, 6),
+                 "layerdrop": lambda: DictNet(vocab, a.dim, 6), "lazy": lambda: DictNet(vocab, a.dim, 6),
                  "lstm": lambda: LSTMLM(vocab, a.dim)}[s]()
         if s == "frozen":
             # fine-tuning as it is often written: the lower half frozen, every parameter
@@ -371,6 +408,18 @@ def main():
             model.embed.requires_grad_(False)
             for name in list(model.blocks)[:3]:
                 model.blocks[name].requires_grad_(False)
+        if s == "lazy":
+            # each block's first layer a LazyLinear, made by a dummy batch (in training mode,
+            # gradients on) before the optimizer, as torch's docs have it
+            for b in model.blocks.values():
+                b.fc1 = nn.LazyLinear(4 * a.dim)
+            model(torch.zeros(2, 8, dtype=torch.long))
+        model = model.to(dev)
+        if helper is not None:
+            helper = helper.to(dev)
+        if s == "jit":
+            model.blocks["b2"] = torch.jit.script(model.blocks["b2"])
+            model.blocks["b4"] = torch.jit.trace(model.blocks["b4"], torch.randn(1, 8, a.dim, device=dev))
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         opt_helper = torch.optim.SGD(helper.parameters(), lr=1e-2) if s == "helper" else None
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9) if s == "accum" else None
@@ -378,6 +427,8 @@ def main():
         for step in range(a.steps):
             opt.zero_grad(set_to_none=True)
             total = 0.0
+            if s == "layerdrop":        # blocks b0 and b2 skipped in the first step, none after
+                model.skip = ("b0", "b2") if step == 0 else ()
             for _ in range(accum):
                 t = tokens(a, g, vocab)
                 if s == "encdec":

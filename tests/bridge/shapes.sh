@@ -8,8 +8,10 @@
 # printed, and held to 2% (SHAPES_2PCT: every shape). Needs $MEMSPLIT.
 . "$(dirname "$0")/lib.sh"
 js() { "$PY" -c "import json,sys; d=json.load(open('$1')); print($2)" 2>&1; }
-SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict reversed nested accum lstm gan deep vit densenet mobilenet helper frozen distill pyramid siamese ckptseq}
-SHAPES_2PCT=${SHAPES_2PCT:-$SHAPES}
+SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict reversed nested accum lstm gan deep vit densenet mobilenet helper frozen distill pyramid siamese ckptseq jit lazy sngan gp}
+# gp (a double backward: torch.autograd.grad with create_graph) is over-predicted on
+# the discriminator's stage (docs/bridge.md, "Known limits"): held below, on the safe side
+SHAPES_2PCT=${SHAPES_2PCT:-$(printf ' %s ' $SHAPES | sed 's/ gp / /')}
 
 if ! "$PY" -c 'import torch, torchvision' 2>/dev/null; then
     echo "shapes: $PY has no torch or torchvision (scripts/deps.sh installs both)"; exit 1
@@ -94,6 +96,10 @@ shapes.main()" 2>/dev/null)
         r=$(js "$T/$s.json" "[r['transient_bwd'] for r in d['layers'][1:-1]]")
         [ "$r" = "$(js "$T/$s.json" "[d['layers'][1]['transient_bwd']] * 6")" ] && [ "${r#\[0,}" = "$r" ] && \
             ok "reversed: every block's backward in its own row ($r)" || bad "reversed: backward rows" "$r";;
+    jit)        # a TorchScript module is one unit, whole: its submodules run where no hook runs
+        r=$(js "$T/$s.json" "[r['name'] for r in d['layers']]")
+        w=$(js "$T/$s.json" "['embed'] + ['blocks.b%d' % i for i in range(6)] + ['head']")
+        [ "$r" = "$w" ] && ok "jit: the scripted and the traced block are units of their own, whole" || bad "jit: units" "$r";;
     ckptseq)    # recomputed in backward: each segment's units do their recompute in their own backward
         r=$(js "$T/$s.json" "[(r['name'], r['transient_bwd'] > 0) for r in d['layers'] if r['name'] in ['body.%d' % i for i in range(6)]]")
         [ "$r" = "$(js "$T/$s.json" "[('body.%d' % i, True) for i in range(6)]")" ] && \
@@ -177,11 +183,31 @@ shapes.main()" 2>/dev/null)
             bad "$s: plan then train" "$(tail -3 "$T/$s.plan.out" "$T/$s.trerr")"
         fi
     fi
+    if [ "$s" = gp ]; then      # never above its prediction by more than 2%, nor below by more than 5%
+        [ "$(js "$T/$s.doc" "all(-0.05 <= x['gap'] <= 0.02 for x in d['train']['devices'])")" = True ] && \
+            ok "gp: every stage within -5% / +2% of its prediction ($gaps)" || bad "gp: stages" "$gaps"
+    fi
     case " $SHAPES_2PCT " in *" $s "*)
         [ "$(js "$T/$s.doc" "all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")" = True ] && \
             ok "$s: every stage within 2% of its prediction" || bad "$s: stages past 2%" "$gaps";;
     esac
 done
+# a discriminator too small to open (a tenth of the parameters at --dim 512) is the last unit
+# whole: its forward (a call of a model of its own) is the layer after the units, with its
+# parameters, not the layer before them where a model's call begins
+"$M" profile --quiet --json --no-record-pass -- "$PY" "$HERE/shapes.py" --shape gan --dim 512 --steps 2 \
+    > "$T/gan512.json" 2> "$T/gan512.err"; rc=$?
+r=$(js "$T/gan512.json" "[(r['name'], r['param']) for r in d['layers']]")
+[ $rc = 0 ] && [ "$r" = "[('G.0,G.1', 4202496), ('G.2', 524544), ('D.0,D.1,D.2', 540676)]" ] && \
+    ok "gan --dim 512: the discriminator, one unit, is the layer after the generator's units" || \
+    bad "gan --dim 512: rows (exit $rc)" "$r"
+# units the first iteration did not call (LayerDrop skipped b0 and b2) stay beside the
+# units registered before them: the units in the program's order all the same
+"$M" profile --quiet --json --no-record-pass -- "$PY" "$HERE/shapes.py" --shape layerdrop --steps 3 \
+    > "$T/layerdrop.json" 2> "$T/layerdrop.err"; rc=$?
+r=$(js "$T/layerdrop.json" "[r['name'] for r in d['layers']]")
+[ $rc = 0 ] && [ "$r" = "$(js "$T/layerdrop.json" "['embed'] + ['blocks.b%d' % i for i in range(6)] + ['head']")" ] && \
+    ok "layerdrop: the blocks skipped in the first iteration keep their places" || bad "layerdrop: units (exit $rc)" "$r"
 # a GAN: two models, two optimizers; a trial step is a whole iteration (the
 # discriminator's step, then the generator's), so two steps let the program
 # print its first iteration's loss and stop inside its second

@@ -35,6 +35,7 @@ class Session:
         self.models = []            # every model found at that moment: it first, then the others it trains
         self.roots = set()          # their ids: a call of one from the program's own code is a model's forward
         self.root_last = {}         # id of a model -> the last layer of its own units (its outputs' backward)
+        self.after_models = set()   # ids of models trained beside the first that are the last unit whole
         self.n_blocks = 0
         self.block_of = {}          # id(module) -> unit index (layer - 1), for every module in a unit of layers 1..n
         self.path_of = {}           # id(module) -> path in the root's tree
@@ -42,6 +43,14 @@ class Session:
         self.layer, self.phase = -1, PH_INIT
         self.stack = []             # modules whose forward is running, less the quiet ones
         self.quiet = frozenset()    # ids of modules inside a unit, below its top: their hooks return at once
+        self.opaque = set()         # ids of modules inside a TorchScript module: never called from Python
+        self.grad_from = []         # (layer, phase) where each torch.autograd.grad running was called
+        # modules whose call is no model's forward at the top level: a parametrization
+        # (torch.nn.utils.parametrize: spectral_norm, weight_norm) makes its module's weight
+        # at each access, so also when the program builds or reads it outside a forward
+        self.outer_call = None      # such a module running outside any forward (its modules are no model's)
+        self.not_models = tuple(t for t in [getattr(getattr(torch.nn.utils, "parametrize", None),
+                                                    "ParametrizationList", None)] if t is not None)
         self.block_depth = 0        # how many of them are inside the list
         self.in_root = False
         self.list_entered = False
@@ -216,7 +225,11 @@ class Session:
                 root.add_module(name, m)
         self.root = root
         _watch_lightning_checkpoints(self)
-        mods = list(root.named_modules())
+        # a TorchScript module runs its submodules inside TorchScript, where no hook or wrapper
+        # of theirs runs: it is a leaf of the tree, whole in one unit (torch.jit.script, .trace)
+        self.opaque = {id(c) for m in root.modules() if isinstance(m, torch.jit.ScriptModule)
+                       for c in m.modules() if c is not m}
+        mods = [(path, m) for path, m in root.named_modules() if id(m) not in self.opaque]
         index = {}
         sigs = {}
 
@@ -267,11 +280,16 @@ class Session:
                 inside.update(id(m) for m in root.get_submodule(path).modules())
         # the modules opened to reach the units: their own code belongs to the unit running before it
         self.list_ancestors = {id(m) for _, m in mods if id(m) not in inside}
+        last = tops[-1] if plan is not None or len(tops) >= 3 else []
         if plan is not None:
             tops = tops[1:-1]            # a plan's layers: before, the units, after
         else:
             tops = tops[1:-1] if len(tops) >= 3 else tops[1:] if len(tops) == 2 else tops
         self.n_blocks = len(tops)
+        # a model trained beside the first that is the whole last unit (a GAN's discriminator
+        # too small to open): its forward is the layer after the units, not the layer before
+        # them that a model's call begins in
+        self.after_models = {id(m) for m in self.models[1:] if self.path_of.get(id(m)) in last}
         top_ids = set()
         for b, paths in enumerate(tops):
             for path in paths:
@@ -645,6 +663,13 @@ class Session:
     def pre_hook(self, module, inputs):
         if not self.on or (self.block_depth and id(module) in self.quiet):
             return None       # (a quiet module at the top level, outside its unit, is heard)
+        if self.outer_call is not None:
+            if _running(self.torch, self.outer_call):
+                return None   # inside a parametrization called outside any forward
+            self.outer_call = None      # an exception skipped its post hook
+        if not self.stack and isinstance(module, self.not_models):
+            self.outer_call = module    # a parametrization making its module's weight outside any forward
+            return None
         torch = self.torch
         if id(module) in self.roots and self.stack and not _running(self.torch, self.stack[-1]):
             self.stack, self.block_depth = [], 0    # an exception skipped the post hooks
@@ -653,7 +678,10 @@ class Session:
         if inside is not None:
             self.block_depth += 1
         if self.root is None:
-            if len(self.stack) == 1 and module.training and torch.is_grad_enabled():
+            # (a call that makes a lazy module's parameters, LazyLinear's dummy batch, is no
+            # training forward: the model is registered at the next, whole)
+            if len(self.stack) == 1 and module.training and torch.is_grad_enabled() and \
+                    not _uninitialized(torch, module):
                 if not self.register(module):
                     return None
                 inside = self.block_of.get(id(module))
@@ -688,6 +716,9 @@ class Session:
                     self.passes += 1
                     self.pass_open = True
             self.transition(0, PH_FORWARD if training else PH_VALIDATION)
+            if id(module) in self.after_models:
+                self.list_entered = True
+                self.transition(self.n_blocks + 1, self.phase)
             if training and self.micro_batch is None and module is self.model:
                 self.micro_batch = _batch_of(torch, inputs)
             if inside is not None:
@@ -756,6 +787,10 @@ class Session:
     def post_hook(self, module, inputs, output):
         if not self.on or (id(module) in self.quiet and not (self.stack and self.stack[-1] is module)):
             return None       # its pre_hook kept quiet: it is not on the stack
+        if self.outer_call is not None:
+            if module is self.outer_call:
+                self.outer_call = None
+            return None
         if self.stack and self.stack[-1] is module:
             self.stack.pop()
         elif module in self.stack:
@@ -873,12 +908,15 @@ class Session:
         While torch has a global hook, every module call takes its slow path
         (issue 40: about 1 ms a step of ResNet-152's 523 calls a forward on
         the H100's host); a module with no hook of its own takes the fast one."""
-        keep = {id(m): m for m in self.root.modules() if id(m) not in self.quiet}
+        keep = {id(m): m for m in self.root.modules() if id(m) not in self.quiet and id(m) not in self.opaque}
         keep.update(self.heard)
         for h in self.global_hooks:
             h.remove()
         self.global_hooks = None
         for m in keep.values():
+            if isinstance(m, self.torch.jit.ScriptModule):     # takes no hooks of its own (torch.jit)
+                self.local_hooks.append(_ScriptHooks(m, self.pre_hook, self.post_hook))
+                continue
             self.local_hooks.append(_module_hook(m, "register_forward_pre_hook", self.pre_hook))
             self.local_hooks.append(_module_hook(m, "register_forward_hook", self.post_hook))
 
@@ -928,6 +966,25 @@ class Session:
 
     def backward_failed(self):
         self.in_backward -= 1      # it raised (out of memory): no optimizer phase follows
+
+    def grad_begins(self, args=()):
+        """torch.autograd.grad: a backward the program computes inside its
+        step (a gradient penalty, a physics loss's derivatives), after
+        which its forward goes on: the layers' backward as backward() has
+        them, its outputs no loss, and no optimizer phase after it."""
+        self.grad_from.append((self.layer, self.phase))
+        self.in_backward += 1
+        if self.in_backward == 1 and self.root is not None and self.on:
+            self.transition(self.layer, PH_BACKWARD)
+            out = args[0] if args else None
+            if self.record is not None and isinstance(out, self.torch.Tensor) and out.requires_grad:
+                out.register_hook(_TagHere(self.record))
+
+    def grad_ends(self, args=()):
+        self.in_backward -= 1
+        layer, phase = self.grad_from.pop()
+        if self.in_backward == 0 and self.root is not None and self.on and (layer, phase) != (self.layer, self.phase):
+            self.transition(layer, phase)        # back where the program asked for the gradients
 
     def step_failed(self):
         self.in_step -= 1          # it raised (its closure ran out of memory): the step did not end
@@ -1100,15 +1157,26 @@ class Session:
 
     def say_order(self):
         """The units in the order of their first forward calls in the first
-        iteration (those not called, after them in registration order), once,
-        when it is not registration's; a plan's pass has the plan's order."""
+        iteration, once, when it is not registration's; a plan's pass has the
+        plan's order. A unit not called then (a block LayerDrop skipped, an
+        expert no token was routed to) follows the unit registered before it,
+        as registration has it, so that it stays beside its neighbours."""
         calls, self.first_calls, self.first_seen = self.first_calls, None, None
         n = self.n_blocks
         if calls is None or self.cfg.get("plan") is not None or not n:
             return
         seen = [layer for layer in calls if 1 <= layer <= n]
         called = set(seen)
-        order = seen + [layer for layer in range(1, n + 1) if layer not in called]
+        follows, prev = {}, 0         # a called unit (0: none before) -> the uncalled after it
+        for layer in range(1, n + 1):
+            if layer in called:
+                prev = layer
+            else:
+                follows.setdefault(prev, []).append(layer)
+        order = list(follows.get(0, []))
+        for layer in seen:
+            order.append(layer)
+            order.extend(follows.get(layer, []))
         self.rank = {layer: k for k, layer in enumerate(order, 1)}
         if order != list(range(1, n + 1)):
             self.send("order", units=order)
@@ -1214,6 +1282,13 @@ def _outward(f):
         f = f.f_back
 
 
+def _uninitialized(torch, module):
+    """Whether module holds a lazy parameter not yet made (a LazyLinear
+    before its first call, which makes it)."""
+    lazy = getattr(torch.nn.parameter, "UninitializedParameter", None)
+    return lazy is not None and any(isinstance(p, lazy) for p in module.parameters())
+
+
 def _running(torch, module):
     """Whether module's call or forward is running on this thread (a model
     called inside another's forward), rather than left on the stack by an
@@ -1312,6 +1387,74 @@ def _module_hook(m, how, fn):
         return getattr(m, how)(fn)
 
 
+def _quiet_while_compiling(torch, s):
+    """torch's own calls of the program's modules that are no training:
+    the hooks stand aside while they run (no model registered there, no
+    forward counted). torch.jit.trace runs the modules to compile them;
+    the per-operator trace's dispatch mode stands aside there too, since
+    the tracer would record it into the graph (torch 1.13 then fails the
+    trace's own check): what tracing allocates is not counted. A
+    parametrization (spectral_norm, weight_norm) is run once as it is
+    registered; what it allocates counts."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    def quiet(owner, name, mode_aside):
+        real = getattr(owner, name, None) if owner is not None else None
+        if real is None or getattr(real, "_memsplit", False):
+            return
+
+        def run(*args, **kwargs):
+            was, s.on = s.on, False
+            mode = s.tracker.mode if mode_aside and s.tracker is not None else None
+            aside = mode is not None and _get_current_dispatch_mode() is mode
+            if aside:
+                mode.__exit__(None, None, None)
+            try:
+                return real(*args, **kwargs)
+            finally:
+                if aside:
+                    mode.__enter__()
+                s.on = was
+
+        functools.update_wrapper(run, real)
+        run._memsplit = True
+        setattr(owner, name, run)
+
+    quiet(torch.jit, "trace", True)
+    quiet(torch.jit, "trace_module", True)
+    quiet(getattr(torch.nn.utils, "parametrize", None), "register_parametrization", False)
+
+
+class _ScriptHooks:
+    """The two hooks of a TorchScript module, which refuses hooks of its
+    own: its forward (a Python attribute, which its call runs, as the
+    applier's wrapper does) runs them around itself, as torch runs a
+    module's hooks (none of the program's: it can register none there)."""
+
+    def __init__(self, m, pre, post):
+        self.m, self.had = m, m.__dict__.get("forward")
+        fwd = m.forward
+
+        @functools.wraps(fwd)
+        def forward(*args, **kwargs):
+            pre(m, args)
+            out = fwd(*args, **kwargs)
+            post(m, args, out)
+            return out
+
+        self.mine = forward
+        m.forward = forward
+
+    def remove(self):
+        m = self.m
+        if m.__dict__.get("forward") is self.mine:       # not wrapped again since
+            if self.had is None:
+                del m.__dict__["forward"]
+            else:
+                m.forward = self.had
+        self.m = None
+
+
 def _wrap(owner, name, before, after, failed=None):
     """owner.name calls before(args), then after(args) when it returns,
     or failed(args) (default: after) when it raises: an optimizer step
@@ -1372,6 +1515,7 @@ def start(torch, lib, cfg):
           lambda a: s.backward_failed())
     _wrap(torch.autograd, "backward", lambda a: s.backward_begins(a), lambda a: s.backward_ends(),
           lambda a: s.backward_failed())
+    _wrap(torch.autograd, "grad", s.grad_begins, s.grad_ends)
     if cfg.get("plan") is not None:
         _install_plan(torch, lib, s, cfg["plan"], cuda)
     _install_step_wrappers(torch, s)
@@ -1386,6 +1530,7 @@ def start(torch, lib, cfg):
             # the allocator's record on the CPU (tests): the tracker stands in for the GPU's allocator
             s.tracker.emulate = _history.Emulated()
             s.record = _history.Record(torch, s, s.tracker.emulate)
+    _quiet_while_compiling(torch, s)
     _install_oom_observer(torch, s)
     _watch_exit(s)
     os.register_at_fork(after_in_child=lambda: setattr(s, "on", False))
