@@ -12,6 +12,8 @@
 #  - doctor: the reference model and HF GPT-2 in Lightning over 40 GiB devices
 #  - resume: a rerun that runs out, restarted, Lightning resuming from last.ckpt
 #  - overhead: step time plain, --diagnose-only and with the tensor trace
+#  - shapes: tests/bridge/shapes.py's TorchScript,
+#    spectral_norm, gradient-penalty and ModuleDict programs on cuda:0, diagnosed and split
 #  - realdev: a program split over two real, distinct devices on one GPU
 #    (cuda:0 and cpu): a plain fp32 loop and Lightning 32-true trained by
 #    doctor with the unsplit run's losses, the GPU stage's peak within 2%;
@@ -26,7 +28,7 @@
 #    device's measured peak against the plan (2%); the runs' output, JSON and
 #    databases in $OUT (programs_*)
 # Needs $MEMSPLIT; PY (default python3) is the interpreter with torch.
-# SECTIONS (default "small ref hf misc doctor resume realdev overhead") picks parts.
+# SECTIONS (default "small ref hf misc doctor resume realdev overhead shapes") picks parts.
 set -u
 M=${MEMSPLIT:?}
 PY=${PY:-python3}
@@ -35,7 +37,7 @@ mkdir -p "$OUTD" || { echo "bridge.sh: cannot make $OUTD" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=$HERE/../bridge
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-SECTIONS=${SECTIONS:-small ref hf misc doctor resume realdev overhead}
+SECTIONS=${SECTIONS:-small ref hf misc doctor resume realdev overhead shapes}
 pass=0; fail=0
 ok()  { echo "ok   $1"; pass=$((pass+1)); }
 bad() { echo "FAIL $1"; shift; for l in "$@"; do echo "  | $l"; done; fail=$((fail+1)); }
@@ -264,6 +266,42 @@ if want realdev; then
         --precision 32-true "${L32[@]}"
     [ -n "${REALDEV_QUICK:-}" ] && SECTIONS=${SECTIONS/realdev/}
 fi
+if want shapes; then
+    # programs the CPU suite has on the GPU with torch 2.x (tests/bridge/shapes.py --device cuda):
+    # TorchScript blocks (scripted and traced), spectral_norm (parametrizations), WGAN-GP's
+    # torch.autograd.grad with create_graph, the ModuleDict of blocks. Each alone, then
+    # profiled under a cap of 70% of its tensors' peak (90% for the GANs; the CUDA context on
+    # top) and split by doctor over two virtual devices on cuda:0: the alone run's losses,
+    # each stage within 2% of its prediction (gp: -5% / +2%, docs/bridge.md)
+    for s in ${GPU_SHAPES:-jit sngan gp dict}; do
+        # sizes whose tensors outweigh the CUDA context and the libraries' buffers (each
+        # device's reserve, and the 5% headroom of the device); the GANs' activations leave
+        # no split of two at 70%, nor at 85% on an H100 (gp: 1.42 GiB a device needed, 1.40 there): 90%
+        case $s in *gan|gp) size=(--dim 64 --batch 65536); frac=0.9;; *) size=(--dim 1024 --batch 64); frac=0.7;; esac
+        SP=("$PY" "$HERE/../bridge/shapes.py" --shape "$s" --steps 4 "${size[@]}" --device cuda)
+        "${SP[@]}" > "$T/sh_$s.out" 2>&1 || { bad "shapes $s: the program alone failed" "$(tail -3 "$T/sh_$s.out")"; continue; }
+        "$M" profile --quiet --json -- "${SP[@]}" > "$T/sh_$s.json" 2> "$T/sh_$s.err" || \
+            { bad "shapes $s: uncapped profile" "$(tail -3 "$T/sh_$s.err")"; continue; }
+        echo "  $s: units $(js "$T/sh_$s.json" "[r['name'] for r in d['layers']]")"
+        cap=$(js "$T/sh_$s.json" "int(d['reserve_bytes'] + $frac * (d['peak_bytes'] - d['reserve_bytes']))")
+        "$M" profile --json --gpu-mem "$cap" -- "${SP[@]}" > "$T/sh_$s.oom" 2> "$T/sh_$s.oomerr"; rc=$?
+        [ $rc = 3 ] && ok "shapes $s: diagnosed under $frac of its peak: $(js "$T/sh_$s.oom" "'%s %s step %s' % (d['oom']['layer_name'] or d['oom']['what'], d['oom']['phase'], d['oom']['step'])")" || \
+            bad "shapes $s: diagnosis (exit $rc)" "$(tail -3 "$T/sh_$s.oomerr")"
+        "$M" doctor --gpus 2 --gpu-mem "$cap" --devices cuda:0,cuda:0 --db "$T/sh_$s.db" --json -- "${SP[@]}" \
+            > "$T/sh_$s.doc" 2> "$T/sh_$s.docerr"; rc=$?
+        grep -E "^placement" "$T/sh_$s.docerr" | head -2 | sed 's/^/  /'
+        [ $rc = 0 ] || { bad "shapes $s: doctor (exit $rc)" "$(tail -4 "$T/sh_$s.docerr")"; continue; }
+        a=$(js "$T/sh_$s.doc" "','.join('%.4f' % x for x in d['train']['losses'])")
+        b=$(grep -o '^step [0-9]* loss [-0-9.]*' "$T/sh_$s.out" | awk '{print $4}' | paste -sd, -)
+        [ -n "$b" ] && [ "$a" = "$b" ] && ok "shapes $s: split over two devices of cuda:0, the alone run's losses ($a)" || \
+            bad "shapes $s: losses" "split $a" "alone $b"
+        gaps=$(js "$T/sh_$s.doc" "', '.join('%.1f MiB predicted, %+.2f%%' % (x['predicted_peak_bytes'] / 2**20, 100 * x['gap']) for x in d['train']['devices'])")
+        lo=-0.02; [ "$s" = gp ] && lo=-0.05
+        [ "$(js "$T/sh_$s.doc" "all($lo <= x['gap'] <= 0.02 for x in d['train']['devices'])")" = True ] && \
+            ok "shapes $s: every stage within $lo / +0.02 of its prediction ($gaps)" || bad "shapes $s: stages" "$gaps"
+    done
+fi
+
 if want realdev; then
     # a module that keeps another stage's tensor: torch's own device check, named by memsplit
     LK=(--model leak --blocks 4 --dim 1024 --seq 256 --batch 16 --vocab 16384 --steps 3)
