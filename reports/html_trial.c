@@ -41,6 +41,13 @@ static void oom_box(FILE *f, int64_t run, const ms_profile *p, const h_layers *L
         fputs(o->phase == MS_PH_OPTIMIZER ? "in the optimizer step" : "outside any layer", f);
         if (o->step > 0) fprintf(f, " (step %d)", o->step);
     }
+    if (o->requested == 0) {
+        /* no allocator request was seen (term_report.c: oom_sentence) */
+        fprintf(f, " with %s live of %s capacity: the bytes it asked for are not known (CUDA refused memory "
+                   "outside PyTorch&rsquo;s allocator, as cuBLAS creating its handle does, or no observer saw the "
+                   "request).</p>\n", h_bytes(live, b2, sizeof b2), h_bytes(cap, b3, sizeof b3));
+        goto table;
+    }
     fprintf(f, ": it asked for <b>%s</b> (%s", h_bytes(o->requested, b1, sizeof b1),
             o->category >= 0 && o->category < MS_CAT_N ? ms_cat_name((ms_cat)o->category) : "?");
     if (o->what[0]) {
@@ -57,6 +64,7 @@ static void oom_box(FILE *f, int64_t run, const ms_profile *p, const h_layers *L
     fprintf(f, " A device of at least %s would have got past this allocation (not necessarily through the whole "
                "step).</p>\n", h_bytes(live + o->requested, b1, sizeof b1));
 
+table:
     fprintf(f, "<table class=\"t kv\" id=\"t-oom-%" PRId64 "\"><caption>The diagnosis, exact</caption><tbody>\n", run);
     fputs("<tr><th class=\"rowh\">layer</th>", f);
     h_td_int(f, "layer", o->layer);
@@ -70,7 +78,8 @@ static void oom_box(FILE *f, int64_t run, const ms_profile *p, const h_layers *L
     fputs("</tr>\n<tr><th class=\"rowh\">category</th>", f);
     h_td_text(f, "category", o->category >= 0 && o->category < MS_CAT_N ? ms_cat_name((ms_cat)o->category) : "?");
     fputs("</tr>\n<tr><th class=\"rowh\">requested</th>", f);
-    h_td_bytes(f, "requested", o->requested);
+    if (o->requested == 0) h_td_text(f, "requested", "not known");
+    else h_td_bytes(f, "requested", o->requested);
     fputs("</tr>\n", f);
     for (int c = 0; c < MS_CAT_N; c++) {
         if (!o->live_by_cat[c]) continue;

@@ -403,7 +403,14 @@ static void oom_sentence(const ms_profile *p, char *line, size_t len)
     bytes_in(o->requested, cap, req, sizeof req);
     bytes_in(live, cap, lv, sizeof lv);
     bytes_in(cap, cap, capb, sizeof capb);
-    if (live + o->requested > cap) {
+    if (o->requested == 0) {
+        /* no allocator request was seen: CUDA itself refused (a library asking the driver, as
+         * cuBLAS creating its handle), or the OOM reached no observer */
+        snprintf(line, len,
+                 "OUT OF MEMORY %s with %s live of %s capacity: the bytes it asked for are not known (CUDA "
+                 "refused memory outside PyTorch's allocator, as cuBLAS creating its handle does, or no "
+                 "observer saw the request).", where, lv, capb);
+    } else if (live + o->requested > cap) {
         bytes_in(live + o->requested - cap, cap, miss, sizeof miss);
         snprintf(line, len,
                  "OUT OF MEMORY %s: requested %s (%s) with %s live of %s capacity; %s missing.", where, req, what,
@@ -438,6 +445,12 @@ static void oom_text(FILE *f, const ms_profile *p, int width)
     uint64_t cap = o->capacity ? o->capacity : p->capacity;
     char line[640];
     oom_headline(f, p, width);
+    if (o->requested == 0) {
+        snprintf(line, sizeof line, "Exact bytes: requested not known, live %" PRIu64 ", capacity %" PRIu64 ".",
+                 live, cap);
+        rep_wrap(f, width, 2, line);
+        goto live_at;
+    }
     snprintf(line, sizeof line, "Exact bytes: requested %" PRIu64 ", live %" PRIu64 ", capacity %" PRIu64 ".",
              o->requested, live, cap);
     rep_wrap(f, width, 2, line);
@@ -450,6 +463,7 @@ static void oom_text(FILE *f, const ms_profile *p, int width)
              "necessarily through the whole step).", need, exact);
     rep_wrap(f, width, 2, line);
 
+live_at:
     fprintf(f, "\nLive at that moment, by category:\n");
     for (int c = 0; c < MS_CAT_N; c++) {
         char b[32];

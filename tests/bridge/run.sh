@@ -442,5 +442,24 @@ check "a caught OOM, then one in step 2" 3 "step 2" -- "$M" profile --json --no-
 [ "$(py "d['oom']['step'] == 2 and d['oom']['requested_bytes'] == 1 << 28 and d['oom']['what'].startswith('M') and 'own code' in d['oom']['what'] and 'caught an out-of-memory' in d['program']['warnings']")" = True ] && \
     ok "a caught OOM, then one in step 2: the diagnosis is step 2's, in the model's own code" || bad "caught, then died" "$(py "d['oom'], d['program']['warnings']")"
 
+# CUDA refusing memory outside the caching allocator (cuBLAS creating a thread's handle on a
+# nearly full device: CUBLAS_STATUS_ALLOC_FAILED), which no allocator observer sees: an OOM
+# where the program was (the innermost module of the traceback), the bytes it asked for not known
+printf '%s\n' 'import torch' \
+    'class Boom(torch.nn.Module):' \
+    '    def __init__(s):' '        super().__init__(); s.l = torch.nn.Linear(32, 32); s.n = 0' \
+    '    def forward(s, x):' '        s.n += 1' \
+    '        if s.n == 2: raise RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)")' \
+    '        return s.l(x)' \
+    'm = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Linear(32, 32), Boom()),' \
+    '                        torch.nn.Linear(32, 4))' \
+    'opt = torch.optim.SGD(m.parameters(), lr=0.1)' \
+    'for _ in range(3):' '    opt.zero_grad(); m(torch.randn(8, 32)).pow(2).mean().backward(); opt.step()' > "$T/driver.py"
+check "CUDA out of memory outside the allocator: diagnosed" 3 "the bytes it asked for are not known" -- \
+    "$M" profile --json --no-record-pass --no-second-pass -- "$PY" "$T/driver.py"
+[ "$(py "(d['oom']['step'], d['oom']['phase'], d['oom']['what'], d['oom']['requested_bytes']) == (2, 'forward', '2.1 (Boom)', 0) and 'outside PyTorch' in d['program']['warnings'] and 'CUBLAS_STATUS_ALLOC_FAILED' in d['program']['warnings']")" = True ] && \
+    ok "CUDA out of memory outside the allocator: step 2, the module raising, bytes not known, the error in a warning" || \
+    bad "CUDA out of memory outside the allocator" "$(py "d.get('oom'), d['program']['warnings']")"
+
 echo "bridge: $pass passed, $fail failed"
 [ $fail -eq 0 ]

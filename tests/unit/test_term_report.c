@@ -270,6 +270,32 @@ static void test_oom_just_over_in_the_optimizer(void **state)
     ms_profile_free(&p);
 }
 
+/* CUDA refused memory no allocator request asked for (cuBLAS creating its
+ * handle): the bytes asked are not known, and no "device of at least"
+ * follows from them. */
+static void test_oom_bytes_not_known(void **state)
+{
+    (void)state;
+    rp_rng rng;
+    rp_seed(&rng, rp_test_seed() + 7);
+    ms_profile p;
+    rp_profile_spec spec = { .n_blocks = 4, .n_prec = 1, .n_mb = 1, .isolated_from = -1, .oom = 1, .oom_layer = 2,
+                             .capacity = 8ull << 30, .requested = 64ull << 20, .missing = 1 << 20 };
+    assert_int_equal(rp_make_profile(&p, &spec, &rng), 0);
+    p.oom.requested = 0;
+    p.oom.step = 3;
+    char *sq = oom_block(&p);
+    char want[MS_NAME_MAX + 96];
+    snprintf(want, sizeof want, "OUT OF MEMORY in the forward pass of %s (layer 2, step 3) with ", p.oom.layer_name);
+    assert_has(sq, want);
+    assert_has(sq, "capacity: the bytes it asked for are not known (CUDA refused memory outside PyTorch's allocator");
+    assert_has(sq, "Exact bytes: requested not known, live ");
+    assert_null(strstr(sq, "A device of at least"));
+    assert_null(strstr(sq, "requested 0"));
+    free(sq);
+    ms_profile_free(&p);
+}
+
 static void test_oom_outside_a_layer_without_shortfall(void **state)
 {
     (void)state;
@@ -628,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_profile_with_oom),
         cmocka_unit_test(test_oom_just_over_in_the_optimizer),
         cmocka_unit_test(test_oom_outside_a_layer_without_shortfall),
+        cmocka_unit_test(test_oom_bytes_not_known),
         cmocka_unit_test(test_wide_profiles_fit),
         cmocka_unit_test(test_wrap_keeps_words_and_width),
         cmocka_unit_test(test_long_names),

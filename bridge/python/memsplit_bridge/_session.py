@@ -429,12 +429,13 @@ class Session:
         path = self.path_of.get(id(m), "") if m is not None else ""
         return "layer %d%s" % (self.layer, (" (module %s)" % path) if path else "")
 
-    def innermost(self):
+    def innermost(self, frames=None):
         """The innermost module whose forward is running on this thread:
         from the Python frames (a module's call or forward, whose `self` is
         it), since the quiet modules keep off the stack; the stack's top
-        where the frames have none (a backward, on autograd's thread)."""
-        for m in _running_modules(self.torch, _outward(sys._getframe(1))):
+        where the frames have none (a backward, on autograd's thread).
+        frames: an exception's, innermost first."""
+        for m in _running_modules(self.torch, frames if frames is not None else _outward(sys._getframe(1))):
             if id(m) in self.path_of or id(m) in self.other_models:
                 return m
         return self.stack[-1] if self.stack else None
@@ -1095,14 +1096,15 @@ class Session:
             n, ivs, loss = self.step_data(late)
             self.send("stepdata", n=n, intervals=ivs, loss=loss)
 
-    def oom(self, requested, source, message, device_free=-1, stage=None, ordinal=None):
+    def oom(self, requested, source, message, device_free=-1, stage=None, ordinal=None, frames=None):
         """The program ran out: where (the innermost module, layer, phase,
         the step it is in) and, under a plan, on which stage: the ledger's
-        (stage) or the stage alone on the GPU that refused (ordinal)."""
+        (stage) or the stage alone on the GPU that refused (ordinal).
+        frames: where it was, innermost first (default: this thread's now)."""
         made = self.state_in_making() if self.phase == PH_OPTIMIZER and self.root is not None else None
         if self.record is not None:
             self.record.drain()      # what was live when it ran out (the allocator's lock is not held here)
-        m = self.innermost()
+        m = self.innermost(frames)
         path = self.path_of.get(id(m), type(m).__name__ if m is not None else "")
         if made is not None:
             path, m = made
@@ -1872,10 +1874,40 @@ def _watch_unobserved(torch, s):
     atexit.register(lambda: s.finish("exit"))
 
 
+# what torch's exception says when CUDA refused memory that the caching allocator did not
+# ask for: a library asking the driver itself (cuBLAS creating a thread's handle), a launch
+_DRIVER_OOM = ("CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation",
+               "CUDNN_STATUS_ALLOC_FAILED")
+
+
+def _driver_oom(torch, s, value, tb):
+    """An exception that ends the program because CUDA ran out of memory
+    outside the caching allocator, whose observer never sees it: an OOM
+    where the program was (the innermost module of the traceback, the
+    layer and phase), the bytes it asked for not known (0)."""
+    if s.root is None or not s.on or isinstance(value, getattr(torch.cuda, "OutOfMemoryError", ())):
+        return
+    text = str(value)
+    if not any(k in text for k in _DRIVER_OOM):
+        return
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    first = next((line.strip() for line in text.splitlines() if line.strip()), text)
+    s.lib.warn("oom", "the program ran out of memory outside PyTorch's allocator (%s): the bytes it asked for "
+               "are not known" % first[:200])
+    s.oom(0, "driver", text, frames=frames[::-1])
+
+
 def _watch_exit(s):
     hook = sys.excepthook
 
     def excepthook(tp, value, tb):
+        try:
+            _driver_oom(s.torch, s, value, tb)
+        except Exception:
+            pass            # the program's own exception is what it ends with, whatever this finds
         s.finish("exception", "%s: %s" % (tp.__name__, str(value)[:300]))
         hook(tp, value, tb)
 
