@@ -752,6 +752,37 @@ static void test_many_events(void **state)
     ms_db_close(db);
 }
 
+/* CUDA refused memory no allocator request asked for (term_report's
+ * test_oom_bytes_not_known): the box says the bytes are not known, the
+ * table's requested cell too, and no device size follows from them. */
+static void test_oom_bytes_not_known(void **state)
+{
+    (void)state;
+    rp_rng r;
+    rp_seed(&r, rp_test_seed() + 9);
+    ms_db *db = open_new("unknown.db");
+    ms_profile p;
+    rp_profile_spec spec = { .n_blocks = 3, .n_prec = 1, .n_mb = 1, .isolated_from = -1, .oom = 1, .oom_layer = 2,
+                             .capacity = 1 << 30, .requested = 1 << 20, .missing = 1 << 10, .scale = 1 << 20 };
+    assert_int_equal(rp_make_profile(&p, &spec, &r), 0);
+    p.oom.requested = 0;
+    int64_t run = ms_db_run_begin(db, "profile", NULL, NULL, NULL, "unknown", 0);
+    assert_int_equal(ms_db_add_rows(db, run, &p), 0);
+    assert_int_equal(ms_db_run_finish(db, run, "oom"), 0);
+    char *html = render(db, run);
+    assert_self_contained(html);
+    assert_non_null(strstr(html, "the bytes it asked for are not known (CUDA refused memory outside"));
+    assert_null(strstr(html, "A device of at least"));
+    char id[64];
+    snprintf(id, sizeof id, "t-oom-%" PRId64, run);
+    size_t tl;
+    const char *t = table_of(html, id, &tl);
+    assert_non_null(find_in(t, tl, "<td data-k=\"requested\">not known</td>"));
+    free(html);
+    ms_profile_free(&p);
+    ms_db_close(db);
+}
+
 /* Events that make no sense must not break the page. */
 static void test_garbage_events(void **state)
 {
@@ -1082,6 +1113,7 @@ int main(void)
         cmocka_unit_test(test_nothing_planned_or_trained),
         cmocka_unit_test(test_many_events),
         cmocka_unit_test(test_garbage_events),
+        cmocka_unit_test(test_oom_bytes_not_known),
         cmocka_unit_test(test_long_training),
         cmocka_unit_test(test_write_file),
         cmocka_unit_test(test_stale_categories),
