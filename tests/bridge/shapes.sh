@@ -10,7 +10,7 @@
 js() { "$PY" -c "import json,sys; d=json.load(open('$1')); print($2)" 2>&1; }
 SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict reversed nested accum lstm gan deep vit densenet mobilenet helper frozen distill pyramid siamese ckptseq jit lazy sngan gp}
 # gp (a double backward: torch.autograd.grad with create_graph) is over-predicted on
-# the discriminator's stage (docs/bridge.md, "Known limits"): held below, on the safe side
+# the discriminator's stage (docs/bridge.md, "What a program may do"): held below, on the safe side
 SHAPES_2PCT=${SHAPES_2PCT:-$(printf ' %s ' $SHAPES | sed 's/ gp / /')}
 
 if ! "$PY" -c 'import torch, torchvision' 2>/dev/null; then
