@@ -19,35 +19,11 @@ static const char *phase_phrase(int phase)
     }
 }
 
-/* The facts table of the diagnosis: what was asked, what was live, what
- * was missing; id t-oom-RUN. */
-static void oom_box(FILE *f, int64_t run, const ms_profile *p, const h_layers *L)
+/* What a request the allocator saw asked for, against what was live and
+ * the capacity, and the device that would have got past it. */
+static void oom_asked(FILE *f, const ms_oom_info *o, uint64_t live, uint64_t cap)
 {
-    const ms_oom_info *o = &p->oom;
-    uint64_t live = 0;
-    for (int c = 0; c < MS_CAT_N; c++) live += o->live_by_cat[c];
-    const uint64_t cap = o->capacity ? o->capacity : p->capacity;
-    char name[48], b1[32], b2[32], b3[32], b4[32];
-    if (o->layer_name[0]) snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, o->layer_name);
-    else h_layer_name(L, o->layer, name, sizeof name);
-
-    fputs("<div class=\"oombox\" role=\"note\"><p><b>Out of memory</b> ", f);
-    if (o->layer >= 0) {
-        fprintf(f, "%s <b>", phase_phrase(o->phase));
-        h_esc(f, name);
-        if (o->step > 0) fprintf(f, "</b> (layer %d, step %d)", o->layer, o->step);
-        else fprintf(f, "</b> (layer %d)", o->layer);
-    } else {
-        fputs(o->phase == MS_PH_OPTIMIZER ? "in the optimizer step" : "outside any layer", f);
-        if (o->step > 0) fprintf(f, " (step %d)", o->step);
-    }
-    if (o->requested == 0) {
-        /* no allocator request was seen (term_report.c: oom_sentence) */
-        fprintf(f, " with %s live of %s capacity: the bytes it asked for are not known (CUDA refused memory "
-                   "outside PyTorch&rsquo;s allocator, as cuBLAS creating its handle does, or no observer saw the "
-                   "request).</p>\n", h_bytes(live, b2, sizeof b2), h_bytes(cap, b3, sizeof b3));
-        goto table;
-    }
+    char b1[32], b2[32], b3[32], b4[32];
     fprintf(f, ": it asked for <b>%s</b> (%s", h_bytes(o->requested, b1, sizeof b1),
             o->category >= 0 && o->category < MS_CAT_N ? ms_cat_name((ms_cat)o->category) : "?");
     if (o->what[0]) {
@@ -63,8 +39,38 @@ static void oom_box(FILE *f, int64_t run, const ms_profile *p, const h_layers *L
                    "memory used outside memsplit&rsquo;s count).", h_bytes(cap - live, b4, sizeof b4));
     fprintf(f, " A device of at least %s would have got past this allocation (not necessarily through the whole "
                "step).</p>\n", h_bytes(live + o->requested, b1, sizeof b1));
+}
 
-table:
+/* The facts table of the diagnosis: what was asked, what was live, what
+ * was missing; id t-oom-RUN. */
+static void oom_box(FILE *f, int64_t run, const ms_profile *p, const h_layers *L)
+{
+    const ms_oom_info *o = &p->oom;
+    uint64_t live = 0;
+    for (int c = 0; c < MS_CAT_N; c++) live += o->live_by_cat[c];
+    const uint64_t cap = o->capacity ? o->capacity : p->capacity;
+    char name[48], b2[32], b3[32];
+    if (o->layer_name[0]) snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, o->layer_name);
+    else h_layer_name(L, o->layer, name, sizeof name);
+
+    fputs("<div class=\"oombox\" role=\"note\"><p><b>Out of memory</b> ", f);
+    if (o->layer >= 0) {
+        fprintf(f, "%s <b>", phase_phrase(o->phase));
+        h_esc(f, name);
+        if (o->step > 0) fprintf(f, "</b> (layer %d, step %d)", o->layer, o->step);
+        else fprintf(f, "</b> (layer %d)", o->layer);
+    } else {
+        fputs(o->phase == MS_PH_OPTIMIZER ? "in the optimizer step" : "outside any layer", f);
+        if (o->step > 0) fprintf(f, " (step %d)", o->step);
+    }
+    if (o->requested == 0)
+        /* no allocator request was seen (term_report.c: oom_sentence) */
+        fprintf(f, " with %s live of %s capacity: the bytes it asked for are not known (CUDA refused memory "
+                   "outside PyTorch&rsquo;s allocator, as cuBLAS creating its handle does, or no observer saw the "
+                   "request).</p>\n", h_bytes(live, b2, sizeof b2), h_bytes(cap, b3, sizeof b3));
+    else
+        oom_asked(f, o, live, cap);
+
     fprintf(f, "<table class=\"t kv\" id=\"t-oom-%" PRId64 "\"><caption>The diagnosis, exact</caption><tbody>\n", run);
     fputs("<tr><th class=\"rowh\">layer</th>", f);
     h_td_int(f, "layer", o->layer);

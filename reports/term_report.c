@@ -255,6 +255,24 @@ static void print_group(FILE *f, const ms_profile *p, int precision, int micro_b
     free(rows);
 }
 
+/* The exact bytes of a request the allocator saw, and the device that
+ * would have got past it. */
+static void oom_bytes_known(FILE *f, const ms_oom_info *o, uint64_t live, uint64_t cap, int width)
+{
+    char line[640];
+    snprintf(line, sizeof line, "Exact bytes: requested %" PRIu64 ", live %" PRIu64 ", capacity %" PRIu64 ".",
+             o->requested, live, cap);
+    rep_wrap(f, width, 2, line);
+    char need[32], capb[32], exact[64] = "";
+    ms_term_bytes(live + o->requested, need, sizeof need);
+    if (!strcmp(need, ms_term_bytes(cap, capb, sizeof capb)) && live + o->requested > cap)
+        /* rounded, the two read alike: the bytes it lacked say the difference */
+        snprintf(exact, sizeof exact, " (%" PRIu64 " bytes more than the capacity)", live + o->requested - cap);
+    snprintf(line, sizeof line, "A device of at least %s%s would have got past this allocation (not "
+             "necessarily through the whole step).", need, exact);
+    rep_wrap(f, width, 2, line);
+}
+
 static void oom_text(FILE *f, const ms_profile *p, int width);
 
 static void profile_text(FILE *f, const ms_profile *p, int width)
@@ -449,21 +467,9 @@ static void oom_text(FILE *f, const ms_profile *p, int width)
         snprintf(line, sizeof line, "Exact bytes: requested not known, live %" PRIu64 ", capacity %" PRIu64 ".",
                  live, cap);
         rep_wrap(f, width, 2, line);
-        goto live_at;
+    } else {
+        oom_bytes_known(f, o, live, cap, width);
     }
-    snprintf(line, sizeof line, "Exact bytes: requested %" PRIu64 ", live %" PRIu64 ", capacity %" PRIu64 ".",
-             o->requested, live, cap);
-    rep_wrap(f, width, 2, line);
-    char need[32], capb[32], exact[64] = "";
-    ms_term_bytes(live + o->requested, need, sizeof need);
-    if (!strcmp(need, ms_term_bytes(cap, capb, sizeof capb)) && live + o->requested > cap)
-        /* rounded, the two read alike: the bytes it lacked say the difference */
-        snprintf(exact, sizeof exact, " (%" PRIu64 " bytes more than the capacity)", live + o->requested - cap);
-    snprintf(line, sizeof line, "A device of at least %s%s would have got past this allocation (not "
-             "necessarily through the whole step).", need, exact);
-    rep_wrap(f, width, 2, line);
-
-live_at:
     fprintf(f, "\nLive at that moment, by category:\n");
     for (int c = 0; c < MS_CAT_N; c++) {
         char b[32];

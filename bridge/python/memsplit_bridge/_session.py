@@ -48,9 +48,9 @@ class Session:
         # modules whose call is no model's forward at the top level: a parametrization
         # (torch.nn.utils.parametrize: spectral_norm, weight_norm) makes its module's weight
         # at each access, so also when the program builds or reads it outside a forward
-        self.outer_call = None      # such a module running outside any forward (its modules are no model's)
         self.not_models = tuple(t for t in [getattr(getattr(torch.nn.utils, "parametrize", None),
                                                     "ParametrizationList", None)] if t is not None)
+        self.outer_call = None      # such a module running outside any forward (its modules are no model's)
         self.block_depth = 0        # how many of them are inside the list
         self.in_root = False
         self.list_entered = False
@@ -1844,6 +1844,15 @@ def _install_oom_observer(torch, s):
         pass
 
 
+def _tb_frames(tb):
+    """A traceback's frames, outermost first."""
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return frames
+
+
 def _watch_unobserved(torch, s):
     """No hooks: at an OOM that ends the program, name the innermost module
     whose forward was running from the traceback's frames alone."""
@@ -1853,12 +1862,8 @@ def _watch_unobserved(torch, s):
         if isinstance(value, torch.cuda.OutOfMemoryError):
             # modules whose forward was running, outermost first (a LightningModule's
             # training_step is no module frame: its model is the root)
-            frames = []
-            while tb is not None:
-                frames.append(tb.tb_frame)
-                tb = tb.tb_next
             mods = []
-            for m in _running_modules(torch, frames):
+            for m in _running_modules(torch, _tb_frames(tb)):
                 if not mods or mods[-1] is not m:
                     mods.append(m)
             path, kind = "", ""
@@ -1890,14 +1895,10 @@ def _driver_oom(torch, s, value, tb):
     text = str(value)
     if not any(k in text for k in _DRIVER_OOM):
         return
-    frames = []
-    while tb is not None:
-        frames.append(tb.tb_frame)
-        tb = tb.tb_next
     first = next((line.strip() for line in text.splitlines() if line.strip()), text)
     s.lib.warn("oom", "the program ran out of memory outside PyTorch's allocator (%s): the bytes it asked for "
                "are not known" % first[:200])
-    s.oom(0, "driver", text, frames=frames[::-1])
+    s.oom(0, "driver", text, frames=_tb_frames(tb)[::-1])
 
 
 def _watch_exit(s):
