@@ -2,7 +2,9 @@
 stand-in for torch.cuda.memory: what it asks the caching allocator to keep,
 and how it turns the allocator's trace into the record's rows. The CPU has
 no caching allocator, so this is the only run its code gets off a GPU
-(tests/gpu/bridge.sh runs it for real).
+(tests/gpu/bridge.sh runs it for real). Then the record above the source
+(_history.Record): which layer each of the optimizer phase's new tensors
+is, when the allocator gives an address out again.
 
 Run: /usr/bin/python3 tests/bridge/test_allocator.py
 """
@@ -83,6 +85,85 @@ class AllocatorSource(unittest.TestCase):
             self.assertTrue(a.take()[1])
         finally:
             _history._MAX_ENTRIES = keep
+
+
+class Lib:
+    """The ledger's calls the record makes: replays kept, owners given."""
+
+    def __init__(self, owners):
+        self.owners, self.replays = owners, []
+
+    def now_us(self):
+        return 0.0
+
+    def warn(self, kind, text):
+        pass
+
+    def owner(self, key, cat):
+        return self.owners.get(key)
+
+    def owner_device(self, key):
+        return None
+
+    def replay(self, ops, keys, sizes, cats, layers, phase, times, devs=None):
+        self.replays.append((bytes(ops), list(keys), list(layers), phase))
+
+
+class Session:
+    def __init__(self, lib):
+        self.lib, self.phase, self.sent = lib, 0, []
+
+    def send(self, kind, **fields):
+        self.sent.append(fields)
+
+
+class OptimizerTemporaries(unittest.TestCase):
+    def test_an_address_given_out_again_is_a_new_tensor(self):
+        """In the optimizer phase the program makes a tensor of its own (the
+        next micro-batch's tokens), frees it, and the optimizer's operator
+        then gets the same address for a parameter's temporary: only the
+        temporary is that parameter's layer's."""
+        import torch
+        param, tmp = torch.randn(8), torch.randn(8)
+        p_addr, t_addr = param.data_ptr(), tmp.data_ptr()
+        lib = Lib({p_addr: 1})
+        src = _history.Emulated()
+        rec = _history.Record(torch, Session(lib), src)
+        rec.transition(-1, _history.PH_OPTIMIZER, {"layer": -1})
+        src.alloc(t_addr, 544)              # the program's own tensor, outside any operator of the step
+        src.free(t_addr)
+        n = rec.op_begins()
+        src.alloc(t_addr, 32)               # the operator's output, at the address given out again
+        rec.optimizer_op((param,), tmp, n)
+        rec.drain()
+        ops, keys, layers, phase = lib.replays[-1]
+        self.assertEqual(phase, _history.PH_OPTIMIZER)
+        self.assertEqual(ops, b"afa")
+        self.assertEqual(keys, [t_addr] * 3)
+        self.assertEqual(layers, [-1, -1, 1])
+
+    def test_a_new_tensor_at_a_gradients_old_address_is_nobodys(self):
+        """The ledger still has a freed gradient's address (it learns at the
+        next drain); a tensor the program makes there between micro-batches,
+        and what is made from it, are no parameter's."""
+        import torch
+        fresh, made = torch.randn(8), torch.randn(8)
+        lib = Lib({fresh.data_ptr(): 1})       # the gradient that was there, as the ledger has it
+        src = _history.Emulated()
+        rec = _history.Record(torch, Session(lib), src)
+        rec.transition(-1, _history.PH_OPTIMIZER, {"layer": -1})
+        n = rec.op_begins()
+        src.alloc(fresh.data_ptr(), 32)        # randint: no tensor input
+        rec.optimizer_op((), fresh, n, {"generator": None})
+        n = rec.op_begins()
+        src.alloc(made.data_ptr(), 32)
+        rec.optimizer_op((fresh,), made, n)
+        rec.drain()
+        self.assertEqual(lib.replays[-1][2], [-1, -1])
+
+    def test_tags_carry_the_interval(self):
+        self.assertEqual([_history._tag_seq(t) for t in ("12", "12.3", "", "x")], [12, 12, 0, 0])
+        self.assertEqual([_history._tag_op(t) for t in ("12", "12.3", "", "7.x")], [0, 3, 0, 0])
 
 
 if __name__ == "__main__":

@@ -23,7 +23,10 @@ What the allocator cannot say, and what stands in:
 - In the optimizer phase a small dispatch mode (a Python call per optimizer
   operator, none in forward or backward) says which parameter each new
   tensor is made for, so the optimizer's temporaries count with their
-  parameter's layer, as with the per-operator trace.
+  parameter's layer, as with the per-operator trace. It tags the thread
+  with the operator's ordinal too ("interval.op"): the allocator gives an
+  address out again after a free, so only the tag says which of the
+  allocations at an address the operator made.
 
 The source at the bottom is the allocator on a GPU; on the CPU the dispatch
 tracker stands in for it (Emulated, for tests), so everything above the
@@ -134,7 +137,8 @@ class Record:
         self.seq = 0                 # the last interval begun
         self.held = []               # [(seq, layer, phase, w fields)] not yet sent
         self.sent = (0, -1, PH_INIT)   # the interval the stream is in: seq, layer, phase
-        self.opt_owner = {}          # address -> [layer, ...]: the optimizer's new tensors, in order
+        self.opt_owner = {}          # (address, op ordinal) -> layer: the optimizer's new tensors
+        self.op_n = 0                # the optimizer's operators since the last drain
         self.opt_key = {}            # address -> layer, of the tensors the optimizer made this step
         self.labels = []             # (interval, at its start, key, cat, layer, bytes): relabels held
         self.label_layer = {}        # key -> layer of those, for the optimizer's owners
@@ -178,7 +182,7 @@ class Record:
             # tagged with (a thread not tagged since: the trace is in the allocator's order)
             seq = self.sent[0]
             cuts = []           # (index, interval) where the stream moves on
-            for i, tag in enumerate([int(r[3]) if r[3].isdigit() else 0 for r in rows]):
+            for i, tag in enumerate([_tag_seq(r[3]) for r in rows]):
                 if tag > seq:
                     seq = tag
                     cuts.append((i, tag))
@@ -192,7 +196,7 @@ class Record:
                 start = end
             self.send_held(self.seq)
             self.apply_labels(lambda seq, at_start: True)
-            self.opt_owner, self.opt_key, self.label_layer = {}, {}, {}
+            self.opt_owner, self.opt_key, self.label_layer, self.op_n = {}, {}, {}, 0
 
     def replay(self, rows, offset):
         """Rows of one interval (the stream's now) into the ledger."""
@@ -201,9 +205,9 @@ class Record:
         layers = [layer] * len(rows)
         if phase == PH_OPTIMIZER and self.opt_owner:
             for i, r in enumerate(rows):      # the optimizer's temporaries: their parameter's layer
-                q = self.opt_owner.get(r[1]) if r[0] else None
-                if q:
-                    layers[i] = q.pop(0)
+                q = self.opt_owner.get((r[1], _tag_op(r[3]))) if r[0] else None
+                if q is not None:
+                    layers[i] = q
         self.lib.replay(bytes(97 if r[0] else 102 for r in rows), [r[1] for r in rows], [r[2] for r in rows],
                         [cat] * len(rows), layers, phase, [max(0.0, r[4] - offset) for r in rows])
 
@@ -252,6 +256,7 @@ class Record:
         at the drain, in place among the allocations."""
         self.labels.append((self.seq, at_start, key, cat, layer, nbytes))
         self.label_layer[key] = layer
+        self.opt_key.pop(key, None)     # the label is newer than what an operator made there
 
     # ---- the optimizer phase -------------------------------------------
     def optimizer_begins(self):
@@ -264,9 +269,10 @@ class Record:
 
         class _OptimizerMode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                n = record.op_begins()
                 out = func(*args, **(kwargs or {}))
                 if record.s.phase == PH_OPTIMIZER:
-                    record.optimizer_op(args, out)
+                    record.optimizer_op(args, out, n, kwargs)
                 return out
 
         self.mode = _OptimizerMode()
@@ -280,35 +286,48 @@ class Record:
             except Exception:
                 pass
 
-    def optimizer_op(self, args, out):
-        """An operator of the optimizer phase made `out`: each new tensor is
+    def op_begins(self):
+        """An operator of the optimizer phase is about to run: the thread is
+        tagged with its ordinal, which its allocations carry. Returns it."""
+        with self.lock:
+            self.op_n += 1
+            n = self.op_n
+            self.source.tag("%d.%d" % (self.seq, n))
+        return n
+
+    def optimizer_op(self, args, out, n, kwargs=None):
+        """Operator n of the optimizer phase made `out`: each new tensor is
         for the parameter of the input at its position in a list argument
-        (foreach), else of the first tensor input (zeros_like(param))."""
+        (foreach), else of the first tensor input (zeros_like(param)); a new
+        tensor with no such input is nobody's (the program's own, made
+        between its micro-batches' backward and forward)."""
         torch = self.torch
         outs = out if isinstance(out, (tuple, list)) else (out,)
         src = optimizer_sources(torch, args, len(outs))
         if len(src) != len(outs):
-            return
-        ins = {_addr(a) for a in args if isinstance(a, torch.Tensor)}
-        for a in args:
-            if isinstance(a, (list, tuple)) and len(a) == len(outs):
-                ins.update(_addr(x) for x in a if isinstance(x, torch.Tensor))
+            src = [None] * len(outs)
+        ins = set()
+        for a in list(args) + list((kwargs or {}).values()):
+            for x in (a if isinstance(a, (list, tuple)) else (a,)):
+                if isinstance(x, torch.Tensor):
+                    ins.add(_addr(x))
         for t, x in zip(outs, src):
-            if not isinstance(t, torch.Tensor) or not isinstance(x, torch.Tensor):
+            if not isinstance(t, torch.Tensor):
                 continue
             addr = _addr(t)
             if not addr or addr in ins:
                 continue          # in place, or a view of an input: no new storage
-            layer = self.layer_of(_addr(x))
+            # a new storage at this address: what was there before is gone, whatever it was
+            layer = self.layer_of(_addr(x)) if isinstance(x, torch.Tensor) else None
+            self.opt_key[addr] = layer
             if layer is not None:
-                self.opt_owner.setdefault(addr, []).append(layer)
-                self.opt_key[addr] = layer
+                self.opt_owner[(addr, n)] = layer
 
     def layer_of(self, addr):
         if not addr:
             return None
         if addr in self.opt_key:
-            return self.opt_key[addr]      # a temporary this step made for a parameter (sqrt(v) / c)
+            return self.opt_key[addr]      # a tensor this step made: for a parameter (sqrt(v) / c), or not
         if addr in self.label_layer:
             return self.label_layer[addr]  # a gradient labelled at backward's end
         for name in ("param", "master", "grad", "optim"):
@@ -379,6 +398,18 @@ class Direct:
             self.lib.free(addr)
         else:
             self.lib.relabel(addr, cat, layer)
+
+
+def _tag_seq(tag):
+    """The interval of an allocation's tag ("interval" or "interval.op"); 0 when untagged."""
+    head = tag.split(".", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def _tag_op(tag):
+    """The optimizer operator's ordinal in an allocation's tag; 0 when it has none."""
+    tail = tag.rpartition(".")[2] if "." in tag else ""
+    return int(tail) if tail.isdigit() else 0
 
 
 def optimizer_sources(torch, args, n_out):

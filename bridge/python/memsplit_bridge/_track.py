@@ -91,14 +91,23 @@ class Tracker:
             self.live[key] = st._weak_ref()
         return rc, b
 
-    def seen(self, func, args, out):
+    def op_begins(self):
+        """Emulating the allocator's record: an operator of the optimizer
+        phase is tagged as the GPU's optimizer-phase mode tags it. None
+        otherwise."""
+        s = self.s
+        if self.emulate is None or s.phase != 3 or not s.on or s.record is None or os.getpid() != self.pid:
+            return None
+        return s.record.op_begins()
+
+    def seen(self, func, args, out, n=None, kwargs=None):
         s = self.s
         if not s.on or os.getpid() != self.pid:
             return
         outs = out if isinstance(out, (tuple, list)) else (out,)
         swept = False
-        if self.emulate is not None and s.phase == 3:
-            s.record.optimizer_op(args, out)    # what the GPU's optimizer-phase mode does
+        if self.emulate is not None and s.phase == 3 and n is not None:
+            s.record.optimizer_op(args, out, n, kwargs)    # what the GPU's optimizer-phase mode does
         owners = self.optimizer_owners(args, len(outs)) if self.emulate is None else None
         for i, t in enumerate(outs):
             if not isinstance(t, self.torch.Tensor) or t.device.type != s.track_type:
@@ -229,9 +238,10 @@ def start(torch, session):
             ap = session.applier
             if ap is not None:
                 ap.check_inputs(func, args, kwargs)
+            n = tracker.op_begins()
             out = func(*args, **(kwargs or {}))
             with tracker.lock:
-                tracker.seen(func, args, out)
+                tracker.seen(func, args, out, n, kwargs)
             return out
 
     mode = _Mode()
