@@ -188,12 +188,15 @@ def record_crossings(ap, world, s):
     return crossings
 
 
-def run_net(net, placement, devices, opened=(), x=None, handed_on=(), record=False, root=False):
+def run_net(net, placement, devices, opened=(), x=None, handed_on=(), record=False, root=False, penalty=False):
     """Forward and backward of net with each (module, stage) of placement
     wrapped as the applier wraps a unit, and each module of opened as an
     opened Sequential, over `devices`: (crossings, loss, gradients, applier).
     handed_on: the plan's (module paths in net); record: a record pass's plan;
-    root: net wrapped as the applier wraps a model."""
+    root: net wrapped as the applier wraps a model; penalty: the loss is the
+    squared gradient of the output's square with respect to the input, taken
+    with create_graph (WGAN-GP's penalty: a backward through the second
+    backward)."""
     s = Session()
     s.path_of = {id(m): path for path, m in net.named_modules() if path}
     plan = {"stages": [{"device": d, "first": i, "last": i} for i, d in enumerate(devices)],
@@ -214,10 +217,13 @@ def run_net(net, placement, devices, opened=(), x=None, handed_on=(), record=Fal
             ap.wrap_root(net)
         world.put(x, ap.devices[0], 0)
         ap.placed = True
-        y = net(x)
+        y = net(x.requires_grad_(True) if penalty else x)
         loss = (y * y).sum()
         s.phase = PH_BACKWARD
         s.in_backward += 1
+        if penalty:
+            g, = torch.autograd.grad(loss, x, create_graph=True)
+            loss = (g * g).sum()
         loss.backward()
         s.in_backward -= 1
     return crossings, float(loss), [p.grad.clone() for p in net.parameters()], ap
@@ -392,6 +398,31 @@ class CrossingPath(unittest.TestCase):
         self.assertEqual(loss_v, loss_r)
         for gv, gr in zip(grads_v, grads_r):
             self.assertTrue(torch.equal(gv, gr))
+
+    def test_second_backward_crosses_as_on_two_devices(self):
+        # the gradient's copy back (Cross.backward) is itself in the graph when create_graph
+        # is on, and its gradient comes back as .to()'s does between two devices: the second
+        # backward's operators run on their own stage's tensors (with a clone's own gradient,
+        # which stays where it is, the split's second backward mixed the two devices)
+        net = Net()
+        x = data().requires_grad_(True)
+        y = net(x)
+        g, = torch.autograd.grad((y * y).sum(), x, create_graph=True)
+        want = (g * g).sum()
+        want.backward()
+        want_grads = [p.grad.clone() for p in net.parameters()]
+        runs = []
+        for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
+            net = Net()
+            crossings, loss, grads, _ = run_net(net, ((net.a, 0), (net.b, 1), (net.c, 0)), devices, penalty=True)
+            self.assertEqual(loss, float(want))
+            self.assertTrue(all(torch.equal(a, b) for a, b in zip(grads, want_grads)))
+            runs.append([c[:3] for c in crossings])
+        self.assertEqual(runs[0], runs[1])
+        # forward: into b and back; the penalty's backward: each gradient back the way its
+        # tensor came; the second backward: the gradients of those two copies back again,
+        # and the forward's own crossings' gradients
+        self.assertEqual(runs[0], [(PH_FORWARD, 0, 1), (PH_FORWARD, 1, 0)] + [(PH_BACKWARD, 0, 1), (PH_BACKWARD, 1, 0)] * 3)
 
     def test_split_equals_unsplit(self):
         want_loss, want_grads = unsplit()

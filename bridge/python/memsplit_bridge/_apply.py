@@ -615,17 +615,27 @@ _MISMATCH = ("Expected all tensors to be on the same device", "found at least tw
 def _crossing(torch):
     class Cross(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, t, ap, src, dst, hop):
+        def forward(ctx, t, ap, src, dst, hop, dev=None):
             ctx.ap, ctx.src, ctx.dst, ctx.src_device = ap, src, dst, ap.device_of(t)
             # the record pass: a crossing of a module's outputs copied back to the caller
             # gives its gradient back to that copy through a copy the record may leave out
             w = ap.watch.get(ap.s.storage_key(t)[0]) if ap.watch else None
             ctx.hop_back = w[0] if w is not None else None
+            if dev is not None:         # the gradient's copy (below): to the device t came from
+                return ap.copy_on(t, src, dst, dev, hop)
             return ap.copy_on(t, src, dst, ap.devices[dst], hop, watch=hop is not None)
 
         @staticmethod
         def backward(ctx, g):
-            return ctx.ap.copy_on(g, ctx.dst, ctx.src, ctx.src_device, ctx.hop_back), None, None, None, None
+            if torch.is_grad_enabled() and g.requires_grad:
+                # create_graph (a gradient penalty): the gradient's copy is in the graph of the
+                # gradient, and its own gradient is copied back, as .to()'s is between two
+                # devices; a clone's would stay where it is, and the second backward's
+                # operators would run on the other stage's tensor
+                back = Cross.apply(g, ctx.ap, ctx.dst, ctx.src, ctx.hop_back, ctx.src_device)
+            else:
+                back = ctx.ap.copy_on(g, ctx.dst, ctx.src, ctx.src_device, ctx.hop_back)
+            return back, None, None, None, None, None
 
     return Cross
 
@@ -641,6 +651,8 @@ def _pass_through(torch):
 
         @staticmethod
         def backward(ctx, g):
+            if torch.is_grad_enabled() and g.requires_grad:
+                return Pass.apply(g)      # where the record's gradient copy is a node (Cross.backward)
             return g
 
     return Pass
