@@ -22,17 +22,27 @@ class Memory:
     """torch.cuda.memory's three calls the source makes; `old` is a torch
     whose _record_memory_history has no skip_actions."""
 
-    def __init__(self, trace, old=False):
-        self.trace, self.old, self.calls = trace, old, []
+    def __init__(self, trace, old=False, clears=False):
+        self.trace, self.old, self.calls, self.clears = trace, old, [], clears
+        self.meta = ""
+
+    def alloc(self, addr, size):
+        """The allocator gives a block out, with the thread's metadata."""
+        self.trace.append(ev("alloc", addr, size, self.meta))
+
+    def free(self, addr, size):
+        self.trace.append(ev("free_completed", addr, size, self.meta))
 
     def _record_memory_history(self, enabled="all", context="all", stacks="all", max_entries=0,
                                clear_history=False, **kw):
         if self.old and kw:
             raise TypeError("_record_memory_history() got an unexpected keyword argument 'skip_actions'")
         self.calls.append((enabled, context, max_entries, clear_history, kw.get("skip_actions")))
+        if clear_history and self.clears:
+            self.trace = []
 
     def _set_memory_metadata(self, text):
-        pass
+        self.meta = text
 
     def _snapshot(self):
         return {"segments": [{"blocks": []}], "device_traces": [list(self.trace)]}
@@ -160,6 +170,28 @@ class OptimizerTemporaries(unittest.TestCase):
         rec.optimizer_op((fresh,), made, n)
         rec.drain()
         self.assertEqual(lib.replays[-1][2], [-1, -1])
+
+    def test_on_the_gpus_source(self):
+        """The same through the caching allocator's trace (the stand-in):
+        the optimizer's operator tags the allocations it makes."""
+        import torch
+        param, tmp = torch.randn(8), torch.randn(8)
+        p_addr, t_addr = param.data_ptr(), tmp.data_ptr()
+        lib = Lib({p_addr: 1})
+        mem = Memory([], clears=True)
+        src = _history.Allocator(Torch(mem))
+        rec = _history.Record(torch, Session(lib), src)
+        rec.start(0)
+        rec.transition(-1, _history.PH_OPTIMIZER, {"layer": -1})
+        mem.alloc(t_addr, 1024)             # the program's own, at the address the temporary gets next
+        mem.free(t_addr, 1024)
+        n = rec.op_begins()
+        mem.alloc(t_addr, 512)
+        rec.optimizer_op((param,), tmp, n)
+        rec.drain()
+        ops, keys, layers, phase = lib.replays[-1]
+        self.assertEqual((ops, layers), (b"afa", [-1, -1, 1]))
+        self.assertEqual(mem.trace, [])     # the drain's take started the next trace
 
     def test_tags_carry_the_interval(self):
         self.assertEqual([_history._tag_seq(t) for t in ("12", "12.3", "", "x")], [12, 12, 0, 0])
