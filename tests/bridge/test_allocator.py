@@ -193,6 +193,33 @@ class OptimizerTemporaries(unittest.TestCase):
         self.assertEqual((ops, layers), (b"afa", [-1, -1, 1]))
         self.assertEqual(mem.trace, [])     # the drain's take started the next trace
 
+    def test_the_gpus_optimizer_mode(self):
+        """The optimizer phase's own dispatch mode (what runs on a GPU, where
+        no tracker sees the operators), here over CPU tensors: it tags each
+        operator before it runs and names the parameter its output is for."""
+        import torch
+        param = torch.randn(8)
+        lib = Lib({param.data_ptr(): 2})
+        mem = Memory([], clears=True)
+        sess = Session(lib)
+        rec = _history.Record(torch, sess, _history.Allocator(Torch(mem)))
+        rec.start(0)
+        rec.transition(-1, _history.PH_OPTIMIZER, {"layer": -1})
+        sess.phase = _history.PH_OPTIMIZER
+        rec.optimizer_begins()
+        try:
+            state = torch.zeros_like(param)       # Adam's state, made for the parameter
+            tag = mem.meta
+            mem.alloc(state.data_ptr(), 32)       # what the caching allocator would keep, with the tag
+            loose = torch.randn(4)                # no parameter's
+            mem.alloc(loose.data_ptr(), 16)
+        finally:
+            rec.optimizer_ends()
+        self.assertEqual(tag, "1.1")
+        self.assertIsNone(rec.mode)
+        rec.drain()
+        self.assertEqual(lib.replays[-1][2], [2, -1])
+
     def test_tags_carry_the_interval(self):
         self.assertEqual([_history._tag_seq(t) for t in ("12", "12.3", "", "x")], [12, 12, 0, 0])
         self.assertEqual([_history._tag_op(t) for t in ("12", "12.3", "", "7.x")], [0, 3, 0, 0])
