@@ -17,6 +17,7 @@
 #include "bridge/host/collect.h"
 #include "bridge/host/launch.h"
 #include "bridge/rows.h"
+#include "bridge/steps.h"
 #include "bridge/trace.h"
 #include "reports/db.h"
 #include "reports/term_report.h"
@@ -228,6 +229,22 @@ static void passes(trial_job *j)
         fprintf(stderr, "%s: the uncapped pass gave nothing usable%s%s\n", j->who, err[0] ? ": " : "", err);
 }
 
+/* Units that ran in some of the program's steps and not in others, from
+ * the uncapped pass when there was one (it ran more steps): a warning. */
+static void steps_differ(msb_trace *tp, const msb_trace *u)
+{
+    char names[400], item[720];
+    int k = msb_units_not_every_step(u ? u : tp, names, sizeof names);
+    if (k < 0) {
+        msb_trace_warn(tp, "steps: whether every step ran the same units was not checked (out of memory)");
+    } else if (k > 0) {
+        snprintf(item, sizeof item, "steps: the program's steps ran different units (as LayerDrop or a router "
+                 "does): %s ran in some steps and not in others; the rows and the plan hold the steps the trial "
+                 "ran, and a step that runs more of one stage's units may need more than predicted", names);
+        msb_trace_warn(tp, item);
+    }
+}
+
 /* The rows, from the trial (and the uncapped pass). */
 static void rows(trial_job *j)
 {
@@ -246,6 +263,7 @@ static void rows(trial_job *j)
         snprintf(item, sizeof item, "uncapped pass: %s", j->u.warnings);
         msb_trace_warn(tp, item);
     }
+    steps_differ(tp, r->have_u ? &j->u : NULL);
     if (j->code != MS_EXIT_OK) return;
     char err[1024];
     msb_rows_opts ro = { .capacity = j->a->capacity, .model_name = r->name, .libs = &j->libs };

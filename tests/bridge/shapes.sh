@@ -202,6 +202,11 @@ r=$(js "$T/gan512.json" "[(r['name'], r['param']) for r in d['layers']]")
 r=$(js "$T/layerdrop.json" "[r['name'] for r in d['layers']]")
 [ $rc = 0 ] && [ "$r" = "$(js "$T/layerdrop.json" "['embed'] + ['blocks.b%d' % i for i in range(6)] + ['head']")" ] && \
     ok "layerdrop: the blocks skipped in the first iteration keep their places" || bad "layerdrop: units (exit $rc)" "$r"
+# the steps ran different units: the trial names them (the plan holds the steps it ran)
+w=$(js "$T/layerdrop.json" "d['program']['warnings']")
+case "$w" in *"steps: the program's steps ran different units"*": blocks.b0, blocks.b2 ran in some steps and not in others"*)
+    ok "layerdrop: the trial warns that its steps ran different units (blocks.b0, blocks.b2)";;
+*) bad "layerdrop: no warning of the steps' different units" "$w";; esac
 # a GAN: two models, two optimizers; a trial step is a whole iteration (the
 # discriminator's step, then the generator's), so two steps let the program
 # print its first iteration's loss and stop inside its second

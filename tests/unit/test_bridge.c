@@ -16,6 +16,7 @@
 #include "bridge/ledger.h"
 #include "bridge/record.h"
 #include "bridge/rows.h"
+#include "bridge/steps.h"
 #include "bridge/trace.h"
 #include "planner/record_replay.h"
 
@@ -1026,6 +1027,47 @@ static void test_batch_line(void **state)
     msb_trace_free(&many);
 }
 
+/* A step that runs `ran` (a string of unit numbers, "123"), forward then
+ * backward, then a validation forward of unit 3, then its step event. */
+static void step_running(msb_trace *t, int n, const char *ran)
+{
+    for (const char *c = ran; *c; c++) W(t, *c - '0', MS_PH_FORWARD);
+    for (const char *c = ran + strlen(ran); c > ran; c--) W(t, c[-1] - '0', MS_PH_BACKWARD);
+    W(t, -1, MS_PH_OPTIMIZER);
+    W(t, 3, MS_PH_VALIDATION);
+    feed(t, 1, "{\"ev\":\"step\",\"n\":%d,\"accum\":1,\"micro_batch\":8}", n);
+}
+
+/* Units that ran in some steps and not others (LayerDrop) are named; a
+ * validation forward, a step cut short (an OOM) and another process's
+ * steps are not steps of the program's training. */
+static void test_units_not_every_step(void **state)
+{
+    (void)state;
+    msb_trace t;
+    msb_trace_init(&t);
+    feed(&t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"blocks\":[\"layers.0\",\"layers.1\",\"layers.2\",\"layers.3\"],"
+                "\"fingerprint\":\"fnv64:00000000000000aa\",\"precision\":\"fp32\",\"device\":\"cpu\"}");
+    char out[64];
+    step_running(&t, 1, "1234");
+    assert_int_equal(msb_units_not_every_step(&t, out, sizeof out), 0);   /* one step: nothing to compare */
+    step_running(&t, 2, "124");             /* unit 3 skipped; its validation forward is no training */
+    step_running(&t, 3, "1234");
+    assert_int_equal(msb_units_not_every_step(&t, out, sizeof out), 1);
+    assert_string_equal(out, "layers.2");
+    step_running(&t, 4, "34");
+    W(&t, 1, MS_PH_FORWARD);                /* a step cut short: no step event */
+    feed(&t, 2, "{\"ev\":\"w\",\"l\":2,\"p\":1}");     /* another process */
+    feed(&t, 2, "{\"ev\":\"step\",\"n\":5}");
+    assert_int_equal(msb_units_not_every_step(&t, out, sizeof out), 3);
+    assert_string_equal(out, "layers.0, layers.1, layers.2");
+    assert_int_equal(msb_units_not_every_step(&t, out, 20), 3);          /* cut to fit */
+    assert_string_equal(out, "layers.0, ...");
+    assert_int_equal(msb_units_not_every_step(&t, out, 4), 3);
+    assert_string_equal(out, "...");
+    msb_trace_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1044,6 +1086,7 @@ int main(void)
         cmocka_unit_test(test_units_in_call_order),
         cmocka_unit_test(test_record_untracked),
         cmocka_unit_test(test_batch_line),
+        cmocka_unit_test(test_units_not_every_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,63 @@
+/* steps.c — whether a program's training steps ran the same units (steps.h). */
+#include "bridge/steps.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Appends name (", " before all but the first) to out, or "..." once the
+ * next name no longer fits; *cut keeps it from being said twice. */
+static void add_name(char *out, size_t outlen, const char *name, int *cut)
+{
+    size_t n = strlen(out), need = strlen(name) + (n ? 2 : 0);
+    if (*cut || outlen == 0) return;
+    if (n + need + 4 > outlen) {       /* room for ", ..." or "..." after it */
+        const char *more = n ? ", ..." : "...";
+        if (n + strlen(more) < outlen) memcpy(out + n, more, strlen(more) + 1);
+        *cut = 1;
+        return;
+    }
+    if (n) {
+        memcpy(out + n, ", ", 2);
+        n += 2;
+    }
+    memcpy(out + n, name, strlen(name) + 1);
+}
+
+int msb_units_not_every_step(const msb_trace *t, char *out, size_t outlen)
+{
+    if (outlen) out[0] = '\0';
+    int n = t->n_blocks;
+    if (n < 1 || !t->blocks) return 0;
+    /* per unit: ran in this step; in some step; in every step so far */
+    unsigned char *now = calloc((size_t)n + 1, 3);
+    if (!now) return -1;
+    unsigned char *some = now + n + 1, *every = some + n + 1;
+    int steps = 0, any = 0;
+    for (int i = 0; i < t->n_ev; i++) {
+        const msb_ev *e = &t->ev[i];
+        if (e->conn != t->model_conn) continue;
+        if (e->kind == MSB_EV_WHERE && e->m.phase == MS_PH_FORWARD && e->m.layer >= 1 && e->m.layer <= n) {
+            now[e->m.layer] = 1;
+            any = 1;
+        } else if (e->kind == MSB_EV_STEP) {
+            if (any) {
+                for (int l = 1; l <= n; l++) {
+                    some[l] |= now[l];
+                    every[l] = steps ? (every[l] & now[l]) : now[l];
+                }
+                steps++;
+            }
+            memset(now, 0, (size_t)n + 1);
+            any = 0;
+        }
+    }
+    int differ = 0, cut = 0;
+    for (int l = 1; steps >= 2 && l <= n; l++) {
+        if (some[l] && !every[l]) {
+            differ++;
+            add_name(out, outlen, t->blocks[l - 1], &cut);
+        }
+    }
+    free(now);
+    return differ;
+}
