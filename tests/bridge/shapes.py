@@ -21,6 +21,9 @@ on random data in plain PyTorch and prints "step N loss X" after each.
   --shape sngan                 the GAN with spectral_norm on the discriminator's layers
   --shape gp                    the GAN with WGAN-GP's gradient penalty (torch.autograd.grad,
                                 create_graph) in the discriminator's loss
+  --shape pinn                  a physics-informed MLP: the loss holds the model's gradient
+                                with respect to its input (torch.autograd.grad, create_graph
+                                through every unit), and a boundary term, Adam
   --shape lstm                  an LSTM language model with a validation pass
   --shape deep                  80 blocks: more layers than a plan has stages
   --shape helper                a module trained by its own optimizer, called
@@ -46,7 +49,7 @@ on random data in plain PyTorch and prints "step N loss X" after each.
                                 DenseNet (every layer reads all before it),
                                 MobileNetV2 (inverted residuals), AdamW
 Options: --steps N, --batch B, --dim D (model width), --size S (image side), --late, --late-from K,
---once, --device D (the GAN and ModuleDict shapes: on a GPU).
+--once, --device D (the GAN, ModuleDict and PINN shapes: on a GPU).
 """
 import argparse
 import copy
@@ -252,6 +255,8 @@ def s_family(shape):
     """The shapes --device moves to a GPU (tests/gpu/bridge.sh, section shapes)."""
     if shape in ("gan", "sngan", "gp"):
         return "gan"
+    if shape == "pinn":
+        return "pinn"
     if shape in ("dict", "reversed", "jit", "layerdrop", "lazy", "frozen", "accum", "siamese", "helper"):
         return "dict"
     return None
@@ -270,7 +275,7 @@ def main():
     ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
     if a.device != "cpu" and s_family(a.shape) is None:
-        sys.exit("shapes.py: --device %s is for the GAN and ModuleDict shapes only" % a.device)
+        sys.exit("shapes.py: --device %s is for the GAN, ModuleDict and PINN shapes only" % a.device)
     dev = torch.device(a.device)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -293,6 +298,28 @@ def main():
             y = torch.randint(0, 10, (a.batch,), generator=g)
             opt.zero_grad(set_to_none=True)
             loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            print("step %d loss %.4f" % (step, loss.item()), flush=True)
+    elif s == "pinn":
+        # u(x, y) on the unit square with u_x + u_y = sin(pi x) and u = 0 on x = 0: the residual
+        # differentiates the model's output with respect to its input inside the step, kept
+        # differentiable, so the outer backward runs through each unit's backward again
+        width = 4 * a.dim
+        layers = [nn.Linear(2, width), nn.Tanh()]
+        for _ in range(6):
+            layers += [nn.Linear(width, width), nn.Tanh()]
+        model = nn.Sequential(*layers, nn.Linear(width, 1)).to(dev)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for step in range(a.steps):
+            x = torch.rand(64 * a.batch, 2, generator=g).to(dev).requires_grad_(True)
+            u = model(x)
+            du, = torch.autograd.grad(u.sum(), x, create_graph=True)
+            residual = du.sum(dim=1, keepdim=True) - torch.sin(3.14159265 * x[:, :1])
+            edge = torch.rand(16 * a.batch, 2, generator=g).to(dev)
+            edge[:, 0] = 0
+            loss = (residual ** 2).mean() + (model(edge) ** 2).mean()
+            opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             print("step %d loss %.4f" % (step, loss.item()), flush=True)

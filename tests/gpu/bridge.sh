@@ -13,9 +13,10 @@
 #  - resume: a rerun that runs out, restarted, Lightning resuming from last.ckpt
 #  - overhead: step time plain, --diagnose-only and with the tensor trace
 #  - shapes: tests/bridge/shapes.py's TorchScript,
-#    spectral_norm, gradient-penalty and ModuleDict programs on cuda:0, diagnosed and split
+#    spectral_norm, gradient-penalty, ModuleDict and PINN programs on cuda:0, diagnosed and split
 #  - realdev: a program split over two real, distinct devices on one GPU
-#    (cuda:0 and cpu): a plain fp32 loop and Lightning 32-true trained by
+#    (cuda:0 and cpu): a plain fp32 loop, Lightning 32-true and a PINN
+#    (create_graph across the devices) trained by
 #    doctor with the unsplit run's losses, the GPU stage's peak within 2%;
 #    the same plan on virtual devices crosses at the same places; a module
 #    moving tensors itself is refused; 16-mixed with a CPU stage is refused
@@ -257,23 +258,29 @@ print(len(a) == len(b) > 0 and max(abs(x - y) for x, y in zip(a, b)) <= 2e-4, en
 if want realdev; then
     MB=("$PY" "$HERE/../bridge/models.py")
     # sizes where the tensors (several GiB) and not the CUDA context decide what fits
-    # REALDEV_CASES picks the programs (default both; "none": only the leak check)
-    rcase() { case " ${REALDEV_CASES:-loop lightning32} " in *" $1 "*) return 0;; esac; return 1; }
+    # REALDEV_CASES picks the programs (default all three; "none": only the leak check)
+    rcase() { case " ${REALDEV_CASES:-loop lightning32 pinn} " in *" $1 "*) return 0;; esac; return 1; }
     rcase loop && realdev_case loop 'step [0-9]+ loss [0-9.]+' -- "${MB[@]}" --model ref --blocks 6 --dim 1024 \
         --seq 256 --batch 16 --vocab 16384 --steps 5
     L32=(--blocks 6 --dim 1024 --heads 8 --seq 512 --batch 8 --vocab 16384 --steps 4)
     rcase lightning32 && realdev_case lightning32 'step [0-9]+ loss [0-9.]+' -- "$PY" "$HERE/bridge/ref_lightning.py" \
         --precision 32-true "${L32[@]}"
+    # create_graph across real devices: each gradient's copy back is a node whose own gradient is
+    # copied back again (_apply.Cross), as on the virtual devices it is compared with (sizes that
+    # keep the CPU stage's matmuls short)
+    rcase pinn && realdev_case pinn 'step [0-9]+ loss [0-9.]+' -- "$PY" "$HERE/../bridge/shapes.py" --shape pinn \
+        --dim 128 --batch 32 --steps 4 --device cuda
     [ -n "${REALDEV_QUICK:-}" ] && SECTIONS=${SECTIONS/realdev/}
 fi
 if want shapes; then
     # programs the CPU suite has on the GPU with torch 2.x (tests/bridge/shapes.py --device cuda):
     # TorchScript blocks (scripted and traced), spectral_norm (parametrizations), WGAN-GP's
-    # torch.autograd.grad with create_graph, the ModuleDict of blocks. Each alone, then
+    # torch.autograd.grad with create_graph (a GAN's penalty, a PINN's residual), the ModuleDict
+    # of blocks. Each alone, then
     # profiled under a cap of 70% of its tensors' peak (95% for the GANs; the CUDA context on
     # top) and split by doctor over two virtual devices on cuda:0: the alone run's losses,
     # each stage within 2% of its prediction
-    for s in ${GPU_SHAPES:-jit sngan gp dict}; do
+    for s in ${GPU_SHAPES:-jit sngan gp dict pinn}; do
         # sizes whose tensors outweigh the CUDA context and the libraries' buffers (each
         # device's reserve, and the 5% headroom of the device); the GANs' activations leave
         # no split of two at 70%, nor at 85% on an H100 (gp: 1.42 GiB a device needed, 1.40 there): 95%
