@@ -61,3 +61,47 @@ int msb_units_not_every_step(const msb_trace *t, char *out, size_t outlen)
     free(now);
     return differ;
 }
+
+int msb_unit_inputs_differ(const msb_trace *t, char *name, size_t namelen, uint64_t *lo, uint64_t *hi)
+{
+    if (namelen) name[0] = '\0';
+    *lo = *hi = 0;
+    int n = t->n_blocks;
+    if (n < 1 || !t->blocks) return 0;
+    /* per unit: its largest input this step (-1: not called), and over the steps so far */
+    int64_t *cur = malloc(((size_t)n + 1) * 3 * sizeof *cur);
+    if (!cur) return -1;
+    int64_t *mn = cur + n + 1, *mx = mn + n + 1;
+    for (int l = 0; l <= n; l++) cur[l] = mn[l] = mx[l] = -1;
+    int any = 0;
+    for (int i = 0; i < t->n_ev; i++) {
+        const msb_ev *e = &t->ev[i];
+        if (e->conn != t->model_conn) continue;
+        if (e->kind == MSB_EV_WHERE && e->m.phase == MS_PH_FORWARD && e->m.layer >= 1 && e->m.layer <= n &&
+            e->xin >= 0) {
+            if (e->xin > cur[e->m.layer]) cur[e->m.layer] = e->xin;
+            any = 1;
+        } else if (e->kind == MSB_EV_STEP) {
+            for (int l = 1; any && l <= n; l++) {
+                if (cur[l] < 0) continue;
+                if (mn[l] < 0 || cur[l] < mn[l]) mn[l] = cur[l];
+                if (cur[l] > mx[l]) mx[l] = cur[l];
+            }
+            for (int l = 0; l <= n; l++) cur[l] = -1;
+            any = 0;
+        }
+    }
+    int differ = 0, most = 0;
+    for (int l = 1; l <= n; l++) {
+        if (mx[l] == mn[l]) continue;
+        differ++;
+        if (!most || mx[l] - mn[l] > mx[most] - mn[most]) most = l;
+    }
+    if (most) {
+        *lo = (uint64_t)mn[most];
+        *hi = (uint64_t)mx[most];
+        if (namelen) msb_utf8_copy(name, namelen, t->blocks[most - 1], (size_t)-1);
+    }
+    free(cur);
+    return differ;
+}

@@ -24,6 +24,7 @@
 #include "trainer/device.h"
 #include "vocab/errf.h"
 #include "vocab/profile_json.h"
+#include "vocab/size.h"
 
 /* Progress of a pass: "LABEL: step k/N done" as each step ends. */
 typedef struct pass_ctx {
@@ -229,18 +230,32 @@ static void passes(trial_job *j)
         fprintf(stderr, "%s: the uncapped pass gave nothing usable%s%s\n", j->who, err[0] ? ": " : "", err);
 }
 
-/* Units that ran in some of the program's steps and not in others, from
- * the uncapped pass when there was one (it ran more steps): a warning. */
+/* Units that ran in some of the program's steps and not in others, and
+ * units whose inputs changed size between steps, from the uncapped pass
+ * when there was one (it ran more steps): warnings. */
 static void steps_differ(msb_trace *tp, const msb_trace *u)
 {
-    char names[400], item[720];
-    int k = msb_units_not_every_step(u ? u : tp, names, sizeof names);
+    const msb_trace *s = u ? u : tp;
+    char names[400], item[720], a[32], b[32];
+    int k = msb_units_not_every_step(s, names, sizeof names);
     if (k < 0) {
         msb_trace_warn(tp, "steps: whether every step ran the same units was not checked (out of memory)");
     } else if (k > 0) {
         snprintf(item, sizeof item, "steps: the program's steps ran different units (as LayerDrop or a router "
                  "does): %s ran in some steps and not in others; the rows and the plan hold the steps the trial "
                  "ran, and a step that runs more of one stage's units may need more than predicted", names);
+        msb_trace_warn(tp, item);
+    }
+    uint64_t lo, hi;
+    k = msb_unit_inputs_differ(s, names, sizeof names, &lo, &hi);
+    if (k < 0) {
+        msb_trace_warn(tp, "steps: whether the units' inputs kept their size was not checked (out of memory)");
+    } else if (k > 0) {
+        snprintf(item, sizeof item, "steps: the tensors entering %d unit%s changed size between the trial's steps "
+                 "(%s: %s to %s), as batches of varying sequence lengths do; the rows and the plan hold the "
+                 "largest step the trial ran, and a larger input needs more than predicted: run the trial on the "
+                 "largest batch, or with more steps (--steps)", k, k == 1 ? "" : "s", names,
+                 ms_fmt_bytes((size_t)lo, a, sizeof a), ms_fmt_bytes((size_t)hi, b, sizeof b));
         msb_trace_warn(tp, item);
     }
 }

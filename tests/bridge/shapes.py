@@ -49,7 +49,8 @@ on random data in plain PyTorch and prints "step N loss X" after each.
                                 DenseNet (every layer reads all before it),
                                 MobileNetV2 (inverted residuals), AdamW
 Options: --steps N, --batch B, --dim D (model width), --size S (image side), --late, --late-from K,
---once, --device D (the GAN, ModuleDict and PINN shapes: on a GPU).
+--once, --device D (the GAN, ModuleDict and PINN shapes: on a GPU), --vary (the
+language models: batches of 9 and 17 tokens in turn).
 """
 import argparse
 import copy
@@ -272,6 +273,7 @@ def main():
     ap.add_argument("--late", action="store_true")
     ap.add_argument("--late-from", type=int, default=0)
     ap.add_argument("--once", action="store_true")
+    ap.add_argument("--vary", action="store_true")
     ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
     if a.device != "cpu" and s_family(a.shape) is None:
@@ -458,6 +460,8 @@ def main():
                 model.skip = ("b0", "b2") if step == 0 else ()
             for _ in range(accum):
                 t = tokens(a, g, vocab)
+                if a.vary:          # batches of two lengths in turn (9 and 17 tokens)
+                    t = t[:, :9 + 8 * (step % 2)]
                 if s == "encdec":
                     loss = lm_loss(model(t[:, :8], t[:, 8:-1]), t[:, 9:])
                 elif s == "siamese":

@@ -207,6 +207,13 @@ w=$(js "$T/layerdrop.json" "d['program']['warnings']")
 case "$w" in *"steps: the program's steps ran different units"*": blocks.b0, blocks.b2 ran in some steps and not in others"*)
     ok "layerdrop: the trial warns that its steps ran different units (blocks.b0, blocks.b2)";;
 *) bad "layerdrop: no warning of the steps' different units" "$w";; esac
+# batches of two lengths in turn: the trial says its units' inputs changed size, with the figures
+"$M" profile --quiet --json --no-record-pass -- "$PY" "$HERE/shapes.py" --shape dict --vary --steps 3 \
+    > "$T/vary.json" 2> "$T/vary.err"; rc=$?
+w=$(js "$T/vary.json" "d['program']['warnings']")
+case "$rc:$w" in 0:*"steps: the tensors entering 6 units changed size between the trial's steps (blocks.b0: 4.00 KiB to 8.00 KiB)"*)
+    ok "vary: the trial warns that its units' inputs changed size (blocks.b0: 4.00 KiB to 8.00 KiB)";;
+*) bad "vary: no warning of the inputs' sizes (exit $rc)" "$w" "$(tail -2 "$T/vary.err")";; esac
 # a GAN: two models, two optimizers; a trial step is a whole iteration (the
 # discriminator's step, then the generator's), so two steps let the program
 # print its first iteration's loss and stop inside its second

@@ -1068,6 +1068,46 @@ static void test_units_not_every_step(void **state)
     msb_trace_free(&t);
 }
 
+#define WX(t, l, x) feed(t, 1, "{\"ev\":\"w\",\"l\":%d,\"p\":1,\"alloc\":-1,\"peak\":-1,\"xin\":%d}", l, x)
+
+/* Units whose inputs change size between steps (sequences of varying
+ * length) are counted; the one that changed by the most bytes is named,
+ * with its smallest and largest step (a unit called twice in a step: its
+ * larger input). A step an OOM cut short, a validation pass and a forward
+ * call with no input said (-1) are not compared. */
+static void test_unit_inputs_differ(void **state)
+{
+    (void)state;
+    msb_trace t;
+    msb_trace_init(&t);
+    feed(&t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"blocks\":[\"emb\",\"rnn\",\"head\"],"
+                "\"fingerprint\":\"fnv64:00000000000000aa\",\"precision\":\"fp32\",\"device\":\"cpu\"}");
+    char name[8];
+    uint64_t lo = 1, hi = 1;
+    const int rnn[3][2] = { { 100, -1 }, { 150, 40 }, { 90, 120 } }, head[3] = { 10, 20, 10 };
+    for (int s = 0; s < 3; s++) {
+        WX(&t, 1, 64);
+        for (int k = 0; k < 2; k++)
+            if (rnn[s][k] != -1) WX(&t, 2, rnn[s][k]);
+        WX(&t, 2, -1);                      /* a call whose inputs were not said */
+        WX(&t, 3, head[s]);
+        feed(&t, 1, "{\"ev\":\"w\",\"l\":2,\"p\":4,\"xin\":9999}");   /* validation */
+        feed(&t, 1, "{\"ev\":\"step\",\"n\":%d,\"accum\":1,\"micro_batch\":8}", s + 1);
+        if (s == 0) {
+            assert_int_equal(msb_unit_inputs_differ(&t, name, sizeof name, &lo, &hi), 0);
+            assert_true(lo == 0 && hi == 0 && name[0] == '\0');
+        }
+    }
+    WX(&t, 2, 5000);                        /* a step cut short */
+    assert_int_equal(msb_unit_inputs_differ(&t, name, sizeof name, &lo, &hi), 2);
+    assert_string_equal(name, "rnn");
+    assert_int_equal(lo, 100);
+    assert_int_equal(hi, 150);
+    assert_int_equal(msb_unit_inputs_differ(&t, name, 3, &lo, &hi), 2);   /* the name cut to fit */
+    assert_string_equal(name, "rn");
+    msb_trace_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1087,6 +1127,7 @@ int main(void)
         cmocka_unit_test(test_record_untracked),
         cmocka_unit_test(test_batch_line),
         cmocka_unit_test(test_units_not_every_step),
+        cmocka_unit_test(test_unit_inputs_differ),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
