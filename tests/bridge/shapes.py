@@ -25,6 +25,8 @@ on random data in plain PyTorch and prints "step N loss X" after each.
                                 with respect to its input (torch.autograd.grad, create_graph
                                 through every unit), and a boundary term, Adam
   --shape lstm                  an LSTM language model with a validation pass
+  --shape packed                a tagger of two LSTMs over packed sequences of several lengths
+                                (the same lengths each step; --vary: new ones each step)
   --shape deep                  80 blocks: more layers than a plan has stages
   --shape helper                a module trained by its own optimizer, called
                                 inside the model's forward
@@ -49,8 +51,8 @@ on random data in plain PyTorch and prints "step N loss X" after each.
                                 DenseNet (every layer reads all before it),
                                 MobileNetV2 (inverted residuals), AdamW
 Options: --steps N, --batch B, --dim D (model width), --size S (image side), --late, --late-from K,
---once, --device D (the GAN, ModuleDict and PINN shapes: on a GPU), --vary (the
-language models: batches of 9 and 17 tokens in turn).
+--once, --device D (the GAN, ModuleDict, PINN and packed shapes: on a GPU), --vary (the
+language models: batches of 9 and 17 tokens in turn; packed: new lengths each step).
 """
 import argparse
 import copy
@@ -201,6 +203,27 @@ class LSTMLM(nn.Module):
         return self.head(h)
 
 
+class Tagger(nn.Module):
+    """Two LSTMs over packed sequences (pack_padded_sequence in the root's
+    own code): what crosses between them is a PackedSequence, whose
+    batch_sizes an LSTM takes on the CPU only."""
+
+    def __init__(self, vocab, d):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.rnn1 = nn.LSTM(d, 2 * d, batch_first=True)
+        self.rnn2 = nn.LSTM(2 * d, 2 * d, batch_first=True)
+        self.head = nn.Linear(2 * d, vocab)
+
+    def forward(self, idx, lengths):
+        from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+        x = pack_padded_sequence(self.embed(idx), lengths, batch_first=True, enforce_sorted=False)
+        x, _ = self.rnn1(x)
+        x, _ = self.rnn2(x)
+        x, _ = pad_packed_sequence(x, batch_first=True, total_length=idx.shape[1])
+        return self.head(x)
+
+
 HELD = []   # the models the distill shape holds beside the one it trains (shapes.sh counts their bytes)
 
 
@@ -256,8 +279,8 @@ def s_family(shape):
     """The shapes --device moves to a GPU (tests/gpu/bridge.sh, section shapes)."""
     if shape in ("gan", "sngan", "gp"):
         return "gan"
-    if shape == "pinn":
-        return "pinn"
+    if shape in ("pinn", "packed"):
+        return shape
     if shape in ("dict", "reversed", "jit", "layerdrop", "lazy", "frozen", "accum", "siamese", "helper"):
         return "dict"
     return None
@@ -277,7 +300,7 @@ def main():
     ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
     if a.device != "cpu" and s_family(a.shape) is None:
-        sys.exit("shapes.py: --device %s is for the GAN, ModuleDict and PINN shapes only" % a.device)
+        sys.exit("shapes.py: --device %s is for the GAN, ModuleDict, PINN and packed shapes only" % a.device)
     dev = torch.device(a.device)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -300,6 +323,20 @@ def main():
             y = torch.randint(0, 10, (a.batch,), generator=g)
             opt.zero_grad(set_to_none=True)
             loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            print("step %d loss %.4f" % (step, loss.item()), flush=True)
+    elif s == "packed":
+        model = Tagger(vocab, a.dim).to(dev)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        lengths = torch.randint(10, 41, (4 * a.batch,), generator=g)      # on the CPU, as torch wants them
+        for step in range(a.steps):
+            t = torch.randint(1, vocab, (4 * a.batch, 40), generator=g).to(dev)
+            if a.vary:
+                lengths = torch.randint(10, 41, (4 * a.batch,), generator=g)
+            mask = (torch.arange(40)[None, :] < lengths[:, None]).to(dev)
+            loss = F.cross_entropy(model(t, lengths)[mask], t[mask])
+            opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             print("step %d loss %.4f" % (step, loss.item()), flush=True)

@@ -467,6 +467,57 @@ class CrossingPath(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "mat1 and mat2|size mismatch|shapes cannot be multiplied"):
             m(torch.zeros(3, 5))
 
+    def test_packed_sequence_keeps_its_batch_sizes(self):
+        # a PackedSequence crosses as torch's own .to moves it: its data and indices go, its
+        # batch_sizes stay on the CPU (an LSTM on a GPU refuses them anywhere else)
+        from torch.nn.utils.rnn import pack_padded_sequence
+        x = pack_padded_sequence(torch.randn(3, 5, 4), torch.tensor([5, 2, 4]), batch_first=True,
+                                 enforce_sorted=False)
+        seen = []
+
+        def fn(t):
+            seen.append(t)
+            return t.clone()
+
+        y = _apply._map(torch, (x, {"h": torch.randn(2)}), fn)[0]
+        self.assertIsInstance(y, type(x))
+        self.assertIs(y.batch_sizes, x.batch_sizes)
+        self.assertFalse(any(t is x.batch_sizes for t in seen))
+        self.assertEqual(len(seen), 4)          # data, sorted and unsorted indices, and the dict's tensor
+        self.assertTrue(torch.equal(y.data, x.data) and torch.equal(y.unsorted_indices, x.unsorted_indices))
+        self.assertIsNot(y.data, x.data)
+
+    def test_packed_sequence_crosses_without_moving_its_batch_sizes(self):
+        # two devices: the data and indices cross by .to, the batch_sizes (on the CPU, no
+        # stage's device) are handed on as they are; one shared device: the batch_sizes, a
+        # stage's tensor there, cross too, by a copy where they are (the ledger's stage)
+        from torch.nn.utils.rnn import pack_padded_sequence
+        for devices, bs_dev, want in ((["cuda:0", "cuda:1"], "cpu", ["to"] * 3),
+                                      (["cuda:0", "cuda:0"], "cuda:0", ["clone"] * 4)):
+            s = Session()
+            ap = _apply.Applier(torch, s, {"stages": [{"device": d, "first": i, "last": i}
+                                                       for i, d in enumerate(devices)]})
+            world = World(ap, s)
+            crossings = record_crossings(ap, world, s)
+            x = pack_padded_sequence(torch.randn(3, 5, 4), torch.tensor([5, 2, 4]), batch_first=True,
+                                     enforce_sorted=False)
+            for t in (x.data, x.sorted_indices, x.unsorted_indices):
+                world.put(t, ap.devices[0], 0)
+            if bs_dev == "cpu":
+                world.tag[key_of(x.batch_sizes)] = "cpu"
+            else:
+                world.put(x.batch_sizes, ap.devices[0], 0)
+            ap.placed = True
+            with world:
+                y = ap.follow(x, 1, 1)
+            self.assertEqual([c[3] for c in crossings], want)
+            self.assertEqual(str(world.device_of(y.data)), devices[1])
+            self.assertEqual(str(world.device_of(y.batch_sizes)), bs_dev)
+            if bs_dev == "cpu":
+                self.assertIs(y.batch_sizes, x.batch_sizes)
+            else:
+                self.assertEqual(s.lib.owner_device(key_of(y.batch_sizes)), 1)
+
     def test_virtual_names(self):
         ap = _apply.Applier(torch, Session(), {"stages": [{"device": "cuda:0/v0", "first": 0, "last": 0},
                                                            {"device": "cuda:0/v1", "first": 1, "last": 1}]})

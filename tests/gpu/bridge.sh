@@ -15,8 +15,9 @@
 #  - shapes: tests/bridge/shapes.py's TorchScript,
 #    spectral_norm, gradient-penalty, ModuleDict and PINN programs on cuda:0, diagnosed and split
 #  - realdev: a program split over two real, distinct devices on one GPU
-#    (cuda:0 and cpu): a plain fp32 loop, Lightning 32-true and a PINN
-#    (create_graph across the devices) trained by
+#    (cuda:0 and cpu): a plain fp32 loop, Lightning 32-true, a PINN
+#    (create_graph across the devices) and an LSTM tagger on packed
+#    sequences trained by
 #    doctor with the unsplit run's losses, the GPU stage's peak within 2%;
 #    the same plan on virtual devices crosses at the same places; a module
 #    moving tensors itself is refused; 16-mixed with a CPU stage is refused
@@ -258,8 +259,8 @@ print(len(a) == len(b) > 0 and max(abs(x - y) for x, y in zip(a, b)) <= 2e-4, en
 if want realdev; then
     MB=("$PY" "$HERE/../bridge/models.py")
     # sizes where the tensors (several GiB) and not the CUDA context decide what fits
-    # REALDEV_CASES picks the programs (default all three; "none": only the leak check)
-    rcase() { case " ${REALDEV_CASES:-loop lightning32 pinn} " in *" $1 "*) return 0;; esac; return 1; }
+    # REALDEV_CASES picks the programs (default all four; "none": only the leak check)
+    rcase() { case " ${REALDEV_CASES:-loop lightning32 pinn packed} " in *" $1 "*) return 0;; esac; return 1; }
     rcase loop && realdev_case loop 'step [0-9]+ loss [0-9.]+' -- "${MB[@]}" --model ref --blocks 6 --dim 1024 \
         --seq 256 --batch 16 --vocab 16384 --steps 5
     L32=(--blocks 6 --dim 1024 --heads 8 --seq 512 --batch 8 --vocab 16384 --steps 4)
@@ -270,6 +271,10 @@ if want realdev; then
     # keep the CPU stage's matmuls short)
     rcase pinn && realdev_case pinn 'step [0-9]+ loss [0-9.]+' -- "$PY" "$HERE/../bridge/shapes.py" --shape pinn \
         --dim 128 --batch 32 --steps 4 --device cuda
+    # a PackedSequence crossing between two LSTMs: its batch_sizes stay on the CPU (torch's
+    # PackedSequence.to), where an LSTM on a GPU wants them
+    rcase packed && realdev_case packed 'step [0-9]+ loss [0-9.]+' -- "$PY" "$HERE/../bridge/shapes.py" --shape packed \
+        --dim 256 --batch 16 --steps 4 --device cuda
     [ -n "${REALDEV_QUICK:-}" ] && SECTIONS=${SECTIONS/realdev/}
 fi
 if want shapes; then

@@ -479,7 +479,15 @@ class Applier:
                 return t
             return self.cross(t, src, dst, hop)
 
-        return _map(torch, obj, move)
+        def stay(t):
+            # a tensor that keeps its device wherever it goes (a PackedSequence's batch_sizes,
+            # which an LSTM takes on the CPU only): dst's all the same, copied where it is
+            src = self.holder(t)
+            if src is None or src == dst:
+                return t
+            return self.cross(t, src, dst, hop, self.device_of(t))
+
+        return _map(torch, obj, move, stay)
 
     def pass_through(self, t):
         if self._pass is None:
@@ -490,14 +498,17 @@ class Applier:
         finally:
             self.moving -= 1
 
-    def cross(self, t, src, dst, hop=None):
+    def cross(self, t, src, dst, hop=None, dev=None):
         """The copy of t from stage src (None: no stage's device) to stage
         dst, with the backward of a copy between two devices: the gradient
         comes back as a copy on src (a plain clone on a shared device would
         hand dst's gradient tensor to src's operators, and the ledger would
-        keep it on dst)."""
+        keep it on dst). dev: the device the copy is made on, when not
+        dst's."""
         if self._cross is None:
             self._cross = _crossing(self.torch)
+        if dev is not None:
+            return self._cross.apply(t, self, src, dst, hop, dev)
         return self._cross.apply(t, self, src, dst, hop)
 
     def copy_on(self, t, src, st, dev, hop=None, watch=False):
@@ -658,15 +669,22 @@ def _pass_through(torch):
     return Pass
 
 
-def _map(torch, obj, fn):
+def _map(torch, obj, fn, keep=None):
+    """obj with each tensor t in it fn(t), rebuilt; keep(t) for a tensor
+    that keeps its device (None: left as it is)."""
     if isinstance(obj, torch.Tensor):
         return fn(obj)
+    if isinstance(obj, torch.nn.utils.rnn.PackedSequence):
+        # its batch_sizes stay on the CPU wherever its data goes (torch's own PackedSequence.to):
+        # an LSTM refuses them on a GPU
+        ix = [None if x is None else fn(x) for x in (obj.sorted_indices, obj.unsorted_indices)]
+        return type(obj)(fn(obj.data), keep(obj.batch_sizes) if keep else obj.batch_sizes, *ix)
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):       # namedtuple
-        return type(obj)(*[_map(torch, x, fn) for x in obj])
+        return type(obj)(*[_map(torch, x, fn, keep) for x in obj])
     if isinstance(obj, (tuple, list)):
-        return type(obj)(_map(torch, x, fn) for x in obj)
+        return type(obj)(_map(torch, x, fn, keep) for x in obj)
     if isinstance(obj, dict):
-        out = {k: _map(torch, v, fn) for k, v in obj.items()}
+        out = {k: _map(torch, v, fn, keep) for k, v in obj.items()}
         try:
             return type(obj)(out) if type(obj) is not dict else out
         except Exception:       # a mapping type that cannot be rebuilt from a dict: in place
@@ -675,6 +693,6 @@ def _map(torch, obj, fn):
             return obj
     if hasattr(obj, "to_tuple") and hasattr(obj, "keys"):       # HF ModelOutput
         for k in list(obj.keys()):
-            obj[k] = _map(torch, obj[k], fn)
+            obj[k] = _map(torch, obj[k], fn, keep)
         return obj
     return obj
