@@ -518,6 +518,30 @@ class CrossingPath(unittest.TestCase):
             else:
                 self.assertEqual(s.lib.owner_device(key_of(y.batch_sizes)), 1)
 
+    def test_a_tensor_the_program_keeps_off_its_device_stays(self):
+        # a GPU program's sequence lengths on the CPU (pack_padded_sequence wants them there)
+        # stay there when a unit on another GPU takes them; a CPU program's batch, trained on
+        # GPUs, goes to the stage's device
+        for program, want in (("cuda:0", ["to"]), ("cpu", ["to", "to"])):
+            s = Session()
+            ap = _apply.Applier(torch, s, {"stages": [{"device": "cuda:0", "first": 0, "last": 0},
+                                                       {"device": "cuda:1", "first": 1, "last": 1}]})
+            ap.program_device = torch.device(program)
+            world = World(ap, s)
+            crossings = record_crossings(ap, world, s)
+            x, lengths = torch.randn(3, 4), torch.tensor([4, 2, 3])
+            world.put(x, ap.devices[0], 0)
+            world.tag[key_of(lengths)] = "cpu"
+            ap.placed = True
+            with world:
+                y, n = ap.follow((x, lengths), 1, 1)
+            self.assertEqual([c[3] for c in crossings], want)
+            self.assertEqual(str(world.device_of(y)), "cuda:1")
+            if program == "cuda:0":
+                self.assertIs(n, lengths)
+            else:
+                self.assertEqual(str(world.device_of(n)), "cuda:1")
+
     def test_virtual_names(self):
         ap = _apply.Applier(torch, Session(), {"stages": [{"device": "cuda:0/v0", "first": 0, "last": 0},
                                                            {"device": "cuda:0/v1", "first": 1, "last": 1}]})

@@ -54,6 +54,9 @@ class Applier:
             self.by_device.setdefault(str(d), []).append(i)
         self.virtual = any(len(v) > 1 for v in self.by_device.values())
         self.root_device = self.devices[0]
+        # the device the program put its model on (the session says it before the placement):
+        # a tensor it keeps elsewhere (a CPU tensor of a GPU program) stays where it is
+        self.program_device = None
         self.param_stage = {}                              # id(param) -> stage
         self.exec = []                                     # stages of wrapped modules running now
         self.called_from = {}                              # id of a wrapped module -> its caller_of in forward
@@ -448,7 +451,10 @@ class Applier:
     def follow(self, obj, dst, dst_layer, from_layer=None, hop=None):
         """obj's tensors on stage dst: each one another stage holds crosses to
         dst (a copy that is dst's, as on two GPUs); a tensor on no stage's
-        device (the program's batch on the CPU) crosses to dst's device. Under
+        device crosses to dst's device when it is on the program's own device
+        (a CPU program's batch, trained on GPUs), and stays where it is when
+        the program keeps it off its device (a GPU program's sequence lengths
+        on the CPU, as pack_padded_sequence wants them). Under
         torch.no_grad() too: a boundary copy in evaluation is a copy.
         from_layer: the layer a module's outputs were made on (None: inputs,
         made by the code running now). hop: the record pass's index of the
@@ -476,6 +482,9 @@ class Applier:
             if src == dst or (src is None and self.device_of(t) == dev):
                 if t.requires_grad and made_on != dst_layer and grad:
                     return self.pass_through(t)
+                return t
+            if src is None and self.program_device is not None and \
+                    str(self.device_of(t)) != str(self.program_device):
                 return t
             return self.cross(t, src, dst, hop)
 

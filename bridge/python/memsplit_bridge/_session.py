@@ -338,6 +338,7 @@ class Session:
         if plan is not None:
             from ._apply import Applier
             self.applier = Applier(torch, self, plan)
+            self.applier.program_device = self.device
             kinds = sorted({d.type for d in self.applier.devices})
             if self.autocast is not None and len(kinds) > 1:
                 self.refuse("plan", "the program trains in %s under torch.autocast, which works on one device type: "
