@@ -24,6 +24,8 @@ on random data in plain PyTorch and prints "step N loss X" after each.
   --shape pinn                  a physics-informed MLP: the loss holds the model's gradient
                                 with respect to its input (torch.autograd.grad, create_graph
                                 through every unit), and a boundary term, Adam
+  --shape wnorm                 1-D convolutions under the old weight_norm (a forward pre-hook
+                                on each makes its weight), AdamW
   --shape lstm                  an LSTM language model with a validation pass
   --shape packed                a tagger of two LSTMs over packed sequences of several lengths
                                 (the same lengths each step; --vary: new ones each step)
@@ -224,6 +226,32 @@ class Tagger(nn.Module):
         return self.head(x)
 
 
+class WNBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        wn = nn.utils.weight_norm       # the old API: a forward pre-hook makes the weight at each call
+        self.c1, self.c2 = wn(nn.Conv1d(c, c, 5, padding=2)), wn(nn.Conv1d(c, c, 5, padding=2))
+
+    def forward(self, x):
+        return x + self.c2(F.leaky_relu(self.c1(F.leaky_relu(x, 0.1)), 0.1))
+
+
+class WNNet(nn.Module):
+    """A vocoder-like stack of 1-D convolutions under weight_norm (HiFi-GAN's,
+    wav2vec2's positional convolution): the first and last convolutions are
+    units of their own, each with its pre-hook."""
+
+    def __init__(self, c, n):
+        super().__init__()
+        wn = nn.utils.weight_norm
+        self.pre = wn(nn.Conv1d(1, c, 7, padding=3))
+        self.blocks = nn.Sequential(*[WNBlock(c) for _ in range(n)])
+        self.post = wn(nn.Conv1d(c, 1, 7, padding=3))
+
+    def forward(self, x):
+        return torch.tanh(self.post(self.blocks(self.pre(x))))
+
+
 HELD = []   # the models the distill shape holds beside the one it trains (shapes.sh counts their bytes)
 
 
@@ -323,6 +351,16 @@ def main():
             y = torch.randint(0, 10, (a.batch,), generator=g)
             opt.zero_grad(set_to_none=True)
             loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            print("step %d loss %.4f" % (step, loss.item()), flush=True)
+    elif s == "wnorm":
+        model = WNNet(2 * a.dim, 6)
+        opt = torch.optim.AdamW(model.parameters(), lr=2e-4, betas=(0.8, 0.99))
+        for step in range(a.steps):
+            x = torch.randn(a.batch, 1, 512, generator=g)
+            loss = F.l1_loss(model(x), x.flip(-1))
+            opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             print("step %d loss %.4f" % (step, loss.item()), flush=True)

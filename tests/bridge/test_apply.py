@@ -542,6 +542,25 @@ class CrossingPath(unittest.TestCase):
             else:
                 self.assertEqual(str(world.device_of(n)), "cuda:1")
 
+    def test_a_units_pre_hooks_run_on_its_stage(self):
+        # the old weight_norm computes b's weight in a forward pre-hook, before b's forward:
+        # on one shared device the weight counted on the caller's stage, and b's forward on
+        # stage 1 was refused for reading stage 0's tensor; now it is b's, as on two devices
+        def weight_normed():
+            net = Net()
+            torch.nn.utils.weight_norm(net.b)
+            return net
+
+        net = weight_normed()
+        y = net(data())
+        (y * y).sum().backward()
+        want = [p.grad.clone() for p in net.parameters()]
+        for devices in (["cuda:0", "cuda:0"], ["cuda:0", "cuda:1"]):
+            net = weight_normed()
+            _, _, grads, ap = run_net(net, ((net.a, 0), (net.b, 1), (net.c, 0)), devices)
+            self.assertTrue(all(torch.equal(a, b) for a, b in zip(grads, want)))
+            self.assertEqual((ap.exec, ap.lexec, ap.pre_depth), ([], [], []))
+
     def test_virtual_names(self):
         ap = _apply.Applier(torch, Session(), {"stages": [{"device": "cuda:0/v0", "first": 0, "last": 0},
                                                            {"device": "cuda:0/v1", "first": 1, "last": 1}]})

@@ -59,6 +59,7 @@ class Applier:
         self.program_device = None
         self.param_stage = {}                              # id(param) -> stage
         self.exec = []                                     # stages of wrapped modules running now
+        self.pre_depth = []                                # exec's depth where a unit's pre-hooks began
         self.called_from = {}                              # id of a wrapped module -> its caller_of in forward
         # the same frames' layers: where the record pass (every layer a stage of its own) would be
         # computing; a boundary it crosses and this placement does not gets a pass-through node
@@ -323,6 +324,29 @@ class Applier:
 
         m.forward = forward
         self.wrapped.add(id(m))
+        if m._forward_pre_hooks:
+            self.stage_pre_hooks(m, st, lyr)
+
+    def stage_pre_hooks(self, m, st, lyr):
+        """m's own forward pre-hooks run in its call before its forward (the
+        old weight_norm's: the weight from its parameters, each call): on
+        m's stage, as on m's device they would, by a hook put before them
+        and one after (torch 1.13 has no prepend: the first by hand)."""
+        ap = self
+
+        def enter(_m, _inputs):
+            ap.pre_depth.append(len(ap.exec))
+            ap.exec.append(st)
+            ap.lexec.append(lyr)
+
+        def leave(_m, _inputs):
+            d = ap.pre_depth.pop() if ap.pre_depth else len(ap.exec) - 1
+            del ap.exec[d:]
+            del ap.lexec[d:]
+
+        first = m.register_forward_pre_hook(enter)
+        m._forward_pre_hooks.move_to_end(first.id, last=False)
+        m.register_forward_pre_hook(leave)
 
     def find_handed_on(self):
         """The modules of the plan's handed_on, by their paths in the program."""
