@@ -26,6 +26,8 @@ on random data in plain PyTorch and prints "step N loss X" after each.
                                 through every unit), and a boundary term, Adam
   --shape wnorm                 1-D convolutions under the old weight_norm (a forward pre-hook
                                 on each makes its weight), AdamW
+  --shape moe                   blocks of a mixture of experts (top-2 of 4), whose load-balancing
+                                loss each keeps on itself and the program adds to its own
   --shape lstm                  an LSTM language model with a validation pass
   --shape packed                a tagger of two LSTMs over packed sequences of several lengths
                                 (the same lengths each step; --vary: new ones each step)
@@ -252,6 +254,42 @@ class WNNet(nn.Module):
         return torch.tanh(self.post(self.blocks(self.pre(x))))
 
 
+class MoE(nn.Module):
+    """Top-2 routing over 4 expert MLPs, written as newcomers write it: each
+    expert runs on the rows routed to it, and the load-balancing loss is
+    kept on the module (self.aux) for the program to add to its own."""
+
+    def __init__(self, d, n=4, k=2):
+        super().__init__()
+        self.k = k
+        self.router = nn.Linear(d, n)
+        self.experts = nn.ModuleList(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+                                     for _ in range(n))
+
+    def forward(self, x):
+        h = x.reshape(-1, x.shape[-1])
+        probs = self.router(h).softmax(-1)
+        w, idx = probs.topk(self.k, dim=-1)
+        out = torch.zeros_like(h)
+        for e, expert in enumerate(self.experts):
+            hit = idx == e
+            rows = hit.any(-1).nonzero(as_tuple=True)[0]
+            if rows.numel():
+                out = out.index_add(0, rows, (w * hit).sum(-1)[rows].unsqueeze(-1) * expert(h[rows]))
+        share = F.one_hot(idx[:, 0], len(self.experts)).float().mean(0)
+        self.aux = len(self.experts) * (share * probs.mean(0)).sum()
+        return out.reshape(x.shape)
+
+
+class MoEBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln, self.moe = nn.LayerNorm(d), MoE(d)
+
+    def forward(self, x):
+        return x + self.moe(self.ln(x))
+
+
 HELD = []   # the models the distill shape holds beside the one it trains (shapes.sh counts their bytes)
 
 
@@ -351,6 +389,29 @@ def main():
             y = torch.randint(0, 10, (a.batch,), generator=g)
             opt.zero_grad(set_to_none=True)
             loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            print("step %d loss %.4f" % (step, loss.item()), flush=True)
+    elif s == "moe":
+        model = nn.ModuleDict(dict(embed=nn.Embedding(vocab, a.dim),
+                                   blocks=nn.ModuleList(MoEBlock(a.dim) for _ in range(4)),
+                                   head=nn.Linear(a.dim, vocab)))
+
+        def moe_forward(t):
+            x = model["embed"](t)
+            for b in model["blocks"]:
+                x = b(x)
+            return model["head"](x)
+
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for step in range(a.steps):
+            t = tokens(a, g, vocab)
+            aux = 0
+            loss = lm_loss(moe_forward(t[:, :-1]), t[:, 1:])
+            for b in model["blocks"]:
+                aux = aux + b.moe.aux
+            loss = loss + 0.01 * aux
+            opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             print("step %d loss %.4f" % (step, loss.item()), flush=True)

@@ -8,7 +8,7 @@
 # printed, and held to 2% (SHAPES_2PCT: every shape). Needs $MEMSPLIT.
 . "$(dirname "$0")/lib.sh"
 js() { "$PY" -c "import json,sys; d=json.load(open('$1')); print($2)" 2>&1; }
-SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict reversed nested accum lstm gan deep vit densenet mobilenet helper frozen distill pyramid siamese ckptseq jit lazy sngan gp pinn packed wnorm}
+SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict reversed nested accum lstm gan deep vit densenet mobilenet helper frozen distill pyramid siamese ckptseq jit lazy sngan gp pinn packed wnorm moe}
 SHAPES_2PCT=${SHAPES_2PCT:-$SHAPES}
 
 if ! "$PY" -c 'import torch, torchvision' 2>/dev/null; then

@@ -188,7 +188,8 @@ def record_crossings(ap, world, s):
     return crossings
 
 
-def run_net(net, placement, devices, opened=(), x=None, handed_on=(), record=False, root=False, penalty=False):
+def run_net(net, placement, devices, opened=(), x=None, handed_on=(), record=False, root=False, penalty=False,
+            extra=None):
     """Forward and backward of net with each (module, stage) of placement
     wrapped as the applier wraps a unit, and each module of opened as an
     opened Sequential, over `devices`: (crossings, loss, gradients, applier).
@@ -196,7 +197,7 @@ def run_net(net, placement, devices, opened=(), x=None, handed_on=(), record=Fal
     root: net wrapped as the applier wraps a model; penalty: the loss is the
     squared gradient of the output's square with respect to the input, taken
     with create_graph (WGAN-GP's penalty: a backward through the second
-    backward)."""
+    backward); extra(net): a term the program's code adds to the loss."""
     s = Session()
     s.path_of = {id(m): path for path, m in net.named_modules() if path}
     plan = {"stages": [{"device": d, "first": i, "last": i} for i, d in enumerate(devices)],
@@ -219,6 +220,8 @@ def run_net(net, placement, devices, opened=(), x=None, handed_on=(), record=Fal
         ap.placed = True
         y = net(x.requires_grad_(True) if penalty else x)
         loss = (y * y).sum()
+        if extra is not None:
+            loss = loss + extra(net)
         s.phase = PH_BACKWARD
         s.in_backward += 1
         if penalty:
@@ -560,6 +563,35 @@ class CrossingPath(unittest.TestCase):
             _, _, grads, ap = run_net(net, ((net.a, 0), (net.b, 1), (net.c, 0)), devices)
             self.assertTrue(all(torch.equal(a, b) for a, b in zip(grads, want)))
             self.assertEqual((ap.exec, ap.lexec, ap.pre_depth), ([], [], []))
+
+    def test_a_tensor_a_unit_keeps_on_itself_goes_back_with_its_outputs(self):
+        # a mixture of experts keeps its auxiliary loss on a module (self.aux) and the
+        # program adds it to its own loss on the root's stage: it crosses back as the unit's
+        # outputs do, on one device and on two (where torch refused the mixed devices)
+        class AuxLinear(torch.nn.Linear):
+            def forward(self, x):
+                y = super().forward(x)
+                self.aux = (y * y).mean()
+                return y
+
+        def aux_net():
+            net = Net()
+            b = AuxLinear(16, 16)
+            b.load_state_dict(net.b.state_dict())
+            net.b = b
+            return net
+
+        net = aux_net()
+        y = net(data())
+        ((y * y).sum() + net.b.aux).backward()
+        want = [p.grad.clone() for p in net.parameters()]
+        for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
+            net = aux_net()
+            crossings, _, grads, _ = run_net(net, ((net.a, 0), (net.b, 1), (net.c, 0)), devices,
+                                             extra=lambda n: n.b.aux)
+            self.assertTrue(all(torch.equal(a, b) for a, b in zip(grads, want)))
+            self.assertEqual([c[:3] for c in crossings][:3], [(PH_FORWARD, 0, 1), (PH_FORWARD, 1, 0),
+                                                              (PH_FORWARD, 1, 0)])
 
     def test_virtual_names(self):
         ap = _apply.Applier(torch, Session(), {"stages": [{"device": "cuda:0/v0", "first": 0, "last": 0},

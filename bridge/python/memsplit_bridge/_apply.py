@@ -29,6 +29,7 @@ it (check_inputs), on distinct devices torch's own device check does and
 the stage's wrapper names the module (refuse_mismatch).
 """
 import functools
+import weakref
 
 from ._lib import PH_BACKWARD, PH_FORWARD, PH_VALIDATION
 from ._session import _tensors
@@ -60,6 +61,9 @@ class Applier:
         self.param_stage = {}                              # id(param) -> stage
         self.exec = []                                     # stages of wrapped modules running now
         self.pre_depth = []                                # exec's depth where a unit's pre-hooks began
+        self.attr_found = {}       # id(unit) -> {(id(module), name): (module, name)}: tensors it keeps on itself
+        self.attr_scans = {}       # id(unit) -> its calls whose modules were searched for them
+        self.attr_last = {}        # (id(module), name) -> a weak reference to the tensor followed last
         self.called_from = {}                              # id of a wrapped module -> its caller_of in forward
         # the same frames' layers: where the record pass (every layer a stage of its own) would be
         # computing; a boundary it crosses and this placement does not gets a pass-through node
@@ -316,6 +320,7 @@ class Applier:
             finally:
                 ap.exec.pop()
                 ap.lexec.pop()
+            ap.follow_attrs(m, caller, caller_l, lyr)
             if ap.hands_on(m, st, lyr) or (caller == st and caller_l == lyr):
                 return out
             if ap.hand_on_here(m):
@@ -326,6 +331,32 @@ class Applier:
         self.wrapped.add(id(m))
         if m._forward_pre_hooks:
             self.stage_pre_hooks(m, st, lyr)
+
+    def follow_attrs(self, m, dst, dst_l, lyr):
+        """Tensors unit m's modules keep on themselves in its forward (a
+        mixture of experts' auxiliary loss, which the program adds to its
+        own): m's outputs too, so they go back to the caller's stage as its
+        outputs do, and the program's code that reads them runs where it
+        would on two GPUs. m's modules are searched at its first
+        _ATTR_SCANS calls; after that, only the attributes found then."""
+        torch = self.torch
+        found = self.attr_found.setdefault(id(m), {})
+        n = self.attr_scans.get(id(m), 0)
+        if n < _ATTR_SCANS:
+            self.attr_scans[id(m)] = n + 1
+            for sub in m.modules():
+                for name, v in vars(sub).items():
+                    if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter):
+                        found.setdefault((id(sub), name), (sub, name))
+        for key, (sub, name) in found.items():
+            v = sub.__dict__.get(name)
+            last = self.attr_last.get(key)
+            if not isinstance(v, torch.Tensor) or (last is not None and last() is v):
+                continue          # none now, or the one followed before
+            w = self.follow(v, dst, dst_l, lyr)
+            if w is not v:
+                object.__setattr__(sub, name, w)
+            self.attr_last[key] = weakref.ref(w)
 
     def stage_pre_hooks(self, m, st, lyr):
         """m's own forward pre-hooks run in its call before its forward (the
@@ -653,6 +684,7 @@ class Applier:
 
 
 _MAX_HANDED_ON = 4096     # vocab/profile.h: MS_REC_MAX_HANDED_ON
+_ATTR_SCANS = 2           # a unit's calls whose modules are searched for tensors kept on them
 _MISMATCH = ("Expected all tensors to be on the same device", "found at least two devices")
 
 
