@@ -337,22 +337,28 @@ class Applier:
         mixture of experts' auxiliary loss, which the program adds to its
         own): m's outputs too, so they go back to the caller's stage as its
         outputs do, and the program's code that reads them runs where it
-        would on two GPUs. m's modules are searched at its first
-        _ATTR_SCANS calls; after that, only the attributes found then."""
+        would on two GPUs. Only tensors autograd follows (a loss term; a
+        detached copy kept for a look later is left where it is), and none
+        of a module with forward pre-hooks (the old weight_norm's hook
+        keeps the weight its forward reads as such an attribute). m's
+        modules are searched at its first _ATTR_SCANS calls; after that,
+        only the attributes found then."""
         torch = self.torch
         found = self.attr_found.setdefault(id(m), {})
         n = self.attr_scans.get(id(m), 0)
         if n < _ATTR_SCANS:
             self.attr_scans[id(m)] = n + 1
             for sub in m.modules():
+                if sub._forward_pre_hooks:
+                    continue
                 for name, v in vars(sub).items():
                     if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter):
                         found.setdefault((id(sub), name), (sub, name))
         for key, (sub, name) in found.items():
             v = sub.__dict__.get(name)
             last = self.attr_last.get(key)
-            if not isinstance(v, torch.Tensor) or (last is not None and last() is v):
-                continue          # none now, or the one followed before
+            if not isinstance(v, torch.Tensor) or not v.requires_grad or (last is not None and last() is v):
+                continue          # none now, none autograd follows, or the one followed before
             w = self.follow(v, dst, dst_l, lyr)
             if w is not v:
                 object.__setattr__(sub, name, w)
