@@ -593,6 +593,29 @@ class CrossingPath(unittest.TestCase):
             self.assertEqual([c[:3] for c in crossings][:3], [(PH_FORWARD, 0, 1), (PH_FORWARD, 1, 0),
                                                               (PH_FORWARD, 1, 0)])
 
+    def test_a_pre_hook_that_raises_leaves_no_stage_behind(self):
+        # a unit's pre-hook raises (the weight's allocation ran out) and the program catches
+        # it: when the model's call ends the stage stacks are back where they were
+        net = Net()
+        state = {"fail": True}
+
+        def flaky(_m, _inputs):
+            if state.pop("fail", False):
+                raise RuntimeError("out of memory in the unit's pre-hook")
+
+        net.b.register_forward_pre_hook(flaky)
+        s = Session()
+        ap = _apply.Applier(torch, s, {"stages": [{"device": "cpu", "first": 0, "last": 0},
+                                                   {"device": "cpu", "first": 1, "last": 1}]})
+        for m, st in ((net.a, 0), (net.b, 1), (net.c, 0)):
+            ap.wrap(m, st)
+        ap.wrap_root(net)
+        with self.assertRaisesRegex(RuntimeError, "pre-hook"):
+            net(data())
+        self.assertEqual((ap.exec, ap.lexec, ap.pre_depth), ([], [], []))
+        net(data())
+        self.assertEqual((ap.exec, ap.lexec, ap.pre_depth), ([], [], []))
+
     def test_virtual_names(self):
         ap = _apply.Applier(torch, Session(), {"stages": [{"device": "cuda:0/v0", "first": 0, "last": 0},
                                                            {"device": "cuda:0/v1", "first": 1, "last": 1}]})

@@ -364,6 +364,15 @@ class Applier:
                 object.__setattr__(sub, name, w)
             self.attr_last[key] = weakref.ref(w)
 
+    def unwind(self, depth):
+        """The stage stacks back to depth when a model's call ends: a unit's
+        pre-hook that raised (its forward and the hook after never ran)
+        leaves them deeper, if the program caught it and went on."""
+        del self.exec[depth:]
+        del self.lexec[depth:]
+        while self.pre_depth and self.pre_depth[-1] >= depth:
+            self.pre_depth.pop()
+
     def stage_pre_hooks(self, m, st, lyr):
         """m's own forward pre-hooks run in its call before its forward (the
         old weight_norm's: the weight from its parameters, each call): on
@@ -497,12 +506,15 @@ class Applier:
 
         @functools.wraps(fwd)
         def forward(*args, **kwargs):
+            depth = len(ap.exec)
             try:
                 out = fwd(*args, **kwargs)
             except RuntimeError as exc:
                 if ap.hand_on_ids:      # the model's own code, on the root's stage, with a handed-on output
                     ap.refuse_mismatch(exc, root, 0)
                 raise
+            finally:
+                ap.unwind(depth)
             return ap.follow(out, 0, 0)
 
         root.forward = forward
