@@ -218,7 +218,7 @@ FUZZ_NAMES    = $(patsubst tests/fuzz/fuzz_%.c,%,$(filter-out tests/fuzz/fuzz_ut
 FUZZ_BIN      = $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
 FUZZ_LIB_SRC  = $(wildcard vocab/*.c reports/*.c) trainer/config.c trainer/config_ini.c trainer/config_table.c \
                 trainer/checkpoint.c trainer/crc32c.c trainer/job.c \
-                bridge/trace.c bridge/rows.c bridge/record.c bridge/ledger.c $(wildcard bridge/host/*.c) \
+                bridge/trace.c bridge/rows.c bridge/record.c bridge/ledger.c bridge/steps.c $(wildcard bridge/host/*.c) \
                 planner/record_replay.c
 FUZZ_LIB      = $(BUILD)/libfuzzdeps.a
 

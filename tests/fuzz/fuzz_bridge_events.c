@@ -19,7 +19,10 @@
  * middle of a line), on_step is called once per step, and a profile made
  * from the trace writes as JSON (its text is valid UTF-8), and a record
  * made from it as a record pass's (bridge/record.h) passes the planner's
- * check, its range table equal to the plain replay of each range. */
+ * check, its range table equal to the plain replay of each range; what
+ * the trial says of its steps (bridge/steps.h) counts no more units than
+ * there are, names them in valid UTF-8 within the buffer, and gives a
+ * smallest input no larger than the largest. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -33,6 +36,7 @@
 #include "bridge/host/reader.h"
 #include "bridge/record.h"
 #include "bridge/rows.h"
+#include "bridge/steps.h"
 #include "bridge/trace.h"
 #include "planner/record_replay.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -68,6 +72,14 @@ typedef struct run {
     long got;                  /* lines it got */
     msb_collector *c;
 } run;
+
+/* jansson takes only valid UTF-8 into a string */
+static int utf8_ok(const char *s)
+{
+    json_t *j = json_string(s);
+    json_decref(j);
+    return j != NULL;
+}
 
 static int count_line(const char *line, size_t len, int conn, void *user)
 {
@@ -216,6 +228,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ms_profile_free(&prof);
         if (!t.oom.happened) break;
     }
+    /* the steps' units and inputs, into buffers small enough to cut names */
+    char names[24];
+    uint64_t lo, hi;
+    int k = msb_units_not_every_step(&t, names, sizeof names);
+    if (k < -1 || k > t.n_blocks || strlen(names) >= sizeof names || !utf8_ok(names))
+        fz_fail("the units that differ between steps are miscounted or misnamed", names);
+    k = msb_unit_inputs_differ(&t, names, sizeof names, &lo, &hi);
+    if (k < -1 || k > t.n_blocks || strlen(names) >= sizeof names || !utf8_ok(names) || lo > hi ||
+        (k > 0 && hi == 0))
+        fz_fail("the units whose inputs changed size are miscounted or misnamed", names);
     /* the trace as a record pass's: whatever the program sent, a record
      * made of it is one the planner accepts, and replays */
     int layers = t.n_blocks + 2;
