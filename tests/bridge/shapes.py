@@ -28,6 +28,8 @@ on random data in plain PyTorch and prints "step N loss X" after each.
                                 on each makes its weight), AdamW
   --shape moe                   blocks of a mixture of experts (top-2 of 4), whose load-balancing
                                 loss each keeps on itself and the program adds to its own
+  --shape snapshot              the ModuleDict of blocks, copy.deepcopy'd after its first step (a
+                                best-model snapshot), compared with the trained model at the end
   --shape lstm                  an LSTM language model with a validation pass
   --shape packed                a tagger of two LSTMs over packed sequences of several lengths
                                 (the same lengths each step; --vary: new ones each step)
@@ -347,7 +349,7 @@ def s_family(shape):
         return "gan"
     if shape in ("pinn", "packed"):
         return shape
-    if shape in ("dict", "reversed", "jit", "layerdrop", "lazy", "frozen", "accum", "siamese", "helper"):
+    if shape in ("dict", "reversed", "jit", "layerdrop", "lazy", "frozen", "accum", "siamese", "helper", "snapshot"):
         return "dict"
     return None
 
@@ -566,6 +568,7 @@ def main():
                  "siamese": lambda: DictNet(vocab, a.dim, 4), "ckptseq": lambda: CkptSeq(vocab, a.dim, 8),
                  "frozen": lambda: DictNet(vocab, a.dim, 6), "jit": lambda: DictNet(vocab, a.dim, 6),
                  "layerdrop": lambda: DictNet(vocab, a.dim, 6), "lazy": lambda: DictNet(vocab, a.dim, 6),
+                 "snapshot": lambda: DictNet(vocab, a.dim, 6),
                  "lstm": lambda: LSTMLM(vocab, a.dim)}[s]()
         if s == "frozen":
             # fine-tuning as it is often written: the lower half frozen, every parameter
@@ -632,7 +635,15 @@ def main():
                     t = tokens(a, g, vocab)
                     lm_loss(model(t[:, :-1]), t[:, 1:])
                 model.train()
+            if s == "snapshot" and step == 0:
+                best = copy.deepcopy(model)       # a best-model snapshot, taken as training goes on
             print("step %d loss %.4f" % (step, total), flush=True)
+        if s == "snapshot":
+            # the snapshot computes with its own weights, not the model's it was copied from
+            with torch.no_grad():
+                t = tokens(a, g, vocab)
+                d = (model(t) - best(t)).abs().max().item()
+            print("snapshot: its own weights %s (%.4f)" % ("yes" if d > 1e-6 else "NO", d), flush=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 # printed, and held to 2% (SHAPES_2PCT: every shape). Needs $MEMSPLIT.
 . "$(dirname "$0")/lib.sh"
 js() { "$PY" -c "import json,sys; d=json.load(open('$1')); print($2)" 2>&1; }
-SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict reversed nested accum lstm gan deep vit densenet mobilenet helper frozen distill pyramid siamese ckptseq jit lazy sngan gp pinn packed wnorm moe}
+SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict reversed nested accum lstm gan deep vit densenet mobilenet helper frozen distill pyramid siamese ckptseq jit lazy sngan gp pinn packed wnorm moe snapshot}
 SHAPES_2PCT=${SHAPES_2PCT:-$SHAPES}
 
 if ! "$PY" -c 'import torch, torchvision' 2>/dev/null; then
@@ -180,6 +180,11 @@ shapes.main()" 2>/dev/null)
         else
             bad "$s: plan then train" "$(tail -3 "$T/$s.plan.out" "$T/$s.trerr")"
         fi
+    fi
+    if [ "$s" = snapshot ]; then      # copy.deepcopy of the placed model: the copy runs itself
+        grep -q "^snapshot: its own weights yes" "$T/$s.docerr" && \
+            ok "snapshot: a deep copy of the split model computes with its own weights" || \
+            bad "snapshot: the copy" "$(grep -E "^snapshot|Error" "$T/$s.docerr" | tail -2)"
     fi
     case " $SHAPES_2PCT " in *" $s "*)
         [ "$(js "$T/$s.doc" "all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")" = True ] && \

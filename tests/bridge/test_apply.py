@@ -25,7 +25,7 @@ import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from memsplit_bridge import _apply  # noqa: E402
-from memsplit_bridge._lib import PH_BACKWARD, PH_FORWARD  # noqa: E402
+from memsplit_bridge._lib import PH_BACKWARD, PH_FORWARD, PH_INIT  # noqa: E402
 
 
 def key_of(t):
@@ -84,8 +84,9 @@ class World(TorchDispatchMode):
 
     def stage_for(self, t, inputs):
         """The stage a new tensor counts on, as memsplit's tracker says: the
-        stage running; in backward outside every module, its inputs' stage."""
-        if self.s.phase == PH_BACKWARD and not self.ap.exec:
+        stage running; in backward or between steps outside every module,
+        its inputs' stage."""
+        if self.s.phase in (PH_BACKWARD, PH_INIT) and not self.ap.exec:
             for a in inputs:
                 st = self.s.lib.owner_device(key_of(a))
                 if st is not None:
@@ -615,6 +616,42 @@ class CrossingPath(unittest.TestCase):
         self.assertEqual((ap.exec, ap.lexec, ap.pre_depth), ([], [], []))
         net(data())
         self.assertEqual((ap.exec, ap.lexec, ap.pre_depth), ([], [], []))
+
+    def test_a_deep_copy_of_a_placed_model_runs_itself(self):
+        # copy.deepcopy(model) after the placement (a best-model snapshot): each placed
+        # module's forward is the copy's own, placed as the original's, so the copy computes
+        # with its own weights, and crosses where the original does (on two devices too)
+        import copy
+        for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
+            net = Net()
+            s = Session()
+            ap = _apply.Applier(torch, s, {"stages": [{"device": d, "first": i, "last": i}
+                                                       for i, d in enumerate(devices)]})
+            world = World(ap, s)
+            crossings = record_crossings(ap, world, s)
+            with world:
+                for m, st in ((net.a, 0), (net.b, 1), (net.c, 0)):
+                    for p in m.parameters():
+                        world.put(p, ap.devices[st], st)
+                    ap.wrap(m, st)
+                ap.wrap_root(net)
+                ap.placed = True
+                x = data()
+                world.put(x, ap.devices[0], 0)
+                s.phase = PH_INIT                        # between two steps, outside every module
+                snap = copy.deepcopy(net)
+                self.assertIsNot(snap.b.forward, net.b.forward)
+                self.assertIs(snap.b.forward.__wrapped__.__self__, snap.b)
+                with torch.no_grad():
+                    for p in net.parameters():           # the model trains on
+                        p.add_(1.0)
+                    s.phase = PH_FORWARD
+                    n0 = len(crossings)
+                    y_snap, y_net = snap(x), net(x)
+            self.assertEqual(len(crossings) - n0, 4)     # into b and back, for each of the two
+            self.assertFalse(torch.equal(y_snap, y_net))
+            net_again = Net()
+            self.assertTrue(torch.allclose(y_snap, net_again(data())))   # the weights before the change
 
     def test_virtual_names(self):
         ap = _apply.Applier(torch, Session(), {"stages": [{"device": "cuda:0/v0", "first": 0, "last": 0},

@@ -29,6 +29,7 @@ it (check_inputs), on distinct devices torch's own device check does and
 the stage's wrapper names the module (refuse_mismatch).
 """
 import functools
+import types
 import weakref
 
 from ._lib import PH_BACKWARD, PH_FORWARD, PH_VALIDATION
@@ -295,18 +296,19 @@ class Applier:
             if id(model) not in self.wrapped:
                 self.wrap_root(model)
 
-    def wrap(self, m, st, lyr=None):
+    def wrap(self, m, st, lyr=None, fwd=None):
         """The module's inputs follow it to its stage, and its outputs go back
         to where its caller computes, so that the caller's own code (residual
         adds between blocks, loops over them) never mixes devices; those of a
         module the plan hands on stay (hand_on_here). lyr: its
-        layer, the stage the record pass runs it on (default: the stage's first)."""
-        fwd = m.forward
+        layer, the stage the record pass runs it on (default: the stage's first).
+        fwd: a deep copy's own forward (_Placed), for the copy being made."""
+        fresh = fwd is None
+        fwd = m.forward if fresh else fwd
         ap = self
         if lyr is None:
             lyr = self.stages[st]["first"]
 
-        @functools.wraps(fwd)
         def forward(*args, **kwargs):
             caller, caller_l = ap.caller_of(m)
             args, kwargs = ap.follow((args, kwargs), st, lyr)
@@ -327,10 +329,14 @@ class Applier:
                 return ap.handed(out)
             return ap.follow(out, caller, caller_l, lyr, hop=ap.hop_of(m))
 
-        m.forward = forward
+        placed = _Placed(forward, m, fwd, lambda m2, f2: self.wrap(m2, st, lyr, f2))
         self.wrapped.add(id(m))
+        if not fresh:
+            return placed         # a copy's: its pre-hooks (the original's, copied) are in place
+        m.forward = placed
         if m._forward_pre_hooks:
             self.stage_pre_hooks(m, st, lyr)
+        return placed
 
     def follow_attrs(self, m, dst, dst_l, lyr):
         """Tensors unit m's modules keep on themselves in its forward (a
@@ -466,7 +472,7 @@ class Applier:
             return True
         return False
 
-    def wrap_opened(self, m):
+    def wrap_opened(self, m, fwd=None):
         """An nn.Sequential opened to reach the units (torch's own chain,
         with no code of its own between its children): each child's output
         goes on to the next where it is, with no copy back to the caller's
@@ -475,11 +481,12 @@ class Applier:
         block's and the copy the next block saves); the Sequential's output
         goes back to its caller's stage. Other opened modules (a model's
         own forward between its layers) may combine their units' outputs
-        in their own code, so their code runs on their caller's stage."""
-        fwd = m.forward
+        in their own code, so their code runs on their caller's stage.
+        fwd: a deep copy's own forward (_Placed)."""
+        fresh = fwd is None
+        fwd = m.forward if fresh else fwd
         ap = self
 
-        @functools.wraps(fwd)
         def forward(*args, **kwargs):
             caller, caller_l = ap.caller_of(m)
             ap.exec.append(caller)
@@ -496,15 +503,19 @@ class Applier:
                 return out
             return ap.follow(out, caller, caller_l, last_l) if last != caller or last_l != caller_l else out
 
-        m.forward = forward
+        placed = _Placed(forward, m, fwd, lambda m2, f2: self.wrap_opened(m2, f2))
         self.wrapped.add(id(m))
+        if not fresh:
+            return placed         # a copy's children hand nothing on: each output back, then on
+        m.forward = placed
         self.flow_children.update(id(c) for c in m.children())
+        return placed
 
-    def wrap_root(self, root):
-        fwd = root.forward
+    def wrap_root(self, root, fwd=None):
+        fresh = fwd is None
+        fwd = root.forward if fresh else fwd
         ap = self
 
-        @functools.wraps(fwd)
         def forward(*args, **kwargs):
             depth = len(ap.exec)
             try:
@@ -517,8 +528,11 @@ class Applier:
                 ap.unwind(depth)
             return ap.follow(out, 0, 0)
 
-        root.forward = forward
+        placed = _Placed(forward, root, fwd, lambda m2, f2: self.wrap_root(m2, f2))
         self.wrapped.add(id(root))
+        if fresh:
+            root.forward = placed
+        return placed
 
     # ---- crossing a boundary -------------------------------------------------
     def follow(self, obj, dst, dst_layer, from_layer=None, hop=None):
@@ -664,8 +678,10 @@ class Applier:
         return any(lib.owner(key, CAT[c]) is not None for c in ("param", "master", "grad", "optim"))
 
     def check_output(self, t):
-        """A tensor created on another stage's physical device in this stage."""
-        if not self.placed or self.moving or self.s.phase == PH_BACKWARD:
+        """A tensor created on another stage's physical device in this stage
+        (in a forward: between steps, outside every module, a tensor is made
+        where its inputs are, a deep copy of a stage's weights on its device)."""
+        if not self.placed or self.moving or self.s.phase not in (PH_FORWARD, PH_VALIDATION):
             return
         st, dev = self.stage_now(), self.device_of(t)
         if dev.type == self.devices[st].type and dev != self.devices[st] and str(dev) in self.by_device:
@@ -704,6 +720,30 @@ class Applier:
 _MAX_HANDED_ON = 4096     # vocab/profile.h: MS_REC_MAX_HANDED_ON
 _ATTR_SCANS = 2           # a unit's calls whose modules are searched for tensors kept on them
 _MISMATCH = ("Expected all tensors to be on the same device", "found at least two devices")
+
+
+class _Placed:
+    """A placed module's forward (the function fn). A deep copy of the
+    module (copy.deepcopy(model): an EMA, a best-model snapshot) gets one of
+    its own, placed as the original is, around the copy's own forward: a
+    plain function would be shared, and the copy's calls would run the
+    original module. Introspection sees the program's forward (__wrapped__)."""
+
+    def __init__(self, fn, module, fwd, again):
+        self._fn, self._module, self._fwd, self._again = fn, module, fwd, again
+        functools.update_wrapper(self, fwd)
+
+    def __call__(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
+
+    def __deepcopy__(self, memo):
+        copy = memo.get(id(self._module))
+        if copy is None:
+            return self           # the forward copied without its module
+        fwd = self._fwd
+        if getattr(fwd, "__self__", None) is self._module:
+            fwd = types.MethodType(fwd.__func__, copy)      # the copy's own
+        return self._again(copy, fwd)
 
 
 def _crossing(torch):

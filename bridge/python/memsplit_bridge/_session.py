@@ -117,6 +117,11 @@ class Session:
         self.local_hooks = []       # handles of the hooks on single modules, once the global ones are gone
         self.heard = {}             # id -> a module that per-module hooks must keep hearing beyond the tree's
 
+    def __deepcopy__(self, memo):
+        # a copy of the program's model (copy.deepcopy(model): an EMA, a best-model snapshot)
+        # copies the hooks on its modules, bound methods of this session: there is one session
+        return self
+
     # ---- reporting -------------------------------------------------------
     def send(self, ev, **f):
         if self.on and os.getpid() == self.pid:

@@ -13,7 +13,7 @@ import os
 import threading
 
 from ._history import optimizer_sources
-from ._lib import CAT, PH_BACKWARD
+from ._lib import CAT, PH_BACKWARD, PH_INIT
 
 _GPU_RECENT = 64     # storages checked at each allocation on a GPU
 
@@ -138,8 +138,10 @@ class Tracker:
             if s.applier is not None:
                 s.applier.check_output(t)
             dev = owners[i][0] if owners is not None else None
-            if dev is None and s.phase == PH_BACKWARD and s.applier is not None and s.applier.virtual and \
-                    not s.applier.exec:
+            if dev is None and s.phase in (PH_BACKWARD, PH_INIT) and s.applier is not None and \
+                    s.applier.virtual and not s.applier.exec:
+                # outside every module, in backward or between steps (a copy.deepcopy of the model,
+                # a snapshot): made where its inputs are, as on two GPUs
                 dev = self.input_device(args)
             if owners is not None and owners[i][1] is not None:
                 layer = owners[i][1]      # the optimizer's temporary counts with its parameter's layer
