@@ -268,13 +268,15 @@ if want realdev; then
         --precision 32-true "${L32[@]}"
     # create_graph across real devices: each gradient's copy back is a node whose own gradient is
     # copied back again (_apply.Cross), as on the virtual devices it is compared with (sizes that
-    # keep the CPU stage's matmuls short)
+    # keep the CPU stage's steps a few seconds on 16 cores, with tensors of about 0.8 GiB: at batch 32
+    # the CUDA context's 5% headroom left no split of two, an H100 of 2026-12-06)
     rcase pinn && realdev_case pinn 'step [0-9]+ loss [0-9.]+' -- "$PY" "$HERE/../bridge/shapes.py" --shape pinn \
-        --dim 128 --batch 32 --steps 4 --device cuda
+        --dim 128 --batch 192 --steps 4 --device cuda
     # a PackedSequence crossing between two LSTMs: its batch_sizes stay on the CPU (torch's
-    # PackedSequence.to), where an LSTM on a GPU wants them
+    # PackedSequence.to), where an LSTM on a GPU wants them (batch 16's 129 MiB of tensors left no
+    # split of two under the context's headroom; 96: about 0.75 GiB)
     rcase packed && realdev_case packed 'step [0-9]+ loss [0-9.]+' -- "$PY" "$HERE/../bridge/shapes.py" --shape packed \
-        --dim 256 --batch 16 --steps 4 --device cuda
+        --dim 256 --batch 96 --steps 4 --device cuda
     [ -n "${REALDEV_QUICK:-}" ] && SECTIONS=${SECTIONS/realdev/}
 fi
 if want shapes; then
