@@ -30,6 +30,11 @@ on random data in plain PyTorch and prints "step N loss X" after each.
                                 loss each keeps on itself and the program adds to its own
   --shape snapshot              the ModuleDict of blocks, copy.deepcopy'd after its first step (a
                                 best-model snapshot), compared with the trained model at the end
+  --shape saved                 the ModuleDict of blocks saved whole (torch.save into a buffer) and
+                                loaded back at each step, the copy kept until the next (a model
+                                pickled under a plan is the program's own; the loaded one runs
+                                placed); with --save PATH, its state_dict saved to PATH and read
+                                back too (a diagnostic pass writes memsplit's own file instead)
   --shape lstm                  an LSTM language model with a validation pass
   --shape packed                a tagger of two LSTMs over packed sequences of several lengths
                                 (the same lengths each step; --vary: new ones each step)
@@ -349,9 +354,26 @@ def s_family(shape):
         return "gan"
     if shape in ("pinn", "packed"):
         return shape
-    if shape in ("dict", "reversed", "jit", "layerdrop", "lazy", "frozen", "accum", "siamese", "helper", "snapshot"):
+    if shape in ("dict", "reversed", "jit", "layerdrop", "lazy", "frozen", "accum", "siamese", "helper", "snapshot",
+                 "saved"):
         return "dict"
     return None
+
+
+def saved_and_loaded(model, path):
+    """model saved whole into a buffer and loaded back; with path, its
+    state_dict saved there and read back into it."""
+    import inspect
+    import io
+    whole = {"weights_only": False} if "weights_only" in inspect.signature(torch.load).parameters else {}
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    buf.seek(0)
+    back = torch.load(buf, **whole)
+    if path:
+        torch.save(model.state_dict(), path)
+        model.load_state_dict(torch.load(path))
+    return back
 
 
 def main():
@@ -366,6 +388,7 @@ def main():
     ap.add_argument("--once", action="store_true")
     ap.add_argument("--vary", action="store_true")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--save", default=None)
     a = ap.parse_args()
     if a.device != "cpu" and s_family(a.shape) is None:
         sys.exit("shapes.py: --device %s is for the GAN, ModuleDict, PINN and packed shapes only" % a.device)
@@ -568,7 +591,7 @@ def main():
                  "siamese": lambda: DictNet(vocab, a.dim, 4), "ckptseq": lambda: CkptSeq(vocab, a.dim, 8),
                  "frozen": lambda: DictNet(vocab, a.dim, 6), "jit": lambda: DictNet(vocab, a.dim, 6),
                  "layerdrop": lambda: DictNet(vocab, a.dim, 6), "lazy": lambda: DictNet(vocab, a.dim, 6),
-                 "snapshot": lambda: DictNet(vocab, a.dim, 6),
+                 "snapshot": lambda: DictNet(vocab, a.dim, 6), "saved": lambda: DictNet(vocab, a.dim, 6),
                  "lstm": lambda: LSTMLM(vocab, a.dim)}[s]()
         if s == "frozen":
             # fine-tuning as it is often written: the lower half frozen, every parameter
@@ -593,6 +616,10 @@ def main():
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9) if s == "accum" else None
         accum = 4 if s == "accum" else 1
         for step in range(a.steps):
+            if s == "saved":
+                # before the step's forward, so that the trial's two steps hold two copies at once
+                kept = saved_and_loaded(model, a.save)
+                HELD[:] = [kept]      # held, trained by no optimizer: its bytes are the program's
             opt.zero_grad(set_to_none=True)
             total = 0.0
             if s == "layerdrop":        # blocks b0 and b2 skipped in the first step, none after
@@ -644,6 +671,18 @@ def main():
                 t = tokens(a, g, vocab)
                 d = (model(t) - best(t)).abs().max().item()
             print("snapshot: its own weights %s (%.4f)" % ("yes" if d > 1e-6 else "NO", d), flush=True)
+        if s == "saved":
+            # the model loaded back computes as the one saved; the copy loaded before the last
+            # step computes with its own weights, the model's before that step
+            back = saved_and_loaded(model, None)
+            with torch.no_grad():
+                t = tokens(a, g, vocab)
+                y = model(t)
+                d = (y - back(t)).abs().max().item()
+                e = (y - kept(t)).abs().max().item()
+            print("saved: the loaded model computes as the one saved %s (%.2g), with its own weights %s" %
+                  ("yes" if d == 0 else "NO", d, "yes" if e > 1e-6 else "NO"), flush=True)
+            del kept
 
 
 if __name__ == "__main__":

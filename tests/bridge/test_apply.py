@@ -623,19 +623,9 @@ class CrossingPath(unittest.TestCase):
         # with its own weights, and crosses where the original does (on two devices too)
         import copy
         for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
-            net = Net()
-            s = Session()
-            ap = _apply.Applier(torch, s, {"stages": [{"device": d, "first": i, "last": i}
-                                                       for i, d in enumerate(devices)]})
-            world = World(ap, s)
+            net, s, ap, world = self.placed_net(devices)
             crossings = record_crossings(ap, world, s)
             with world:
-                for m, st in ((net.a, 0), (net.b, 1), (net.c, 0)):
-                    for p in m.parameters():
-                        world.put(p, ap.devices[st], st)
-                    ap.wrap(m, st)
-                ap.wrap_root(net)
-                ap.placed = True
                 x = data()
                 world.put(x, ap.devices[0], 0)
                 s.phase = PH_INIT                        # between two steps, outside every module
@@ -653,11 +643,114 @@ class CrossingPath(unittest.TestCase):
             net_again = Net()
             self.assertTrue(torch.allclose(y_snap, net_again(data())))   # the weights before the change
 
+    def placed_net(self, devices):
+        net, s = Net(), Session()
+        ap = _apply.Applier(torch, s, {"stages": [{"device": d, "first": i, "last": i}
+                                                   for i, d in enumerate(devices)]})
+        world = World(ap, s)
+        with world:
+            for m, st in ((net.a, 0), (net.b, 1), (net.c, 0)):
+                for p in m.parameters():
+                    world.put(p, ap.devices[st], st)
+                ap.wrap(m, st)
+            ap.wrap_root(net)
+            ap.placed = True
+        return net, s, ap, world
+
+    def test_a_dropped_copy_of_a_placed_model_is_freed_at_once(self):
+        # the wrappers hold their module weakly: a copy the program drops (an EMA made again)
+        # frees its memory at once, as without memsplit, not at the next garbage collection
+        import copy
+        import gc
+        import weakref
+        net, s, ap, world = self.placed_net(["cuda:0", "cuda:1"])
+        gc.disable()
+        try:
+            snap = copy.deepcopy(net)
+            gone = weakref.ref(snap)
+            del snap
+            self.assertIsNone(gone())
+            gone = weakref.ref(net)
+            del net
+            self.assertIsNone(gone())
+        finally:
+            gc.enable()
+
+    def test_a_placed_model_pickles_as_the_programs_own(self):
+        # torch.save(model) under a plan: the file has none of memsplit (the hooks, the
+        # wrappers) and loads where memsplit is not; a deep copy keeps its placement
+        import copy
+        import io
+        import pickle
+        from memsplit_bridge import _pickle
+        _pickle.install(torch)
+        net, s, ap, world = self.placed_net(["cuda:0", "cuda:0"])
+        net.b.register_forward_pre_hook(_own_hook)     # the program's own, kept
+        ap.stage_pre_hooks(net.b, 1, 1)
+        for how in ("pickle", "torch.save"):
+            buf = io.BytesIO()
+            if how == "pickle":
+                pickle.dump(net, buf)
+            else:
+                torch.save(net, buf)
+            self.assertNotIn(b"memsplit", buf.getvalue(), how)
+            buf.seek(0)
+            back = pickle.load(buf) if how == "pickle" else torch.load(buf)
+            for m in back.modules():
+                self.assertNotIn("forward", vars(m), how)
+            self.assertEqual(list(back.b._forward_pre_hooks.values()), [_own_hook])
+            self.assertTrue(torch.equal(back(data()), Net()(data())), how)
+        snap = copy.deepcopy(net)
+        self.assertIsInstance(vars(snap.b)["forward"], _apply._Placed)
+        self.assertEqual(len(snap.b._forward_pre_hooks), 3)
+
+    def test_a_model_saved_whole_and_loaded_back_runs_placed(self):
+        # torch.load of a model saved under a plan: on two GPUs its weights come back on
+        # both (torch restores each storage to the device it was saved from: done here by hand,
+        # the bottom primitive), and it runs only placed as the one saved, crossing where it does
+        import io
+        from memsplit_bridge import _homes, _pickle
+        _pickle.install(torch)
+        for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
+            net, s, ap, world = self.placed_net(devices)
+            s.applier, s.saved_modules, s.saved_homes, s.load_homes = ap, {}, {}, {}
+            crossings = record_crossings(ap, world, s)
+            buf = io.BytesIO()
+            self.assertTrue(_homes.applies(s, {}))
+            _homes.note_save(torch, s, net, buf)
+            torch.save(net, buf)
+            buf.seek(0)
+            back = torch.load(buf, **_homes.load_kwargs(torch, s, buf, {}))
+            self.assertEqual(ap.virtual, bool(s.saved_homes))
+            if ap.virtual:             # each storage's stage, in torch's order: a's, b's, c's
+                self.assertEqual(s.saved_homes[id(buf)], [0, 0, 1, 1, 0, 0])
+                self.assertEqual(sorted(s.load_homes.values()), [0, 0, 0, 0, 1, 1])
+            with world:
+                for (_, o), (_, c) in zip(net.named_modules(), back.named_modules()):
+                    for po, pc in zip(o.parameters(recurse=False), c.parameters(recurse=False)):
+                        world.put(pc, world.device_of(po), s.lib.owner_device(key_of(po)))
+                if not ap.virtual:
+                    with self.assertRaises((RuntimeError, _apply.PlanRefused)):
+                        back(data())   # unplaced, it mixes the two devices
+                _homes.place_loaded(torch, s, buf, back)
+                self.assertIsInstance(vars(back.b)["forward"], _apply._Placed)
+                x = data()
+                world.put(x, ap.devices[0], 0)
+                n0 = len(crossings)
+                y = back(x)
+            self.assertEqual(len(crossings) - n0, 2)       # into b and back
+            self.assertTrue(torch.allclose(y, Net()(data())))
+
     def test_virtual_names(self):
         ap = _apply.Applier(torch, Session(), {"stages": [{"device": "cuda:0/v0", "first": 0, "last": 0},
                                                            {"device": "cuda:0/v1", "first": 1, "last": 1}]})
         self.assertEqual([str(d) for d in ap.devices], ["cuda:0", "cuda:0"])
         self.assertTrue(ap.virtual)
+
+
+def _own_hook(m, args):
+    """A program's own forward pre-hook (picklable: a module-level function)."""
+    return None
 
 
 class FakeCuda:

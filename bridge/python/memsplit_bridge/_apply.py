@@ -296,26 +296,28 @@ class Applier:
             if id(model) not in self.wrapped:
                 self.wrap_root(model)
 
-    def wrap(self, m, st, lyr=None, fwd=None):
+    def wrap(self, m, st, lyr=None, fwd=None, loaded=False):
         """The module's inputs follow it to its stage, and its outputs go back
         to where its caller computes, so that the caller's own code (residual
         adds between blocks, loops over them) never mixes devices; those of a
         module the plan hands on stay (hand_on_here). lyr: its
         layer, the stage the record pass runs it on (default: the stage's first).
-        fwd: a deep copy's own forward (_Placed), for the copy being made."""
+        fwd: a deep copy's own forward (_Placed), for the copy being made
+        (loaded: a copy torch.load made, _homes)."""
         fresh = fwd is None
-        fwd = m.forward if fresh else fwd
+        mref, func, fwd = _weakly(m, m.forward if fresh else fwd)
         ap = self
         if lyr is None:
             lyr = self.stages[st]["first"]
 
         def forward(*args, **kwargs):
+            m = mref()
             caller, caller_l = ap.caller_of(m)
             args, kwargs = ap.follow((args, kwargs), st, lyr)
             ap.exec.append(st)
             ap.lexec.append(lyr)
             try:
-                out = fwd(*args, **kwargs)
+                out = func(m, *args, **kwargs) if fwd is None else fwd(*args, **kwargs)
             except RuntimeError as exc:
                 ap.refuse_mismatch(exc, m, st)
                 raise
@@ -329,10 +331,12 @@ class Applier:
                 return ap.handed(out)
             return ap.follow(out, caller, caller_l, lyr, hop=ap.hop_of(m))
 
-        placed = _Placed(forward, m, fwd, lambda m2, f2: self.wrap(m2, st, lyr, f2))
+        placed = _Placed(forward, mref, func, fwd, lambda m2, f2, loaded=False: self.wrap(m2, st, lyr, f2, loaded))
         self.wrapped.add(id(m))
         if not fresh:
-            return placed         # a copy's: its pre-hooks (the original's, copied) are in place
+            if loaded and m._forward_pre_hooks:
+                self.stage_pre_hooks(m, st, lyr)      # a load's copy has the program's pre-hooks only
+            return placed         # a deep copy's: its pre-hooks (the original's, copied) are in place
         m.forward = placed
         if m._forward_pre_hooks:
             self.stage_pre_hooks(m, st, lyr)
@@ -484,17 +488,18 @@ class Applier:
         in their own code, so their code runs on their caller's stage.
         fwd: a deep copy's own forward (_Placed)."""
         fresh = fwd is None
-        fwd = m.forward if fresh else fwd
+        mref, func, fwd = _weakly(m, m.forward if fresh else fwd)
         ap = self
 
         def forward(*args, **kwargs):
+            m = mref()
             caller, caller_l = ap.caller_of(m)
             ap.exec.append(caller)
             ap.lexec.append(caller_l)
             frame = len(ap.exec) - 1
             ap.opened_frames.add(frame)
             try:
-                out = fwd(*args, **kwargs)
+                out = func(m, *args, **kwargs) if fwd is None else fwd(*args, **kwargs)
             finally:
                 ap.opened_frames.discard(frame)
                 last = ap.exec.pop()
@@ -503,7 +508,7 @@ class Applier:
                 return out
             return ap.follow(out, caller, caller_l, last_l) if last != caller or last_l != caller_l else out
 
-        placed = _Placed(forward, m, fwd, lambda m2, f2: self.wrap_opened(m2, f2))
+        placed = _Placed(forward, mref, func, fwd, lambda m2, f2, loaded=False: self.wrap_opened(m2, f2))
         self.wrapped.add(id(m))
         if not fresh:
             return placed         # a copy's children hand nothing on: each output back, then on
@@ -513,22 +518,22 @@ class Applier:
 
     def wrap_root(self, root, fwd=None):
         fresh = fwd is None
-        fwd = root.forward if fresh else fwd
+        mref, func, fwd = _weakly(root, root.forward if fresh else fwd)
         ap = self
 
         def forward(*args, **kwargs):
             depth = len(ap.exec)
             try:
-                out = fwd(*args, **kwargs)
+                out = func(mref(), *args, **kwargs) if fwd is None else fwd(*args, **kwargs)
             except RuntimeError as exc:
                 if ap.hand_on_ids:      # the model's own code, on the root's stage, with a handed-on output
-                    ap.refuse_mismatch(exc, root, 0)
+                    ap.refuse_mismatch(exc, mref(), 0)
                 raise
             finally:
                 ap.unwind(depth)
             return ap.follow(out, 0, 0)
 
-        placed = _Placed(forward, root, fwd, lambda m2, f2: self.wrap_root(m2, f2))
+        placed = _Placed(forward, mref, func, fwd, lambda m2, f2, loaded=False: self.wrap_root(m2, f2))
         self.wrapped.add(id(root))
         if fresh:
             root.forward = placed
@@ -722,28 +727,54 @@ _ATTR_SCANS = 2           # a unit's calls whose modules are searched for tensor
 _MISMATCH = ("Expected all tensors to be on the same device", "found at least two devices")
 
 
+def _weakly(m, fwd):
+    """m's forward fwd, for a wrapper that sits in m's __dict__: (a weak
+    reference to m, fwd's function, None) when fwd is m's own bound method,
+    else (the reference, None, fwd). Held strongly, m and its wrapper would
+    be a cycle that only the garbage collector frees: a copy the program
+    drops (an EMA made again, a snapshot replaced) would keep its memory
+    until a collection, which the program alone frees at once."""
+    ref = weakref.ref(m)
+    if getattr(fwd, "__self__", None) is m and hasattr(fwd, "__func__"):
+        return ref, fwd.__func__, None
+    return ref, None, fwd
+
+
 class _Placed:
     """A placed module's forward (the function fn). A deep copy of the
     module (copy.deepcopy(model): an EMA, a best-model snapshot) gets one of
     its own, placed as the original is, around the copy's own forward: a
     plain function would be shared, and the copy's calls would run the
-    original module. Introspection sees the program's forward (__wrapped__)."""
+    original module. Introspection sees the program's forward (__wrapped__,
+    made at each look: the module is held weakly, _weakly)."""
 
-    def __init__(self, fn, module, fwd, again):
-        self._fn, self._module, self._fwd, self._again = fn, module, fwd, again
-        functools.update_wrapper(self, fwd)
+    def __init__(self, fn, mref, func, fwd, again):
+        shown = fwd if func is None else func
+        self.__dict__.update(getattr(shown, "__dict__", {}))
+        self._fn, self._mref, self._func, self._fwd, self._again = fn, mref, func, fwd, again
+        for name in functools.WRAPPER_ASSIGNMENTS:
+            if hasattr(shown, name):
+                setattr(self, name, getattr(shown, name))
+
+    @property
+    def __wrapped__(self):
+        m = self._mref()
+        return self._fwd if self._func is None or m is None else types.MethodType(self._func, m)
 
     def __call__(self, *args, **kwargs):
         return self._fn(*args, **kwargs)
 
     def __deepcopy__(self, memo):
-        copy = memo.get(id(self._module))
+        copy = memo.get(id(self._mref()))
         if copy is None:
             return self           # the forward copied without its module
-        fwd = self._fwd
-        if getattr(fwd, "__self__", None) is self._module:
-            fwd = types.MethodType(fwd.__func__, copy)      # the copy's own
+        fwd = self._fwd if self._func is None else types.MethodType(self._func, copy)     # the copy's own
         return self._again(copy, fwd)
+
+    def place_loaded(self, copy):
+        """copy, which torch.load made of this forward's module (its pickled
+        state has no memsplit in it: _pickle), placed as the original is."""
+        copy.forward = self._again(copy, copy.forward, True)
 
 
 def _crossing(torch):

@@ -10,7 +10,7 @@ import sys
 import time
 import weakref
 
-from . import _history, _lib
+from . import _history, _homes, _lib, _pickle
 from ._lib import CAT, PH_BACKWARD, PH_FORWARD, PH_INIT, PH_OPTIMIZER, PH_VALIDATION
 
 SUPPORTED = ((1, 13), (3, 0))   # torch versions: from 1.13 up to (not including) 3.0
@@ -85,6 +85,11 @@ class Session:
         self.outside = False        # the loss was computed outside the model in this forward
         self.outside_early = False  # ... beginning in the root's own code, after a borrowed module
         self.skip_warned = set()    # ways of saving a checkpoint a diagnostic pass has said it skips
+        self.redirects = {}         # a diagnostic pass's saves: the program's path -> memsplit's own file
+        self.redirect_dir = None
+        self.saved_homes = {}       # virtual devices: a save's target -> its storages' stages (_homes)
+        self.load_homes = {}        # while torch.load runs: a storage's address -> the stage it lands on
+        self.saved_modules = {}     # under a plan: a save's target -> the modules it held (_homes)
         self.borrow = []            # (module, layer to return to) while a tied module runs
         self.tied_params = None     # ids of parameters that more than one module holds
         # the device whose tensors count: the GPU where torch has one
@@ -1528,6 +1533,7 @@ def start(torch, lib, cfg):
         _install_plan(torch, lib, s, cfg["plan"], cuda)
     _install_step_wrappers(torch, s)
     _watch_checkpoints(torch, s)
+    _pickle.install(torch)
     if allocator:
         s.record = _history.Record(torch, s, _history.Allocator(torch))
     elif tensors or not cuda:
@@ -1599,50 +1605,104 @@ def _keep_peaks(torch, s):
 def _watch_checkpoints(torch, s):
     """torch.save and torch.load with a path (or an open file): the
     program's checkpoints, so that doctor can say whether a restart resumes.
-    The diagnostic passes (the trial, the uncapped pass) write none: their
-    steps are a measurement, and a checkpoint from them would be what the
-    rerun resumes from, or would replace one the program made before."""
+    The diagnostic passes (the trial, the uncapped pass) do not write the
+    program's files: their steps are a measurement, and a checkpoint from
+    them would be what the rerun resumes from, or would replace one the
+    program made before. A save to a path goes to a file of memsplit's own
+    instead, which a load of that path then reads (a program that loads what
+    it saved: a best model evaluated, a checkpoint read back)."""
     for name in ("save", "load"):
         real = getattr(torch, name)
 
         def wrapped(*a, _real=real, _name=name, **k):
-            target = a[1] if _name == "save" and len(a) > 1 else (a[0] if _name == "load" and a else None)
-            target = k.get("f", target)
-            path = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else \
-                getattr(target, "name", None) if hasattr(target, "write" if _name == "save" else "read") else None
-            if not isinstance(path, str):
-                path = None
-            if path is not None and _name == "save" and _skip_save(s, "torch.save", path):
-                return None
+            at = 1 if _name == "save" else 0
+            key = "f" if "f" in k else None
+            target = k["f"] if key else (a[at] if len(a) > at else None)
+            path = _path_of(target, "write" if _name == "save" else "read")
+            if target is not None and _homes.applies(s, k):
+                if _name == "save" and a:
+                    _homes.note_save(torch, s, a[0], target)
+                else:
+                    k = _homes.load_kwargs(torch, s, target, k)
+            if path is not None and _name == "save":
+                if _diagnostic(s):
+                    if not isinstance(target, (str, bytes, os.PathLike)):
+                        _skip_save(s, "torch.save", path)       # the program opened (emptied) it itself
+                        return None
+                    a, k = _retarget(a, k, at, key, _redirect(s, "torch.save", path))
+            elif path is not None and isinstance(target, (str, bytes, os.PathLike)):
+                mine = s.redirects.get(os.path.abspath(path))
+                if mine is not None:
+                    a, k = _retarget(a, k, at, key, mine)
             if path is not None:
                 s.send(_name, path=path, step=s.steps)
-            return _real(*a, **k)
+            if _name == "save" or target is None or not _homes.applies(s, k):
+                return _real(*a, **k)
+            try:
+                out = _real(*a, **k)
+            finally:
+                s.load_homes.clear()       # storages it made and no tensor took: addresses free again
+            _homes.place_loaded(torch, s, target, out)
+            return out
 
         wrapped.__wrapped__ = real
         setattr(torch, name, wrapped)
 
 
-def _skip_save(s, how, path):
+def _path_of(target, how):
+    """The path a save or load names: a path, or an open file's name."""
+    path = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else \
+        getattr(target, "name", None) if hasattr(target, how) else None
+    return path if isinstance(path, str) else None
+
+
+def _retarget(a, k, at, key, path):
+    if key is not None:
+        return a, dict(k, **{key: path})
+    return a[:at] + (path,) + a[at + 1:], k
+
+
+def _diagnostic(s):
+    return s.cfg.get("pass", "trial") in ("trial", "uncapped", "record", "ballast-only")
+
+
+def _redirect(s, how, path):
+    """A diagnostic pass's save to path: the file of memsplit's own it goes
+    to instead (removed when the program ends), said once per way of saving."""
+    full = os.path.abspath(path)
+    mine = s.redirects.get(full)
+    if mine is None:
+        if s.redirect_dir is None:
+            import shutil
+            import tempfile
+            s.redirect_dir = tempfile.mkdtemp(prefix="memsplit-checkpoints-")
+            atexit.register(shutil.rmtree, s.redirect_dir, True)
+        mine = os.path.join(s.redirect_dir, "%d-%s" % (len(s.redirects), os.path.basename(full) or "checkpoint"))
+        s.redirects[full] = mine
+    _skip_save(s, how, path, mine)
+    return mine
+
+
+def _skip_save(s, how, path, instead=None):
     """In a diagnostic pass (the trial, the uncapped pass) a checkpoint save
-    is not written: said once per way of saving. True when skipped."""
-    kind = s.cfg.get("pass", "trial")
-    if kind not in ("trial", "uncapped", "record", "ballast-only"):
-        return False
+    does not write the program's file (instead: memsplit's own file it goes
+    to): said once per way of saving."""
     s.send("save", path=path, step=s.steps, skipped=1)
     if how not in s.skip_warned:
         s.skip_warned.add(how)
-        s.lib.warn("checkpoint", "the %s does not write the program's checkpoints: %s to %s skipped (the rerun "
-                   "resumes from what was there before)" % ({"uncapped": "uncapped pass", "record": "record pass"}
-                                                            .get(kind, "trial"),
-                                                            how, path))
-    return True
+        kind = {"uncapped": "uncapped pass", "record": "record pass"}.get(s.cfg.get("pass", "trial"), "trial")
+        s.lib.warn("checkpoint", "the %s does not write the program's checkpoints: %s to %s %s (the rerun "
+                   "resumes from what was there before)" %
+                   (kind, how, path, "skipped" if instead is None else
+                    "went to a file of memsplit's own, which the program's loads of that path read"))
 
 
 def _watch_lightning_checkpoints(s):
     """Lightning writes its checkpoints itself (torch.save into a buffer, the
     bytes through fsspec): its CheckpointIO's save is where their path is.
     Wrapped once the program trains (Lightning is imported by then), so the
-    diagnostic passes skip them and doctor sees them, as with torch.save."""
+    diagnostic passes write theirs to memsplit's own files and doctor sees
+    them, as with torch.save."""
     for name in ("lightning.fabric.plugins.io.torch_io", "lightning_fabric.plugins.io.torch_io"):
         cls = getattr(sys.modules.get(name), "TorchCheckpointIO", None)
         real = getattr(cls, "save_checkpoint", None)
@@ -1651,14 +1711,23 @@ def _watch_lightning_checkpoints(s):
 
         def save_checkpoint(self, checkpoint, path, *a, _real=real, **k):
             p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path)
-            if _skip_save(s, "Lightning's save", p):
-                return None
+            if _diagnostic(s):
+                return _real(self, checkpoint, _redirect(s, "Lightning's save", p), *a, **k)
             s.send("save", path=p, step=s.steps)
             return _real(self, checkpoint, path, *a, **k)
 
-        save_checkpoint._memsplit = True
-        save_checkpoint.__wrapped__ = real
+        real_load = cls.load_checkpoint
+
+        def load_checkpoint(self, path, *a, _real=real_load, **k):
+            p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+            mine = s.redirects.get(os.path.abspath(p)) if p is not None else None
+            return _real(self, path if mine is None else mine, *a, **k)
+
+        for fn, was in ((save_checkpoint, real), (load_checkpoint, real_load)):
+            fn._memsplit = True
+            fn.__wrapped__ = was
         cls.save_checkpoint = save_checkpoint
+        cls.load_checkpoint = load_checkpoint
 
 
 def _refuse_compile(torch, s):

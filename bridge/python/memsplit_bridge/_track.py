@@ -138,6 +138,8 @@ class Tracker:
             if s.applier is not None:
                 s.applier.check_output(t)
             dev = owners[i][0] if owners is not None else None
+            if dev is None and s.load_homes:
+                dev = s.load_homes.pop(key, None)      # torch.load's storage, where it was saved (_homes)
             if dev is None and s.phase in (PH_BACKWARD, PH_INIT) and s.applier is not None and \
                     s.applier.virtual and not s.applier.exec:
                 # outside every module, in backward or between steps (a copy.deepcopy of the model,

@@ -1,0 +1,117 @@
+"""On virtual devices, what torch.load makes lands on the stage whose tensor
+was saved in its place, as torch.load puts each storage back on the device
+it was saved from on two GPUs (a model saved whole and loaded back: a
+best-model copy, a checkpoint read again). Without it every loaded storage
+counted on the stage running the load, whole copies of other stages' weights
+included. Only the ledger's device differs from the real thing: the bytes
+are loaded by torch the same way.
+
+torch numbers a file's storages in the order its pickler first meets them,
+and loads them in the order its unpickler meets them: the same order. The
+save is pickled once more here, storages only (their bytes are not
+written), to note each one's stage in that order; the load's map_location
+says, storage by storage, where each lands.
+
+On every device a module saved whole under a plan and loaded back is placed
+as the one saved (its pickle has none of memsplit: _pickle): on two GPUs its
+weights come back on both, and unplaced it could not run.
+"""
+import os
+import pickle
+
+
+def _target_key(target):
+    """What names a save's destination for the load that reads it back: its
+    absolute path, or the file object itself (a buffer)."""
+    if isinstance(target, (str, bytes, os.PathLike)):
+        return os.path.abspath(os.fsdecode(target))
+    return id(target)
+
+
+def applies(s, kwargs):
+    ap = s.applier
+    return ap is not None and ap.placed and kwargs.get("pickle_module") is None
+
+
+def _modules(torch, obj):
+    """The modules a save holds at its top: obj, or a dict's or a sequence's items."""
+    if isinstance(obj, torch.nn.Module):
+        return {None: obj}
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
+    return {k: v for k, v in items if isinstance(v, torch.nn.Module)}
+
+
+def note_save(torch, s, obj, target):
+    """The modules obj holds, to place their loaded copies; on virtual
+    devices, the stage of each storage, in the order torch.save numbers them."""
+    import io
+    import weakref
+    key = _target_key(target)
+    mods = _modules(torch, obj)
+    if mods:
+        s.saved_modules[key] = {k: weakref.ref(m) for k, m in mods.items()}
+    else:
+        s.saved_modules.pop(key, None)
+    if not s.applier.virtual:
+        return
+    lib, seen, stages = s.lib, set(), []
+
+    class Noting(pickle.Pickler):
+        def persistent_id(self, o):
+            if not (isinstance(o, torch.storage.TypedStorage) or torch.is_storage(o)):
+                return None
+            st = o._storage if isinstance(o, torch.storage.TypedStorage) else o
+            ident = getattr(st, "_cdata", None) or st.data_ptr()
+            if ident not in seen:
+                seen.add(ident)
+                stages.append(lib.owner_device(st.data_ptr()) if st.data_ptr() else None)
+            return str(ident)
+
+    try:
+        Noting(io.BytesIO(), protocol=2).dump(obj)
+    except Exception:        # what torch.save itself pickles then fails the program's way
+        return
+    s.saved_homes[key] = stages
+
+
+def load_kwargs(torch, s, target, kwargs):
+    """torch.load's keyword arguments, with a map_location that notes where
+    each storage it restores lands (the program's own map_location, when it
+    gives one, decides alone: it may put every storage on one device)."""
+    stages = s.saved_homes.get(_target_key(target))
+    if stages is None or kwargs.get("map_location") is not None:
+        return kwargs
+    restore = torch.serialization.default_restore_location
+    at = [0]
+
+    def map_location(storage, location):
+        out = restore(storage, location)
+        i = at[0]
+        at[0] += 1
+        if i < len(stages) and stages[i] is not None and out.data_ptr():
+            s.load_homes[out.data_ptr()] = stages[i]
+        return out
+
+    return dict(kwargs, map_location=map_location)
+
+
+def place_loaded(torch, s, target, out):
+    """The modules torch.load made of a save's modules, placed as those are
+    (the same tree: module by module, by name)."""
+    from ._apply import _Placed
+    saved = s.saved_modules.get(_target_key(target))
+    if not saved:
+        return
+    loaded = _modules(torch, out)
+    for k, ref in saved.items():
+        orig, copy = ref(), loaded.get(k)
+        if orig is None or copy is None or type(orig) is not type(copy):
+            continue
+        pairs = list(zip(orig.named_modules(), copy.named_modules()))
+        if len(pairs) != len(list(orig.modules())) or any(a[0] != b[0] or type(a[1]) is not type(b[1])
+                                                        for a, b in pairs):
+            continue              # not the tree that was saved
+        for (_, o), (_, c) in pairs:
+            f = o.__dict__.get("forward")
+            if isinstance(f, _Placed) and not isinstance(c.__dict__.get("forward"), _Placed):
+                f.place_loaded(c)
