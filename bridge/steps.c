@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vocab/addr_map.h"
+
 /* Appends name (", " before all but the first) to out, or "..." once the
  * next name no longer fits; *cut keeps it from being said twice. */
 static void add_name(char *out, size_t outlen, const char *name, int *cut)
@@ -104,4 +106,35 @@ int msb_unit_inputs_differ(const msb_trace *t, char *name, size_t namelen, uint6
     }
     free(cur);
     return differ;
+}
+
+int msb_live_grew(const msb_trace *t, uint64_t *before, uint64_t *after)
+{
+    *before = *after = 0;
+    ms_addr_map live = { 0 };
+    uint64_t now = 0, prev = 0, last = 0, old;
+    int ends = 0;
+    for (int i = 0; i < t->n_ev; i++) {
+        const msb_ev *e = &t->ev[i];
+        if (e->conn != t->model_conn) continue;
+        if (e->kind == MSB_EV_ALLOC && e->m.address) {
+            if (ms_addr_map_take(&live, e->m.address, &old)) now -= old;      /* its free unseen */
+            if (ms_addr_map_put(&live, e->m.address, e->m.bytes) != 0) {
+                ms_addr_map_clear(&live);
+                return -1;
+            }
+            now += e->m.bytes;
+        } else if (e->kind == MSB_EV_FREE && ms_addr_map_take(&live, e->m.address, &old)) {
+            now -= old;
+        } else if (e->kind == MSB_EV_STEP) {
+            prev = last;
+            last = now;
+            ends++;
+        }
+    }
+    ms_addr_map_clear(&live);
+    if (ends < 2) return 0;
+    *before = prev;
+    *after = last;
+    return last > prev && last - prev > prev / 100;
 }

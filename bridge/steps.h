@@ -26,7 +26,17 @@
  * had different input bytes in two such steps that called them (0 when
  * none or fewer than two steps; -1 when out of memory), and names the one
  * whose largest exceeds its smallest by the most bytes in name (cut to
- * namelen), with the two in *lo and *hi. */
+ * namelen), with the two in *lo and *hi.
+ *
+ * A program may keep something from every step (a loss kept with its
+ * graph, a list of outputs, a cache that fills): the memory live when a
+ * step ends then grows from step to step, and a later step needs more than
+ * the trial's. msb_live_grew() follows the training process's allocations
+ * and frees (by address; an address given out again without its free
+ * counts once) to the ends of its complete steps, and writes the live bytes
+ * at the last two into *before and *after. It returns 1 when *after exceeds
+ * *before by more than 1% of *before, 0 when not or when fewer than two
+ * steps ended (*before = *after = 0), -1 when out of memory. */
 #ifndef MS_BRIDGE_STEPS_H
 #define MS_BRIDGE_STEPS_H
 
@@ -37,5 +47,6 @@
 
 int msb_units_not_every_step(const msb_trace *t, char *out, size_t outlen);
 int msb_unit_inputs_differ(const msb_trace *t, char *name, size_t namelen, uint64_t *lo, uint64_t *hi);
+int msb_live_grew(const msb_trace *t, uint64_t *before, uint64_t *after);
 
 #endif

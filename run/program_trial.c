@@ -233,31 +233,43 @@ static void passes(trial_job *j)
 /* Units that ran in some of the program's steps and not in others, and
  * units whose inputs changed size between steps, from the uncapped pass
  * when there was one (it ran more steps): warnings. */
+/* A steps check's verdict k: below 0 it could not look (out of memory), above 0 item says what it found. */
+static void steps_say(msb_trace *tp, int k, const char *checked, const char *item)
+{
+    char m[160];
+    if (k < 0) {
+        snprintf(m, sizeof m, "steps: %s was not checked (out of memory)", checked);
+        msb_trace_warn(tp, m);
+    } else if (k > 0) {
+        msb_trace_warn(tp, item);
+    }
+}
+
 static void steps_differ(msb_trace *tp, const msb_trace *u)
 {
     const msb_trace *s = u ? u : tp;
     char names[400], item[720], a[32], b[32];
     int k = msb_units_not_every_step(s, names, sizeof names);
-    if (k < 0) {
-        msb_trace_warn(tp, "steps: whether every step ran the same units was not checked (out of memory)");
-    } else if (k > 0) {
-        snprintf(item, sizeof item, "steps: the program's steps ran different units (as LayerDrop or a router "
-                 "does): %s ran in some steps and not in others; the rows and the plan hold the steps the trial "
-                 "ran, and a step that runs more of one stage's units may need more than predicted", names);
-        msb_trace_warn(tp, item);
-    }
+    snprintf(item, sizeof item, "steps: the program's steps ran different units (as LayerDrop or a router "
+             "does): %s ran in some steps and not in others; the rows and the plan hold the steps the trial "
+             "ran, and a step that runs more of one stage's units may need more than predicted", names);
+    steps_say(tp, k, "whether every step ran the same units", item);
     uint64_t lo, hi;
     k = msb_unit_inputs_differ(s, names, sizeof names, &lo, &hi);
-    if (k < 0) {
-        msb_trace_warn(tp, "steps: whether the units' inputs kept their size was not checked (out of memory)");
-    } else if (k > 0) {
-        snprintf(item, sizeof item, "steps: the tensors entering %d unit%s changed size between the trial's steps "
-                 "(%s: %s to %s), as batches of varying sequence lengths do; the rows and the plan hold the "
-                 "largest step the trial ran, and a larger input needs more than predicted: run the trial on the "
-                 "largest batch, or with more steps (--steps)", k, k == 1 ? "" : "s", names,
-                 ms_fmt_bytes((size_t)lo, a, sizeof a), ms_fmt_bytes((size_t)hi, b, sizeof b));
-        msb_trace_warn(tp, item);
-    }
+    snprintf(item, sizeof item, "steps: the tensors entering %d unit%s changed size between the trial's steps "
+             "(%s: %s to %s), as batches of varying sequence lengths do; the rows and the plan hold the "
+             "largest step the trial ran, and a larger input needs more than predicted: run the trial on the "
+             "largest batch, or with more steps (--steps)", k, k == 1 ? "" : "s", names,
+             ms_fmt_bytes((size_t)lo, a, sizeof a), ms_fmt_bytes((size_t)hi, b, sizeof b));
+    steps_say(tp, k, "whether the units' inputs kept their size", item);
+    k = msb_live_grew(s, &lo, &hi);
+    snprintf(item, sizeof item, "steps: the memory live when a step ended grew from %s to %s over the trial's "
+             "last two steps: something made in the last step stayed (a copy of the model, outputs gathered "
+             "without .detach(), a loss summed with its graph and no backward, a cache that fills); the rows "
+             "and the plan hold the steps the trial ran, and if each step keeps more, a later one needs more "
+             "than predicted: run the trial with more steps (--steps) to see whether it keeps growing",
+             ms_fmt_bytes((size_t)lo, a, sizeof a), ms_fmt_bytes((size_t)hi, b, sizeof b));
+    steps_say(tp, k, "whether the memory live between steps grew", item);
 }
 
 /* The rows, from the trial (and the uncapped pass). */

@@ -238,6 +238,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (k < -1 || k > t.n_blocks || strlen(names) >= sizeof names || !utf8_ok(names) || lo > hi ||
         (k > 0 && hi == 0))
         fz_fail("the units whose inputs changed size are miscounted or misnamed", names);
+    k = msb_live_grew(&t, &lo, &hi);
+    if (k < -1 || k > 1 || (k == 1 && hi <= lo) || (k == 0 && hi > lo && hi - lo > lo / 100))
+        fz_fail("the growth of the memory live between steps is misjudged", "");
     /* the trace as a record pass's: whatever the program sent, a record
      * made of it is one the planner accepts, and replays */
     int layers = t.n_blocks + 2;

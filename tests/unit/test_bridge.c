@@ -1108,10 +1108,51 @@ static void test_unit_inputs_differ(void **state)
     msb_trace_free(&t);
 }
 
+/* The memory live at the ends of the last two complete steps: a step that
+ * keeps something (a tensor never freed) grows it; an address given out
+ * again without its free counts once; another process's allocations and a
+ * step cut short are not the program's steps. */
+static void test_live_grew(void **state)
+{
+    (void)state;
+    msb_trace t;
+    msb_trace_init(&t);
+    feed(&t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"blocks\":[\"a\"],"
+                "\"fingerprint\":\"fnv64:00000000000000aa\",\"precision\":\"fp32\",\"device\":\"cpu\"}");
+    uint64_t lo = 1, hi = 1;
+    A(&t, 4096, 1000, 1, 1);                /* the weights */
+    A(&t, 8192, 500, 4, 1);                 /* a step's activation, freed */
+    F(&t, 8192);
+    feed(&t, 1, "{\"ev\":\"step\",\"n\":1,\"accum\":1,\"micro_batch\":8}");
+    assert_int_equal(msb_live_grew(&t, &lo, &hi), 0);        /* one step: nothing to compare */
+    assert_true(lo == 0 && hi == 0);
+    A(&t, 8192, 500, 4, 1);
+    F(&t, 8192);
+    A(&t, 12288, 300, 4, 1);                /* given out again, its free unseen: counts once */
+    A(&t, 12288, 300, 4, 1);
+    F(&t, 12288);
+    feed(&t, 2, "{\"ev\":\"a\",\"d\":0,\"k\":16384,\"b\":900,\"c\":4,\"l\":1,\"p\":1}");  /* another process */
+    feed(&t, 1, "{\"ev\":\"step\",\"n\":2,\"accum\":1,\"micro_batch\":8}");
+    assert_int_equal(msb_live_grew(&t, &lo, &hi), 0);
+    assert_int_equal(lo, 1000);
+    assert_int_equal(hi, 1000);
+    A(&t, 20480, 10, 4, 1);                 /* kept: 1% of 1000 is not more than 1% */
+    feed(&t, 1, "{\"ev\":\"step\",\"n\":3,\"accum\":1,\"micro_batch\":8}");
+    assert_int_equal(msb_live_grew(&t, &lo, &hi), 0);
+    A(&t, 24576, 200, 4, 1);                /* a loss kept with its graph */
+    feed(&t, 1, "{\"ev\":\"step\",\"n\":4,\"accum\":1,\"micro_batch\":8}");
+    A(&t, 28672, 5000, 4, 1);               /* a step cut short */
+    assert_int_equal(msb_live_grew(&t, &lo, &hi), 1);
+    assert_int_equal(lo, 1010);
+    assert_int_equal(hi, 1210);
+    msb_trace_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ledger_cap_and_labels),
+        cmocka_unit_test(test_live_grew),
         cmocka_unit_test(test_ledger_many_devices),
         cmocka_unit_test(test_pick_units),
         cmocka_unit_test(test_fingerprint),
