@@ -102,7 +102,9 @@ class Session:
         self.ballast = {}           # GPU ordinal -> bytes the ballast took there
         self.stepped = set()        # optimizers that stepped in this iteration (ids)
         self.other_models = set()   # ids of other models the program trains (a GAN's discriminator)
-        self.other_params = []      # their parameters, counted in layer 0
+        # their parameters, counted in layer 0, by id; held weakly: a model the program drops
+        # (a copy loaded, an EMA replaced) frees its weights as it does without memsplit
+        self.other_params = weakref.WeakValueDictionary()
         self.held_ids = set()       # parameters of models the program holds beside them (held_models)
         self.live = None            # register()'s walk of the live modules (live_modules)
         # the layers in the order the program first called their forward in its first
@@ -550,7 +552,16 @@ class Session:
             self.param_layer[id(p)] = 0
             self.confirmed.add(id(p))
             self.relabel(p, cat, 0)
-            self.other_params.append(p)
+            if id(p) not in self.other_params:
+                self.other_params[id(p)] = p
+                weakref.finalize(p, self.forget_param, id(p))
+
+    def forget_param(self, pid):
+        """A parameter of a model beside the split ones is gone: its id may be
+        another tensor's from now on."""
+        self.param_layer.pop(pid, None)
+        self.confirmed.discard(pid)
+        self.held_ids.discard(pid)
 
     def another_model(self, module):
         """A model the program trains beside those registered, found only
@@ -970,7 +981,7 @@ class Session:
         run = _history.Run(self.lib)
         layer_of = self.param_layer
         self.relabel_many(((p.grad, layer_of[id(p)], p) for p in itertools.chain(self.root.parameters(),
-                           self.other_params) if p.grad is not None and id(p) in layer_of),
+                           list(self.other_params.values())) if p.grad is not None and id(p) in layer_of),
                           CAT["grad"], run, at_start=True)
         run.flush(self.phase)
         if self.record is not None:
