@@ -60,7 +60,11 @@ def note_save(torch, s, obj, target):
         def persistent_id(self, o):
             if not (isinstance(o, torch.storage.TypedStorage) or torch.is_storage(o)):
                 return None
-            st = o._storage if isinstance(o, torch.storage.TypedStorage) else o
+            st = o
+            if isinstance(o, torch.storage.TypedStorage):    # its untyped storage: torch 2's name, then 1.13's
+                st = getattr(o, "_untyped_storage", None)
+                if st is None:
+                    st = o._storage
             ident = getattr(st, "_cdata", None) or st.data_ptr()
             if ident not in seen:
                 seen.add(ident)
@@ -69,7 +73,13 @@ def note_save(torch, s, obj, target):
 
     try:
         Noting(io.BytesIO(), protocol=2).dump(obj)
-    except Exception:        # what torch.save itself pickles then fails the program's way
+    except Exception as exc:
+        # what torch.save cannot pickle fails the program's way, in torch.save; anything else is
+        # said: its loaded storages count on the stage running the load
+        if "saved_homes" not in s.skip_warned:
+            s.skip_warned.add("saved_homes")
+            s.lib.warn("checkpoint", "the stages of a saved object's storages are not known (%r): on virtual "
+                       "devices what torch.load makes of it counts on the stage running the load" % (exc,))
         return
     s.saved_homes[key] = stages
 
