@@ -63,7 +63,9 @@ on random data in plain PyTorch and prints "step N loss X" after each.
                                 MobileNetV2 (inverted residuals), AdamW
 Options: --steps N, --batch B, --dim D (model width), --size S (image side), --late, --late-from K,
 --once, --device D (the GAN, ModuleDict, PINN and packed shapes: on a GPU), --vary (the
-language models: batches of 9 and 17 tokens in turn; packed: new lengths each step).
+language models: batches of 9 and 17 tokens in turn; packed: new lengths each step), --keep (the
+ModuleDict's: each step's outputs kept in a list, not detached, as a program that gathers its
+predictions for the epoch's metrics does: memory that grows step after step).
 """
 import argparse
 import copy
@@ -387,6 +389,7 @@ def main():
     ap.add_argument("--late-from", type=int, default=0)
     ap.add_argument("--once", action="store_true")
     ap.add_argument("--vary", action="store_true")
+    ap.add_argument("--keep", action="store_true")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--save", default=None)
     a = ap.parse_args()
@@ -615,6 +618,7 @@ def main():
         opt_helper = torch.optim.SGD(helper.parameters(), lr=1e-2) if s == "helper" else None
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9) if s == "accum" else None
         accum = 4 if s == "accum" else 1
+        kept_outputs = []
         for step in range(a.steps):
             if s == "saved":
                 # before the step's forward, so that the trial's two steps hold two copies at once
@@ -640,7 +644,10 @@ def main():
                         la, lb = model(t[:, :-1]), model(t.flip(1)[:, :-1])
                         loss = 0.5 * (lm_loss(la, t[:, 1:]) + lm_loss(lb, t.flip(1)[:, 1:]))
                 else:
-                    loss = lm_loss(model(t[:, :-1]), t[:, 1:])
+                    out = model(t[:, :-1])
+                    loss = lm_loss(out, t[:, 1:])
+                    if a.keep:
+                        kept_outputs.append(out)      # for the epoch's metrics, not detached: each step's stays
                 (loss / accum).backward()
                 total += loss.item() / accum
             if s == "accum":

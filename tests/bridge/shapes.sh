@@ -189,6 +189,10 @@ shapes.main()" 2>/dev/null)
         fi
     fi
     if [ "$s" = saved ]; then         # torch.save(model) under the plan, loaded back; a path saved to
+        # the copy the program drops at its second step is freed (the session held its weights)
+        case "$(js "$T/$s.json" "d['program']['warnings']")" in *"memory live when a step ended grew"*)
+            bad "saved: the trial kept a copy the program dropped" "$(js "$T/$s.json" "d['program']['warnings']")";;
+        *) ok "saved: the copy the program drops is freed in the trial too";; esac
         grep -q "^saved: the loaded model computes as the one saved yes (0), with its own weights yes" "$T/$s.docerr" && \
             ok "saved: the split model pickles, and its copy torch.load makes computes as it, with its own weights" || \
             bad "saved: the loaded copy" "$(grep -E "^saved|Error" "$T/$s.docerr" | tail -2)"
@@ -234,6 +238,18 @@ w=$(js "$T/vary.json" "d['program']['warnings']")
 case "$rc:$w" in 0:*"steps: the tensors entering 6 units changed size between the trial's steps (blocks.b0: 4.00 KiB to 8.00 KiB)"*)
     ok "vary: the trial warns that its units' inputs changed size (blocks.b0: 4.00 KiB to 8.00 KiB)";;
 *) bad "vary: no warning of the inputs' sizes (exit $rc)" "$w" "$(tail -2 "$T/vary.err")";; esac
+# each step's outputs gathered without .detach(): the trial says its memory grew between steps
+"$M" profile --quiet --json --no-record-pass -- "$PY" "$HERE/shapes.py" --shape dict --keep --steps 3 \
+    > "$T/keep.json" 2> "$T/keep.err"; rc=$?
+w=$(js "$T/keep.json" "d['program']['warnings']")
+case "$rc:$w" in 0:*"steps: the memory live when a step ended grew from 1.09 MiB to 1.15 MiB over the trial's last two steps"*)
+    ok "keep: the trial warns that the memory live between its steps grew (1.09 MiB to 1.15 MiB)";;
+*) bad "keep: no warning of the memory that grew (exit $rc)" "$w" "$(tail -2 "$T/keep.err")";; esac
+if [ -s "$T/dict.json" ]; then
+    case "$(js "$T/dict.json" "d['program']['warnings']")" in *"memory live when a step ended grew"*)
+        bad "dict: its steps keep nothing, and the trial says they do" "$(js "$T/dict.json" "d['program']['warnings']")";;
+    *) ok "dict: no warning of memory that grew: its steps keep nothing";; esac
+fi
 # a GAN: two models, two optimizers; a trial step is a whole iteration (the
 # discriminator's step, then the generator's), so two steps let the program
 # print its first iteration's loss and stop inside its second
