@@ -86,8 +86,9 @@ def note_save(torch, s, obj, target):
 
 def load_kwargs(torch, s, target, kwargs):
     """torch.load's keyword arguments, with a map_location that notes where
-    each storage it restores lands (the program's own map_location, when it
-    gives one, decides alone: it may put every storage on one device)."""
+    each storage it restores lands. Only for a load with no map_location of
+    the program's (which decides alone: it may put every storage on one
+    device, and the loaded module is then no placed one)."""
     stages = s.saved_homes.get(_target_key(target))
     if stages is None or kwargs.get("map_location") is not None:
         return kwargs

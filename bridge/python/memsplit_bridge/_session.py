@@ -1630,11 +1630,14 @@ def _watch_checkpoints(torch, s):
             key = "f" if "f" in k else None
             target = k["f"] if key else (a[at] if len(a) > at else None)
             path = _path_of(target, "write" if _name == "save" else "read")
-            if target is not None and _homes.applies(s, k):
-                if _name == "save" and a:
-                    _homes.note_save(torch, s, a[0], target)
-                else:
-                    k = _homes.load_kwargs(torch, s, target, k)
+            # under a plan: a save's modules (and storages' stages) noted; a load that puts each
+            # storage back where it was saved from (no map_location) is placed as they were
+            homes = target is not None and _homes.applies(s, k) and \
+                (bool(a) if _name == "save" else len(a) <= 1 and k.get("map_location") is None)
+            if homes and _name == "save":
+                _homes.note_save(torch, s, a[0], target)
+            elif homes:
+                k = _homes.load_kwargs(torch, s, target, k)
             if path is not None and _name == "save":
                 if _diagnostic(s):
                     if not isinstance(target, (str, bytes, os.PathLike)):
@@ -1647,7 +1650,7 @@ def _watch_checkpoints(torch, s):
                     a, k = _retarget(a, k, at, key, mine)
             if path is not None:
                 s.send(_name, path=path, step=s.steps)
-            if _name == "save" or target is None or not _homes.applies(s, k):
+            if _name == "save" or not homes:
                 return _real(*a, **k)
             try:
                 out = _real(*a, **k)
