@@ -13,7 +13,8 @@
 #  - resume: a rerun that runs out, restarted, Lightning resuming from last.ckpt
 #  - overhead: step time plain, --diagnose-only and with the tensor trace
 #  - shapes: tests/bridge/shapes.py's TorchScript,
-#    spectral_norm, gradient-penalty, ModuleDict and PINN programs on cuda:0, diagnosed and split
+#    spectral_norm, gradient-penalty, ModuleDict, PINN, accumulation, deep-copy and
+#    saved-whole programs on cuda:0, diagnosed and split
 #  - realdev: a program split over two real, distinct devices on one GPU
 #    (cuda:0 and cpu): a plain fp32 loop, Lightning 32-true, a PINN
 #    (create_graph across the devices) and an LSTM tagger on packed
@@ -290,11 +291,12 @@ if want shapes; then
     # programs the CPU suite has on the GPU with torch 2.x (tests/bridge/shapes.py --device cuda):
     # TorchScript blocks (scripted and traced), spectral_norm (parametrizations), WGAN-GP's
     # torch.autograd.grad with create_graph (a GAN's penalty, a PINN's residual), the ModuleDict
-    # of blocks. Each alone, then
+    # of blocks, trained by micro-batches (accum: the allocator's record of the optimizer's
+    # temporaries), deep-copied (snapshot), saved whole and loaded back (saved). Each alone, then
     # profiled under a cap of 70% of its tensors' peak (95% for the GANs; the CUDA context on
     # top) and split by doctor over two virtual devices on cuda:0: the alone run's losses,
     # each stage within 2% of its prediction
-    for s in ${GPU_SHAPES:-jit sngan gp dict pinn}; do
+    for s in ${GPU_SHAPES:-jit sngan gp dict pinn accum snapshot saved}; do
         # sizes whose tensors outweigh the CUDA context and the libraries' buffers (each
         # device's reserve, and the 5% headroom of the device); the GANs' activations leave
         # no split of two at 70%, nor at 85% on an H100 (gp: 1.42 GiB a device needed, 1.40 there): 95%
@@ -308,7 +310,8 @@ if want shapes; then
         "$M" profile --json --gpu-mem "$cap" -- "${SP[@]}" > "$T/sh_$s.oom" 2> "$T/sh_$s.oomerr"; rc=$?
         [ $rc = 3 ] && ok "shapes $s: diagnosed under $frac of its peak: $(js "$T/sh_$s.oom" "'%s %s step %s' % (d['oom']['layer_name'] or d['oom']['what'], d['oom']['phase'], d['oom']['step'])")" || \
             bad "shapes $s: diagnosis (exit $rc)" "$(tail -3 "$T/sh_$s.oomerr")"
-        "$M" doctor --gpus 2 --gpu-mem "$cap" --devices cuda:0,cuda:0 --db "$T/sh_$s.db" --json -- "${SP[@]}" \
+        dargs=(); [ "$s" = saved ] && dargs=(--steps 3)     # its first load precedes placement (tests/bridge/shapes.sh)
+        "$M" doctor "${dargs[@]}" --gpus 2 --gpu-mem "$cap" --devices cuda:0,cuda:0 --db "$T/sh_$s.db" --json -- "${SP[@]}" \
             > "$T/sh_$s.doc" 2> "$T/sh_$s.docerr"; rc=$?
         grep -E "^placement" "$T/sh_$s.docerr" | head -2 | sed 's/^/  /'
         [ $rc = 0 ] || { bad "shapes $s: doctor (exit $rc)" "$(tail -4 "$T/sh_$s.docerr")"; continue; }
@@ -319,6 +322,11 @@ if want shapes; then
         gaps=$(js "$T/sh_$s.doc" "', '.join('%.1f MiB predicted, %+.2f%%' % (x['predicted_peak_bytes'] / 2**20, 100 * x['gap']) for x in d['train']['devices'])")
         [ "$(js "$T/sh_$s.doc" "all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")" = True ] && \
             ok "shapes $s: every stage within 2% of its prediction ($gaps)" || bad "shapes $s: stages" "$gaps"
+        if [ "$s" = saved ]; then     # torch 2's pickle and TypedStorage: the loaded copy placed, its own weights
+            grep -q "^saved: the loaded model computes as the one saved yes (0), with its own weights yes" "$T/sh_$s.docerr" && \
+                ok "shapes saved: the split model pickles, and torch.load's copy computes as it" || \
+                bad "shapes saved: the loaded copy" "$(grep -E "^saved|Error" "$T/sh_$s.docerr" | tail -2)"
+        fi
     done
 fi
 
