@@ -1027,6 +1027,14 @@ static void test_batch_line(void **state)
     msb_trace_free(&many);
 }
 
+/* A fresh trace of a model whose units are blocks (a JSON list's items). */
+static void trace_of_units(msb_trace *t, const char *blocks)
+{
+    msb_trace_init(t);
+    feed(t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"blocks\":[%s],\"fingerprint\":\"fnv64:00000000000000aa\","
+               "\"precision\":\"fp32\",\"device\":\"cpu\"}", blocks);
+}
+
 /* A step that runs `ran` (a string of unit numbers, "123"), forward then
  * backward, then a validation forward of unit 3, then its step event. */
 static void step_running(msb_trace *t, int n, const char *ran)
@@ -1045,9 +1053,7 @@ static void test_units_not_every_step(void **state)
 {
     (void)state;
     msb_trace t;
-    msb_trace_init(&t);
-    feed(&t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"blocks\":[\"layers.0\",\"layers.1\",\"layers.2\",\"layers.3\"],"
-                "\"fingerprint\":\"fnv64:00000000000000aa\",\"precision\":\"fp32\",\"device\":\"cpu\"}");
+    trace_of_units(&t, "\"layers.0\",\"layers.1\",\"layers.2\",\"layers.3\"");
     char out[64];
     step_running(&t, 1, "1234");
     assert_int_equal(msb_units_not_every_step(&t, out, sizeof out), 0);   /* one step: nothing to compare */
@@ -1079,9 +1085,7 @@ static void test_unit_inputs_differ(void **state)
 {
     (void)state;
     msb_trace t;
-    msb_trace_init(&t);
-    feed(&t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"blocks\":[\"emb\",\"rnn\",\"head\"],"
-                "\"fingerprint\":\"fnv64:00000000000000aa\",\"precision\":\"fp32\",\"device\":\"cpu\"}");
+    trace_of_units(&t, "\"emb\",\"rnn\",\"head\"");
     char name[8];
     uint64_t lo = 1, hi = 1;
     const int rnn[3][2] = { { 100, -1 }, { 150, 40 }, { 90, 120 } }, head[3] = { 10, 20, 10 };
@@ -1116,9 +1120,7 @@ static void test_live_grew(void **state)
 {
     (void)state;
     msb_trace t;
-    msb_trace_init(&t);
-    feed(&t, 1, "{\"ev\":\"model\",\"root\":\"M\",\"blocks\":[\"a\"],"
-                "\"fingerprint\":\"fnv64:00000000000000aa\",\"precision\":\"fp32\",\"device\":\"cpu\"}");
+    trace_of_units(&t, "\"a\"");
     uint64_t lo = 1, hi = 1;
     A(&t, 4096, 1000, 1, 1);                /* the weights */
     A(&t, 8192, 500, 4, 1);                 /* a step's activation, freed */

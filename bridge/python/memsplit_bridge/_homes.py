@@ -16,8 +16,10 @@ On every device a module saved whole under a plan and loaded back is placed
 as the one saved (its pickle has none of memsplit: _pickle): on two GPUs its
 weights come back on both, and unplaced it could not run.
 """
+import io
 import os
 import pickle
+import weakref
 
 
 def _target_key(target):
@@ -44,8 +46,6 @@ def _modules(torch, obj):
 def note_save(torch, s, obj, target):
     """The modules obj holds, to place their loaded copies; on virtual
     devices, the stage of each storage, in the order torch.save numbers them."""
-    import io
-    import weakref
     key = _target_key(target)
     mods = _modules(torch, obj)
     if mods:
