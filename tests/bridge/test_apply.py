@@ -189,6 +189,23 @@ def record_crossings(ap, world, s):
     return crossings
 
 
+def program_with_lengths(program, second):
+    """A placed applier over cuda:0 and `second` for a program on device
+    `program`, with its crossings recorded, an activation x of stage 0 and
+    sequence lengths on the CPU: (applier, world, crossings, x, lengths)."""
+    s = Session()
+    ap = _apply.Applier(torch, s, {"stages": [{"device": "cuda:0", "first": 0, "last": 0},
+                                               {"device": second, "first": 1, "last": 1}]})
+    ap.program_device = torch.device(program)
+    world = World(ap, s)
+    crossings = record_crossings(ap, world, s)
+    x, lengths = torch.randn(3, 4), torch.tensor([4, 2, 3])
+    world.put(x, ap.devices[0], 0)
+    world.tag[key_of(lengths)] = "cpu"
+    ap.placed = True
+    return ap, world, crossings, x, lengths
+
+
 def run_net(net, placement, devices, opened=(), x=None, handed_on=(), record=False, root=False, penalty=False,
             extra=None):
     """Forward and backward of net with each (module, stage) of placement
@@ -527,16 +544,7 @@ class CrossingPath(unittest.TestCase):
         # stay there when a unit on another GPU takes them; a CPU program's batch, trained on
         # GPUs, goes to the stage's device
         for program, want in (("cuda:0", ["to"]), ("cpu", ["to", "to"])):
-            s = Session()
-            ap = _apply.Applier(torch, s, {"stages": [{"device": "cuda:0", "first": 0, "last": 0},
-                                                       {"device": "cuda:1", "first": 1, "last": 1}]})
-            ap.program_device = torch.device(program)
-            world = World(ap, s)
-            crossings = record_crossings(ap, world, s)
-            x, lengths = torch.randn(3, 4), torch.tensor([4, 2, 3])
-            world.put(x, ap.devices[0], 0)
-            world.tag[key_of(lengths)] = "cpu"
-            ap.placed = True
+            ap, world, crossings, x, lengths = program_with_lengths(program, "cuda:1")
             with world:
                 y, n = ap.follow((x, lengths), 1, 1)
             self.assertEqual([c[3] for c in crossings], want)
@@ -545,6 +553,32 @@ class CrossingPath(unittest.TestCase):
                 self.assertIs(n, lengths)
             else:
                 self.assertEqual(str(world.device_of(n)), "cuda:1")
+
+    def test_a_gpu_programs_cpu_tensor_stays_beside_a_cpu_stage(self):
+        # a stage on the CPU does not make the program's own CPU tensors its: a GPU program's
+        # lengths stay where it keeps them, into a unit on the GPU as into one on the CPU, and
+        # a PackedSequence's batch_sizes go back with an output unmoved (the same crossings
+        # as the plan's virtual devices on one GPU, where the CPU is no stage's device)
+        from torch.nn.utils.rnn import pack_padded_sequence
+        ap, world, crossings, x, lengths = program_with_lengths("cuda:0", "cpu")
+        with world:
+            y, n = ap.follow((x, lengths), 0, 0)
+            self.assertIs(y, x)
+            self.assertIs(n, lengths)
+            y, n = ap.follow((x, lengths), 1, 1)
+            self.assertEqual(str(world.device_of(y)), "cpu")
+            self.assertIs(n, lengths)
+        self.assertEqual([c[1:4] for c in crossings], [(0, 1, "to")])
+        p = pack_padded_sequence(torch.randn(3, 5, 4), lengths, batch_first=True, enforce_sorted=False)
+        for t in (p.data, p.sorted_indices, p.unsorted_indices):
+            world.put(t, ap.devices[1], 1)
+        world.tag[key_of(p.batch_sizes)] = "cpu"
+        del crossings[:]
+        with world:
+            q = ap.follow(p, 0, 0, from_layer=1)        # a CPU unit's output back to the root's code
+        self.assertIs(q.batch_sizes, p.batch_sizes)
+        self.assertEqual([c[1:4] for c in crossings], [(1, 0, "to")] * 3)
+        self.assertEqual(str(world.device_of(q.data)), "cuda:0")
 
     def test_a_units_pre_hooks_run_on_its_stage(self):
         # the old weight_norm computes b's weight in a forward pre-hook, before b's forward:

@@ -99,6 +99,7 @@ class Applier:
         # handed on where they are made (docs/program-record.md, "Handed on")
         self.handed_on = frozenset(plan.get("handed_on") or ())
         self.hand_on_ids = set()
+        self.handed_out = weakref.WeakValueDictionary()    # id: a handed-on output, on its maker's stage
 
     # ---- where things are --------------------------------------------------
     def stage_now(self):
@@ -313,7 +314,7 @@ class Applier:
         def forward(*args, **kwargs):
             m = mref()
             caller, caller_l = ap.caller_of(m)
-            args, kwargs = ap.follow((args, kwargs), st, lyr)
+            args, kwargs = ap.follow((args, kwargs), st, lyr, at=caller)
             ap.exec.append(st)
             ap.lexec.append(lyr)
             try:
@@ -420,10 +421,14 @@ class Applier:
         node the record pass had where it copied them back (a pass-through
         here), so that the backward graph keeps the record's shape."""
         torch = self.torch
-        if not torch.is_grad_enabled():
-            return out
-        return _map(torch, out, lambda t: self.pass_through(t) if isinstance(t, torch.Tensor) and t.requires_grad
-                    else t)
+
+        def mark(t):
+            if isinstance(t, torch.Tensor):
+                if t.requires_grad and torch.is_grad_enabled():
+                    t = self.pass_through(t)
+                self.handed_out[id(t)] = t
+            return t
+        return _map(torch, out, mark)
 
     def hop_of(self, m):
         """The record pass: m's index for the copies of its outputs back to
@@ -540,7 +545,7 @@ class Applier:
         return placed
 
     # ---- crossing a boundary -------------------------------------------------
-    def follow(self, obj, dst, dst_layer, from_layer=None, hop=None):
+    def follow(self, obj, dst, dst_layer, from_layer=None, hop=None, at=None):
         """obj's tensors on stage dst: each one another stage holds crosses to
         dst (a copy that is dst's, as on two GPUs); a tensor on no stage's
         device crosses to dst's device when it is on the program's own device
@@ -550,7 +555,12 @@ class Applier:
         torch.no_grad() too: a boundary copy in evaluation is a copy.
         from_layer: the layer a module's outputs were made on (None: inputs,
         made by the code running now). hop: the record pass's index of the
-        module whose outputs these are (hop_of), for each copy it makes.
+        module whose outputs these are (hop_of), for each copy it makes. at:
+        the stage whose code made the inputs (default stage_now()): one of
+        them on another device than that stage's, and no output handed on to
+        it, is the program's, kept where the program keeps it, whatever
+        stage shares that device (a GPU program's lengths on the CPU, with a
+        stage on the CPU).
 
         A tensor of dst's own stage that the record pass would copy (from
         another layer than dst_layer) goes through a node of its own that
@@ -564,11 +574,16 @@ class Applier:
         dev = self.devices[dst]
         made_on = self.layer_now() if from_layer is None else from_layer   # the same for every tensor
         grad = torch.is_grad_enabled()
+        # inputs come from the code running now: on its own device, or kept off it by the program
+        here = str(self.devices[self.stage_now() if at is None else at]) if from_layer is None else None
 
         def move(t):
             if not isinstance(t, torch.Tensor):
                 return t
             src = self.holder(t)
+            if here is not None and src is not None and str(self.device_of(t)) != here and \
+                    self.handed_out.get(id(t)) is not t:
+                src = None      # the program's own, where it keeps it (a CPU stage's device is no matter)
             if self.skip_copy and src != dst and self.device_of(t) == dev:
                 return t
             if src == dst or (src is None and self.device_of(t) == dev):
@@ -582,9 +597,10 @@ class Applier:
 
         def stay(t):
             # a tensor that keeps its device wherever it goes (a PackedSequence's batch_sizes,
-            # which an LSTM takes on the CPU only): dst's all the same, copied where it is
+            # which an LSTM takes on the CPU only): where dst shares its device, dst's all the
+            # same, copied where it is (the ledger's); on another device it is no stage's
             src = self.holder(t)
-            if src is None or src == dst:
+            if src is None or src == dst or self.device_of(t) != dev:
                 return t
             return self.cross(t, src, dst, hop, self.device_of(t))
 
