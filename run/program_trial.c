@@ -5,6 +5,7 @@
  * --ballast-only, the capacity and nothing else. */
 #include "run/program.h"
 #include "run/exit.h"
+#include "run/scratch_dir.h"
 #include "run/stdin_keep.h"
 
 #include <errno.h>
@@ -68,15 +69,31 @@ int ms_program_pass(char *const *prog, const char *bridge_dir, json_t *config, c
                     size_t errlen)
 {
     if (ms_stdin_for_pass(err, errlen) != 0) return -1;   /* every pass reads the input the first did */
+    /* the program's saves go to files here (the bridge); removed after, however the program ends. Not
+     * made: the bridge makes its own, which Python's exit removes */
+    char scratch[4096];
+    if (ms_scratch_make(scratch, sizeof scratch) == 0)
+        json_object_set_new(config, "scratch_dir", json_string(scratch));
+    else
+        fprintf(stderr, "%s: warning: no folder for the pass's checkpoint files in $TMPDIR (%s)\n", label,
+                strerror(errno));
     char *cfg = json_dumps(config, JSON_COMPACT);
-    if (!cfg) return ms_errf(err, errlen, "out of memory");
-    msb_launch l = { .argv = prog, .bridge_dir = bridge_dir, .config_json = cfg, .phase = phase, .inject = inject,
-                     .stdout_to_stderr = json };
-    long long steps = json_integer_value(json_object_get(config, "steps"));
-    pass_ctx c = { .quiet = quiet, .steps_wanted = (int)steps, .label = label };
-    if (record) fprintf(record, "#\tpass %s\n", label);
-    int rc = msb_collect(&l, t, record, on_step, &c, ex, err, errlen);
-    free(cfg);
+    json_object_del(config, "scratch_dir");
+    int rc = -1;
+    if (!cfg) {
+        ms_errf(err, errlen, "out of memory");
+    } else {
+        msb_launch l = { .argv = prog, .bridge_dir = bridge_dir, .config_json = cfg, .phase = phase,
+                         .inject = inject, .stdout_to_stderr = json };
+        long long steps = json_integer_value(json_object_get(config, "steps"));
+        pass_ctx c = { .quiet = quiet, .steps_wanted = (int)steps, .label = label };
+        if (record) fprintf(record, "#\tpass %s\n", label);
+        rc = msb_collect(&l, t, record, on_step, &c, ex, err, errlen);
+        free(cfg);
+    }
+    if (scratch[0] && ms_scratch_remove(scratch) != 0)
+        fprintf(stderr, "%s: warning: could not remove %s, the pass's checkpoint files (%s)\n", label, scratch,
+                strerror(errno));
     return rc;
 }
 

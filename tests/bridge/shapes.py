@@ -65,7 +65,8 @@ Options: --steps N, --batch B, --dim D (model width), --size S (image side), --l
 --once, --device D (the GAN, ModuleDict, PINN and packed shapes: on a GPU), --vary (the
 language models: batches of 9 and 17 tokens in turn; packed: new lengths each step), --keep (the
 ModuleDict's: each step's outputs kept in a list, not detached, as a program that gathers its
-predictions for the epoch's metrics does: memory that grows step after step).
+predictions for the epoch's metrics does: memory that grows step after step), --hard-exit (ends
+with os._exit: Python's exit handlers never run, as in a program killed).
 """
 import argparse
 import copy
@@ -392,6 +393,7 @@ def main():
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--save", default=None)
+    ap.add_argument("--hard-exit", action="store_true")
     a = ap.parse_args()
     if a.device != "cpu" and s_family(a.shape) is None:
         sys.exit("shapes.py: --device %s is for the GAN, ModuleDict, PINN and packed shapes only" % a.device)
@@ -693,4 +695,9 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    if "--hard-exit" in sys.argv:       # as a program killed, or one that ends with os._exit: no atexit runs
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc or 0)
+    sys.exit(rc)

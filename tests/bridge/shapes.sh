@@ -199,6 +199,15 @@ shapes.main()" 2>/dev/null)
         n=$(grep -c "torch.save to $T/saved.pt went to a file of memsplit's own" "$T/$s.err" "$T/$s.oomerr" | grep -c ':1$')
         [ "$n" = 2 ] && [ $before = none ] && [ -s "$T/saved.pt" ] && ok "saved: the trials wrote memsplit's own file, the split's run the program's" || \
             bad "saved: the program's path" "trials that said so: $n of 2; before the split's run: $before" "$(ls -la "$T/saved.pt" 2>&1)"
+        # a program that ends inside the trial by os._exit (as one killed): no exit handler of
+        # Python's removes the trial's files; memsplit does, after the pass (run/scratch_dir.h)
+        mkdir -p "$T/tmpd"
+        TMPDIR="$T/tmpd" "$M" profile --quiet -- "$PY" "$HERE/shapes.py" --shape saved --steps 1 --save "$T/hard.pt" \
+            --hard-exit > "$T/hard.out" 2> "$T/hard.err"; rc=$?
+        left=$(find "$T/tmpd" -mindepth 1 | head -3)
+        grep -q "without the bridge seeing it end (os._exit" "$T/hard.err" && [ -z "$left" ] && [ ! -e "$T/hard.pt" ] && \
+            ok "saved: a trial ended by os._exit leaves no checkpoint file of memsplit's behind (exit $rc)" || \
+            bad "saved: after os._exit" "left: $left" "$(tail -2 "$T/hard.err")"
     fi
     if [ "$s" = snapshot ]; then      # copy.deepcopy of the placed model: the copy runs itself
         grep -q "^snapshot: its own weights yes" "$T/$s.docerr" && \

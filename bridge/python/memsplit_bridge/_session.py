@@ -1682,14 +1682,20 @@ def _diagnostic(s):
 
 def _redirect(s, how, path):
     """A diagnostic pass's save to path: the file of memsplit's own it goes
-    to instead (removed when the program ends), said once per way of saving."""
+    to instead, said once per way of saving. In a folder of this process's
+    own, inside the pass's (the config's scratch_dir, which memsplit removes
+    after the pass however the program ends: run/scratch_dir.h); removed
+    when Python exits too."""
     full = os.path.abspath(path)
     mine = s.redirects.get(full)
     if mine is None:
         if s.redirect_dir is None:
             import shutil
             import tempfile
-            s.redirect_dir = tempfile.mkdtemp(prefix="memsplit-checkpoints-")
+            scratch = s.cfg.get("scratch_dir")
+            s.redirect_dir = tempfile.mkdtemp(prefix="memsplit-checkpoints-",
+                                              dir=scratch if isinstance(scratch, str) and os.path.isdir(scratch)
+                                              else None)
             atexit.register(shutil.rmtree, s.redirect_dir, True)
         mine = os.path.join(s.redirect_dir, "%d-%s" % (len(s.redirects), os.path.basename(full) or "checkpoint"))
         s.redirects[full] = mine
