@@ -74,9 +74,12 @@ int ms_program_pass(char *const *prog, const char *bridge_dir, json_t *config, c
     char scratch[4096];
     if (ms_scratch_make(scratch, sizeof scratch) == 0)
         json_object_set_new(config, "scratch_dir", json_string(scratch));
-    else
-        fprintf(stderr, "%s: warning: no folder for the pass's checkpoint files in $TMPDIR (%s)\n", label,
-                strerror(errno));
+    else {
+        int e = errno;
+        const char *tmp = getenv("TMPDIR");
+        fprintf(stderr, "%s: warning: no folder for the pass's checkpoint files in %s (%s)\n", label,
+                tmp && *tmp ? tmp : "/tmp", strerror(e));
+    }
     char *cfg = json_dumps(config, JSON_COMPACT);
     json_object_del(config, "scratch_dir");
     int rc = -1;

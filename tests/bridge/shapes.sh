@@ -208,6 +208,13 @@ shapes.main()" 2>/dev/null)
         grep -q "without the bridge seeing it end (os._exit" "$T/hard.err" && [ -z "$left" ] && [ ! -e "$T/hard.pt" ] && \
             ok "saved: a trial ended by os._exit leaves no checkpoint file of memsplit's behind (exit $rc)" || \
             bad "saved: after os._exit" "left: $left" "$(tail -2 "$T/hard.err")"
+        # no folder can be made there: said, and the trial goes on (the bridge saves where Python's
+        # tempfile can; the program here saves nothing)
+        TMPDIR="$T/none" "$M" profile --quiet --json -- "$PY" "$HERE/shapes.py" --shape dict --steps 2 \
+            > "$T/notmp.json" 2> "$T/notmp.err"; rc=$?
+        [ $rc = 0 ] && grep -q "warning: no folder for the pass's checkpoint files in $T/none (No such file" "$T/notmp.err" && \
+            ok "saved: a \$TMPDIR where no folder can be made is said, and the profile is made (exit 0)" || \
+            bad "saved: TMPDIR unusable: exit $rc" "$(tail -2 "$T/notmp.err")"
     fi
     if [ "$s" = snapshot ]; then      # copy.deepcopy of the placed model: the copy runs itself
         grep -q "^snapshot: its own weights yes" "$T/$s.docerr" && \
