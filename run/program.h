@@ -130,6 +130,11 @@ typedef struct ms_program_device {
     int has_cats;                             /* the program sent its stage's breakdown */
     uint64_t measured_by_cat[MS_CAT_N];       /* the stage's tensors at its ledger peak, + the reserve */
     uint64_t predicted_by_cat[MS_CAT_N];
+    /* a stage alone on its GPU, measured by the device's own counters (no ledger of its
+     * activations there, so no breakdown): the caching allocator's peak and what the GPU held
+     * beyond the allocator (context, libraries), the two parts of `measured` */
+    int own_gpu;
+    uint64_t allocator_peak, beyond;
 } ms_program_device;
 
 typedef struct ms_program_run {
@@ -180,6 +185,8 @@ typedef struct ms_program_train_args {
  * when it could not be started or recorded. */
 int ms_program_train(const ms_program_train_args *a, ms_program_run *out, char *err, size_t errlen);
 void ms_program_print_devices(FILE *f, const ms_program_run *r);
+/* Each stage's measured peak from the run's last step, beside the plan's prediction (out->dev). */
+void ms_program_measure(const ms_plan *pl, const msb_trace *t, ms_program_run *out);
 json_t *ms_program_run_json(const ms_program_run *r);
 
 /* `memsplit train --plan FILE -- PROGRAM`: the plan loaded and checked,

@@ -158,7 +158,7 @@ static int64_t begin_record(const ms_program_train_args *a, const char *cfgs, ch
 }
 
 /* Per device: the highest the run reached, beside the prediction. */
-static void measure(const ms_plan *pl, const msb_trace *t, ms_program_run *out)
+void ms_program_measure(const ms_plan *pl, const msb_trace *t, ms_program_run *out)
 {
     out->n_dev = pl->n_stages;
     const msb_step *last = t->n_steps ? &t->steps[t->n_steps - 1] : NULL;
@@ -175,14 +175,20 @@ static void measure(const ms_plan *pl, const msb_trace *t, ms_program_run *out)
         int alone = 1;
         for (int o = 0; o < pl->n_stages; o++)
             if (o != s && !strcmp(pl->devices[pl->stages[o].device].name, d->name)) alone = 0;
+        d->own_gpu = 0;
         for (int k = 0; alone && last && k < last->n_device_peaks; k++)
             if (!strcmp(last->device_names[k], d->name)) {
                 tensors = last->device_peaks[k];
                 if (last->device_context[k] >= 0) beyond = (uint64_t)last->device_context[k];
+                d->own_gpu = last->device_context[k] >= 0;
             }
         d->measured = tensors ? tensors + beyond : 0;
+        d->allocator_peak = d->own_gpu ? tensors : 0;
+        d->beyond = d->own_gpu ? beyond : 0;
         memcpy(d->predicted_by_cat, st->bytes, sizeof d->predicted_by_cat);
-        d->has_cats = d->measured && last && last->stage_peak_cats && s < last->n_stage_peaks;
+        /* on its own GPU the ledger follows the parameters' tensors only: its breakdown is no
+         * breakdown of the device's peak */
+        d->has_cats = d->measured && !d->own_gpu && last && last->stage_peak_cats && s < last->n_stage_peaks;
         for (int c = 0; d->has_cats && c < MS_CAT_N; c++) d->measured_by_cat[c] = last->stage_peak_cats[s][c];
         if (d->has_cats) d->measured_by_cat[MS_CAT_RESERVE] += st->bytes[MS_CAT_RESERVE];
         d->gap = d->predicted && d->measured ? ((double)d->measured - (double)d->predicted) / (double)d->predicted : 0;
@@ -285,7 +291,7 @@ int ms_program_train(const ms_program_train_args *a, ms_program_run *out, char *
         snprintf(out->failure, sizeof out->failure, "%s", why);
         out->refused = t->refused;
     }
-    measure(pl, t, out);
+    ms_program_measure(pl, t, out);
     out->steps = t->n_steps;
     /* it loaded the checkpoint an earlier run saved after step k: its
      * steps are k + 1, ... (the earlier run keeps its own rows) */
@@ -311,6 +317,18 @@ void ms_program_print_devices(FILE *f, const ms_program_run *r)
                 ms_fmt_bytes(d->predicted, b, sizeof b), d->measured ? ms_fmt_bytes(d->measured, c, sizeof c) : "-",
                 gap);
     }
+    /* a GPU's measured peak in its two parts, each beside its prediction: errors of opposite sign
+     * can cancel in the total (docs/bridge.md, "Workspaces and libraries a split stage does not have") */
+    for (int s = 0; s < r->n_dev; s++) {
+        const ms_program_device *d = &r->dev[s];
+        if (!d->own_gpu || !d->measured) continue;
+        uint64_t res = d->predicted_by_cat[MS_CAT_RESERVE], ten = d->predicted > res ? d->predicted - res : 0;
+        char e[32];
+        fprintf(f, "  %s: the allocator's peak %s (tensors predicted %s), beyond it %s (context and libraries; "
+                "reserve predicted %s)\n", d->name, ms_fmt_bytes(d->allocator_peak, a, sizeof a),
+                ms_fmt_bytes(ten, b, sizeof b), ms_fmt_bytes(d->beyond, c, sizeof c),
+                ms_fmt_bytes(res, e, sizeof e));
+    }
 }
 
 json_t *ms_program_run_json(const ms_program_run *r)
@@ -326,6 +344,12 @@ json_t *ms_program_run_json(const ms_program_run *r)
         json_t *d = ms_run_device_row(r->dev[s].name, r->dev[s].capacity, r->dev[s].predicted, r->dev[s].measured, pred,
                                       r->dev[s].has_cats ? meas : NULL, NULL);
         json_object_set_new(d, "stage", json_integer(s));
+        /* a stage alone on its GPU: the measured peak's two parts (null elsewhere) */
+        const ms_program_device *pd = &r->dev[s];
+        json_object_set_new(d, "measured_allocator_peak_bytes",
+                            pd->own_gpu && pd->measured ? json_integer((json_int_t)pd->allocator_peak) : json_null());
+        json_object_set_new(d, "measured_beyond_allocator_bytes",
+                            pd->own_gpu && pd->measured ? json_integer((json_int_t)pd->beyond) : json_null());
         json_array_append_new(devs, d);
     }
     for (int i = 0; i < r->n_losses; i++)

@@ -237,6 +237,7 @@ realdev_case() {  # NAME LOSS_PATTERN -- PROGRAM...: doctor over cuda:0,cpu agai
     cp "$T/ru_$name.json" "$T/rd_$name.json" "$T/pr_$name.json" "$T/rd_$name.db" "$OUTD/" 2>/dev/null
     [ $rc = 0 ] && ok "realdev $name: doctor over cuda:0,cpu (exit 0)" || bad "realdev $name: exit $rc" "$(tail -6 "$T/rd_$name.err")"
     js "$T/rd_$name.json" "'  devices: ' + '; '.join('%s predicted %.1f MiB measured %s' % (x['name'], x['predicted_peak_bytes']/2**20, 'not measured' if x['measured_peak_bytes'] is None else '%.1f MiB gap %+.2f%%' % (x['measured_peak_bytes']/2**20, 100*x['gap'])) for x in d['train']['devices'])"
+    grep -E "^  cuda:[0-9]+: the allocator's peak" "$T/rd_$name.err" | sed 's/^/  /'
     local g; g=$(js "$T/rd_$name.json" "d['train']['devices'][0]['name'] == 'cuda:0' and abs(d['train']['devices'][0]['gap']) <= 0.02 and d['train']['devices'][1]['measured_peak_bytes'] is None")
     [ "$g" = True ] && ok "realdev $name: cuda:0's measured peak within 2% of the plan; the CPU stage says not measured" || \
         bad "realdev $name: peaks" "$g"
