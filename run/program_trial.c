@@ -76,9 +76,8 @@ int ms_program_pass(char *const *prog, const char *bridge_dir, json_t *config, c
         json_object_set_new(config, "scratch_dir", json_string(scratch));
     else {
         int e = errno;
-        const char *tmp = getenv("TMPDIR");
         fprintf(stderr, "%s: warning: no folder for the pass's checkpoint files in %s (%s)\n", label,
-                tmp && *tmp ? tmp : "/tmp", strerror(e));
+                ms_scratch_base(), strerror(e));
     }
     char *cfg = json_dumps(config, JSON_COMPACT);
     json_object_del(config, "scratch_dir");

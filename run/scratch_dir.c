@@ -8,11 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ms_scratch_make(char *out, size_t len)
+const char *ms_scratch_base(void)
 {
     const char *tmp = getenv("TMPDIR");
-    if (!tmp || !*tmp) tmp = "/tmp";
-    int n = snprintf(out, len, "%s/memsplit-checkpoints-XXXXXX", tmp);
+    return tmp && *tmp ? tmp : "/tmp";
+}
+
+int ms_scratch_make(char *out, size_t len)
+{
+    int n = snprintf(out, len, "%s/memsplit-checkpoints-XXXXXX", ms_scratch_base());
     if (n < 0 || (size_t)n >= len) {
         if (len) out[0] = '\0';
         errno = ENAMETOOLONG;

@@ -7,8 +7,9 @@
  * folder is made here before the pass and removed here after it, however
  * the program ended.
  *
- * Contract: ms_scratch_make(out, len): a new folder, mode 0700, in $TMPDIR
- * (else /tmp), named memsplit-checkpoints-XXXXXX; 0, or -1 with errno.
+ * Contract: ms_scratch_base(): where the folders go, $TMPDIR (else /tmp).
+ * ms_scratch_make(out, len): a new folder, mode 0700, there, named
+ * memsplit-checkpoints-XXXXXX; 0, or -1 with errno.
  * ms_scratch_remove(dir): the folder and all in it (symbolic links removed,
  * never followed); 0, or -1 with errno of the first thing it could not
  * remove. */
@@ -17,6 +18,7 @@
 
 #include <stddef.h>
 
+const char *ms_scratch_base(void);
 int ms_scratch_make(char *out, size_t len);
 int ms_scratch_remove(const char *dir);
 
