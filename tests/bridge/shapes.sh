@@ -266,6 +266,33 @@ if [ -s "$T/dict.json" ]; then
         bad "dict: its steps keep nothing, and the trial says they do" "$(js "$T/dict.json" "d['program']['warnings']")";;
     *) ok "dict: no warning of memory that grew: its steps keep nothing";; esac
 fi
+# an operator's workspace (what cuDNN takes inside an LSTM or a convolution and gives back before
+# it returns: no output; docs/bridge.md, "Workspaces"): on a GPU the allocator's peak during the
+# operator says it; here its stand-in (MEMSPLIT_BRIDGE_TEST_WORKSPACE) says every matrix product
+# took 128 KiB inside itself, and everything from the ledger on runs as on a GPU
+if [ -s "$T/dict.json" ]; then
+    WS="mm=131072,addmm=131072"; PD=("$PY" "$HERE/shapes.py" --shape dict --steps 4)
+    MEMSPLIT_BRIDGE_TEST_WORKSPACE=$WS "$M" profile --quiet --json --no-record-pass -- "${PD[@]}" > "$T/ws.json" 2> "$T/ws.err"
+    MEMSPLIT_BRIDGE_TEST_WORKSPACE=$WS MEMSPLIT_RECORD=allocator "$M" profile --quiet --json --no-record-pass -- "${PD[@]}" \
+        > "$T/ws.rec.json" 2>> "$T/ws.err"
+    p0=$(js "$T/dict.json" "d['peak_bytes']"); pw=$(js "$T/ws.json" "d['peak_bytes']")
+    d=$("$PY" "$HERE/same_profile.py" "$T/ws.json" "$T/ws.rec.json")
+    [ -n "$d" ] || [ "$pw" -le "$p0" ] 2>/dev/null || [ "$pw" -gt $((p0 + 131072)) ] && \
+        bad "workspace: the trial's peak $pw against $p0 without the workspace (128 KiB above at most)" "$d" "$(tail -2 "$T/ws.err")" || \
+        ok "workspace: the trial counts it ($p0 to $pw bytes), the allocator's record as the per-operator trace"
+    cw=$(js "$T/ws.json" "int(d['peak_bytes'] * 0.7)")
+    MEMSPLIT_BRIDGE_TEST_WORKSPACE=$WS "$M" doctor --gpus 2 --gpu-mem "$cw" --db "$T/ws.db" --json -- "${PD[@]}" \
+        > "$T/ws.doc" 2> "$T/ws.docerr"; rc=$?
+    js "$T/ws.doc" "json.dumps(d['plan'])" > "$T/ws.plan.json"
+    # the same plan without the stand-in: the stage whose peak a workspace makes measures below its prediction
+    "$M" train --plan "$T/ws.plan.json" --json -- "${PD[@]}" > "$T/ws.tr" 2> "$T/ws.trerr"
+    g=$(js "$T/ws.doc" "', '.join('%+.2f%%' % (100 * x['gap']) for x in d['train']['devices'])")
+    g0=$(js "$T/ws.tr" "', '.join('%+.2f%%' % (100 * x['gap']) for x in d['devices'])")
+    [ $rc = 0 ] && [ "$(js "$T/ws.doc" "all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")" = True ] && \
+        [ "$(js "$T/ws.tr" "min(x['gap'] for x in d['devices']) < -0.02")" = True ] && \
+        ok "workspace: doctor over two CPU devices predicts it ($g; the same plan without it: $g0)" || \
+        bad "workspace: doctor (exit $rc)" "with it: $g" "without: $g0" "$(tail -3 "$T/ws.docerr")"
+fi
 # a GAN: two models, two optimizers; a trial step is a whole iteration (the
 # discriminator's step, then the generator's), so two steps let the program
 # print its first iteration's loss and stop inside its second

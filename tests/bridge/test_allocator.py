@@ -4,7 +4,9 @@ and how it turns the allocator's trace into the record's rows. The CPU has
 no caching allocator, so this is the only run its code gets off a GPU
 (tests/gpu/bridge.sh runs it for real). Then the record above the source
 (_history.Record): which layer each of the optimizer phase's new tensors
-is, when the allocator gives an address out again.
+is, when the allocator gives an address out again. And the dispatch
+tracker's count of an operator's workspace (_track.Workspace) over a
+stand-in for the allocator's counters.
 
 Run: /usr/bin/python3 tests/bridge/test_allocator.py
 """
@@ -15,7 +17,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bridge", "python"))
 
-from memsplit_bridge import _history  # noqa: E402
+from memsplit_bridge import _history, _track  # noqa: E402
 
 
 class Memory:
@@ -223,6 +225,70 @@ class OptimizerTemporaries(unittest.TestCase):
     def test_tags_carry_the_interval(self):
         self.assertEqual([_history._tag_seq(t) for t in ("12", "12.3", "", "x")], [12, 12, 0, 0])
         self.assertEqual([_history._tag_op(t) for t in ("12", "12.3", "", "7.x")], [0, 3, 0, 0])
+
+
+class Counters:
+    """The caching allocator's allocated and reserved counters, as
+    torch._C._cuda_memoryStats nests them, and its peak reset."""
+
+    def __init__(self):
+        self.a = self.a_peak = self.r = self.r_peak = 0
+        self.devices = []
+
+    def alloc(self, n, reserve=0):
+        self.a += n
+        self.r += reserve
+        self.a_peak, self.r_peak = max(self.a_peak, self.a), max(self.r_peak, self.r)
+
+    def stats(self, device):
+        self.devices.append(device)
+        return {"allocated_bytes": {"all": {"current": self.a, "peak": self.a_peak}},
+                "reserved_bytes": {"all": {"current": self.r, "peak": self.r_peak}}}
+
+    def reset(self, device):
+        self.devices.append(device)
+        self.a_peak, self.r_peak = self.a, self.r
+
+
+class GpuSession:
+    def __init__(self, counters):
+        self.real = {"nested_stats": counters.stats, "reset_peaks": counters.reset}
+        self.dev_index = 1
+        self.peaks = [0, 0]
+
+
+class OperatorWorkspace(unittest.TestCase):
+    def test_what_an_operator_gives_back_inside_itself(self):
+        c = Counters()
+        c.alloc(1000, 4096)                   # the program's tensors before
+        s = GpuSession(c)
+        w = _track.Workspace(s)
+        w.begin("lstm")
+        c.alloc(300)                          # its output
+        c.alloc(2000, 2048)                   # its workspace, the segment it took
+        c.alloc(-2000)                        # given back before it returns
+        self.assertEqual(w.end("lstm"), 2000)
+        self.assertEqual(s.peaks, [3300, 6144])     # the program's own peaks know it
+        w.begin("add")
+        c.alloc(300)
+        self.assertEqual(w.end("add"), 0)            # an output alone: nothing inside
+        # made and freed between two operators, outside the dispatcher (none of torch's own
+        # allocations are): no operator's, and its peak is not counted (Workspace's limit)
+        c.alloc(5000)
+        c.alloc(-5000)
+        w.begin("mul")
+        self.assertEqual(w.end("mul"), 0)
+        self.assertEqual(set(c.devices), {1})        # the session's GPU's counters
+        # the highest peaks since the last transition read them (Session.stats), then anew
+        self.assertEqual(w.interval(), (3300, 6144))
+        self.assertEqual(w.interval(), (0, 0))
+
+    def test_the_tests_stand_in(self):
+        w = _track.TestWorkspace("mm=4096, addmm=512")
+        mm = type("op", (), {"__name__": "mm.default"})()
+        relu = type("op", (), {"__name__": "relu.default"})()
+        w.begin(mm)
+        self.assertEqual((w.end(mm), w.end(relu), w.interval()), (4096, 0, (0, 0)))
 
 
 if __name__ == "__main__":

@@ -238,8 +238,14 @@ realdev_case() {  # NAME LOSS_PATTERN -- PROGRAM...: doctor over cuda:0,cpu agai
     [ $rc = 0 ] && ok "realdev $name: doctor over cuda:0,cpu (exit 0)" || bad "realdev $name: exit $rc" "$(tail -6 "$T/rd_$name.err")"
     js "$T/rd_$name.json" "'  devices: ' + '; '.join('%s predicted %.1f MiB measured %s' % (x['name'], x['predicted_peak_bytes']/2**20, 'not measured' if x['measured_peak_bytes'] is None else '%.1f MiB gap %+.2f%%' % (x['measured_peak_bytes']/2**20, 100*x['gap'])) for x in d['train']['devices'])"
     grep -E "^  cuda:[0-9]+: the allocator's peak" "$T/rd_$name.err" | sed 's/^/  /'
-    local g; g=$(js "$T/rd_$name.json" "d['train']['devices'][0]['name'] == 'cuda:0' and abs(d['train']['devices'][0]['gap']) <= 0.02 and d['train']['devices'][1]['measured_peak_bytes'] is None")
-    [ "$g" = True ] && ok "realdev $name: cuda:0's measured peak within 2% of the plan; the CPU stage says not measured" || \
+    # cuda:0 alone on its GPU: its peak in two parts, each held to its own prediction. The tensors
+    # (the allocator's peak) within 2%; beyond the allocator (the context, the libraries its layers
+    # loaded) at most the trial's reserve: a stage whose layers load fewer libraries than the whole
+    # program holds less there (realdev packed: no cuBLAS on cuda:0, 200 MB less, an H100 of
+    # 2026-12-06), and that part of the prediction is the whole GPU's, on the safe side (docs/bridge.md,
+    # "Workspaces and libraries a split stage does not have")
+    local g; g=$(js "$T/rd_$name.json" "(lambda x: x['name'] == 'cuda:0' and abs(x['measured_allocator_peak_bytes'] / (x['predicted_peak_bytes'] - x['predicted_by_category']['reserve']) - 1) <= 0.02 and x['measured_beyond_allocator_bytes'] <= x['predicted_by_category']['reserve'])(d['train']['devices'][0]) and d['train']['devices'][1]['measured_peak_bytes'] is None")
+    [ "$g" = True ] && ok "realdev $name: cuda:0's tensors within 2% of the plan, beyond them no more than its reserve; the CPU stage says not measured" || \
         bad "realdev $name: peaks" "$g"
     local a b; a=$(js "$T/rd_$name.json" "' '.join('%.6f' % x for x in d['train']['losses'])")
     b=$(grep -oE "$pat" "$T/rp_$name.out" | awk '{print $4}' | paste -sd' ' -)

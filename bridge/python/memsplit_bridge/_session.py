@@ -146,7 +146,12 @@ class Session:
         # (about 140 us a call on the H200, 12 us this way), at every transition
         st = self.real["nested_stats"](self.dev_index)
         a, r = st.get("allocated_bytes", {}).get("all", {}), st.get("reserved_bytes", {}).get("all", {})
-        out = (a.get("current", 0), a.get("peak", 0), r.get("current", 0), r.get("peak", 0))
+        peak, rpeak = a.get("peak", 0), r.get("peak", 0)
+        if self.tracker is not None:
+            # the tracker resets the peaks around every operator to see its workspace (_track.Workspace)
+            op_peak, op_rpeak = self.tracker.interval_peaks()
+            peak, rpeak = max(peak, op_peak), max(rpeak, op_rpeak)
+        out = (a.get("current", 0), peak, r.get("current", 0), rpeak)
         self.peaks[0] = max(self.peaks[0], out[1])
         self.peaks[1] = max(self.peaks[1], out[3])
         self.real["reset_peaks"](self.dev_index)

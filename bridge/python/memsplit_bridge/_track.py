@@ -8,6 +8,11 @@ frees and allocations, and every peak, is exact; the newest on a GPU, where
 the caching allocator's own counters give the exact totals, and all of them
 at every layer transition). A refusal by the ledger's cap becomes
 torch.cuda.OutOfMemoryError raised from the operator that crossed it.
+
+What an operator takes and gives back inside itself (cuDNN's workspace of
+an LSTM or a convolution) is no output: on a GPU the caching allocator's
+peak during the operator, less its count after, says it, and the ledger
+counts it as a transient of the operator's stage and layer (Workspace).
 """
 import os
 import threading
@@ -16,6 +21,71 @@ from ._history import optimizer_sources
 from ._lib import CAT, PH_BACKWARD, PH_INIT
 
 _GPU_RECENT = 64     # storages checked at each allocation on a GPU
+# the ledger key of an operator's workspace: allocated and freed at once, never a storage's
+# address (address 1 is in the page no process maps)
+_WORKSPACE_KEY = 1
+
+
+class Workspace:
+    """The bytes an operator took from the GPU's caching allocator and gave
+    back before it returned: the allocator's peak since begin() (which
+    resets it) less its count at end(). Reading it resets the peaks the
+    session reads at each transition (Session.stats), so end() keeps the
+    highest seen since the last transition (interval()) and the program's
+    own view of its peaks (Session.peaks) up to date. One GPU: the
+    session's root device, where the tracker's stages are (virtual
+    devices, the record pass). Two C calls an operator. Not counted:
+    what is made and freed between two operators outside the dispatcher
+    (none of torch's operators), and, while another thread of the
+    program runs an operator on the same GPU at the same moment, which of
+    the two took it."""
+
+    def __init__(self, session):
+        self.s = session
+        self.stats, self.reset = session.real["nested_stats"], session.real["reset_peaks"]
+        self.peak = self.rpeak = 0
+
+    def begin(self, func):
+        self.reset(self.s.dev_index)
+
+    def end(self, func):
+        st = self.stats(self.s.dev_index)
+        a, r = st.get("allocated_bytes", {}).get("all", {}), st.get("reserved_bytes", {}).get("all", {})
+        peak, rpeak = a.get("peak", 0), r.get("peak", 0)
+        self.peak, self.rpeak = max(self.peak, peak), max(self.rpeak, rpeak)
+        p = self.s.peaks
+        p[0], p[1] = max(p[0], peak), max(p[1], rpeak)
+        return max(0, peak - a.get("current", 0))
+
+    def interval(self):
+        """The highest peaks since the last call: (allocated, reserved)."""
+        out = self.peak, self.rpeak
+        self.peak = self.rpeak = 0
+        return out
+
+
+class TestWorkspace:
+    """A stand-in for Workspace where there is no allocator to read (the
+    CPU): MEMSPLIT_BRIDGE_TEST_WORKSPACE="OP=BYTES[,OP=BYTES]" says that
+    each call of operator OP (its overload's name, aten's mm.default: "mm")
+    took BYTES inside itself. Everything from the ledger on runs as on a
+    GPU."""
+
+    def __init__(self, spec):
+        self.bytes = {}
+        for item in spec.split(","):
+            name, _, n = item.partition("=")
+            self.bytes[name.strip()] = int(n)
+
+    def begin(self, func):
+        pass
+
+    def end(self, func):
+        name = getattr(func, "__name__", "").split(".")[0]
+        return self.bytes.get(name, 0)
+
+    def interval(self):
+        return 0, 0
 
 
 class Tracker:
@@ -35,6 +105,11 @@ class Tracker:
         # the allocator's record on the CPU (_history.Emulated): storages go to it as the GPU's
         # allocator would report them, and the record makes the ledger's events from them
         self.emulate = None
+        # what an operator takes and gives back inside itself (Workspace): on a GPU, once the
+        # session knows its device; on the CPU only the tests' stand-in (TestWorkspace)
+        self.workspace = None
+        spec = os.environ.get("MEMSPLIT_BRIDGE_TEST_WORKSPACE")
+        self.test_workspace = TestWorkspace(spec) if spec else None
 
     def storage_of(self, t):
         try:
@@ -100,10 +175,66 @@ class Tracker:
             return None
         return s.record.op_begins()
 
-    def seen(self, func, args, out, n=None, kwargs=None):
+    def workspace_begins(self, func):
+        """Before an operator: the counter that will say what it takes
+        inside itself, or None (not counted: no GPU yet, a CPU program,
+        the allocator's record, another process)."""
+        s = self.s
+        if not s.on or os.getpid() != self.pid:
+            return None
+        w = self.test_workspace
+        if w is None and s.cuda and self.emulate is None:
+            if self.workspace is None:
+                self.workspace = Workspace(s)
+            w = self.workspace
+        if w is not None:
+            w.begin(func)
+        return w
+
+    def interval_peaks(self):
+        """The allocator's highest peaks since the last transition that
+        the operators' counting reset: (allocated, reserved), 0s without."""
+        return self.workspace.interval() if self.workspace is not None else (0, 0)
+
+    def seen(self, func, args, out, n=None, kwargs=None, w=None):
         s = self.s
         if not s.on or os.getpid() != self.pid:
             return
+        inside = w.end(func) if w is not None else 0
+        self.outputs(func, args, out, n, kwargs)
+        if inside:
+            self.took_inside(func, args, inside)
+
+    def took_inside(self, func, args, nbytes):
+        """An operator took nbytes and gave them back before it returned:
+        allocated and freed at once, after its outputs, as a transient of
+        its layer on the stage it ran on (where its inputs are on virtual
+        devices, as on two GPUs): the ledger's peak is then the allocator's
+        during the operator, and a cap refuses it as a GPU would."""
+        if self.emulate is not None:     # as the GPU's allocator reports a workspace: made and freed
+            self.emulate.alloc(_WORKSPACE_KEY, nbytes)
+            self.emulate.free(_WORKSPACE_KEY, nbytes)
+            return
+        s = self.s
+        ap = s.applier
+        dev, layer = 0, s.layer
+        if s.phase == 3:       # the optimizer's: with the parameter it works on, as its outputs are
+            layer = next((x for x in (self.source_layer(k) for k in self.input_keys(args)) if x is not None),
+                         layer)
+        if ap is not None:
+            # outside every placed module on virtual devices (backward, the optimizer, between
+            # steps), where its inputs are, as on two GPUs; inside one, that module's stage
+            dev = self.input_device(args) if ap.virtual and not ap.exec else None
+            if dev is None:
+                dev = ap.stage_now()
+        rc = self.lib.alloc(dev, _WORKSPACE_KEY, nbytes, CAT["transient"], layer)
+        if rc == 0:
+            self.lib.free(_WORKSPACE_KEY)
+        elif rc == 1:
+            self.refused(func, nbytes, dev if ap is not None else None)
+
+    def outputs(self, func, args, out, n, kwargs):
+        s = self.s
         outs = out if isinstance(out, (tuple, list)) else (out,)
         swept = False
         if self.emulate is not None and s.phase == 3 and n is not None:
@@ -152,15 +283,31 @@ class Tracker:
                 d = None
                 if s.applier is not None:
                     d = dev if dev is not None else s.applier.ledger_device(t)
-                s.oom(b, "cap", "", stage=d)
-                cap = int(s.cfg.get("capacity", 0))
-                where = ""
-                if s.applier is not None:
-                    cap = int(s.applier.stages[d].get("capacity") or 0)
-                    where = " of stage %d (%s), less the device's reserve," % (d, s.applier.devices[d])
-                raise self.torch.cuda.OutOfMemoryError(
-                    "CUDA out of memory (memsplit: the emulated capacity%s of %d bytes is reached). Tried to "
-                    "allocate %d bytes in %s." % (where, cap, b, _func_name(func)))
+                self.refused(func, b, d)
+
+    def refused(self, func, b, d):
+        """The ledger's cap refused b bytes on stage d (None: no plan): the
+        OOM as the program would meet it on a GPU of that size."""
+        s = self.s
+        s.oom(b, "cap", "", stage=d)
+        cap = int(s.cfg.get("capacity", 0))
+        where = ""
+        if s.applier is not None:
+            cap = int(s.applier.stages[d].get("capacity") or 0)
+            where = " of stage %d (%s), less the device's reserve," % (d, s.applier.devices[d])
+        raise self.torch.cuda.OutOfMemoryError(
+            "CUDA out of memory (memsplit: the emulated capacity%s of %d bytes is reached). Tried to "
+            "allocate %d bytes in %s." % (where, cap, b, _func_name(func)))
+
+    def input_keys(self, args):
+        """The storage keys of an operator's tensor inputs on the tracked
+        device, in order (a list argument's in its order)."""
+        for a in args:
+            for t in (a if isinstance(a, (list, tuple)) else (a,)):
+                if isinstance(t, self.torch.Tensor) and t.device.type == self.s.track_type:
+                    _, key, _ = self.storage_of(t)
+                    if key:
+                        yield key
 
     def input_device(self, args):
         """On virtual devices, the ledger device of an operator's first input
@@ -168,13 +315,10 @@ class Tracker:
         as on two GPUs (a tied lm_head's, and the loss it feeds, on its
         weight's stage, whichever layer's backward the program is in). None
         when no input is known (then the layer's stage)."""
-        for a in args:
-            for t in (a if isinstance(a, (list, tuple)) else (a,)):
-                if isinstance(t, self.torch.Tensor) and t.device.type == self.s.track_type:
-                    _, key, _ = self.storage_of(t)
-                    d = self.lib.owner_device(key) if key else None
-                    if d is not None:
-                        return d
+        for key in self.input_keys(args):
+            d = self.lib.owner_device(key)
+            if d is not None:
+                return d
         return None
 
     def optimizer_owners(self, args, n_out):
@@ -243,9 +387,10 @@ def start(torch, session):
             if ap is not None:
                 ap.check_inputs(func, args, kwargs)
             n = tracker.op_begins()
+            w = tracker.workspace_begins(func)
             out = func(*args, **(kwargs or {}))
             with tracker.lock:
-                tracker.seen(func, args, out, n, kwargs)
+                tracker.seen(func, args, out, n, kwargs, w)
             return out
 
     mode = _Mode()
