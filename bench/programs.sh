@@ -10,6 +10,13 @@
 #   trace     memsplit profile --steps N, the tensor-level trace (target ≤ 25%)
 #   plan      memsplit train --plan P, a one-stage plan on one real device made
 #             by memsplit plan --gpus 1 from the trace run's profile (target ≤ 2%)
+#   split2    (not in the default modes; needs two GPUs) memsplit train --plan P
+#             with a two-stage plan over cuda:0 and cuda:1, made from the trace
+#             run's profile with each GPU's capacity at the reserve plus 75% of
+#             the tensors' peak, so that one GPU cannot hold it: the step time
+#             of the program split over two real GPUs against the same program
+#             alone on one, and each GPU's peak against its prediction (no
+#             target: the sequential schedule adds the crossings' copies)
 # The overhead is the median of steps 4..N-2 (the steps every run has: a
 # profile stops inside step N-1) against the alone run's; the first-step
 # cost is step 0's ms against the alone run's step 0. The four runs are made
@@ -33,7 +40,8 @@
 #                          word-split; --steps N is appended. Overrides the
 #                          built-in ones, and names new ones
 #   BENCH_PROGRAM_STEPS    the program's steps, and the profile's (16)
-#   BENCH_PROGRAM_MODES    which runs ("alone diagnose trace plan")
+#   BENCH_PROGRAM_MODES    which runs ("alone diagnose trace plan"; split2 too
+#                          on a machine of two GPUs)
 #   BENCH_PROGRAM_ROUNDS   how many times each (2)
 #   BENCH_PROGRAM_RUN_S    one run's cap in seconds (150)
 #   BENCH_PROGRAM_WARMUP   1 (the default): each program first runs alone for
@@ -41,6 +49,8 @@
 #                          on the machine to load its files and kernels (on an
 #                          H100 a program's first run paid 2 to 3.4 times the
 #                          later runs' step 0, memsplit's or not); 0: none
+#   BENCH_SPLIT_DEVICES    split2's two devices (cuda:0,cuda:1; cpu,cpu runs the
+#                          mode on the CPU, for a test of the script itself)
 #   BENCH_BUDGET_S         seconds for the whole call (540): each run gets at
 #                          most what is left, so a hang cannot eat the call
 set -u -o pipefail
@@ -131,6 +141,42 @@ make_plan() {
     return 1
 }
 
+# the split2 mode's devices: two GPUs; BENCH_SPLIT_DEVICES=cpu,cpu runs the same mode on the CPU
+SPLIT_DEVICES=${BENCH_SPLIT_DEVICES:-cuda:0,cuda:1}
+# make_split NAME: $RAW/NAME.split2.json, a two-stage plan over cuda:0 and cuda:1 from a profile
+# of NAME of its own, each GPU too small for the whole program; 1 when there is none (said
+# once, NAME.nosplit kept): fewer than two GPUs, no profile, or no such plan
+make_split() {
+    [ -e "$RAW/$1.split2.json" ] && return 0
+    [ -e "$RAW/$1.nosplit" ] && return 1
+    local prof="$RAW/$1.split2prof.out" cap why="" P
+    if [ "$SPLIT_DEVICES" = cuda:0,cuda:1 ] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 2 ]; then
+        why="this machine has fewer than two GPUs"
+    else
+        # a profile of its own, with the record pass (the timed trace runs have none), so that each
+        # stage's prediction comes from the program's record, as doctor's do
+        mapfile -t P <<<"${CMD[$1]}"
+        run "$1.split2prof" "$MS" profile --json --quiet --steps 3 -- "${P[@]}" --steps 4 || why="its profile failed"
+    fi
+    if [ -n "$why" ]; then
+        :
+    else
+        cap=$("$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); r=d['reserve_bytes']; print(int(r + 0.75 * (d['peak_bytes'] - r)))" \
+            "$prof" 2>/dev/null)
+        if [ -n "$cap" ] && "$MS" plan --profile "$prof" --gpus 2 --devices "$SPLIT_DEVICES" --gpu-mem "$cap" \
+            -o "$RAW/$1.split2.json" >"$RAW/$1.split2.txt" 2>&1; then
+            [ "$("$PY" -c "import json,sys; print(len(json.load(open(sys.argv[1]))['stages']))" "$RAW/$1.split2.json")" = 2 ] && return 0
+            why="the plan has not two stages"
+        else
+            why="memsplit plan failed: $(tail -n 2 "$RAW/$1.split2.txt" 2>/dev/null | tr '\n' ' ')"
+        fi
+        rm -f "$RAW/$1.split2.json"
+    fi
+    echo "bench/programs: $1: no split over two GPUs: $why" >&2
+    echo "$why" >"$RAW/$1.nosplit"
+    return 1
+}
+
 : >"$RAW/list.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$RAW/gpu.txt" 2>/dev/null || : >"$RAW/gpu.txt"
 NAMES=()
@@ -174,17 +220,28 @@ for ((R = 1; R <= ROUNDS; R++)); do
                     echo "noplan 0" >"$RAW/$NAME.plan.$R.rc"
                 fi
                 ;;
+            split2)
+                if make_split "$NAME"; then
+                    run "$NAME.split2.$R" "$MS" train --plan "$RAW/$NAME.split2.json" --json --quiet -- "${P[@]}"
+                else
+                    echo "no split: $(cat "$RAW/$NAME.nosplit")" >"$RAW/$NAME.split2.$R.log"
+                    # one GPU: a mode this machine cannot run, not a failure
+                    how=nosplit; grep -q "fewer than two GPUs" "$RAW/$NAME.nosplit" && how=skipped
+                    echo "$how 0" >"$RAW/$NAME.split2.$R.rc"
+                fi
+                ;;
             esac
         done
     done
 done
 echo "bench/programs: the runs took $((SECONDS - START)) s of the ${BUDGET} s budget" >&2
 
-"$PY" - "$RAW" "$OUTDIR/programs.json" "$STEPS" "$MODES" "$ROUNDS" "$WARMUP" <<'EOF'
+"$PY" - "$RAW" "$OUTDIR/programs.json" "$STEPS" "$MODES" "$ROUNDS" "$WARMUP" "$SPLIT_DEVICES" <<'EOF'
 import json, os, re, statistics, sys
 
 raw, out, steps, modes, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(), int(sys.argv[5])
 warmup = sys.argv[6] == "1"
+split_devices = sys.argv[7]
 TARGET = {"diagnose": 3.0, "trace": 25.0, "plan": 2.0}
 LINE = re.compile(r"^step (\d+) loss (\S+) ms ([0-9]+(?:\.[0-9]*)?)")
 lo, hi = 4, steps - 2                       # a profile's last printed step is N-2
@@ -203,6 +260,12 @@ def read(name, mode, rnd):
                 if m:   # a step printed twice (a restart) counts its last time
                     r["steps"][int(m.group(1))] = float(m.group(3))
                     r["losses"][int(m.group(1))] = m.group(2)
+    if mode == "split2" and os.path.exists(p + ".out"):
+        try:        # memsplit train --json: each GPU's peak against its prediction
+            r["devices"] = [{k: x.get(k) for k in ("name", "predicted_peak_bytes", "measured_peak_bytes", "gap")}
+                            for x in json.load(open(p + ".out")).get("devices", [])]
+        except (ValueError, OSError, AttributeError):
+            r["devices"] = None
     timed = [ms for s, ms in r["steps"].items() if lo <= s <= hi]
     r["timed_steps"] = len(timed)
     r["median_ms"] = statistics.median(timed) if timed else None
@@ -230,6 +293,9 @@ for row in open(os.path.join(raw, "list.txt")):
     for m, r in runs.items():
         r["target_pct"] = TARGET.get(m)
         r["overhead_pct"] = r["first_step_extra_ms"] = r["met"] = None
+        if r["rc"] == "skipped":
+            lines.append("%-10s %-8s skipped: %s" % (name, m, open(r["log"]).read().strip()))
+            continue
         if r["median_ms"] is None:
             why = "no step lines" if not r["steps"] else "no step in %d..%d" % (lo, hi)
             r["error"] = "%s (exit %s; %s)" % (why, r["rc"], r["log"])
@@ -241,6 +307,13 @@ for row in open(os.path.join(raw, "list.txt")):
         r["overhead_pct"] = 100.0 * (r["median_ms"] / base["median_ms"] - 1)
         if r["step0_ms"] is not None and base["step0_ms"] is not None:
             r["first_step_extra_ms"] = r["step0_ms"] - base["step0_ms"]
+        if m == "split2":
+            devs = "; ".join("%s predicted %.1f MiB, measured %s" % (
+                x["name"], (x["predicted_peak_bytes"] or 0) / 2**20, "-" if x["measured_peak_bytes"] is None else
+                "%.1f MiB (%+.2f%%)" % (x["measured_peak_bytes"] / 2**20, 100 * (x["gap"] or 0)))
+                for x in r.get("devices") or [])
+            lines.append("%s split2: over %s %.2f ms a step against %.2f ms alone on one (%+.1f%%); %s" % (
+                name, split_devices, r["median_ms"], base["median_ms"], r["overhead_pct"], devs or "no devices"))
         if r["target_pct"] is not None:
             r["met"] = r["overhead_pct"] <= r["target_pct"]
             lines.append("%s %s overhead %+.1f%% (target ≤ %g%%) %s" % (name, m, r["overhead_pct"], r["target_pct"],

@@ -107,6 +107,23 @@ if check "bench/bridge_cost.py runs whole iterations through the bridge" 0 "" --
     else bad "bench/bridge_cost.py: no bridge time or transitions" "$(tail -4 "$T/out")"; fi
 fi
 check "bench/gpu_idle.py's accounting (tests/bridge/test_gpu_idle.py)" 0 "" -- "$PY" "$HERE/test_gpu_idle.py"
+# bench/programs.sh's split2 mode (a program over two GPUs against it alone on one): on two CPU
+# devices, the same script; with its default devices on a machine of no two GPUs, skipped, said
+TINY="$PY $HERE/ref_model.py --blocks 2 --dim 64 --heads 2 --seq 32 --batch 2 --vocab 128"
+for dv in cpu,cpu ""; do
+    OUT="$T/pb$dv" BENCH_SPLIT_DEVICES=$dv BENCH_PROGRAM_TINY="$TINY" BENCH_PROGRAM_LIST=tiny PYTHON="$PY" \
+        BENCH_PROGRAM_MODES="alone split2" BENCH_PROGRAM_ROUNDS=1 BENCH_PROGRAM_STEPS=8 BENCH_PROGRAM_WARMUP=0 \
+        timeout 300 bash "$HERE/../../bench/programs.sh" "$M" > "$T/pb.out" 2>&1; rc=$?
+    if [ -n "$dv" ]; then
+        grep -qE "^tiny split2: over cpu,cpu [0-9.]+ ms a step against [0-9.]+ ms alone on one \([-+][0-9.]+%\); cpu predicted [0-9.]+ MiB, measured [0-9.]+ MiB \([-+]0\.[0-9]+%\); cpu predicted" "$T/pb.out" && [ $rc = 0 ] && \
+            ok "bench/programs.sh split2 on two CPU devices: the step time against the program alone, each stage within 1%" || \
+            bad "bench/programs.sh split2 on two CPU devices (exit $rc)" "$(tail -4 "$T/pb.out")"
+    elif [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 2 ]; then
+        grep -q "^tiny       split2   skipped: no split: this machine has fewer than two GPUs" "$T/pb.out" && [ $rc = 0 ] && \
+            ok "bench/programs.sh split2 with one GPU or none: skipped, and said" || \
+            bad "bench/programs.sh split2 on one GPU (exit $rc)" "$(tail -4 "$T/pb.out")"
+    fi
+done
 check "--no-cupti (nothing to leave out on the CPU)" 0 "" -- "$M" profile --quiet --no-cupti -- "$PY" "$MODELS" --model seq
 
 # ---- bad input -----------------------------------------------------------
