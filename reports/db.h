@@ -165,6 +165,11 @@ typedef struct ms_device_peak {
     uint64_t measured_peak;
     uint64_t measured_by_cat[MS_CAT_N];
     uint64_t predicted_by_cat[MS_CAT_N];   /* all zero: no prediction */
+    /* a program's stage alone on its GPU: measured_peak in its two parts,
+     * the caching allocator's peak and what the GPU held beyond it (the
+     * context, the libraries); has_parts 0 for every other device */
+    int has_parts;
+    uint64_t allocator_peak, beyond_allocator;
 } ms_device_peak;
 
 /* Records (or replaces) a device's peak for the run. */

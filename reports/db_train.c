@@ -166,7 +166,8 @@ int ms_db_add_device_peak(ms_db *db, int64_t run, const ms_device_peak *d)
     int ret = dbi_begin(db);
     sqlite3_stmt *st = ret == 0 ? dbi_prepare(db,
         "INSERT OR REPLACE INTO device_peaks (run_id, device, name, capacity, predicted_peak, measured_peak,"
-        " measured_by_cat, predicted_by_cat) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)") : NULL;
+        " measured_by_cat, predicted_by_cat, allocator_peak, beyond_allocator)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)") : NULL;
     if (ret == 0 && !st) { dbi_rollback(db); ret = -1; }
     if (st) {
         sqlite3_bind_int64(st, 1, run);
@@ -177,6 +178,13 @@ int ms_db_add_device_peak(ms_db *db, int64_t run, const ms_device_peak *d)
         dbi_bind_u64(st, 6, d->measured_peak);
         dbi_bind_text(st, 7, measured);
         dbi_bind_text(st, 8, predicted);
+        if (d->has_parts) {
+            dbi_bind_u64(st, 9, d->allocator_peak);
+            dbi_bind_u64(st, 10, d->beyond_allocator);
+        } else {
+            sqlite3_bind_null(st, 9);
+            sqlite3_bind_null(st, 10);
+        }
         ret = insert_one(db, st, run, "cannot add the device peak") < 0 ? -1 : 0;
     }
     free(measured);
@@ -189,7 +197,7 @@ int ms_db_list_device_peaks(ms_db *db, int64_t run, int (*cb)(const ms_device_pe
     if (!db || !cb) return -1;
     sqlite3_stmt *st = dbi_prepare(db,
         "SELECT device, name, capacity, coalesce(predicted_peak, 0), measured_peak, measured_by_cat,"
-        " predicted_by_cat FROM device_peaks WHERE run_id = ?1 ORDER BY device");
+        " predicted_by_cat, allocator_peak, beyond_allocator FROM device_peaks WHERE run_id = ?1 ORDER BY device");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, run);
     int rc;
@@ -204,6 +212,11 @@ int ms_db_list_device_peaks(ms_db *db, int64_t run, int (*cb)(const ms_device_pe
         /* An unreadable breakdown leaves zeros: the totals still report. */
         dbi_cats_from_json((const char *)sqlite3_column_text(st, 5), d.measured_by_cat);
         dbi_cats_from_json((const char *)sqlite3_column_text(st, 6), d.predicted_by_cat);
+        if (sqlite3_column_type(st, 7) != SQLITE_NULL && sqlite3_column_type(st, 8) != SQLITE_NULL) {
+            d.has_parts = 1;
+            d.allocator_peak = dbi_col_u64(st, 7);
+            d.beyond_allocator = dbi_col_u64(st, 8);
+        }
         if (cb(&d, ctx)) { rc = SQLITE_DONE; break; }
     }
     sqlite3_finalize(st);

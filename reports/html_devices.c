@@ -142,6 +142,28 @@ void h_chart_devices(FILE *f, int64_t run, const h_dev_bar *dv, int n, int measu
             fputs("<td></td>", f);
         }
         fputs("</tr>\n", f);
+        if (d->has_parts) {
+            /* the measured total in its two parts, each beside its prediction: errors of
+             * opposite sign can cancel in the total */
+            uint64_t res = d->pred_by[MS_CAT_RESERVE], ten = d->pred > res ? d->pred - res : 0;
+            const struct { const char *key, *name; uint64_t pred, meas; } part[2] = {
+                { "tensors", "tensors (the allocator&rsquo;s peak)", ten, d->meas_alloc },
+                { "beyond", "beyond the allocator (context, libraries)", res, d->meas_beyond } };
+            for (int k = 0; k < 2; k++) {
+                fprintf(f, "<tr data-device=\"%d\" data-cat=\"%s\"><th class=\"rowh sub\">%s</th><td></td>", i,
+                        part[k].key, part[k].name);
+                h_td_bytes(f, "predicted", part[k].pred);
+                h_td_bytes(f, "measured", part[k].meas);
+                if (part[k].pred) {
+                    double gap = 100.0 * ((double)part[k].meas - (double)part[k].pred) / (double)part[k].pred;
+                    snprintf(b2, sizeof b2, "%+.2f%%", gap);
+                    fprintf(f, "<td class=\"n\" data-k=\"gap\" data-v=\"%.17g\">%s</td>", gap, b2);
+                } else {
+                    fputs("<td></td>", f);
+                }
+                fputs("</tr>\n", f);
+            }
+        }
         for (int c = 0; c < H_NCAT; c++) {
             if (!d->pred_by[c] && !d->meas_by[c]) continue;
             fprintf(f, "<tr data-device=\"%d\" data-cat=\"%s\"><th class=\"rowh sub\"><i class=\"sw c-%s\"></i>%s</th>"

@@ -158,6 +158,10 @@ typedef struct h_dev_bar {
     int has_pred, has_meas;
     uint64_t pred, meas;                   /* totals */
     uint64_t pred_by[H_NCAT], meas_by[H_NCAT];   /* all zero: only the total is known */
+    /* a program's stage alone on its GPU: the measured total in two parts, the
+     * allocator's peak (against the tensors predicted) and beyond it (against the reserve) */
+    int has_parts;
+    uint64_t meas_alloc, meas_beyond;
 } h_dev_bar;
 
 /* Pairs of bars (predicted, measured) per device against capacity, then

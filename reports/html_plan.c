@@ -169,6 +169,9 @@ static int bars_from_peaks(const peak_list *pk, h_dev_bar **out)
         dv[i].meas = d->measured_peak;
         dv[i].has_pred = d->predicted_peak != 0;
         dv[i].has_meas = 1;
+        dv[i].has_parts = d->has_parts;
+        dv[i].meas_alloc = d->allocator_peak;
+        dv[i].meas_beyond = d->beyond_allocator;
         for (int c = 0; c < MS_CAT_N; c++) {
             dv[i].pred_by[c] = d->predicted_by_cat[c];
             dv[i].meas_by[c] = d->measured_by_cat[c];

@@ -50,6 +50,9 @@ static int add_peak(const ms_device_peak *d, void *ctx)
     json_object_set_new(o, "measured_by_category",
                         measured_cats || !d->measured_peak ? cats_json(d->measured_by_cat) : json_null());
     json_object_set_new(o, "predicted_by_category", cats_json(d->predicted_by_cat));
+    /* a program's stage alone on its GPU: the measured peak's two parts (null elsewhere) */
+    json_object_set_new(o, "measured_allocator_peak_bytes", d->has_parts ? jbytes(d->allocator_peak) : json_null());
+    json_object_set_new(o, "measured_beyond_allocator_bytes", d->has_parts ? jbytes(d->beyond_allocator) : json_null());
     json_array_append_new(ctx, o);
     return 0;
 }

@@ -187,6 +187,8 @@ int ms_program_train(const ms_program_train_args *a, ms_program_run *out, char *
 void ms_program_print_devices(FILE *f, const ms_program_run *r);
 /* Each stage's measured peak from the run's last step, beside the plan's prediction (out->dev). */
 void ms_program_measure(const ms_plan *pl, const msb_trace *t, ms_program_run *out);
+/* Stage s of such a run as the database keeps it (dp): a stage alone on its GPU with its two parts. */
+void ms_program_device_peak(const ms_plan *pl, const ms_program_run *r, int s, ms_device_peak *dp);
 json_t *ms_program_run_json(const ms_program_run *r);
 
 /* `memsplit train --plan FILE -- PROGRAM`: the plan loaded and checked,

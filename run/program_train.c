@@ -221,6 +221,24 @@ static void find_oom(const ms_plan *pl, const msb_trace *t, ms_program_run *out)
 }
 
 /* The steps (each stage's peak so far), the devices' peaks and the run's end: 0 or -1. */
+void ms_program_device_peak(const ms_plan *pl, const ms_program_run *r, int s, ms_device_peak *dp)
+{
+    const ms_program_device *d = &r->dev[s];
+    memset(dp, 0, sizeof *dp);
+    dp->device = s;
+    dp->capacity = d->capacity;
+    dp->predicted_peak = d->predicted;
+    dp->measured_peak = d->measured;
+    snprintf(dp->name, sizeof dp->name, "%s", d->name);
+    memcpy(dp->predicted_by_cat, pl->stages[s].bytes, sizeof dp->predicted_by_cat);
+    if (d->has_cats) memcpy(dp->measured_by_cat, d->measured_by_cat, sizeof dp->measured_by_cat);
+    if (d->own_gpu && d->measured) {
+        dp->has_parts = 1;
+        dp->allocator_peak = d->allocator_peak;
+        dp->beyond_allocator = d->beyond;
+    }
+}
+
 static int record(ms_db *db, int64_t run, const ms_plan *pl, const ms_program_run *out)
 {
     const msb_trace *t = &out->trace;
@@ -242,11 +260,8 @@ static int record(ms_db *db, int64_t run, const ms_plan *pl, const ms_program_ru
         free(pks);
     }
     for (int s = 0; ok && s < pl->n_stages; s++) {
-        ms_device_peak dp = { .device = s, .capacity = out->dev[s].capacity, .predicted_peak = out->dev[s].predicted,
-                              .measured_peak = out->dev[s].measured };
-        snprintf(dp.name, sizeof dp.name, "%s", out->dev[s].name);
-        memcpy(dp.predicted_by_cat, pl->stages[s].bytes, sizeof dp.predicted_by_cat);
-        if (out->dev[s].has_cats) memcpy(dp.measured_by_cat, out->dev[s].measured_by_cat, sizeof dp.measured_by_cat);
+        ms_device_peak dp;
+        ms_program_device_peak(pl, out, s, &dp);
         if (ms_db_add_device_peak(db, run, &dp) != 0) ok = 0;
     }
     const char *status = out->oom ? "oom" : out->failure[0] ? (out->ex.interrupted ? "interrupted" : "failed")

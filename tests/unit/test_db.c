@@ -991,6 +991,40 @@ static void test_migrates_from_version_7(void **state)
     ms_db_close(db);
 }
 
+static int get_peak(const ms_device_peak *d, void *ctx);
+
+/* A database of version 8, with a training run's device peak: version 9
+ * adds the two parts of a stage's measured peak; the old row lists whole,
+ * with none (not parts of 0 B), and a new row keeps its parts. */
+static void test_migrates_from_version_8(void **state)
+{
+    (void)state;
+    char path[300];
+    ms_db *db = old_profile_db(path, sizeof path, 8, 2,
+                               "INSERT INTO runs (id, kind, status, started, started_unix, model) VALUES"
+                               " (2, 'train', 'ok', '2025-01-01T00:00:00.000Z', 1735689600, 'prog.py');"
+                               "INSERT INTO device_peaks (run_id, device, name, capacity, predicted_peak, measured_peak,"
+                               " measured_by_cat, predicted_by_cat) VALUES (2, 0, 'cuda:0', 1000, 900, 950, '{}', NULL);");
+    ms_device_peak got[2];
+    memset(got, 0, sizeof got);
+    assert_int_equal(ms_db_list_device_peaks(db, 2, get_peak, got), 0);
+    assert_string_equal(got[0].name, "cuda:0");
+    assert_int_equal(got[0].measured_peak, 950);
+    assert_int_equal(got[0].has_parts, 0);
+    assert_string_equal(raw_query(path, "SELECT coalesce(allocator_peak, 'null') FROM device_peaks"), "null");
+    ms_device_peak d = { .device = 1, .capacity = 1000, .predicted_peak = 900, .measured_peak = 960, .has_parts = 1,
+                         .allocator_peak = 300, .beyond_allocator = 660 };
+    snprintf(d.name, sizeof d.name, "cuda:1");
+    assert_int_equal(ms_db_add_device_peak(db, 2, &d), 0);
+    memset(got, 0, sizeof got);
+    assert_int_equal(ms_db_list_device_peaks(db, 2, get_peak, got), 0);
+    assert_int_equal(got[0].has_parts, 0);
+    assert_int_equal(got[1].has_parts, 1);
+    assert_int_equal(got[1].allocator_peak, 300);
+    assert_int_equal(got[1].beyond_allocator, 660);
+    ms_db_close(db);
+}
+
 /* ---- memory events --------------------------------------------------- */
 
 static void random_events(rp_rng *rng, ms_mem_event *ev, int n)
@@ -1164,6 +1198,20 @@ static void test_runs_and_training_records(void **state)
         assert_int_equal(got[1].measured_by_cat[c], d.measured_by_cat[c]);
         assert_int_equal(got[1].predicted_by_cat[c], 0);
     }
+    assert_int_equal(got[1].has_parts, 0);      /* not a program's stage alone on its GPU: none kept */
+    /* a program's stage alone on its GPU: its measured peak's two parts, kept as given */
+    ms_device_peak g = { .device = 0, .capacity = 80ull << 30, .predicted_peak = 900ull << 20, .has_parts = 1,
+                         .allocator_peak = rp_below(&rng, 1ull << 32), .beyond_allocator = rp_below(&rng, 1ull << 30) };
+    g.measured_peak = g.allocator_peak + g.beyond_allocator;
+    g.predicted_by_cat[MS_CAT_RESERVE] = 800ull << 20;
+    snprintf(g.name, sizeof g.name, "cuda:0");
+    assert_int_equal(ms_db_add_device_peak(db, train, &g), 0);
+    memset(got, 0, sizeof got);
+    assert_int_equal(ms_db_list_device_peaks(db, train, get_peak, got), 0);
+    assert_int_equal(got[0].has_parts, 1);
+    assert_int_equal(got[0].allocator_peak, g.allocator_peak);
+    assert_int_equal(got[0].beyond_allocator, g.beyond_allocator);
+    assert_int_equal(got[1].has_parts, 0);
 
     ms_oom_info oom;
     memset(&oom, 0, sizeof oom);
@@ -1498,6 +1546,7 @@ int main(void)
         cmocka_unit_test(test_migrates_from_version_5),
         cmocka_unit_test(test_migrates_from_version_6),
         cmocka_unit_test(test_migrates_from_version_7),
+        cmocka_unit_test(test_migrates_from_version_8),
         cmocka_unit_test(test_newer_schema_refused),
         cmocka_unit_test(test_negative_schema_refused),
         cmocka_unit_test(test_foreign_files_refused),

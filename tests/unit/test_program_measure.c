@@ -5,7 +5,9 @@
  * figures of an H100 run over cuda:0 and the CPU, where the two parts were
  * off by opposite signs: docs/bridge.md); the ledger's breakdown, which
  * follows only the parameters' tensors there, is not given as the peak's.
- * Stages sharing a device keep the ledger's breakdown, and no parts. */
+ * Stages sharing a device keep the ledger's breakdown, and no parts. The
+ * parts are kept in the run database and shown by memsplit report (the
+ * terminal, its JSON, the HTML table). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "reports/html_report.h"
+#include "reports/report_json.h"
+#include "reports/term_report.h"
 #include "run/program.h"
 
 static ms_plan_device devs_real[2] = { { "cuda:0", 1208450560 }, { "cpu", 1208450560 } };
@@ -167,9 +173,70 @@ static void stages_sharing_a_device_keep_the_ledgers_breakdown(void **state)
     done(r);
 }
 
+/* what a report prints of run (the caller frees it): 0 the terminal's, 1 the HTML page */
+static char *reported(ms_db *db, int64_t run, int html)
+{
+    char *text = NULL, err[256];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    if (html) assert_int_equal(ms_html_report_run(f, db, run, err, sizeof err), 0);
+    else assert_int_equal(ms_term_report_run(f, db, run, 100), 0);
+    assert_int_equal(fclose(f), 0);
+    return text;
+}
+
+static void the_parts_are_kept_and_reported(void **state)
+{
+    (void)state;
+    ms_plan pl;
+    ms_plan_stage st[2];
+    ms_program_run *r = measured(&pl, st, devs_real, 1);
+    char path[] = "/tmp/ms_measure_XXXXXX", err[256];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+    ms_db *db = ms_db_open(path, 1, err, sizeof err);
+    assert_non_null(db);
+    int64_t run = ms_db_run_begin(db, "train", NULL, NULL, NULL, "shapes.py", 0);
+    assert_true(run > 0);
+    for (int s = 0; s < 2; s++) {
+        ms_device_peak dp;
+        ms_program_device_peak(&pl, r, s, &dp);
+        assert_int_equal(dp.has_parts, s == 0);
+        assert_int_equal(ms_db_add_device_peak(db, run, &dp), 0);
+    }
+    assert_int_equal(ms_db_run_finish(db, run, "ok"), 0);
+
+    char *text = reported(db, run, 0);
+    assert_non_null(strstr(text, "\n  the allocator's peak 274.40 MiB (tensors predicted 232.55 MiB), beyond it "
+                                 "640.28 MiB (context and libraries; reserve predicted 831.81 MiB)\n"));
+    assert_null(strstr(strstr(text, "allocator's peak") + 1, "allocator's peak"));    /* cuda:0's alone */
+    free(text);
+
+    json_t *j = ms_report_run_json(db, run);
+    assert_non_null(j);
+    json_t *d0 = json_array_get(json_object_get(j, "device_peaks"), 0), *d1 = json_array_get(json_object_get(j, "device_peaks"), 1);
+    assert_int_equal(json_integer_value(json_object_get(d0, "measured_allocator_peak_bytes")), 287729664);
+    assert_int_equal(json_integer_value(json_object_get(d0, "measured_beyond_allocator_bytes")), 671383040);
+    assert_true(json_is_null(json_object_get(d1, "measured_allocator_peak_bytes")));
+    json_decref(j);
+
+    text = reported(db, run, 1);
+    assert_non_null(strstr(text, "<tr data-device=\"0\" data-cat=\"tensors\">"));
+    assert_non_null(strstr(text, "<tr data-device=\"0\" data-cat=\"beyond\">"));
+    assert_null(strstr(text, "<tr data-device=\"1\" data-cat=\"tensors\">"));
+    free(text);
+    ms_db_close(db);
+    unlink(path);
+    done(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(the_parts_are_kept_and_reported),
         cmocka_unit_test(a_stage_alone_on_its_gpu_gives_its_peaks_two_parts),
         cmocka_unit_test(stages_sharing_a_device_keep_the_ledgers_breakdown),
     };
