@@ -284,7 +284,7 @@ class OperatorWorkspace(unittest.TestCase):
         self.assertEqual(w.interval(), (0, 0))
 
     def test_the_tests_stand_in(self):
-        w = _track.TestWorkspace("mm=4096, addmm=512")
+        w = _track.TestWorkspace("mm=4096, addmm=512,x=y")     # what does not parse: nothing
         mm = type("op", (), {"__name__": "mm.default"})()
         relu = type("op", (), {"__name__": "relu.default"})()
         w.begin(mm)
