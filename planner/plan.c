@@ -48,6 +48,7 @@ int ms_plan_attach_program(ms_plan *pl, const ms_profile *prof)
     drop_program_lists(pl);
     snprintf(pl->program, sizeof pl->program, "%s", prof->model);
     snprintf(pl->fingerprint, sizeof pl->fingerprint, "%s", prof->fingerprint);
+    pl->reserve_allocator = prof->reserve_allocator;
     pl->layer_names = calloc((size_t)pl->n_layers, sizeof *pl->layer_names);
     if (!pl->layer_names) return -1;
     for (int l = 0; l < pl->n_layers; l++) {

@@ -170,6 +170,9 @@ typedef struct ms_device_peak {
      * context, the libraries); has_parts 0 for every other device */
     int has_parts;
     uint64_t allocator_peak, beyond_allocator;
+    /* the prediction in the same two parts: the tensors with the reserve's part the allocator
+     * holds (library buffers), and the rest of the reserve */
+    uint64_t predicted_allocator_peak, predicted_beyond_allocator;
 } ms_device_peak;
 
 /* Records (or replaces) a device's peak for the run. */

@@ -34,9 +34,9 @@ static int insert_header(ms_db *db, int64_t run, const ms_profile *p, int64_t oo
         "INSERT INTO profiles (run_id, model, n_layers, seq_len, d_model, n_head, vocab, global_batch, device,"
         " capacity, reserve, peak, fits, oom_event, created, created_unix, fingerprint, layer_list, framework,"
         " accounting, reserved_peak, grads_freed, loss_present, loss_made_in, loss_outputs, loss_held,"
-        " loss_transient_fwd, loss_transient_bwd, loss_carry, loss_carry_loss)"
+        " loss_transient_fwd, loss_transient_bwd, loss_carry, loss_carry_loss, reserve_allocator)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,"
-        " ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)");
+        " ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, run);
     dbi_bind_fixed(st, 2, p->model);
@@ -65,6 +65,7 @@ static int insert_header(ms_db *db, int64_t run, const ms_profile *p, int64_t oo
     sqlite3_bind_int(st, 24, l->made_in);
     const uint64_t lb[6] = { l->outputs, l->held, l->transient_fwd, l->transient_bwd, l->carry, l->carry_loss };
     for (int k = 0; k < 6; k++) dbi_bind_u64(st, 25 + k, lb[k]);
+    dbi_bind_u64(st, 31, p->reserve_allocator);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc == SQLITE_DONE) return 0;
@@ -214,7 +215,7 @@ static int load_header(ms_db *db, int64_t run, ms_profile *out, int64_t *oom_id)
         " peak, fits, coalesce(oom_event, 0), coalesce(fingerprint, ''), coalesce(layer_list, ''),"
         " coalesce(framework, ''), coalesce(accounting, ''), coalesce(reserved_peak, 0), grads_freed,"
         " loss_present, loss_made_in, loss_outputs, loss_held, loss_transient_fwd, loss_transient_bwd,"
-        " loss_carry, loss_carry_loss FROM profiles WHERE run_id = ?1");
+        " loss_carry, loss_carry_loss, coalesce(reserve_allocator, 0) FROM profiles WHERE run_id = ?1");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, run);
     int rc = sqlite3_step(st);
@@ -245,6 +246,8 @@ static int load_header(ms_db *db, int64_t run, ms_profile *out, int64_t *oom_id)
         l->made_in = sqlite3_column_int(st, 20);
         uint64_t *lb[6] = { &l->outputs, &l->held, &l->transient_fwd, &l->transient_bwd, &l->carry, &l->carry_loss };
         for (int k = 0; k < 6; k++) *lb[k] = dbi_col_u64(st, 21 + k);
+        out->reserve_allocator = dbi_col_u64(st, 27);
+        if (out->reserve_allocator > out->reserve) out->reserve_allocator = out->reserve;   /* a part of it */
     }
     sqlite3_finalize(st);
     if (rc == SQLITE_DONE) return dbi_fail(db, "run %lld has no stored profile", (long long)run);

@@ -166,8 +166,8 @@ int ms_db_add_device_peak(ms_db *db, int64_t run, const ms_device_peak *d)
     int ret = dbi_begin(db);
     sqlite3_stmt *st = ret == 0 ? dbi_prepare(db,
         "INSERT OR REPLACE INTO device_peaks (run_id, device, name, capacity, predicted_peak, measured_peak,"
-        " measured_by_cat, predicted_by_cat, allocator_peak, beyond_allocator)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)") : NULL;
+        " measured_by_cat, predicted_by_cat, allocator_peak, beyond_allocator, predicted_allocator_peak,"
+        " predicted_beyond_allocator) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)") : NULL;
     if (ret == 0 && !st) { dbi_rollback(db); ret = -1; }
     if (st) {
         sqlite3_bind_int64(st, 1, run);
@@ -178,13 +178,10 @@ int ms_db_add_device_peak(ms_db *db, int64_t run, const ms_device_peak *d)
         dbi_bind_u64(st, 6, d->measured_peak);
         dbi_bind_text(st, 7, measured);
         dbi_bind_text(st, 8, predicted);
-        if (d->has_parts) {
-            dbi_bind_u64(st, 9, d->allocator_peak);
-            dbi_bind_u64(st, 10, d->beyond_allocator);
-        } else {
-            sqlite3_bind_null(st, 9);
-            sqlite3_bind_null(st, 10);
-        }
+        const uint64_t part[4] = { d->allocator_peak, d->beyond_allocator, d->predicted_allocator_peak,
+                                   d->predicted_beyond_allocator };
+        for (int k = 0; k < 4; k++)
+            if (d->has_parts) dbi_bind_u64(st, 9 + k, part[k]); else sqlite3_bind_null(st, 9 + k);
         ret = insert_one(db, st, run, "cannot add the device peak") < 0 ? -1 : 0;
     }
     free(measured);
@@ -197,7 +194,8 @@ int ms_db_list_device_peaks(ms_db *db, int64_t run, int (*cb)(const ms_device_pe
     if (!db || !cb) return -1;
     sqlite3_stmt *st = dbi_prepare(db,
         "SELECT device, name, capacity, coalesce(predicted_peak, 0), measured_peak, measured_by_cat,"
-        " predicted_by_cat, allocator_peak, beyond_allocator FROM device_peaks WHERE run_id = ?1 ORDER BY device");
+        " predicted_by_cat, allocator_peak, beyond_allocator, coalesce(predicted_allocator_peak, 0),"
+        " coalesce(predicted_beyond_allocator, 0) FROM device_peaks WHERE run_id = ?1 ORDER BY device");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, run);
     int rc;
@@ -216,6 +214,8 @@ int ms_db_list_device_peaks(ms_db *db, int64_t run, int (*cb)(const ms_device_pe
             d.has_parts = 1;
             d.allocator_peak = dbi_col_u64(st, 7);
             d.beyond_allocator = dbi_col_u64(st, 8);
+            d.predicted_allocator_peak = dbi_col_u64(st, 9);
+            d.predicted_beyond_allocator = dbi_col_u64(st, 10);
         }
         if (cb(&d, ctx)) { rc = SQLITE_DONE; break; }
     }

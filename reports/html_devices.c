@@ -145,10 +145,9 @@ void h_chart_devices(FILE *f, int64_t run, const h_dev_bar *dv, int n, int measu
         if (d->has_parts) {
             /* the measured total in its two parts, each beside its prediction: errors of
              * opposite sign can cancel in the total */
-            uint64_t res = d->pred_by[MS_CAT_RESERVE], ten = d->pred > res ? d->pred - res : 0;
             const struct { const char *key, *name; uint64_t pred, meas; } part[2] = {
-                { "tensors", "tensors (the allocator&rsquo;s peak)", ten, d->meas_alloc },
-                { "beyond", "beyond the allocator (context, libraries)", res, d->meas_beyond } };
+                { "allocator", "the allocator&rsquo;s peak (tensors, library buffers)", d->pred_alloc, d->meas_alloc },
+                { "beyond", "beyond the allocator (context, libraries)", d->pred_beyond, d->meas_beyond } };
             for (int k = 0; k < 2; k++) {
                 fprintf(f, "<tr data-device=\"%d\" data-cat=\"%s\"><th class=\"rowh sub\">%s</th><td></td>", i,
                         part[k].key, part[k].name);

@@ -161,7 +161,7 @@ typedef struct h_dev_bar {
     /* a program's stage alone on its GPU: the measured total in two parts, the
      * allocator's peak (against the tensors predicted) and beyond it (against the reserve) */
     int has_parts;
-    uint64_t meas_alloc, meas_beyond;
+    uint64_t meas_alloc, meas_beyond, pred_alloc, pred_beyond;
 } h_dev_bar;
 
 /* Pairs of bars (predicted, measured) per device against capacity, then

@@ -172,6 +172,8 @@ static int bars_from_peaks(const peak_list *pk, h_dev_bar **out)
         dv[i].has_parts = d->has_parts;
         dv[i].meas_alloc = d->allocator_peak;
         dv[i].meas_beyond = d->beyond_allocator;
+        dv[i].pred_alloc = d->predicted_allocator_peak;
+        dv[i].pred_beyond = d->predicted_beyond_allocator;
         for (int c = 0; c < MS_CAT_N; c++) {
             dv[i].pred_by[c] = d->predicted_by_cat[c];
             dv[i].meas_by[c] = d->measured_by_cat[c];

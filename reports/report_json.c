@@ -53,6 +53,10 @@ static int add_peak(const ms_device_peak *d, void *ctx)
     /* a program's stage alone on its GPU: the measured peak's two parts (null elsewhere) */
     json_object_set_new(o, "measured_allocator_peak_bytes", d->has_parts ? jbytes(d->allocator_peak) : json_null());
     json_object_set_new(o, "measured_beyond_allocator_bytes", d->has_parts ? jbytes(d->beyond_allocator) : json_null());
+    json_object_set_new(o, "predicted_allocator_peak_bytes",
+                        d->has_parts ? jbytes(d->predicted_allocator_peak) : json_null());
+    json_object_set_new(o, "predicted_beyond_allocator_bytes",
+                        d->has_parts ? jbytes(d->predicted_beyond_allocator) : json_null());
     json_array_append_new(ctx, o);
     return 0;
 }

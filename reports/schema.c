@@ -321,13 +321,18 @@ static const char v8_record_handed_on[] =
     "  PRIMARY KEY (run_id, idx)\n"
     ") WITHOUT ROWID;\n";
 
-/* v9: a program's stage alone on its GPU, its measured peak in two parts
- * (ms_device_peak.has_parts): the caching allocator's peak and what the
- * GPU held beyond it (the context, the libraries). NULL for every other
- * device, and for every row stored before. */
+/* v9: a program's stage alone on its GPU, its peak in two parts
+ * (ms_device_peak.has_parts), measured and predicted: the caching
+ * allocator's peak and what the GPU held beyond it (the context, the
+ * libraries). NULL for every other device, and for every row stored
+ * before. And of a profile's reserve, what the caching allocator holds
+ * (ms_profile.reserve_allocator; 0 for a profile stored before). */
 static const char v9_device_parts[] =
     "ALTER TABLE device_peaks ADD COLUMN allocator_peak INTEGER;\n"
-    "ALTER TABLE device_peaks ADD COLUMN beyond_allocator INTEGER;\n";
+    "ALTER TABLE device_peaks ADD COLUMN beyond_allocator INTEGER;\n"
+    "ALTER TABLE device_peaks ADD COLUMN predicted_allocator_peak INTEGER;\n"
+    "ALTER TABLE device_peaks ADD COLUMN predicted_beyond_allocator INTEGER;\n"
+    "ALTER TABLE profiles ADD COLUMN reserve_allocator INTEGER NOT NULL DEFAULT 0;\n";
 
 const char *const ms_db_migrations[] = { v1_runs_and_profiles, v2_training, v3_programs, v4_program_loss,
                                          v5_oom_step, v6_program_record, v7_record_moments,

@@ -117,15 +117,13 @@ static int print_peak(const ms_device_peak *d, void *ctx)
         /* a program's stage alone on its GPU: the two parts, each beside its prediction, since
          * errors of opposite sign can cancel in the total (docs/bridge.md, "Workspaces and
          * libraries a split stage does not have") */
-        uint64_t res = d->predicted_by_cat[MS_CAT_RESERVE];
-        uint64_t ten = d->predicted_peak > res ? d->predicted_peak - res : 0;
         char a[32], b[32], c[32], e[32];
         ms_term_bytes(d->allocator_peak, a, sizeof a);
-        ms_term_bytes(ten, b, sizeof b);
+        ms_term_bytes(d->predicted_allocator_peak, b, sizeof b);
         ms_term_bytes(d->beyond_allocator, c, sizeof c);
-        ms_term_bytes(res, e, sizeof e);
-        fprintf(pr->f, "  the allocator's peak %s (tensors predicted %s), beyond it %s (context and libraries; "
-                "reserve predicted %s)\n", a, b, c, e);
+        ms_term_bytes(d->predicted_beyond_allocator, e, sizeof e);
+        fprintf(pr->f, "  the allocator's peak %s (predicted %s), beyond it %s (context and libraries; "
+                "predicted %s)\n", a, b, c, e);
     }
     return 0;
 }

@@ -135,6 +135,9 @@ typedef struct ms_program_device {
      * beyond the allocator (context, libraries), the two parts of `measured` */
     int own_gpu;
     uint64_t allocator_peak, beyond;
+    /* the same two parts of `predicted`: the tensors plus the reserve's part the allocator
+     * holds (library buffers: ms_plan.reserve_allocator), and the rest of the reserve */
+    uint64_t predicted_allocator_peak, predicted_beyond;
 } ms_program_device;
 
 typedef struct ms_program_run {

@@ -94,6 +94,7 @@ int ms_program_record_pass(const ms_program_record_args *a, ms_profile *prof, ch
             if (gpu && msb_record_untracked(&t, &libs) == 0) {
                 uint64_t had = a->libs < prof->reserve ? a->libs : prof->reserve;
                 prof->reserve = prof->reserve - had + libs;
+                prof->reserve_allocator = libs;      /* held by the allocator: a rerun's peak tells it apart */
                 if (!a->quiet && !a->brief)
                     fprintf(stderr, "%s: record pass: %.1f MiB the allocator holds beyond the tensors (library "
                             "buffers) in each GPU stage's reserve\n", a->who, (double)libs / (1 << 20));

@@ -185,6 +185,9 @@ void ms_program_measure(const ms_plan *pl, const msb_trace *t, ms_program_run *o
         d->measured = tensors ? tensors + beyond : 0;
         d->allocator_peak = d->own_gpu ? tensors : 0;
         d->beyond = d->own_gpu ? beyond : 0;
+        uint64_t res = st->bytes[MS_CAT_RESERVE], held = pl->reserve_allocator < res ? pl->reserve_allocator : res;
+        d->predicted_beyond = d->own_gpu ? res - held : 0;
+        d->predicted_allocator_peak = d->own_gpu && d->predicted > res - held ? d->predicted - (res - held) : 0;
         memcpy(d->predicted_by_cat, st->bytes, sizeof d->predicted_by_cat);
         /* on its own GPU the ledger follows the parameters' tensors only: its breakdown is no
          * breakdown of the device's peak */
@@ -236,6 +239,8 @@ void ms_program_device_peak(const ms_plan *pl, const ms_program_run *r, int s, m
         dp->has_parts = 1;
         dp->allocator_peak = d->allocator_peak;
         dp->beyond_allocator = d->beyond;
+        dp->predicted_allocator_peak = d->predicted_allocator_peak;
+        dp->predicted_beyond_allocator = d->predicted_beyond;
     }
 }
 
@@ -337,12 +342,11 @@ void ms_program_print_devices(FILE *f, const ms_program_run *r)
     for (int s = 0; s < r->n_dev; s++) {
         const ms_program_device *d = &r->dev[s];
         if (!d->own_gpu || !d->measured) continue;
-        uint64_t res = d->predicted_by_cat[MS_CAT_RESERVE], ten = d->predicted > res ? d->predicted - res : 0;
         char e[32];
-        fprintf(f, "  %s: the allocator's peak %s (tensors predicted %s), beyond it %s (context and libraries; "
-                "reserve predicted %s)\n", d->name, ms_fmt_bytes(d->allocator_peak, a, sizeof a),
-                ms_fmt_bytes(ten, b, sizeof b), ms_fmt_bytes(d->beyond, c, sizeof c),
-                ms_fmt_bytes(res, e, sizeof e));
+        fprintf(f, "  %s: the allocator's peak %s (predicted %s), beyond it %s (context and libraries; "
+                "predicted %s)\n", d->name, ms_fmt_bytes(d->allocator_peak, a, sizeof a),
+                ms_fmt_bytes(d->predicted_allocator_peak, b, sizeof b), ms_fmt_bytes(d->beyond, c, sizeof c),
+                ms_fmt_bytes(d->predicted_beyond, e, sizeof e));
     }
 }
 
@@ -365,6 +369,10 @@ json_t *ms_program_run_json(const ms_program_run *r)
                             pd->own_gpu && pd->measured ? json_integer((json_int_t)pd->allocator_peak) : json_null());
         json_object_set_new(d, "measured_beyond_allocator_bytes",
                             pd->own_gpu && pd->measured ? json_integer((json_int_t)pd->beyond) : json_null());
+        json_object_set_new(d, "predicted_allocator_peak_bytes", pd->own_gpu && pd->measured ?
+                            json_integer((json_int_t)pd->predicted_allocator_peak) : json_null());
+        json_object_set_new(d, "predicted_beyond_allocator_bytes", pd->own_gpu && pd->measured ?
+                            json_integer((json_int_t)pd->predicted_beyond) : json_null());
         json_array_append_new(devs, d);
     }
     for (int i = 0; i < r->n_losses; i++)

@@ -84,6 +84,9 @@ typedef struct ms_plan {
        are that record replayed, else none; the bridge is told (program_train.c) */
     int n_handed_on;
     char **handed_on;           /* module paths (owned), as the record's: profile_json.h */
+    /* of each GPU stage's reserve, what the caching allocator holds (ms_profile.reserve_allocator):
+       a rerun compares the allocator's peak with the tensors predicted plus this */
+    uint64_t reserve_allocator;
 } ms_plan;
 
 void ms_plan_free(ms_plan *p);

@@ -85,6 +85,7 @@ json_t *ms_plan_to_json(const ms_plan *p)
             put(pr, "layer_names", names, &bad);
             /* none: no key, so a plan that hands nothing on is written as before */
             if (p->n_handed_on > 0) put(pr, "handed_on", ms_handed_on_to_json(p->handed_on, p->n_handed_on), &bad);
+            if (p->reserve_allocator) put(pr, "reserve_allocator_bytes", ms_json_u64(p->reserve_allocator), &bad);
         } else {
             json_decref(names);
         }
@@ -268,6 +269,9 @@ static int from_json(const json_t *root, ms_plan *p, char *err, size_t errlen)
         }
         const json_t *h = json_object_get(pr, "handed_on");   /* absent: none */
         if (h && ms_handed_on_from_json(h, "program.handed_on", &p->handed_on, &p->n_handed_on, err, errlen))
+            return -1;
+        if (json_object_get(pr, "reserve_allocator_bytes") &&     /* absent: 0 */
+            ms_json_get_u64(pr, "program", "reserve_allocator_bytes", INT64_MAX, &p->reserve_allocator, err, errlen))
             return -1;
     }
     const json_t *why = json_object_get(root, "reasoning");

@@ -153,6 +153,10 @@ typedef struct ms_profile {
     char device[32];        /* "cpu", "cuda:0" */
     uint64_t capacity;      /* bytes the trial's device had */
     uint64_t reserve;       /* bytes of the reserve category on that device */
+    /* of reserve, what the caching allocator holds (a program's library buffers, cuBLAS's
+       workspaces: the record pass measures them); the rest is beyond the allocator (the
+       context, the libraries' own memory). 0: none, or not known */
+    uint64_t reserve_allocator;
     uint64_t peak;          /* measured peak bytes of the trial */
     int fits;               /* 1 if the trial finished without OOM */
     /* what made the rows (programs; "" for the built-in model) */

@@ -389,6 +389,7 @@ json_t *ms_profile_to_json(const ms_profile *p)
     put(root, "capacity_bytes", ms_json_u64(p->capacity), &bad);
     put(root, "peak_bytes", ms_json_u64(p->peak), &bad);
     put(root, "reserve_bytes", ms_json_u64(p->reserve), &bad);
+    if (p->reserve_allocator) put(root, "reserve_allocator_bytes", ms_json_u64(p->reserve_allocator), &bad);
     put(root, "reserved_peak_bytes", ms_json_u64(p->reserved_peak), &bad);
     put(root, "accounting", json_string(p->accounting[0] ? p->accounting : "allocator"), &bad);
     put(root, "grads_freed_each_step", json_boolean(p->grads_freed != MS_GRADS_KEPT), &bad);
@@ -685,6 +686,9 @@ static int from_json(const json_t *root, ms_profile *p, char *err, size_t errlen
     if (ms_json_get_str(root, ctx, "device", p->device, sizeof p->device, err, errlen)) return -1;
     if (json_object_get(root, "reserved_peak_bytes") &&
         ms_json_get_u64(root, ctx, "reserved_peak_bytes", INT64_MAX, &p->reserved_peak, err, errlen))
+        return -1;
+    if (json_object_get(root, "reserve_allocator_bytes") &&      /* absent: 0 (none known) */
+        ms_json_get_u64(root, ctx, "reserve_allocator_bytes", p->reserve, &p->reserve_allocator, err, errlen))
         return -1;
     if (json_object_get(root, "grads_freed_each_step") &&
         ms_json_get_bool(root, ctx, "grads_freed_each_step", &p->grads_freed, err, errlen))

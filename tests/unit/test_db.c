@@ -396,6 +396,7 @@ static void assert_profiles_equal(const ms_profile *a, const ms_profile *b)
     assert_string_equal(a->device, b->device);
     assert_int_equal(a->capacity, b->capacity);
     assert_int_equal(a->reserve, b->reserve);
+    assert_int_equal(a->reserve_allocator, b->reserve_allocator);
     assert_int_equal(a->peak, b->peak);
     assert_int_equal(a->fits, b->fits);
     assert_int_equal(a->n_rows, b->n_rows);
@@ -430,6 +431,7 @@ static void test_profile_round_trip_with_oom(void **state)
                              .missing = 450971566ull };
     assert_int_equal(rp_make_profile(&p, &spec, &rng), 0);
     /* Extremes survive too: the largest byte count, a negative layer. */
+    p.reserve_allocator = p.reserve / 2;
     p.rows[3].out_bytes = UINT64_MAX;
     p.rows[4].param = (uint64_t)INT64_MAX + 7;
     int64_t run = ms_db_run_begin(db, "profile", "memsplit profile --preset seed17", "[model]\nn_layer=20\n",
@@ -1201,7 +1203,9 @@ static void test_runs_and_training_records(void **state)
     assert_int_equal(got[1].has_parts, 0);      /* not a program's stage alone on its GPU: none kept */
     /* a program's stage alone on its GPU: its measured peak's two parts, kept as given */
     ms_device_peak g = { .device = 0, .capacity = 80ull << 30, .predicted_peak = 900ull << 20, .has_parts = 1,
-                         .allocator_peak = rp_below(&rng, 1ull << 32), .beyond_allocator = rp_below(&rng, 1ull << 30) };
+                         .allocator_peak = rp_below(&rng, 1ull << 32), .beyond_allocator = rp_below(&rng, 1ull << 30),
+                         .predicted_allocator_peak = rp_below(&rng, 1ull << 32),
+                         .predicted_beyond_allocator = rp_below(&rng, 1ull << 30) };
     g.measured_peak = g.allocator_peak + g.beyond_allocator;
     g.predicted_by_cat[MS_CAT_RESERVE] = 800ull << 20;
     snprintf(g.name, sizeof g.name, "cuda:0");
@@ -1211,6 +1215,8 @@ static void test_runs_and_training_records(void **state)
     assert_int_equal(got[0].has_parts, 1);
     assert_int_equal(got[0].allocator_peak, g.allocator_peak);
     assert_int_equal(got[0].beyond_allocator, g.beyond_allocator);
+    assert_int_equal(got[0].predicted_allocator_peak, g.predicted_allocator_peak);
+    assert_int_equal(got[0].predicted_beyond_allocator, g.predicted_beyond_allocator);
     assert_int_equal(got[1].has_parts, 0);
 
     ms_oom_info oom;

@@ -110,6 +110,7 @@ static void assert_same_plan(const ms_plan *a, const ms_plan *b)
     assert_string_equal(a->fingerprint, b->fingerprint);
     assert_int_equal(a->layer_names != NULL, b->layer_names != NULL);
     for (int l = 0; a->layer_names && l < a->n_layers; l++) assert_string_equal(a->layer_names[l], b->layer_names[l]);
+    assert_int_equal(a->reserve_allocator, b->reserve_allocator);
     assert_int_equal(a->n_handed_on, b->n_handed_on);
     assert_int_equal(a->handed_on != NULL, b->handed_on != NULL);
     for (int i = 0; i < a->n_handed_on; i++) assert_string_equal(a->handed_on[i], b->handed_on[i]);
@@ -182,6 +183,7 @@ static void make_program_plan(ms_plan *pl, int n_handed_on)
         snprintf(name, sizeof name, "model.layers.%d", l);
         assert_non_null(pl->layer_names[l] = strdup(name));
     }
+    pl->reserve_allocator = n_handed_on > 0 ? 66u << 20 : 0;    /* a program's library buffers, or none */
     if (n_handed_on <= 0) return;
     pl->handed_on = calloc((size_t)n_handed_on, sizeof *pl->handed_on);
     assert_non_null(pl->handed_on);

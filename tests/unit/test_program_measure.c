@@ -138,6 +138,9 @@ static void a_stage_alone_on_its_gpu_gives_its_peaks_two_parts(void **state)
     assert_int_equal(json_integer_value(json_object_get(j, "measured_allocator_peak_bytes")), 287729664);
     assert_int_equal(json_integer_value(json_object_get(j, "measured_beyond_allocator_bytes")), 671383040);
     assert_true(json_is_null(json_object_get(j, "measured_by_category")));
+    /* no library buffers in this plan's reserve: the allocator's part is the tensors, beyond is the reserve */
+    assert_int_equal(json_integer_value(json_object_get(j, "predicted_allocator_peak_bytes")), 1116067328 - 872218624);
+    assert_int_equal(json_integer_value(json_object_get(j, "predicted_beyond_allocator_bytes")), 872218624);
     json_decref(j);
     j = device_json(r, 1);
     assert_true(json_is_null(json_object_get(j, "measured_allocator_peak_bytes")));
@@ -145,8 +148,8 @@ static void a_stage_alone_on_its_gpu_gives_its_peaks_two_parts(void **state)
     json_decref(j);
 
     char *text = printed(r);
-    assert_non_null(strstr(text, "  cuda:0: the allocator's peak 274.40 MiB (tensors predicted 232.55 MiB), beyond "
-                                 "it 640.28 MiB (context and libraries; reserve predicted 831.81 MiB)\n"));
+    assert_non_null(strstr(text, "  cuda:0: the allocator's peak 274.40 MiB (predicted 232.55 MiB), beyond it "
+                                 "640.28 MiB (context and libraries; predicted 831.81 MiB)\n"));
     assert_null(strstr(text, "  cpu:"));
     free(text);
     done(r);
@@ -191,7 +194,14 @@ static void the_parts_are_kept_and_reported(void **state)
     (void)state;
     ms_plan pl;
     ms_plan_stage st[2];
-    ms_program_run *r = measured(&pl, st, devs_real, 1);
+    make_plan(&pl, st, devs_real);
+    pl.reserve_allocator = 64u << 20;     /* library buffers the allocator holds, in the reserve */
+    ms_program_run *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    make_trace(&r->trace, 1);
+    ms_program_measure(&pl, &r->trace, r);
+    assert_int_equal(r->dev[0].predicted_allocator_peak, 1116067328 - 872218624 + (64u << 20));
+    assert_int_equal(r->dev[0].predicted_beyond, 872218624 - (64u << 20));
     char path[] = "/tmp/ms_measure_XXXXXX", err[256];
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -210,8 +220,8 @@ static void the_parts_are_kept_and_reported(void **state)
     assert_int_equal(ms_db_run_finish(db, run, "ok"), 0);
 
     char *text = reported(db, run, 0);
-    assert_non_null(strstr(text, "\n  the allocator's peak 274.40 MiB (tensors predicted 232.55 MiB), beyond it "
-                                 "640.28 MiB (context and libraries; reserve predicted 831.81 MiB)\n"));
+    assert_non_null(strstr(text, "\n  the allocator's peak 274.40 MiB (predicted 296.55 MiB), beyond it "
+                                 "640.28 MiB (context and libraries; predicted 767.81 MiB)\n"));
     assert_null(strstr(strstr(text, "allocator's peak") + 1, "allocator's peak"));    /* cuda:0's alone */
     free(text);
 
@@ -220,13 +230,17 @@ static void the_parts_are_kept_and_reported(void **state)
     json_t *d0 = json_array_get(json_object_get(j, "device_peaks"), 0), *d1 = json_array_get(json_object_get(j, "device_peaks"), 1);
     assert_int_equal(json_integer_value(json_object_get(d0, "measured_allocator_peak_bytes")), 287729664);
     assert_int_equal(json_integer_value(json_object_get(d0, "measured_beyond_allocator_bytes")), 671383040);
+    assert_int_equal(json_integer_value(json_object_get(d0, "predicted_allocator_peak_bytes")),
+                     1116067328 - 872218624 + (64u << 20));
+    assert_int_equal(json_integer_value(json_object_get(d0, "predicted_beyond_allocator_bytes")),
+                     872218624 - (64u << 20));
     assert_true(json_is_null(json_object_get(d1, "measured_allocator_peak_bytes")));
     json_decref(j);
 
     text = reported(db, run, 1);
-    assert_non_null(strstr(text, "<tr data-device=\"0\" data-cat=\"tensors\">"));
+    assert_non_null(strstr(text, "<tr data-device=\"0\" data-cat=\"allocator\">"));
     assert_non_null(strstr(text, "<tr data-device=\"0\" data-cat=\"beyond\">"));
-    assert_null(strstr(text, "<tr data-device=\"1\" data-cat=\"tensors\">"));
+    assert_null(strstr(text, "<tr data-device=\"1\" data-cat=\"allocator\">"));
     free(text);
     ms_db_close(db);
     unlink(path);

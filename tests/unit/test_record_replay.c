@@ -459,8 +459,10 @@ static void test_plan_hands_on_what_its_record_did(void **state)
     char err[256];
     assert_true(ms_seq_record(p) == p->record);
     assert_int_equal(ms_plan_search(p, devs, 2, &o, &pl, err, sizeof err), MS_PLAN_OK);
+    p->reserve_allocator = p->reserve / 4;                 /* the record pass's library buffers */
     assert_int_equal(ms_plan_attach_program(&pl, p), 0);
     assert_int_equal(ms_plan_attach_program(&pl, p), 0);   /* again: replaced, not leaked */
+    assert_int_equal(pl.reserve_allocator, p->reserve / 4);    /* for the rerun's two parts */
     assert_int_equal(pl.n_handed_on, 2);
     assert_true(pl.handed_on != p->record->handed_on);
     for (int i = 0; i < 2; i++) {
