@@ -54,10 +54,22 @@ static const char *label(const h_dev_bar *dv, int n, int i, char *buf, size_t le
     return dv[i].name;
 }
 
+/* The table's gap cell: measured against predicted in percent, empty without a prediction. */
+static void gap_cell(FILE *f, uint64_t meas, uint64_t pred, int over)
+{
+    if (!pred) {
+        fputs("<td></td>", f);
+        return;
+    }
+    double gap = 100.0 * ((double)meas - (double)pred) / (double)pred;
+    fprintf(f, "<td class=\"n\" data-k=\"gap\" data-v=\"%.17g\">%+.2f%%%s</td>", gap, gap,
+            over ? " (over capacity)" : "");
+}
+
 void h_chart_devices(FILE *f, int64_t run, const h_dev_bar *dv, int n, int measured_any)
 {
     char lb[96];
-    char id[48], b1[32], b2[32];
+    char id[48], b1[32];
     snprintf(id, sizeof id, "fig-c-%" PRId64, run);
     unsigned mask = 0;
     uint64_t ymax = 0;
@@ -134,13 +146,8 @@ void h_chart_devices(FILE *f, int64_t run, const h_dev_bar *dv, int n, int measu
         h_td_bytes(f, "capacity", d->capacity);
         if (d->has_pred) h_td_bytes(f, "predicted", d->pred); else fputs("<td class=\"muted\">none</td>", f);
         if (d->has_meas) h_td_bytes(f, "measured", d->meas); else fputs("<td class=\"muted\">not yet</td>", f);
-        if (d->has_pred && d->has_meas && d->pred) {
-            double gap = 100.0 * ((double)d->meas - (double)d->pred) / (double)d->pred;
-            snprintf(b2, sizeof b2, "%+.2f%%%s", gap, d->capacity && d->meas > d->capacity ? " (over capacity)" : "");
-            fprintf(f, "<td class=\"n\" data-k=\"gap\" data-v=\"%.17g\">%s</td>", gap, b2);
-        } else {
-            fputs("<td></td>", f);
-        }
+        if (d->has_pred && d->has_meas) gap_cell(f, d->meas, d->pred, d->capacity && d->meas > d->capacity);
+        else fputs("<td></td>", f);
         fputs("</tr>\n", f);
         if (d->has_parts) {
             /* the measured total in its two parts, each beside its prediction: errors of
@@ -153,13 +160,7 @@ void h_chart_devices(FILE *f, int64_t run, const h_dev_bar *dv, int n, int measu
                         part[k].key, part[k].name);
                 h_td_bytes(f, "predicted", part[k].pred);
                 h_td_bytes(f, "measured", part[k].meas);
-                if (part[k].pred) {
-                    double gap = 100.0 * ((double)part[k].meas - (double)part[k].pred) / (double)part[k].pred;
-                    snprintf(b2, sizeof b2, "%+.2f%%", gap);
-                    fprintf(f, "<td class=\"n\" data-k=\"gap\" data-v=\"%.17g\">%s</td>", gap, b2);
-                } else {
-                    fputs("<td></td>", f);
-                }
+                gap_cell(f, part[k].meas, part[k].pred, 0);
                 fputs("</tr>\n", f);
             }
         }

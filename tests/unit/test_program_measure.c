@@ -78,10 +78,13 @@ static void make_trace(msb_trace *t, int with_device)
     }
 }
 
-/* a rerun of the plan over devs measured from such a trace (the caller frees it: done()) */
-static ms_program_run *measured(ms_plan *pl, ms_plan_stage *st, ms_plan_device *devs, int with_device)
+/* a rerun of the plan over devs measured from such a trace, the plan's reserve holding
+ * reserve_allocator bytes of library buffers (the caller frees it: done()) */
+static ms_program_run *measured(ms_plan *pl, ms_plan_stage *st, ms_plan_device *devs, int with_device,
+                                uint64_t reserve_allocator)
 {
     make_plan(pl, st, devs);
+    pl->reserve_allocator = reserve_allocator;
     ms_program_run *r = calloc(1, sizeof *r);
     assert_non_null(r);
     make_trace(&r->trace, with_device);
@@ -122,7 +125,7 @@ static void a_stage_alone_on_its_gpu_gives_its_peaks_two_parts(void **state)
     (void)state;
     ms_plan pl;
     ms_plan_stage st[2];
-    ms_program_run *r = measured(&pl, st, devs_real, 1);
+    ms_program_run *r = measured(&pl, st, devs_real, 1, 0);
     const ms_program_device *d = &r->dev[0];
     assert_true(d->own_gpu);
     assert_int_equal(d->allocator_peak, 287729664);
@@ -160,7 +163,7 @@ static void stages_sharing_a_device_keep_the_ledgers_breakdown(void **state)
     (void)state;
     ms_plan pl;
     ms_plan_stage st[2];
-    ms_program_run *r = measured(&pl, st, devs_virtual, 2);     /* the device's counters: both stages' */
+    ms_program_run *r = measured(&pl, st, devs_virtual, 2, 0);     /* the device's counters: both stages' */
     for (int s = 0; s < 2; s++) {
         assert_false(r->dev[s].own_gpu);
         assert_true(r->dev[s].has_cats);
@@ -194,12 +197,7 @@ static void the_parts_are_kept_and_reported(void **state)
     (void)state;
     ms_plan pl;
     ms_plan_stage st[2];
-    make_plan(&pl, st, devs_real);
-    pl.reserve_allocator = 64u << 20;     /* library buffers the allocator holds, in the reserve */
-    ms_program_run *r = calloc(1, sizeof *r);
-    assert_non_null(r);
-    make_trace(&r->trace, 1);
-    ms_program_measure(&pl, &r->trace, r);
+    ms_program_run *r = measured(&pl, st, devs_real, 1, 64u << 20);   /* 64 MiB of library buffers */
     assert_int_equal(r->dev[0].predicted_allocator_peak, 1116067328 - 872218624 + (64u << 20));
     assert_int_equal(r->dev[0].predicted_beyond, 872218624 - (64u << 20));
     char path[] = "/tmp/ms_measure_XXXXXX", err[256];
