@@ -199,6 +199,18 @@ shapes.main()" 2>/dev/null)
         n=$(grep -c "torch.save to $T/saved.pt went to a file of memsplit's own" "$T/$s.err" "$T/$s.oomerr" | grep -c ':1$')
         [ "$n" = 2 ] && [ $before = none ] && [ -s "$T/saved.pt" ] && ok "saved: the trials wrote memsplit's own file, the split's run the program's" || \
             bad "saved: the program's path" "trials that said so: $n of 2; before the split's run: $before" "$(ls -la "$T/saved.pt" 2>&1)"
+        # torch.load restoring each storage as a GPU's restore does (a new storage and a copy into
+        # it, which the tracker meets inside the restore) instead of the CPU's (the storage read):
+        # the loaded copy's weights still land on the stages they were saved from. Without that,
+        # all count on stage 0 and the copy's stage-1 modules are refused ("a tensor of stage 0
+        # reached stage 1 in layer 8"), as an H100 under torch 2.11 refused them
+        MEMSPLIT_BRIDGE_TEST_RESTORE=copy "$M" doctor --steps 3 --gpus 2 --gpu-mem "$cap" --json -- "${P[@]}" \
+            > "$T/$s.rdoc" 2> "$T/$s.rdocerr"; rc=$?
+        g=$(js "$T/$s.rdoc" "', '.join('%+.2f%%' % (100 * x['gap']) for x in d['train']['devices'])" 2>/dev/null)
+        [ $rc = 0 ] && [ "$g" = "$(js "$T/$s.doc" "', '.join('%+.2f%%' % (100 * x['gap']) for x in d['train']['devices'])")" ] && \
+            grep -q "^saved: the loaded model computes as the one saved yes (0), with its own weights yes" "$T/$s.rdocerr" && \
+            ok "saved: restored as a GPU restores (a copy), the loaded copy is placed where it was saved from ($g)" || \
+            bad "saved: restored as a copy: exit $rc, stages $g" "$(grep -E "^saved|Error" "$T/$s.rdocerr" | tail -2)"
         # a program that ends inside the trial by os._exit (as one killed): no exit handler of
         # Python's removes the trial's files; memsplit does, after the pass (run/scratch_dir.h)
         mkdir -p "$T/tmpd"

@@ -93,17 +93,37 @@ def load_kwargs(torch, s, target, kwargs):
     if stages is None or kwargs.get("map_location") is not None:
         return kwargs
     restore = torch.serialization.default_restore_location
+    if os.environ.get("MEMSPLIT_BRIDGE_TEST_RESTORE") == "copy":
+        restore = _restore_as_copy(torch)
     at = [0]
 
     def map_location(storage, location):
-        out = restore(storage, location)
         i = at[0]
         at[0] += 1
-        if i < len(stages) and stages[i] is not None and out.data_ptr():
-            s.load_homes[out.data_ptr()] = stages[i]
+        stage = stages[i] if i < len(stages) else None
+        # a GPU's restore makes a new storage and copies into it (UntypedStorage.cuda): the
+        # tracker meets it inside restore, before its address is known here
+        s.load_stage = stage
+        try:
+            out = restore(storage, location)
+        finally:
+            s.load_stage = None
+        if stage is not None and out.data_ptr():
+            s.load_homes[out.data_ptr()] = stage     # the CPU's: the storage itself, met later
         return out
 
     return dict(kwargs, map_location=map_location)
+
+
+def _restore_as_copy(torch):
+    """The tests' stand-in, on the CPU, for torch's restore to a GPU: a new
+    storage on the same device and a copy into it, as UntypedStorage.cuda
+    makes (the CPU's restore hands back the storage read from the file)."""
+    def restore(storage, location):
+        out = torch.UntypedStorage(storage.nbytes(), device=storage.device)
+        out.copy_(storage)
+        return out
+    return restore
 
 
 def place_loaded(torch, s, target, out):

@@ -89,6 +89,7 @@ class Session:
         self.redirect_dir = None
         self.saved_homes = {}       # virtual devices: a save's target -> its storages' stages (_homes)
         self.load_homes = {}        # while torch.load runs: a storage's address -> the stage it lands on
+        self.load_stage = None      # while torch.load restores one storage: the stage it lands on
         self.saved_modules = {}     # under a plan: a save's target -> the modules it held (_homes)
         self.borrow = []            # (module, layer to return to) while a tied module runs
         self.tied_params = None     # ids of parameters that more than one module holds

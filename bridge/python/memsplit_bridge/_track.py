@@ -270,6 +270,8 @@ class Tracker:
             if s.applier is not None:
                 s.applier.check_output(t)
             dev = owners[i][0] if owners is not None else None
+            if s.load_stage is not None:
+                dev = s.load_stage      # made by torch.load's restore: where that storage was saved from
             if dev is None and s.load_homes:
                 dev = s.load_homes.pop(key, None)      # torch.load's storage, where it was saved (_homes)
             if dev is None and s.phase in (PH_BACKWARD, PH_INIT) and s.applier is not None and \
