@@ -24,10 +24,15 @@ program moves the model to its device again after every step, as Lightning
 does at fit start and for test), --save/--load PATH (state_dict and
 optimizer state through torch.save, loaded with map_location), --resume
 PATH (a checkpoint after every step; on start, continue from it when it
-is there, as Lightning's ckpt_path="last"), --grow-at N --grow-mb M (from
+is there, as Lightning's ckpt_path="last"; with --atomic saved to PATH.tmp
+and renamed over PATH with os.replace), --grow-at N --grow-mb M (from
 step N the program keeps an extra M MiB on its device: memory the first
 steps never showed), --clip N (gradient clipping to norm N before each
-optimizer step).
+optimizer step), --topk DIR [--stale PATH] (after every step a checkpoint
+saved into DIR through Lightning's TorchCheckpointIO, or a stand-in with
+its module path, class and methods where Lightning is not installed, and
+the one it replaces removed, as ModelCheckpoint with save_top_k=1 does;
+the first one replaced is PATH, a best model a run before this one listed).
 """
 import argparse
 import contextlib
@@ -185,9 +190,12 @@ def main():
                     help="the forward and backward inside optimizer.step(closure), as Lightning runs them")
     ap.add_argument("--labels", action="store_true", help="hf: the loss computed inside the model's forward")
     ap.add_argument("--resume", default="", help="checkpoint after every step; continue from it when there")
+    ap.add_argument("--atomic", action="store_true", help="--resume: save to PATH.tmp, then os.replace over PATH")
     ap.add_argument("--grow-at", type=int, default=0, help="from this step on, keep --grow-mb MiB more")
     ap.add_argument("--grow-mb", type=float, default=0)
     ap.add_argument("--clip", type=float, default=0, help="clip the gradients' norm to this before each step")
+    ap.add_argument("--topk", default="", help="keep one checkpoint in this folder, as ModelCheckpoint(save_top_k=1)")
+    ap.add_argument("--stale", default="", help="--topk: the best model a run before this one listed")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -246,8 +254,41 @@ def next_batch(it, loader):
         return next(it), it
 
 
+def checkpoint_io():
+    """Lightning's TorchCheckpointIO, or where Lightning is not installed a
+    stand-in under its module path with its methods: the bytes through a
+    buffer (Lightning's _atomic_save), a removal where the file is."""
+    try:
+        from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+        return TorchCheckpointIO()
+    except ImportError:
+        pass
+    import io
+    import types
+
+    class TorchCheckpointIO:
+        def save_checkpoint(self, checkpoint, path, storage_options=None):
+            buf = io.BytesIO()
+            torch.save(checkpoint, buf)
+            with open(path, "wb") as f:
+                f.write(buf.getvalue())
+
+        def load_checkpoint(self, path, map_location=None):
+            return torch.load(path, map_location=map_location)
+
+        def remove_checkpoint(self, path):
+            if os.path.exists(path):
+                os.remove(path)
+
+    mod = types.ModuleType("lightning_fabric.plugins.io.torch_io")
+    mod.TorchCheckpointIO = TorchCheckpointIO
+    sys.modules[mod.__name__] = mod
+    return TorchCheckpointIO()
+
+
 def train(a, model, opts, loader, dev):
     step, it = 0, iter(loader)
+    ckio, best = (checkpoint_io(), a.stale or None) if a.topk else (None, None)
     if a.resume and os.path.exists(a.resume):
         ck = torch.load(a.resume, map_location=dev)
         model.load_state_dict(ck["model"])
@@ -297,7 +338,16 @@ def train(a, model, opts, loader, dev):
         if a.save:
             torch.save({"model": model.state_dict(), "opts": [o.state_dict() for o in opts]}, a.save)
         if a.resume:
-            torch.save({"model": model.state_dict(), "opts": [o.state_dict() for o in opts], "step": step}, a.resume)
+            to = a.resume + ".tmp" if a.atomic else a.resume
+            torch.save({"model": model.state_dict(), "opts": [o.state_dict() for o in opts], "step": step}, to)
+            if a.atomic:
+                os.replace(to, a.resume)
+        if ckio is not None:
+            path = os.path.join(a.topk, "step=%d.ckpt" % step)
+            ckio.save_checkpoint({"model": model.state_dict(), "step": step}, path)
+            if best is not None:
+                ckio.remove_checkpoint(best)
+            best = path
 
 
 if __name__ == "__main__":

@@ -360,6 +360,30 @@ check "labels=: profile" 0 "" -- "$M" profile --quiet --json -- "$PY" "$MODELS" 
     --steps 2 --labels
 [ "$(py "d['loss']['made_in']")" = 0 ] && ok "labels=: the loss is made where the tied lm_head ran (layer 0)" || \
     bad "labels= made_in" "$(py "d['loss']")"
+# A best model kept as Lightning's ModelCheckpoint keeps it (save_top_k=1):
+# each save removes the one it replaces, the first a file a run before this
+# one listed (a resumed run's best). The diagnostic passes save to files of
+# memsplit's own and remove those; the program's file they never saved they
+# leave alone. The rerun removes it, as the program alone does
+D="$T/topk"
+topk_fresh() { rm -rf "$D"; mkdir -p "$D"; echo before > "$D/old.ckpt"; }
+PK=("$PY" "$MODELS" --model ref --blocks 4 --steps 3 --topk "$D" --stale "$D/old.ckpt")
+topk_fresh
+"${PK[@]}" > "$T/pk.out" 2>&1; rc=$?
+[ $rc = 0 ] && [ ! -e "$D/old.ckpt" ] && [ "$(ls "$D")" = "step=3.ckpt" ] && \
+    ok "topk: the program alone removes each best model it replaces, the old one first" || \
+    bad "topk alone: exit $rc, left: $(ls "$D" | paste -sd' ')" "$(tail -2 "$T/pk.out")"
+topk_fresh
+check "topk: profile" 0 "does not remove the program's checkpoints: Lightning's remove of $D/old.ckpt skipped" -- \
+    "$M" profile --quiet --json -- "${PK[@]}"
+[ "$(cat "$D/old.ckpt" 2>&1)" = before ] && [ "$(ls "$D")" = old.ckpt ] && \
+    ok "topk: the trial and the record pass left the program's best model and wrote none of theirs there" || \
+    bad "topk: after the profile the folder holds: $(ls "$D" | paste -sd' ')" "$(grep -i checkpoint "$T/err")"
+capk=$(py "int(d['peak_bytes'] * 0.7)")
+topk_fresh
+check "topk: doctor over two CPU devices" 0 "" -- "$M" doctor --gpus 2 --gpu-mem "$capk" --json -- "${PK[@]}"
+[ "$(ls "$D")" = "step=3.ckpt" ] && ok "topk: the rerun removed the old best model and kept its own last, as the program alone" || \
+    bad "topk: after doctor the folder holds: $(ls "$D" | paste -sd' ')"
 # The rerun runs out at a later step than the trial saw (the program keeps
 # more from step 4): doctor learns the excess on the root stage, re-plans,
 # restarts, and the program resumes from its own checkpoint (saved after
@@ -388,6 +412,19 @@ rows=$(sqlite3 "$T/resume.db" "SELECT group_concat(step) FROM (SELECT step FROM 
 [ "$(py "all(abs(x['gap']) <= 0.02 for x in d['train']['devices'])")" = True ] && \
     ok "resume: after the restart every peak within 2% of the new plan ($(py "[round(100*x['gap'],2) for x in d['train']['devices']]")%)" || \
     bad "resume: peaks after the restart" "$(py "[x['gap'] for x in d['train']['devices']]")"
+# the same checkpoint saved atomically (to PATH.tmp, renamed over PATH with
+# os.replace): in the diagnostic passes the rename is of memsplit's own files
+# (before, it failed: the file it renamed was never written), and doctor
+# hears PATH saved, so it knows the restart resumed from it
+rm -f "$T/resume.pt" "$T/resume.pt.tmp"
+check "resume --atomic: doctor restarts after the rerun runs out" 0 \
+    "saved after step 3: it resumed there, no finished step lost" -- "$M" doctor --gpus 2 --gpu-mem "$capr" --json \
+    -- "${PR[@]}" --resume "$T/resume.pt" --atomic --grow-at 4 --grow-mb "$grow"
+got=$(py "','.join('%.4f' % x for x in d['train']['losses'])")
+grep -q "the trial does not write the program's checkpoints: os.replace to $T/resume.pt went to a file of memsplit's own" \
+    "$T/err" && [ "$want" = "$got" ] && [ -s "$T/resume.pt" ] && [ ! -e "$T/resume.pt.tmp" ] && \
+    ok "resume --atomic: the trial renamed its own files; steps 4-6 after the restart have the uninterrupted run's losses" || \
+    bad "resume --atomic: losses $got (want $want)" "$(grep -iE "checkpoint|Error" "$T/err" | tail -3)" "$(ls "$T"/resume.pt*)"
 # gradient clipping over the split model's parameters, in the optimizer
 # phase: the same losses, the norm's temporaries counted where they are
 PC=("$PY" "$MODELS" "${REF_V[@]}" --clip 0.5)

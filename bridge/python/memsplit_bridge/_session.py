@@ -87,6 +87,7 @@ class Session:
         self.skip_warned = set()    # ways of saving a checkpoint a diagnostic pass has said it skips
         self.redirects = {}         # a diagnostic pass's saves: the program's path -> memsplit's own file
         self.redirect_dir = None
+        self.saved_paths = set()    # the paths the program saved a checkpoint to (a rename carries one on)
         self.saved_homes = {}       # virtual devices: a save's target -> its storages' stages (_homes)
         self.load_homes = {}        # while torch.load runs: a storage's address -> the stage it lands on
         self.load_stage = None      # while torch.load restores one storage: the stage it lands on
@@ -1550,6 +1551,7 @@ def start(torch, lib, cfg):
         _install_plan(torch, lib, s, cfg["plan"], cuda)
     _install_step_wrappers(torch, s)
     _watch_checkpoints(torch, s)
+    _watch_renames(s)
     _pickle.install(torch)
     if allocator:
         s.record = _history.Record(torch, s, _history.Allocator(torch))
@@ -1656,6 +1658,8 @@ def _watch_checkpoints(torch, s):
                     a, k = _retarget(a, k, at, key, mine)
             if path is not None:
                 s.send(_name, path=path, step=s.steps)
+                if _name == "save":
+                    s.saved_paths.add(os.path.abspath(path))
             if _name == "save" or not homes:
                 return _real(*a, **k)
             try:
@@ -1667,6 +1671,41 @@ def _watch_checkpoints(torch, s):
 
         wrapped.__wrapped__ = real
         setattr(torch, name, wrapped)
+
+
+def _watch_renames(s):
+    """A checkpoint saved to a temporary path and renamed over the real one
+    (os.replace, os.rename, shutil.move: an atomic save). In a diagnostic
+    pass the temporary file is memsplit's own: it is renamed to memsplit's
+    file for the checkpoint's path, which the program's loads of that path
+    read, and the program's folder is left alone; before, the rename failed
+    (FileNotFoundError) and the pass with it. In every pass the checkpoint's
+    path is what doctor hears was saved, so that a restart loading it is
+    known to resume. A rename of anything else is the program's own."""
+    for name in ("replace", "rename"):
+        real = getattr(os, name)
+
+        def wrapped(src, dst, *a, _real=real, _name=name, **k):
+            paths = not a and not k and all(isinstance(p, (str, bytes, os.PathLike)) for p in (src, dst))
+            full = os.path.abspath(os.fsdecode(src)) if paths else None
+            if full is None or full not in s.saved_paths:
+                return _real(src, dst, *a, **k)
+            to = os.fsdecode(dst)
+            if _diagnostic(s):
+                mine = s.redirects.get(full)
+                if mine is None:        # a save the pass skipped (into a file the program opened)
+                    _skip_save(s, "os.%s" % _name, to)
+                    return None
+                out = _real(mine, _redirect(s, "os.%s" % _name, to))
+            else:
+                out = _real(src, dst)
+                s.send("save", path=to, step=s.steps)
+            s.saved_paths.discard(full)
+            s.saved_paths.add(os.path.abspath(to))
+            return out
+
+        wrapped.__wrapped__ = real
+        setattr(os, name, wrapped)
 
 
 def _path_of(target, how):
@@ -1723,6 +1762,16 @@ def _skip_save(s, how, path, instead=None):
                     "went to a file of memsplit's own, which the program's loads of that path read"))
 
 
+def _skip_remove(s, how, path):
+    """In a diagnostic pass, a removal of a checkpoint the pass did not save:
+    the program's file, left where it is, said once per way of removing."""
+    if how not in s.skip_warned:
+        s.skip_warned.add(how)
+        kind = {"uncapped": "uncapped pass", "record": "record pass"}.get(s.cfg.get("pass", "trial"), "trial")
+        s.lib.warn("checkpoint", "the %s does not remove the program's checkpoints: %s of %s skipped (the pass "
+                   "never saved it; the file is the program's own)" % (kind, how, path))
+
+
 def _watch_lightning_checkpoints(s):
     """Lightning writes its checkpoints itself (torch.save into a buffer, the
     bytes through fsspec): its CheckpointIO's save is where their path is.
@@ -1749,11 +1798,27 @@ def _watch_lightning_checkpoints(s):
             mine = s.redirects.get(os.path.abspath(p)) if p is not None else None
             return _real(self, path if mine is None else mine, *a, **k)
 
-        for fn, was in ((save_checkpoint, real), (load_checkpoint, real_load)):
+        real_remove = cls.remove_checkpoint
+
+        def remove_checkpoint(self, path, *a, _real=real_remove, **k):
+            # ModelCheckpoint removes the checkpoint a better one replaces: in a diagnostic pass
+            # that is a file of memsplit's own, or, where the pass never saved that path (a best
+            # model the run it resumed from listed), the program's, which the pass leaves alone
+            if not _diagnostic(s):
+                return _real(self, path, *a, **k)
+            p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+            mine = s.redirects.get(os.path.abspath(p)) if p is not None else None
+            if mine is not None:
+                return _real(self, mine, *a, **k)
+            _skip_remove(s, "Lightning's remove", str(path))
+            return None
+
+        for fn, was in ((save_checkpoint, real), (load_checkpoint, real_load), (remove_checkpoint, real_remove)):
             fn._memsplit = True
             fn.__wrapped__ = was
         cls.save_checkpoint = save_checkpoint
         cls.load_checkpoint = load_checkpoint
+        cls.remove_checkpoint = remove_checkpoint
 
 
 def _refuse_compile(torch, s):
