@@ -240,14 +240,15 @@ realdev_case() {  # NAME LOSS_PATTERN -- PROGRAM...: doctor over cuda:0,cpu agai
     js "$T/rd_$name.json" "'  devices: ' + '; '.join('%s predicted %.1f MiB measured %s' % (x['name'], x['predicted_peak_bytes']/2**20, 'not measured' if x['measured_peak_bytes'] is None else '%.1f MiB gap %+.2f%%' % (x['measured_peak_bytes']/2**20, 100*x['gap'])) for x in d['train']['devices'])"
     grep -E "^  cuda:[0-9]+: the allocator's peak" "$T/rd_$name.err" | sed 's/^/  /'
     # cuda:0 alone on its GPU: its peak in two parts, each held to its own prediction. The
-    # allocator's peak (the tensors, and the library buffers the allocator holds) within 2%;
-    # beyond the allocator (the context, the libraries' own memory) at most what the plan gave it:
-    # a stage whose layers load fewer libraries than the whole program holds less there
-    # (realdev packed: no cuBLAS on cuda:0, an H100 of 2026-12-06), and that part of the
-    # prediction is the whole GPU's, on the safe side (docs/bridge.md, "Workspaces and libraries
-    # a split stage does not have")
-    local g; g=$(js "$T/rd_$name.json" "(lambda x: x['name'] == 'cuda:0' and abs(x['measured_allocator_peak_bytes'] / x['predicted_allocator_peak_bytes'] - 1) <= 0.02 and x['measured_beyond_allocator_bytes'] <= x['predicted_beyond_allocator_bytes'])(d['train']['devices'][0]) and d['train']['devices'][1]['measured_peak_bytes'] is None")
-    [ "$g" = True ] && ok "realdev $name: cuda:0's allocator peak within 2% of the plan, beyond it no more than the plan gave; the CPU stage says not measured" || \
+    # allocator's peak: at least the tensors predicted (less 2%), at most those and the library
+    # buffers the allocator holds (cuBLAS's workspaces; plus 2%); beyond the allocator (the
+    # context, the libraries' own memory) at most what the plan gave it. A stage whose layers
+    # load fewer libraries than the whole program holds less in both (realdev packed: no
+    # cuBLAS on cuda:0, so none of its 65 MiB of workspaces, an H100 of 2026-12-07), and both
+    # are the whole program's in the prediction, on the safe side (docs/bridge.md, "Workspaces
+    # and libraries a split stage does not have")
+    local g; g=$(js "$T/rd_$name.json" "(lambda x: x['name'] == 'cuda:0' and 0.98 * (x['predicted_peak_bytes'] - x['predicted_by_category']['reserve']) <= x['measured_allocator_peak_bytes'] <= 1.02 * x['predicted_allocator_peak_bytes'] and x['measured_beyond_allocator_bytes'] <= x['predicted_beyond_allocator_bytes'])(d['train']['devices'][0]) and d['train']['devices'][1]['measured_peak_bytes'] is None")
+    [ "$g" = True ] && ok "realdev $name: cuda:0's allocator peak between its tensors and its tensors with the library buffers (2%), beyond it no more than the plan gave; the CPU stage says not measured" || \
         bad "realdev $name: peaks" "$g"
     local a b; a=$(js "$T/rd_$name.json" "' '.join('%.6f' % x for x in d['train']['losses'])")
     b=$(grep -oE "$pat" "$T/rp_$name.out" | awk '{print $4}' | paste -sd' ' -)
