@@ -32,7 +32,9 @@ optimizer step), --topk DIR [--stale PATH] (after every step a checkpoint
 saved into DIR through Lightning's TorchCheckpointIO, or a stand-in with
 its module path, class and methods where Lightning is not installed, and
 the one it replaces removed, as ModelCheckpoint with save_top_k=1 does;
-the first one replaced is PATH, a best model a run before this one listed).
+the first one replaced is PATH, a best model a run before this one listed),
+--rotate DIR (after every step a checkpoint DIR/ckpt_N.pt through
+torch.save, and the one before it removed with os.remove: the last one kept).
 """
 import argparse
 import contextlib
@@ -196,6 +198,7 @@ def main():
     ap.add_argument("--clip", type=float, default=0, help="clip the gradients' norm to this before each step")
     ap.add_argument("--topk", default="", help="keep one checkpoint in this folder, as ModelCheckpoint(save_top_k=1)")
     ap.add_argument("--stale", default="", help="--topk: the best model a run before this one listed")
+    ap.add_argument("--rotate", default="", help="keep the last checkpoint in this folder, the one before removed")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -342,6 +345,10 @@ def train(a, model, opts, loader, dev):
             torch.save({"model": model.state_dict(), "opts": [o.state_dict() for o in opts], "step": step}, to)
             if a.atomic:
                 os.replace(to, a.resume)
+        if a.rotate:
+            torch.save({"model": model.state_dict(), "step": step}, os.path.join(a.rotate, "ckpt_%d.pt" % step))
+            if step > 1:
+                os.remove(os.path.join(a.rotate, "ckpt_%d.pt" % (step - 1)))
         if ckio is not None:
             path = os.path.join(a.topk, "step=%d.ckpt" % step)
             ckio.save_checkpoint({"model": model.state_dict(), "step": step}, path)

@@ -384,6 +384,21 @@ topk_fresh
 check "topk: doctor over two CPU devices" 0 "" -- "$M" doctor --gpus 2 --gpu-mem "$capk" --json -- "${PK[@]}"
 [ "$(ls "$D")" = "step=3.ckpt" ] && ok "topk: the rerun removed the old best model and kept its own last, as the program alone" || \
     bad "topk: after doctor the folder holds: $(ls "$D" | paste -sd' ')"
+# the last checkpoint kept by hand (torch.save, then os.remove of the one
+# before): in the diagnostic passes the removal is of memsplit's own file;
+# the program's file of that name (here from a run before) stays. Before,
+# the trial deleted it, or failed with FileNotFoundError where none was
+topk_fresh; echo before > "$D/ckpt_1.pt"; rm -f "$D/old.ckpt"
+# (a trial of 4 steps: the program's first removal is at the end of its second)
+PT=("$PY" "$MODELS" --model ref --blocks 4 --steps 5 --rotate "$D")
+check "rotate: profile" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PT[@]}"
+[ "$(cat "$D/ckpt_1.pt" 2>&1)" = before ] && [ "$(ls "$D")" = ckpt_1.pt ] && \
+    ok "rotate: the trial removed its own checkpoints, not the program's file of that name" || \
+    bad "rotate: after the profile the folder holds: $(ls "$D" | paste -sd' ')" "$(tail -2 "$T/err")"
+rm -f "$D/ckpt_1.pt"
+check "rotate: profile where the program has no such file" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PT[@]}"
+"${PT[@]}" > "$T/pt.out" 2>&1 && [ "$(ls "$D")" = ckpt_5.pt ] && ok "rotate: the program alone keeps only its last checkpoint" || \
+    bad "rotate alone: the folder holds: $(ls "$D" | paste -sd' ')" "$(tail -2 "$T/pt.out")"
 # The rerun runs out at a later step than the trial saw (the program keeps
 # more from step 4): doctor learns the excess on the root stage, re-plans,
 # restarts, and the program resumes from its own checkpoint (saved after

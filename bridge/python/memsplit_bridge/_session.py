@@ -1681,7 +1681,9 @@ def _watch_renames(s):
     read, and the program's folder is left alone; before, the rename failed
     (FileNotFoundError) and the pass with it. In every pass the checkpoint's
     path is what doctor hears was saved, so that a restart loading it is
-    known to resume. A rename of anything else is the program's own."""
+    known to resume. A rename of anything else is the program's own. In a
+    diagnostic pass os.remove and os.unlink of a path it saved remove
+    memsplit's file instead."""
     for name in ("replace", "rename"):
         real = getattr(os, name)
 
@@ -1706,6 +1708,21 @@ def _watch_renames(s):
 
         wrapped.__wrapped__ = real
         setattr(os, name, wrapped)
+    for name in ("remove", "unlink"):
+        real = getattr(os, name)
+
+        def removed(path, *a, _real=real, **k):
+            # a diagnostic pass's removal of a checkpoint it saved (the program keeps its last k):
+            # memsplit's file; the program's, of that name, is not the pass's to delete (before,
+            # the trial deleted it, or failed with FileNotFoundError where there was none)
+            if not a and not k and isinstance(path, (str, bytes, os.PathLike)) and _diagnostic(s):
+                mine = s.redirects.get(os.path.abspath(os.fsdecode(path)))
+                if mine is not None:
+                    return _real(mine)
+            return _real(path, *a, **k)
+
+        removed.__wrapped__ = real
+        setattr(os, name, removed)
 
 
 def _path_of(target, how):
