@@ -1551,7 +1551,7 @@ def start(torch, lib, cfg):
         _install_plan(torch, lib, s, cfg["plan"], cuda)
     _install_step_wrappers(torch, s)
     _watch_checkpoints(torch, s)
-    _watch_renames(s)
+    _watch_moves(s)
     _pickle.install(torch)
     if allocator:
         s.record = _history.Record(torch, s, _history.Allocator(torch))
@@ -1673,7 +1673,7 @@ def _watch_checkpoints(torch, s):
         setattr(torch, name, wrapped)
 
 
-def _watch_renames(s):
+def _watch_moves(s):
     """A checkpoint saved to a temporary path and renamed over the real one
     (os.replace, os.rename, shutil.move: an atomic save). In a diagnostic
     pass the temporary file is memsplit's own: it is renamed to memsplit's
