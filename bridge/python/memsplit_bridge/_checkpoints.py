@@ -1,0 +1,234 @@
+"""The program's checkpoints: torch.save and torch.load with a path (or an
+open file), Lightning's CheckpointIO, and the renames and removals of what
+was saved. doctor hears each save and load, to say whether a restart
+resumes. The diagnostic passes (the trial, the uncapped and record passes)
+write, rename and remove none of the program's checkpoint files: memsplit's
+own files stand in for them (docs/bridge.md, "Checkpoints")."""
+import atexit
+import os
+import sys
+
+from . import _homes
+
+
+def install(torch, s):
+    """torch.save, torch.load, and the renames and removals of os."""
+    _watch_checkpoints(torch, s)
+    _watch_moves(s)
+
+
+def _watch_checkpoints(torch, s):
+    """torch.save and torch.load with a path (or an open file): the
+    program's checkpoints, so that doctor can say whether a restart resumes.
+    The diagnostic passes (the trial, the uncapped pass) do not write the
+    program's files: their steps are a measurement, and a checkpoint from
+    them would be what the rerun resumes from, or would replace one the
+    program made before. A save to a path goes to a file of memsplit's own
+    instead, which a load of that path then reads (a program that loads what
+    it saved: a best model evaluated, a checkpoint read back)."""
+    for name in ("save", "load"):
+        real = getattr(torch, name)
+
+        def wrapped(*a, _real=real, _name=name, **k):
+            at = 1 if _name == "save" else 0
+            key = "f" if "f" in k else None
+            target = k["f"] if key else (a[at] if len(a) > at else None)
+            path = _path_of(target, "write" if _name == "save" else "read")
+            # under a plan: a save's modules (and storages' stages) noted; a load that puts each
+            # storage back where it was saved from (no map_location) is placed as they were
+            homes = target is not None and _homes.applies(s, k) and \
+                (bool(a) if _name == "save" else len(a) <= 1 and k.get("map_location") is None)
+            if homes and _name == "save":
+                _homes.note_save(torch, s, a[0], target)
+            elif homes:
+                k = _homes.load_kwargs(torch, s, target, k)
+            if path is not None and _name == "save":
+                if _diagnostic(s):
+                    if not isinstance(target, (str, bytes, os.PathLike)):
+                        _skip_save(s, "torch.save", path)       # the program opened (emptied) it itself
+                        return None
+                    a, k = _retarget(a, k, at, key, _redirect(s, "torch.save", path))
+            elif path is not None and isinstance(target, (str, bytes, os.PathLike)):
+                mine = s.redirects.get(os.path.abspath(path))
+                if mine is not None:
+                    a, k = _retarget(a, k, at, key, mine)
+            if path is not None:
+                s.send(_name, path=path, step=s.steps)
+                if _name == "save":
+                    s.saved_paths.add(os.path.abspath(path))
+            if _name == "save" or not homes:
+                return _real(*a, **k)
+            try:
+                out = _real(*a, **k)
+            finally:
+                s.load_homes.clear()       # storages it made and no tensor took: addresses free again
+            _homes.place_loaded(torch, s, target, out)
+            return out
+
+        wrapped.__wrapped__ = real
+        setattr(torch, name, wrapped)
+
+
+def _watch_moves(s):
+    """A checkpoint saved to a temporary path and renamed over the real one
+    (os.replace, os.rename, shutil.move: an atomic save). In a diagnostic
+    pass the temporary file is memsplit's own: it is renamed to memsplit's
+    file for the checkpoint's path, which the program's loads of that path
+    read, and the program's folder is left alone; before, the rename failed
+    (FileNotFoundError) and the pass with it. In every pass the checkpoint's
+    path is what doctor hears was saved, so that a restart loading it is
+    known to resume. A rename of anything else is the program's own. In a
+    diagnostic pass os.remove and os.unlink of a path it saved remove
+    memsplit's file instead."""
+    for name in ("replace", "rename"):
+        real = getattr(os, name)
+
+        def wrapped(src, dst, *a, _real=real, _name=name, **k):
+            paths = not a and not k and all(isinstance(p, (str, bytes, os.PathLike)) for p in (src, dst))
+            full = os.path.abspath(os.fsdecode(src)) if paths else None
+            if full is None or full not in s.saved_paths:
+                return _real(src, dst, *a, **k)
+            to = os.fsdecode(dst)
+            if _diagnostic(s):
+                mine = s.redirects.get(full)
+                if mine is None:        # a save the pass skipped (into a file the program opened)
+                    _skip_save(s, "os.%s" % _name, to)
+                    return None
+                out = _real(mine, _redirect(s, "os.%s" % _name, to))
+            else:
+                out = _real(src, dst)
+                s.send("save", path=to, step=s.steps)
+            s.saved_paths.discard(full)
+            s.saved_paths.add(os.path.abspath(to))
+            return out
+
+        wrapped.__wrapped__ = real
+        setattr(os, name, wrapped)
+    for name in ("remove", "unlink"):
+        real = getattr(os, name)
+
+        def removed(path, *a, _real=real, **k):
+            # a diagnostic pass's removal of a checkpoint it saved (the program keeps its last k):
+            # memsplit's file; the program's, of that name, is not the pass's to delete (before,
+            # the trial deleted it, or failed with FileNotFoundError where there was none)
+            if not a and not k and isinstance(path, (str, bytes, os.PathLike)) and _diagnostic(s):
+                mine = s.redirects.get(os.path.abspath(os.fsdecode(path)))
+                if mine is not None:
+                    return _real(mine)
+            return _real(path, *a, **k)
+
+        removed.__wrapped__ = real
+        setattr(os, name, removed)
+
+
+def _path_of(target, how):
+    """The path a save or load names: a path, or an open file's name."""
+    path = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else \
+        getattr(target, "name", None) if hasattr(target, how) else None
+    return path if isinstance(path, str) else None
+
+
+def _retarget(a, k, at, key, path):
+    if key is not None:
+        return a, dict(k, **{key: path})
+    return a[:at] + (path,) + a[at + 1:], k
+
+
+def _diagnostic(s):
+    return s.cfg.get("pass", "trial") in ("trial", "uncapped", "record", "ballast-only")
+
+
+def _redirect(s, how, path):
+    """A diagnostic pass's save to path: the file of memsplit's own it goes
+    to instead, said once per way of saving. In a folder of this process's
+    own, inside the pass's (the config's scratch_dir, which memsplit removes
+    after the pass however the program ends: run/scratch_dir.h); removed
+    when Python exits too."""
+    full = os.path.abspath(path)
+    mine = s.redirects.get(full)
+    if mine is None:
+        if s.redirect_dir is None:
+            import shutil
+            import tempfile
+            scratch = s.cfg.get("scratch_dir")
+            s.redirect_dir = tempfile.mkdtemp(prefix="memsplit-checkpoints-",
+                                              dir=scratch if isinstance(scratch, str) and os.path.isdir(scratch)
+                                              else None)
+            atexit.register(shutil.rmtree, s.redirect_dir, True)
+        mine = os.path.join(s.redirect_dir, "%d-%s" % (len(s.redirects), os.path.basename(full) or "checkpoint"))
+        s.redirects[full] = mine
+    _skip_save(s, how, path, mine)
+    return mine
+
+
+def _skip_save(s, how, path, instead=None):
+    """In a diagnostic pass (the trial, the uncapped pass) a checkpoint save
+    does not write the program's file (instead: memsplit's own file it goes
+    to): said once per way of saving."""
+    s.send("save", path=path, step=s.steps, skipped=1)
+    if how not in s.skip_warned:
+        s.skip_warned.add(how)
+        kind = {"uncapped": "uncapped pass", "record": "record pass"}.get(s.cfg.get("pass", "trial"), "trial")
+        s.lib.warn("checkpoint", "the %s does not write the program's checkpoints: %s to %s %s (the rerun "
+                   "resumes from what was there before)" %
+                   (kind, how, path, "skipped" if instead is None else
+                    "went to a file of memsplit's own, which the program's loads of that path read"))
+
+
+def _skip_remove(s, how, path):
+    """In a diagnostic pass, a removal of a checkpoint the pass did not save:
+    the program's file, left where it is, said once per way of removing."""
+    if how not in s.skip_warned:
+        s.skip_warned.add(how)
+        kind = {"uncapped": "uncapped pass", "record": "record pass"}.get(s.cfg.get("pass", "trial"), "trial")
+        s.lib.warn("checkpoint", "the %s does not remove the program's checkpoints: %s of %s skipped (the pass "
+                   "never saved it; the file is the program's own)" % (kind, how, path))
+
+
+def watch_lightning(s):
+    """Lightning writes its checkpoints itself (torch.save into a buffer, the
+    bytes through fsspec): its CheckpointIO's save is where their path is.
+    Wrapped once the program trains (Lightning is imported by then), so the
+    diagnostic passes write theirs to memsplit's own files and doctor sees
+    them, as with torch.save."""
+    for name in ("lightning.fabric.plugins.io.torch_io", "lightning_fabric.plugins.io.torch_io"):
+        cls = getattr(sys.modules.get(name), "TorchCheckpointIO", None)
+        real = getattr(cls, "save_checkpoint", None)
+        if real is None or getattr(real, "_memsplit", False):
+            continue
+
+        def save_checkpoint(self, checkpoint, path, *a, _real=real, **k):
+            p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path)
+            if _diagnostic(s):
+                return _real(self, checkpoint, _redirect(s, "Lightning's save", p), *a, **k)
+            s.send("save", path=p, step=s.steps)
+            return _real(self, checkpoint, path, *a, **k)
+
+        real_load = cls.load_checkpoint
+
+        def load_checkpoint(self, path, *a, _real=real_load, **k):
+            p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+            mine = s.redirects.get(os.path.abspath(p)) if p is not None else None
+            return _real(self, path if mine is None else mine, *a, **k)
+
+        real_remove = cls.remove_checkpoint
+
+        def remove_checkpoint(self, path, *a, _real=real_remove, **k):
+            # ModelCheckpoint removes the checkpoint a better one replaces: in a diagnostic pass
+            # that is a file of memsplit's own, or, where the pass never saved that path (a best
+            # model the run it resumed from listed), the program's, which the pass leaves alone
+            if not _diagnostic(s):
+                return _real(self, path, *a, **k)
+            p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+            mine = s.redirects.get(os.path.abspath(p)) if p is not None else None
+            if mine is not None:
+                return _real(self, mine, *a, **k)
+            _skip_remove(s, "Lightning's remove", str(path))
+            return None
+
+        for fn, was in ((save_checkpoint, real), (load_checkpoint, real_load), (remove_checkpoint, real_remove)):
+            fn._memsplit = True
+            fn.__wrapped__ = was
+        cls.save_checkpoint = save_checkpoint
+        cls.load_checkpoint = load_checkpoint
+        cls.remove_checkpoint = remove_checkpoint
