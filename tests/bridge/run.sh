@@ -399,6 +399,22 @@ rm -f "$D/ckpt_1.pt"
 check "rotate: profile where the program has no such file" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PT[@]}"
 "${PT[@]}" > "$T/pt.out" 2>&1 && [ "$(ls "$D")" = ckpt_5.pt ] && ok "rotate: the program alone keeps only its last checkpoint" || \
     bad "rotate alone: the folder holds: $(ls "$D" | paste -sd' ')" "$(tail -2 "$T/pt.out")"
+# a backup of the checkpoint before each save (os.replace(P, P + ".bak")),
+# in a run resumed from P: the diagnostic passes leave the program's P where
+# it is (its loads of P.bak read it), and save to memsplit's own files.
+# Before, the trial moved P to P.bak, and a rerun then began from step 1
+rm -f "$T/bk.pt" "$T/bk.pt.bak"
+"$PY" "$MODELS" --model ref --blocks 4 --steps 1 --resume "$T/bk.pt" > "$T/bk.out" 2>&1
+sum=$(cksum < "$T/bk.pt")
+PB=("$PY" "$MODELS" --model ref --blocks 4 --steps 6 --resume "$T/bk.pt" --backup)
+check "backup: profile of a run resumed from its checkpoint" 0 \
+    "does not rename the program's checkpoints: os.replace of $T/bk.pt to $T/bk.pt.bak skipped" -- \
+    "$M" profile --steps 3 --quiet --json -- "${PB[@]}"
+[ "$(cksum < "$T/bk.pt")" = "$sum" ] && [ ! -e "$T/bk.pt.bak" ] && grep -q "resumed at step 1" "$T/err" && \
+    ok "backup: the trial resumed from the program's checkpoint and left it where it was" || \
+    bad "backup: after the profile: $(ls "$T"/bk.pt* | paste -sd' ')" "$(grep -iE "resumed|checkpoint" "$T/err" | tail -2)"
+"${PB[@]}" > "$T/bk.out" 2>&1 && [ -e "$T/bk.pt.bak" ] && grep -q "resumed at step 1" "$T/bk.out" && \
+    ok "backup: the program alone moves its checkpoint to the backup before it saves" || bad "backup alone" "$(tail -2 "$T/bk.out")"
 # The rerun runs out at a later step than the trial saw (the program keeps
 # more from step 4): doctor learns the excess on the root stage, re-plans,
 # restarts, and the program resumes from its own checkpoint (saved after

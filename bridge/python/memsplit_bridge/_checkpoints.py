@@ -48,10 +48,13 @@ def _watch_checkpoints(torch, s):
                         _skip_save(s, "torch.save", path)       # the program opened (emptied) it itself
                         return None
                     a, k = _retarget(a, k, at, key, _redirect(s, "torch.save", path))
-            elif path is not None and isinstance(target, (str, bytes, os.PathLike)):
-                mine = s.redirects.get(os.path.abspath(path))
-                if mine is not None:
+            elif path is not None:
+                full = os.path.abspath(path)
+                mine = s.redirects.get(full) or s.aliases.get(full)
+                if mine is not None and isinstance(target, (str, bytes, os.PathLike)):
                     a, k = _retarget(a, k, at, key, mine)
+                elif mine is None:
+                    s.loaded_paths.add(full)    # the program's own checkpoint (a resume)
             if path is not None:
                 s.send(_name, path=path, step=s.steps)
                 if _name == "save":
@@ -77,22 +80,33 @@ def _watch_moves(s):
     read, and the program's folder is left alone; before, the rename failed
     (FileNotFoundError) and the pass with it. In every pass the checkpoint's
     path is what doctor hears was saved, so that a restart loading it is
-    known to resume. A rename of anything else is the program's own. In a
-    diagnostic pass os.remove and os.unlink of a path it saved remove
-    memsplit's file instead."""
+    known to resume. In a diagnostic pass os.remove and os.unlink of a path
+    it saved remove memsplit's file instead.
+
+    A checkpoint the program loaded (the one it resumed from) is the
+    program's file: a diagnostic pass neither renames nor removes it (a
+    backup made before each save, os.replace(P, P + ".bak"), moved the
+    program's checkpoint away in the trial, and the rerun then began from
+    the first step). Its new name stands for it instead: the program's loads
+    of that name read it. A rename or removal of anything else is the
+    program's own."""
     for name in ("replace", "rename"):
         real = getattr(os, name)
 
         def wrapped(src, dst, *a, _real=real, _name=name, **k):
             paths = not a and not k and all(isinstance(p, (str, bytes, os.PathLike)) for p in (src, dst))
             full = os.path.abspath(os.fsdecode(src)) if paths else None
-            if full is None or full not in s.saved_paths:
+            if full is None or not (full in s.saved_paths or _diagnostic(s) and _programs(s, full)):
                 return _real(src, dst, *a, **k)
             to = os.fsdecode(dst)
             if _diagnostic(s):
                 mine = s.redirects.get(full)
-                if mine is None:        # a save the pass skipped (into a file the program opened)
-                    _skip_save(s, "os.%s" % _name, to)
+                if mine is None and full in s.saved_paths and full not in s.aliases:
+                    _skip_save(s, "os.%s" % _name, to)  # a save the pass skipped (into a file the program opened)
+                    return None
+                if mine is None:        # the program's checkpoint, or a name standing for it
+                    s.aliases[os.path.abspath(to)] = s.aliases.pop(full, full)
+                    _skip_move(s, "os.%s" % _name, full, to)
                     return None
                 out = _real(mine, _redirect(s, "os.%s" % _name, to))
             else:
@@ -107,18 +121,29 @@ def _watch_moves(s):
     for name in ("remove", "unlink"):
         real = getattr(os, name)
 
-        def removed(path, *a, _real=real, **k):
+        def removed(path, *a, _real=real, _name=name, **k):
             # a diagnostic pass's removal of a checkpoint it saved (the program keeps its last k):
             # memsplit's file; the program's, of that name, is not the pass's to delete (before,
             # the trial deleted it, or failed with FileNotFoundError where there was none)
             if not a and not k and isinstance(path, (str, bytes, os.PathLike)) and _diagnostic(s):
-                mine = s.redirects.get(os.path.abspath(os.fsdecode(path)))
+                full = os.path.abspath(os.fsdecode(path))
+                mine = s.redirects.get(full)
                 if mine is not None:
                     return _real(mine)
+                if _programs(s, full):
+                    s.aliases.pop(full, None)
+                    _skip_remove(s, "os.%s" % _name, full)
+                    return None
             return _real(path, *a, **k)
 
         removed.__wrapped__ = real
         setattr(os, name, removed)
+
+
+def _programs(s, full):
+    """full is a checkpoint of the program's that the pass did not write: one
+    it loaded, or a name standing for one (a rename the pass skipped)."""
+    return full not in s.redirects and (full in s.loaded_paths or full in s.aliases)
 
 
 def _path_of(target, how):
@@ -145,6 +170,7 @@ def _redirect(s, how, path):
     after the pass however the program ends: run/scratch_dir.h); removed
     when Python exits too."""
     full = os.path.abspath(path)
+    s.aliases.pop(full, None)       # a save to a name that stood for the program's checkpoint
     mine = s.redirects.get(full)
     if mine is None:
         if s.redirect_dir is None:
@@ -168,11 +194,25 @@ def _skip_save(s, how, path, instead=None):
     s.send("save", path=path, step=s.steps, skipped=1)
     if how not in s.skip_warned:
         s.skip_warned.add(how)
-        kind = {"uncapped": "uncapped pass", "record": "record pass"}.get(s.cfg.get("pass", "trial"), "trial")
+        kind = _pass_name(s)
         s.lib.warn("checkpoint", "the %s does not write the program's checkpoints: %s to %s %s (the rerun "
                    "resumes from what was there before)" %
                    (kind, how, path, "skipped" if instead is None else
                     "went to a file of memsplit's own, which the program's loads of that path read"))
+
+
+def _skip_move(s, how, src, dst):
+    """In a diagnostic pass, a rename of the program's checkpoint (one it
+    loaded): left where it is, the new name standing for it, said once per
+    way of renaming."""
+    if how + " of" not in s.skip_warned:
+        s.skip_warned.add(how + " of")
+        s.lib.warn("checkpoint", "the %s does not rename the program's checkpoints: %s of %s to %s skipped (the "
+                   "program's loads of %s read %s)" % (_pass_name(s), how, src, dst, dst, src))
+
+
+def _pass_name(s):
+    return {"uncapped": "uncapped pass", "record": "record pass"}.get(s.cfg.get("pass", "trial"), "trial")
 
 
 def _skip_remove(s, how, path):
@@ -180,7 +220,7 @@ def _skip_remove(s, how, path):
     the program's file, left where it is, said once per way of removing."""
     if how not in s.skip_warned:
         s.skip_warned.add(how)
-        kind = {"uncapped": "uncapped pass", "record": "record pass"}.get(s.cfg.get("pass", "trial"), "trial")
+        kind = _pass_name(s)
         s.lib.warn("checkpoint", "the %s does not remove the program's checkpoints: %s of %s skipped (the pass "
                    "never saved it; the file is the program's own)" % (kind, how, path))
 
@@ -207,8 +247,10 @@ def watch_lightning(s):
         real_load = cls.load_checkpoint
 
         def load_checkpoint(self, path, *a, _real=real_load, **k):
-            p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
-            mine = s.redirects.get(os.path.abspath(p)) if p is not None else None
+            p = os.path.abspath(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else None
+            mine = (s.redirects.get(p) or s.aliases.get(p)) if p is not None else None
+            if mine is None and p is not None:
+                s.loaded_paths.add(p)       # ckpt_path: the program's own checkpoint
             return _real(self, path if mine is None else mine, *a, **k)
 
         real_remove = cls.remove_checkpoint

@@ -88,6 +88,8 @@ class Session:
         self.redirects = {}         # a diagnostic pass's saves: the program's path -> memsplit's own file
         self.redirect_dir = None
         self.saved_paths = set()    # the paths the program saved a checkpoint to (a rename carries one on)
+        self.loaded_paths = set()   # the program's checkpoint files it loaded (a diagnostic pass moves none)
+        self.aliases = {}           # a diagnostic pass: a new name of the program's checkpoint -> its file
         self.saved_homes = {}       # virtual devices: a save's target -> its storages' stages (_homes)
         self.load_homes = {}        # while torch.load runs: a storage's address -> the stage it lands on
         self.load_stage = None      # while torch.load restores one storage: the stage it lands on
