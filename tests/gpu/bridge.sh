@@ -239,7 +239,7 @@ realdev_case() {  # NAME LOSS_PATTERN -- PROGRAM...: doctor over $RD (cuda:0,cpu
     [ $rc = 0 ] && ok "realdev $name: doctor over $RD (exit 0)" || bad "realdev $name: exit $rc" "$(tail -6 "$T/rd_$name.err")"
     js "$T/rd_$name.json" "'  devices: ' + '; '.join('%s predicted %.1f MiB measured %s' % (x['name'], x['predicted_peak_bytes']/2**20, 'not measured' if x['measured_peak_bytes'] is None else '%.1f MiB gap %+.2f%%' % (x['measured_peak_bytes']/2**20, 100*x['gap'])) for x in d['train']['devices'])"
     grep -E "^  cuda:[0-9]+: the allocator's peak" "$T/rd_$name.err" | sed 's/^/  /'
-    # cuda:0 alone on its GPU: its peak in two parts, each held to its own prediction. The
+    # each GPU of $RD alone on its device: its peak in two parts, each held to its own prediction. The
     # allocator's peak: at least the tensors predicted (less 2%), at most those and the library
     # buffers the allocator holds (cuBLAS's workspaces; plus 2%); beyond the allocator (the
     # context, the libraries' own memory) at most what the plan gave it. A stage whose layers
@@ -247,7 +247,7 @@ realdev_case() {  # NAME LOSS_PATTERN -- PROGRAM...: doctor over $RD (cuda:0,cpu
     # cuBLAS on cuda:0, so none of its 65 MiB of workspaces, an H100 of 2026-12-07), and both
     # are the whole program's in the prediction, on the safe side (docs/bridge.md, "Workspaces
     # and libraries a split stage does not have")
-    # (each GPU of $RD so; a CPU stage says not measured)
+    # (a CPU stage says not measured)
     local g; g=$(js "$T/rd_$name.json" "all((lambda x: 0.98 * (x['predicted_peak_bytes'] - x['predicted_by_category']['reserve']) <= x['measured_allocator_peak_bytes'] <= 1.02 * x['predicted_allocator_peak_bytes'] and x['measured_beyond_allocator_bytes'] <= x['predicted_beyond_allocator_bytes'])(x) if x['name'].startswith('cuda') else x['measured_peak_bytes'] is None for x in d['train']['devices'])")
     [ "$g" = True ] && ok "realdev $name: each GPU's allocator peak between its tensors and its tensors with the library buffers (2%), beyond it no more than the plan gave; a CPU stage says not measured" || \
         bad "realdev $name: peaks" "$g"

@@ -94,6 +94,8 @@ def _watch_moves(s):
         real = getattr(os, name)
 
         def wrapped(src, dst, *a, _real=real, _name=name, **k):
+            if not (s.saved_paths or s.loaded_paths):     # no checkpoint yet: any rename is the program's
+                return _real(src, dst, *a, **k)
             paths = not a and not k and all(isinstance(p, (str, bytes, os.PathLike)) for p in (src, dst))
             full = os.path.abspath(os.fsdecode(src)) if paths else None
             if full is None or not (full in s.saved_paths or _diagnostic(s) and _programs(s, full)):
@@ -125,7 +127,8 @@ def _watch_moves(s):
             # a diagnostic pass's removal of a checkpoint it saved (the program keeps its last k):
             # memsplit's file; the program's, of that name, is not the pass's to delete (before,
             # the trial deleted it, or failed with FileNotFoundError where there was none)
-            if not a and not k and isinstance(path, (str, bytes, os.PathLike)) and _diagnostic(s):
+            if (s.redirects or s.loaded_paths) and not a and not k and isinstance(path, (str, bytes, os.PathLike)) \
+                    and _diagnostic(s):
                 full = os.path.abspath(os.fsdecode(path))
                 mine = s.redirects.get(full)
                 if mine is not None:
