@@ -35,11 +35,18 @@ its module path, class and methods where Lightning is not installed, and
 the one it replaces removed, as ModelCheckpoint with save_top_k=1 does;
 the first one replaced is PATH, a best model a run before this one listed),
 --rotate DIR (after every step a checkpoint DIR/ckpt_N.pt through
-torch.save, and the one before it removed with os.remove: the last one kept).
+torch.save, and the one before it removed with os.remove: the last one kept),
+--keep-dirs DIR (on start, continue from the latest DIR/step-N/model.pt
+unless --fresh; after every step a checkpoint DIR/step-N/model.pt in a folder
+of its own, checked with os.path.isfile, and every other step-* folder
+removed with shutil.rmtree: the last one kept, as HF's Trainer with
+save_total_limit=1 keeps its checkpoint-N folders).
 """
 import argparse
 import contextlib
 import os
+import re
+import shutil
 import sys
 import time
 
@@ -201,6 +208,8 @@ def main():
     ap.add_argument("--topk", default="", help="keep one checkpoint in this folder, as ModelCheckpoint(save_top_k=1)")
     ap.add_argument("--stale", default="", help="--topk: the best model a run before this one listed")
     ap.add_argument("--rotate", default="", help="keep the last checkpoint in this folder, the one before removed")
+    ap.add_argument("--keep-dirs", default="", help="keep the last checkpoint folder DIR/step-N, resuming from it")
+    ap.add_argument("--fresh", action="store_true", help="--keep-dirs: do not resume")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -291,6 +300,11 @@ def checkpoint_io():
     return TorchCheckpointIO()
 
 
+def step_dirs(top):
+    """The N of each step-N folder in top, in order."""
+    return sorted(int(m.group(1)) for m in (re.fullmatch(r"step-(\d+)", n) for n in os.listdir(top)) if m)
+
+
 def train(a, model, opts, loader, dev):
     step, it = 0, iter(loader)
     ckio, best = (checkpoint_io(), a.stale or None) if a.topk else (None, None)
@@ -304,6 +318,16 @@ def train(a, model, opts, loader, dev):
             _, it = next_batch(it, loader)
         del ck, st
         print("resumed at step %d" % step, flush=True)
+    if a.keep_dirs and not a.fresh:
+        found = step_dirs(a.keep_dirs)
+        if found:
+            ck = torch.load(os.path.join(a.keep_dirs, "step-%d" % found[-1], "model.pt"), map_location=dev)
+            model.load_state_dict(ck["model"])
+            step = ck["step"]
+            for _ in range(step * a.accum):
+                _, it = next_batch(it, loader)
+            del ck
+            print("resumed at step %d from its folder" % step, flush=True)
     extra = None
     while step < a.steps:
         if a.grow_at and step + 1 >= a.grow_at and extra is None:
@@ -353,6 +377,15 @@ def train(a, model, opts, loader, dev):
             torch.save({"model": model.state_dict(), "step": step}, os.path.join(a.rotate, "ckpt_%d.pt" % step))
             if step > 1:
                 os.remove(os.path.join(a.rotate, "ckpt_%d.pt" % (step - 1)))
+        if a.keep_dirs:
+            here = os.path.join(a.keep_dirs, "step-%d" % step)
+            os.makedirs(here, exist_ok=True)
+            torch.save({"model": model.state_dict(), "step": step}, os.path.join(here, "model.pt"))
+            if not os.path.isfile(os.path.join(here, "model.pt")):
+                raise RuntimeError("the checkpoint just saved is not in %s" % here)
+            for n in step_dirs(a.keep_dirs):
+                if n != step:
+                    shutil.rmtree(os.path.join(a.keep_dirs, "step-%d" % n))
         if ckio is not None:
             path = os.path.join(a.topk, "step=%d.ckpt" % step)
             ckio.save_checkpoint({"model": model.state_dict(), "step": step}, path)

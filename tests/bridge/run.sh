@@ -415,6 +415,34 @@ check "backup: profile of a run resumed from its checkpoint" 0 \
     bad "backup: after the profile: $(ls "$T"/bk.pt* | paste -sd' ')" "$(grep -iE "resumed|checkpoint" "$T/err" | tail -2)"
 "${PB[@]}" > "$T/bk.out" 2>&1 && [ -e "$T/bk.pt.bak" ] && grep -q "resumed at step 1" "$T/bk.out" && \
     ok "backup: the program alone moves its checkpoint to the backup before it saves" || bad "backup alone" "$(tail -2 "$T/bk.out")"
+# checkpoint folders, the last one kept (DIR/step-N/model.pt through
+# torch.save, checked with os.path.isfile, every other step-* folder removed
+# with shutil.rmtree, resuming from the latest folder: HF Trainer's way).
+# The diagnostic passes' checks see the checkpoint they saved; their
+# folders are gone after them; the program's folder from before stays
+D="$T/kd"
+PD=("$PY" "$MODELS" --model ref --blocks 4 --steps 6 --keep-dirs "$D")
+rm -rf "$D"; mkdir -p "$D"
+check "keep-dirs: profile of a fresh run" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PD[@]}" --fresh
+[ -z "$(ls "$D")" ] && ok "keep-dirs: the trial checked the checkpoint it saved, and left none of its folders" || \
+    bad "keep-dirs fresh: the folder holds $(ls "$D" | paste -sd' ')" "$(tail -2 "$T/err")"
+"$PY" "$MODELS" --model ref --blocks 4 --steps 1 --keep-dirs "$D" > "$T/kd.out" 2>&1
+sum=$(cksum < "$D/step-1/model.pt" 2>&1)
+check "keep-dirs: profile of a run resumed from its folder" 0 \
+    "does not remove the program's checkpoint folders: shutil.rmtree of $D/step-1 left the folder" -- \
+    "$M" profile --steps 4 --quiet --json -- "${PD[@]}"
+[ "$(ls "$D")" = step-1 ] && [ "$(cksum < "$D/step-1/model.pt")" = "$sum" ] && grep -q "resumed at step 1" "$T/err" && \
+    ok "keep-dirs: the trial resumed from the program's folder, left it, and made none of its own" || \
+    bad "keep-dirs resumed: the folder holds $(ls "$D" | paste -sd' ')" "$(grep -iE "resumed|checkpoint" "$T/err" | tail -2)"
+check "keep-dirs: profile of a fresh run over a run before's folder of that name" 0 \
+    "shutil.rmtree of $D/step-1 removed the files of memsplit's own in it and left the folder" -- \
+    "$M" profile --steps 4 --quiet --json -- "${PD[@]}" --fresh
+[ "$(ls "$D")" = step-1 ] && [ "$(cksum < "$D/step-1/model.pt")" = "$sum" ] && \
+    ok "keep-dirs: the run before's step-1 folder, which the trial saved over, is the program's still" || \
+    bad "keep-dirs over: the folder holds $(ls "$D" | paste -sd' ')" "$(tail -2 "$T/err")"
+"${PD[@]}" > "$T/kd.out" 2>&1 && [ "$(ls "$D")" = step-6 ] && grep -q "resumed at step 1 from its folder" "$T/kd.out" && \
+    ok "keep-dirs: the program alone resumes from its folder and keeps only its last" || \
+    bad "keep-dirs alone: the folder holds $(ls "$D" | paste -sd' ')" "$(tail -2 "$T/kd.out")"
 # The rerun runs out at a later step than the trial saw (the program keeps
 # more from step 4): doctor learns the excess on the root stage, re-plans,
 # restarts, and the program resumes from its own checkpoint (saved after

@@ -6,15 +6,22 @@ write, rename and remove none of the program's checkpoint files: memsplit's
 own files stand in for them (docs/bridge.md, "Checkpoints")."""
 import atexit
 import os
+import shutil
 import sys
 
 from . import _homes
 
+# as os and shutil have them before the wrappers below
+_real_remove, _real_rmdir, _real_rmtree, _real_isdir = os.remove, os.rmdir, shutil.rmtree, os.path.isdir
+
 
 def install(torch, s):
-    """torch.save, torch.load, and the renames and removals of os."""
+    """torch.save, torch.load, the renames and removals of os, the folders
+    made and removed, and the checks of a path."""
     _watch_checkpoints(torch, s)
     _watch_moves(s)
+    _watch_folders(s)
+    _watch_looks(s)
 
 
 def _watch_checkpoints(torch, s):
@@ -108,6 +115,7 @@ def _watch_moves(s):
                     return None
                 if mine is None:        # the program's checkpoint, or a name standing for it
                     s.aliases[os.path.abspath(to)] = s.aliases.pop(full, full)
+                    s.hidden.add(full)
                     _skip_move(s, "os.%s" % _name, full, to)
                     return None
                 out = _real(mine, _redirect(s, "os.%s" % _name, to))
@@ -135,12 +143,136 @@ def _watch_moves(s):
                     return _real(mine)
                 if _programs(s, full):
                     s.aliases.pop(full, None)
+                    s.hidden.add(full)
                     _skip_remove(s, "os.%s" % _name, full)
                     return None
             return _real(path, *a, **k)
 
         removed.__wrapped__ = real
         setattr(os, name, removed)
+
+
+def _watch_folders(s):
+    """Folders in a diagnostic pass. A checkpoint folder the program removes
+    (shutil.rmtree: the last k kept, one folder a checkpoint) loses the
+    files of memsplit's own that stand for the checkpoints the pass saved
+    in it; the folder itself goes only where it holds nothing from before
+    the pass (no file older than the pass, none the program loaded): else it
+    is the program's (a run before saved to that name, or the program
+    resumed from it), left where it is, with a warning, and the program's
+    checks of a path see it gone (_watch_looks). Before, the trial deleted
+    it. A folder that holds no checkpoint of the pass's or the program's is
+    the program's to remove. The folders the pass makes (os.makedirs) are
+    noted, so that one left empty, made for checkpoints that went to
+    memsplit's own files, is removed at the pass's end (tidy): a program
+    that resumes from its latest checkpoint folder finds none of the
+    pass's."""
+    real_mkdir = os.mkdir
+
+    def mkdir(path, *a, **k):
+        full = os.path.abspath(os.fsdecode(path)) if isinstance(path, (str, bytes, os.PathLike)) and \
+            k.get("dir_fd") is None and _diagnostic(s) else None
+        if full is not None and s.hidden and full in s.hidden and _real_isdir(full):
+            s.hidden.discard(full)      # made again where the program removed it: the pass's to use
+            return None
+        out = real_mkdir(path, *a, **k)
+        if full is not None:
+            s.made_dirs.append(full)
+        return out
+
+    mkdir.__wrapped__ = real_mkdir
+    os.mkdir = mkdir
+
+    def rmtree(path, *a, **k):
+        if not (s.redirects or s.loaded_paths or s.aliases) or not _diagnostic(s) or \
+                not isinstance(path, (str, bytes, os.PathLike)):
+            return _real_rmtree(path, *a, **k)
+        top = os.path.abspath(os.fsdecode(path))
+        under = top.rstrip(os.sep) + os.sep
+        mine = [p for p in s.redirects if p.startswith(under)]
+        programs = [p for p in list(s.loaded_paths) + list(s.aliases) if p.startswith(under)]
+        if not mine and not programs:
+            return _real_rmtree(path, *a, **k)      # no checkpoint in it: the program's own folder
+        for p in mine:
+            try:
+                _real_remove(s.redirects[p])
+            except FileNotFoundError:
+                pass                    # removed before (os.remove of the checkpoint)
+        if programs or _holds_older(top, s.began):
+            s.hidden.add(top)
+            _skip_rmtree(s, top, bool(mine))
+            return None
+        return _real_rmtree(path, *a, **k)
+
+    rmtree.__wrapped__ = _real_rmtree
+    shutil.rmtree = rmtree
+
+
+def _holds_older(top, began):
+    """Whether a folder holds a file older than the pass (a run before's)."""
+    for here, _, files in os.walk(top):
+        for f in files:
+            try:
+                if os.lstat(os.path.join(here, f)).st_mtime < began:
+                    return True
+            except OSError:
+                pass
+    return False
+
+
+def _watch_looks(s):
+    """A diagnostic pass's checks of a path (os.path.exists, lexists,
+    isfile, isdir) see what the program alone would: a checkpoint the pass
+    saved is there (memsplit's file stands for it), a new name of the
+    program's checkpoint is there, and a file or folder of the program's
+    that the pass left where the program removed it is not. Before, a
+    program that checked its checkpoint after saving it (a best model
+    evaluated when it exists) took the other branch in the trial. Other
+    reads of a folder (os.listdir, glob) see the folder as it is."""
+    for name in ("exists", "lexists", "isfile", "isdir"):
+        real = getattr(os.path, name)
+
+        def look(path, _real=real):
+            if not (s.redirects or s.aliases or s.hidden) or not isinstance(path, (str, bytes, os.PathLike)):
+                return _real(path)
+            full = os.path.abspath(os.fsdecode(path))
+            stands = s.redirects.get(full) or s.aliases.get(full)
+            if stands is not None:
+                return _real(stands)
+            return False if s.hidden and _hidden(s, full) else _real(path)
+
+        look.__wrapped__ = real
+        setattr(os.path, name, look)
+
+
+def _hidden(s, full):
+    while True:
+        if full in s.hidden:
+            return True
+        up = os.path.dirname(full)
+        if up == full:
+            return False
+        full = up
+
+
+def tidy(s):
+    """At a diagnostic pass's end: the folders it made that are left empty
+    and lie on the way to a checkpoint that went to memsplit's own file,
+    deepest first."""
+    if not s.redirects or not s.made_dirs:
+        return
+    ways = set()
+    for p in s.redirects:
+        up = os.path.dirname(p)
+        while up not in ways and os.path.dirname(up) != up:
+            ways.add(up)
+            up = os.path.dirname(up)
+    for d in sorted(set(s.made_dirs) & ways, key=len, reverse=True):
+        try:
+            if not os.listdir(d):
+                _real_rmdir(d)
+        except OSError:
+            pass                        # not empty, or gone: the program's to keep
 
 
 def _programs(s, full):
@@ -228,6 +360,16 @@ def _skip_remove(s, how, path):
                    "never saved it; the file is the program's own)" % (kind, how, path))
 
 
+def _skip_rmtree(s, top, mine):
+    """In a diagnostic pass, a removal of a checkpoint folder that holds the
+    program's files from before the pass: left, said once."""
+    if "shutil.rmtree" not in s.skip_warned:
+        s.skip_warned.add("shutil.rmtree")
+        s.lib.warn("checkpoint", "the %s does not remove the program's checkpoint folders: shutil.rmtree of %s "
+                   "%sleft the folder (it holds the program's files from before the pass)" %
+                   (_pass_name(s), top, "removed the files of memsplit's own in it and " if mine else ""))
+
+
 def watch_lightning(s):
     """Lightning writes its checkpoints itself (torch.save into a buffer, the
     bytes through fsspec): its CheckpointIO's save is where their path is.
@@ -268,6 +410,8 @@ def watch_lightning(s):
             mine = s.redirects.get(os.path.abspath(p)) if p is not None else None
             if mine is not None:
                 return _real(self, mine, *a, **k)
+            if p is not None:
+                s.hidden.add(os.path.abspath(p))
             _skip_remove(s, "Lightning's remove", str(path))
             return None
 

@@ -90,6 +90,9 @@ class Session:
         self.saved_paths = set()    # the paths the program saved a checkpoint to (a rename carries one on)
         self.loaded_paths = set()   # the program's checkpoint files it loaded (a diagnostic pass moves none)
         self.aliases = {}           # a diagnostic pass: a new name of the program's checkpoint -> its file
+        self.hidden = set()         # ... the program's files and folders it left where the program removed them
+        self.made_dirs = []         # ... the folders it made (os.mkdir, os.makedirs), in order
+        self.began = time.time()    # ... when it began: a file older than this is the program's from before
         self.saved_homes = {}       # virtual devices: a save's target -> its storages' stages (_homes)
         self.load_homes = {}        # while torch.load runs: a storage's address -> the stage it lands on
         self.load_stage = None      # while torch.load restores one storage: the stage it lands on
@@ -1219,6 +1222,7 @@ class Session:
             return
         self.done_sent = True
         self.say_order()
+        _checkpoints.tidy(self)
         try:
             self.send_late()
         except Exception as e:           # at exit CUDA may be gone
