@@ -8,6 +8,9 @@
 #                 against its prediction (issue 40's two-GPU figure)
 #   PART=realdev  the GPU suite's realdev cases over cuda:0,cuda:1: each GPU's
 #                 peak in its two parts, the losses, the crossings by .to
+# The split runs each backward on the program's thread (docs/bridge.md, "The
+# autograd engine's threads"); MEMSPLIT_BRIDGE_TEST_ENGINE_THREADS=1 with
+# PART=bench leaves torch's thread per GPU, for the step time to compare.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 P=${PACK:-gpu-pack}

@@ -1777,6 +1777,8 @@ def _install_plan(torch, lib, s, plan, cuda):
             # the whole device, context included, as the trial's ballast emulated it
             cap = int(stages[idx[0]].get("device_capacity") or stages[idx[0]]["capacity"])
             torch.cuda._lazy_call(lambda o=ordinal, c=cap: _take(lib, o, c, s))
+    if len({d.split("/")[0] for d in by_device}) > 1:
+        _one_backward_thread(torch, s, sorted(by_device))
     real_apply = torch.nn.Module._apply
 
     def _apply(self, fn, *a, **k):
@@ -1790,6 +1792,30 @@ def _install_plan(torch, lib, s, plan, cuda):
         return out
 
     torch.nn.Module._apply = _apply
+
+
+def _one_backward_thread(torch, s, devices):
+    """Over distinct devices (two GPUs, a GPU and the CPU) torch's autograd
+    engine runs each device's backward nodes on a thread of that device's
+    own, so the order of one device's nodes hangs on what the other
+    threads are doing, which no record made on one device sees: realdev
+    pinn (cuda:0 and the CPU, an H100) held 21 MiB of tensors above the
+    record's order on cuda:0 that way, and exactly the record's order with
+    one thread. On one device (the trial, virtual devices) every node
+    runs on that device's one thread, in the engine's one order (its
+    sequence numbers); the rerun keeps that order by running every node
+    on the program's thread (set_multithreading_enabled, torch 2.0 on:
+    thread-local, the thread that trains). MEMSPLIT_BRIDGE_TEST_ENGINE_THREADS=1
+    leaves torch's threads, to measure against."""
+    if os.environ.get("MEMSPLIT_BRIDGE_TEST_ENGINE_THREADS") == "1":
+        return
+    switch = getattr(torch.autograd, "set_multithreading_enabled", None)
+    if switch is None:
+        s.lib.warn("backward", "torch %s runs the backward of each of %s on a thread of its own (one thread for "
+                   "all is torch 2.0's): where the backward has branches that cross stages, a device's peak may "
+                   "differ from the plan, which has them in one order" % (torch.__version__, ", ".join(devices)))
+        return
+    switch(False)
 
 
 def _take(lib, ordinal, capacity, s):
