@@ -33,7 +33,10 @@ optimizer step), --topk DIR [--stale PATH] (after every step a checkpoint
 saved into DIR through Lightning's TorchCheckpointIO, or a stand-in with
 its module path, class and methods where Lightning is not installed, and
 the one it replaces removed, as ModelCheckpoint with save_top_k=1 does;
-the first one replaced is PATH, a best model a run before this one listed),
+the first one replaced is PATH, a best model a run before this one listed;
+with --link-last DIR/last.ckpt a link to each one saved, made as
+ModelCheckpoint's save_last="link" makes it, and on start the run resumed
+from it where it is, the best model it names the first one replaced),
 --rotate DIR (after every step a checkpoint DIR/ckpt_N.pt through
 torch.save, and the one before it removed with os.remove: the last one kept),
 --keep-dirs DIR (on start, continue from the latest DIR/step-N/model.pt
@@ -208,6 +211,7 @@ def main():
     ap.add_argument("--topk", default="", help="keep one checkpoint in this folder, as ModelCheckpoint(save_top_k=1)")
     ap.add_argument("--stale", default="", help="--topk: the best model a run before this one listed")
     ap.add_argument("--rotate", default="", help="keep the last checkpoint in this folder, the one before removed")
+    ap.add_argument("--link-last", action="store_true", help="--topk: last.ckpt a link to each, resumed from")
     ap.add_argument("--keep-dirs", default="", help="keep the last checkpoint folder DIR/step-N, resuming from it")
     ap.add_argument("--fresh", action="store_true", help="--keep-dirs: do not resume")
     a = ap.parse_args()
@@ -300,6 +304,20 @@ def checkpoint_io():
     return TorchCheckpointIO()
 
 
+def link_checkpoint(path, link):
+    """link a link to path, made as ModelCheckpoint's save_last="link"
+    makes it: what is at link removed, a relative link, a copy where links
+    cannot be made."""
+    if os.path.islink(link) or os.path.isfile(link):
+        os.remove(link)
+    elif os.path.isdir(link):
+        shutil.rmtree(link)
+    try:
+        os.symlink(os.path.relpath(path, os.path.dirname(link)), link)
+    except OSError:
+        shutil.copy(path, link)
+
+
 def step_dirs(top):
     """The N of each step-N folder in top, in order."""
     return sorted(int(m.group(1)) for m in (re.fullmatch(r"step-(\d+)", n) for n in os.listdir(top)) if m)
@@ -318,6 +336,15 @@ def train(a, model, opts, loader, dev):
             _, it = next_batch(it, loader)
         del ck, st
         print("resumed at step %d" % step, flush=True)
+    last = os.path.join(a.topk, "last.ckpt") if a.topk and a.link_last else None
+    if last is not None and os.path.lexists(last):
+        ck = ckio.load_checkpoint(last, map_location=dev)
+        model.load_state_dict(ck["model"])
+        step, best = ck["step"], ck["best"]
+        for _ in range(step * a.accum):
+            _, it = next_batch(it, loader)
+        del ck
+        print("resumed at step %d from last.ckpt" % step, flush=True)
     if a.keep_dirs and not a.fresh:
         found = step_dirs(a.keep_dirs)
         if found:
@@ -388,10 +415,12 @@ def train(a, model, opts, loader, dev):
                     shutil.rmtree(os.path.join(a.keep_dirs, "step-%d" % n))
         if ckio is not None:
             path = os.path.join(a.topk, "step=%d.ckpt" % step)
-            ckio.save_checkpoint({"model": model.state_dict(), "step": step}, path)
+            ckio.save_checkpoint({"model": model.state_dict(), "step": step, "best": path}, path)
             if best is not None:
                 ckio.remove_checkpoint(best)
             best = path
+            if last is not None:
+                link_checkpoint(path, last)
 
 
 if __name__ == "__main__":

@@ -384,6 +384,29 @@ topk_fresh
 check "topk: doctor over two CPU devices" 0 "" -- "$M" doctor --gpus 2 --gpu-mem "$capk" --json -- "${PK[@]}"
 [ "$(ls "$D")" = "step=3.ckpt" ] && ok "topk: the rerun removed the old best model and kept its own last, as the program alone" || \
     bad "topk: after doctor the folder holds: $(ls "$D" | paste -sd' ')"
+# ModelCheckpoint's save_last="link": last.ckpt a link to each best model
+# saved, and the run resumed from it. The diagnostic passes make their
+# link among memsplit's files: before, the trial left a link to a file it
+# never wrote (which the rerun's ckpt_path="last" failed to load), or, where
+# the program's own link stayed (the one it resumed from), failed
+PL=("${PK[@]}" --link-last --steps 6)
+rm -rf "$D"; mkdir -p "$D"
+check "link-last: profile" 0 "os.symlink to $D/last.ckpt went to a file of memsplit's own" -- \
+    "$M" profile --steps 4 --quiet --json -- "${PL[@]}"
+[ -z "$(ls -A "$D")" ] && ok "link-last: the trial left no link in the program's folder" || \
+    bad "link-last: the folder holds $(ls -A "$D" | paste -sd' ')"
+"${PL[@]}" --steps 1 > "$T/pl.out" 2>&1
+sum=$(cksum < "$D/step=1.ckpt" 2>&1)
+check "link-last: profile of a run resumed from last.ckpt" 0 "resumed at step 1 from last.ckpt" -- \
+    "$M" profile --steps 4 --quiet --json -- "${PL[@]}"
+[ "$(readlink "$D/last.ckpt")" = "step=1.ckpt" ] && [ "$(cksum < "$D/step=1.ckpt")" = "$sum" ] && \
+    [ "$(ls -A "$D" | paste -sd' ')" = "last.ckpt step=1.ckpt" ] && \
+    ok "link-last: the program's last.ckpt and the best model it links are where they were" || \
+    bad "link-last resumed: the folder holds $(ls -A "$D" | paste -sd' '), last.ckpt -> $(readlink "$D/last.ckpt")"
+check "link-last: doctor over two CPU devices" 0 "" -- "$M" doctor --gpus 2 --gpu-mem "$capk" --json -- "${PL[@]}"
+[ "$(readlink "$D/last.ckpt")" = "step=6.ckpt" ] && [ "$(ls -A "$D" | paste -sd' ')" = "last.ckpt step=6.ckpt" ] && \
+    ok "link-last: the rerun resumed, linked its last best model and removed the one before, as the program alone" || \
+    bad "link-last doctor: the folder holds $(ls -A "$D" | paste -sd' '), last.ckpt -> $(readlink "$D/last.ckpt")"
 # the last checkpoint kept by hand (torch.save, then os.remove of the one
 # before): in the diagnostic passes the removal is of memsplit's own file;
 # the program's file of that name (here from a run before) stays. Before,

@@ -12,7 +12,8 @@ import sys
 from . import _homes
 
 # as os and shutil have them before the wrappers below
-_real_remove, _real_rmdir, _real_rmtree, _real_isdir = os.remove, os.rmdir, shutil.rmtree, os.path.isdir
+_real_remove, _real_rmdir, _real_rmtree = os.remove, os.rmdir, shutil.rmtree
+_real_isdir, _real_lexists = os.path.isdir, os.path.lexists
 
 
 def install(torch, s):
@@ -20,6 +21,7 @@ def install(torch, s):
     made and removed, and the checks of a path."""
     _watch_checkpoints(torch, s)
     _watch_moves(s)
+    _watch_links(s)
     _watch_folders(s)
     _watch_looks(s)
 
@@ -152,6 +154,44 @@ def _watch_moves(s):
         setattr(os, name, removed)
 
 
+def _watch_links(s):
+    """A link to a checkpoint saved (os.symlink: ModelCheckpoint's
+    save_last="link", last.ckpt a link to the checkpoint just saved). In a
+    diagnostic pass the link to a checkpoint that went to memsplit's own
+    file is made among memsplit's files, and the program's loads and
+    checks of its path follow it; before, the trial left a link in the
+    program's folder to a file never written (which the rerun's
+    ckpt_path="last" then failed to load), or, where the program's own
+    link stayed (the one a resumed run loaded), failed with
+    FileNotFoundError. In every pass doctor hears the link's path saved, so
+    a restart that loads it is known to resume."""
+    real_symlink = os.symlink
+
+    def symlink(src, dst, *a, **k):
+        if not s.saved_paths or a or k or not all(isinstance(p, (str, bytes, os.PathLike)) for p in (src, dst)):
+            return real_symlink(src, dst, *a, **k)
+        to = os.path.abspath(os.fsdecode(dst))
+        target = os.path.abspath(os.path.join(os.path.dirname(to), os.fsdecode(src)))
+        if target not in s.saved_paths:
+            return real_symlink(src, dst)
+        if _diagnostic(s):
+            mine = s.redirects.get(target)
+            if mine is None:
+                return real_symlink(src, dst)
+            link = _redirect(s, "os.symlink", to)
+            if _real_lexists(link):
+                _real_remove(link)
+            out = real_symlink(mine, link)
+        else:
+            out = real_symlink(src, dst)
+            s.send("save", path=to, step=s.steps)
+        s.saved_paths.add(to)
+        return out
+
+    symlink.__wrapped__ = real_symlink
+    os.symlink = symlink
+
+
 def _watch_folders(s):
     """Folders in a diagnostic pass. A checkpoint folder the program removes
     (shutil.rmtree: the last k kept, one folder a checkpoint) loses the
@@ -222,14 +262,14 @@ def _holds_older(top, began):
 
 def _watch_looks(s):
     """A diagnostic pass's checks of a path (os.path.exists, lexists,
-    isfile, isdir) see what the program alone would: a checkpoint the pass
+    isfile, isdir, islink) see what the program alone would: a checkpoint the pass
     saved is there (memsplit's file stands for it), a new name of the
     program's checkpoint is there, and a file or folder of the program's
     that the pass left where the program removed it is not. Before, a
     program that checked its checkpoint after saving it (a best model
     evaluated when it exists) took the other branch in the trial. Other
     reads of a folder (os.listdir, glob) see the folder as it is."""
-    for name in ("exists", "lexists", "isfile", "isdir"):
+    for name in ("exists", "lexists", "isfile", "isdir", "islink"):
         real = getattr(os.path, name)
 
         def look(path, _real=real):
@@ -384,6 +424,7 @@ def watch_lightning(s):
 
         def save_checkpoint(self, checkpoint, path, *a, _real=real, **k):
             p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path)
+            s.saved_paths.add(os.path.abspath(p))
             if _diagnostic(s):
                 return _real(self, checkpoint, _redirect(s, "Lightning's save", p), *a, **k)
             s.send("save", path=p, step=s.steps)
