@@ -95,6 +95,8 @@ check "own sitecustomize chain-loaded" 0 "" -- env PYTHONPATH="$T/site" MARK="$T
 
 # ---- the applier's crossing path, real and virtual devices (unit tests) ----
 check "applier unit tests (tests/bridge/test_apply.py)" 0 "" -- "$PY" "$HERE/test_apply.py"
+check "the backward's threads over distinct devices (tests/bridge/test_engine_threads.py)" 0 "" -- \
+    "$PY" "$HERE/test_engine_threads.py"
 check "the innermost module from the frames (tests/bridge/test_frames.py)" 0 "" -- "$PY" "$HERE/test_frames.py"
 check "a step's relabels on a plan's stages, one batch (tests/bridge/test_replay.py)" 0 "" -- \
     env MEMSPLIT_BRIDGE_LIB="$(dirname "$M")/bridge/libmemsplit_bridge.so" "$PY" "$HERE/test_replay.py"

@@ -1777,8 +1777,7 @@ def _install_plan(torch, lib, s, plan, cuda):
             # the whole device, context included, as the trial's ballast emulated it
             cap = int(stages[idx[0]].get("device_capacity") or stages[idx[0]]["capacity"])
             torch.cuda._lazy_call(lambda o=ordinal, c=cap: _take(lib, o, c, s))
-    if len({d.split("/")[0] for d in by_device}) > 1:
-        _one_backward_thread(torch, s, sorted(by_device))
+    _one_backward_thread(torch, s, by_device)
     real_apply = torch.nn.Module._apply
 
     def _apply(self, fn, *a, **k):
@@ -1806,8 +1805,10 @@ def _one_backward_thread(torch, s, devices):
     sequence numbers); the rerun keeps that order by running every node
     on the program's thread (set_multithreading_enabled, torch 2.0 on:
     thread-local, the thread that trains). MEMSPLIT_BRIDGE_TEST_ENGINE_THREADS=1
-    leaves torch's threads, to measure against."""
-    if os.environ.get("MEMSPLIT_BRIDGE_TEST_ENGINE_THREADS") == "1":
+    leaves torch's threads, to measure against. devices: the plan's stages'
+    devices (a virtual device's name is its physical device's)."""
+    devices = sorted(devices)
+    if len({d.split("/")[0] for d in devices}) < 2 or os.environ.get("MEMSPLIT_BRIDGE_TEST_ENGINE_THREADS") == "1":
         return
     switch = getattr(torch.autograd, "set_multithreading_enabled", None)
     if switch is None:
