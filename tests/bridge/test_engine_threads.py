@@ -27,10 +27,15 @@ class Lib:
 
 
 def fake_torch(switch=True):
+    """torch with set_multithreading_enabled recording its calls and
+    returning a guard (torch 2.0's gives the threads back when dropped)."""
     calls = []
     autograd = types.SimpleNamespace()
     if switch:
-        autograd.set_multithreading_enabled = calls.append
+        def set_multithreading_enabled(mode):
+            calls.append(mode)
+            return ("guard", len(calls))
+        autograd.set_multithreading_enabled = set_multithreading_enabled
     return types.SimpleNamespace(autograd=autograd, __version__="9.9"), calls
 
 
@@ -46,6 +51,7 @@ class OneBackwardThread(unittest.TestCase):
 
     def test_distinct_devices_run_one_thread(self):
         self.assertEqual(self.run_plan(["cuda:0", "cpu"]), [False])
+        self.assertEqual(self.s.one_backward_thread, ("guard", 1))     # held for the run, not dropped
         self.assertEqual(self.run_plan(["cuda:0", "cuda:1"]), [False])
         self.assertEqual(self.run_plan(["cuda:1", "cuda:0", "cpu"]), [False])
         self.assertEqual(self.s.lib.warnings, [])

@@ -93,6 +93,7 @@ class Session:
         self.hidden = set()         # ... the program's files and folders it left where the program removed them
         self.made_dirs = []         # ... the folders it made (os.mkdir, os.makedirs), in order
         self.began = time.time()    # ... when it began: a file older than this is the program's from before
+        self.one_backward_thread = None     # a rerun over distinct devices: torch's switch, held
         self.saved_homes = {}       # virtual devices: a save's target -> its storages' stages (_homes)
         self.load_homes = {}        # while torch.load runs: a storage's address -> the stage it lands on
         self.load_stage = None      # while torch.load restores one storage: the stage it lands on
@@ -1816,7 +1817,9 @@ def _one_backward_thread(torch, s, devices):
                    "all is torch 2.0's): where the backward has branches that cross stages, a device's peak may "
                    "differ from the plan, which has them in one order" % (torch.__version__, ", ".join(devices)))
         return
-    switch(False)
+    # held: torch 2.0's switch is a guard that gives the threads back when it is dropped; later ones set
+    # the mode as they are made
+    s.one_backward_thread = switch(False)
 
 
 def _take(lib, ordinal, capacity, s):
