@@ -43,10 +43,17 @@ torch.save, and the one before it removed with os.remove: the last one kept),
 unless --fresh; after every step a checkpoint DIR/step-N/model.pt in a folder
 of its own, checked with os.path.isfile, and every other step-* folder
 removed with shutil.rmtree: the last one kept, as HF's Trainer with
-save_total_limit=1 keeps its checkpoint-N folders).
+save_total_limit=1 keeps its checkpoint-N folders), --hf-dirs DIR (after
+every step a folder DIR/checkpoint-N, as HF's Trainer saves: the model's
+weights written through open() as safetensors writes them, which no
+torch.save sees, the optimizer's state through torch.save, the trainer's
+state in JSON; on start, continue from the latest folder, its optimizer
+state where there is one, as resume_from_checkpoint=True does).
 """
 import argparse
 import contextlib
+import io
+import json
 import os
 import re
 import shutil
@@ -214,6 +221,7 @@ def main():
     ap.add_argument("--link-last", action="store_true", help="--topk: last.ckpt a link to each, resumed from")
     ap.add_argument("--keep-dirs", default="", help="keep the last checkpoint folder DIR/step-N, resuming from it")
     ap.add_argument("--fresh", action="store_true", help="--keep-dirs: do not resume")
+    ap.add_argument("--hf-dirs", default="", help="a checkpoint-N folder per step as HF's Trainer, resumed from")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -318,9 +326,9 @@ def link_checkpoint(path, link):
         shutil.copy(path, link)
 
 
-def step_dirs(top):
-    """The N of each step-N folder in top, in order."""
-    return sorted(int(m.group(1)) for m in (re.fullmatch(r"step-(\d+)", n) for n in os.listdir(top)) if m)
+def step_dirs(top, prefix="step"):
+    """The N of each PREFIX-N folder in top, in order."""
+    return sorted(int(m.group(1)) for m in (re.fullmatch(prefix + r"-(\d+)", n) for n in os.listdir(top)) if m)
 
 
 def train(a, model, opts, loader, dev):
@@ -345,6 +353,21 @@ def train(a, model, opts, loader, dev):
             _, it = next_batch(it, loader)
         del ck
         print("resumed at step %d from last.ckpt" % step, flush=True)
+    found = step_dirs(a.hf_dirs, "checkpoint") if a.hf_dirs else []
+    if found:
+        here = os.path.join(a.hf_dirs, "checkpoint-%d" % found[-1])
+        with open(os.path.join(here, "model.bin"), "rb") as f:
+            model.load_state_dict(torch.load(io.BytesIO(f.read()), map_location=dev))
+        with open(os.path.join(here, "trainer_state.json")) as f:
+            step = json.load(f)["global_step"]
+        has_opt = os.path.isfile(os.path.join(here, "optimizer.pt"))
+        if has_opt:
+            for o, st in zip(opts, torch.load(os.path.join(here, "optimizer.pt"), map_location=dev)):
+                o.load_state_dict(st)
+        for _ in range(step * a.accum):
+            _, it = next_batch(it, loader)
+        print("resumed at step %d from checkpoint-%d (optimizer state: %s)" % (step, step, "yes" if has_opt else "no"),
+              flush=True)
     if a.keep_dirs and not a.fresh:
         found = step_dirs(a.keep_dirs)
         if found:
@@ -413,6 +436,16 @@ def train(a, model, opts, loader, dev):
             for n in step_dirs(a.keep_dirs):
                 if n != step:
                     shutil.rmtree(os.path.join(a.keep_dirs, "step-%d" % n))
+        if a.hf_dirs:
+            here = os.path.join(a.hf_dirs, "checkpoint-%d" % step)
+            os.makedirs(here, exist_ok=True)
+            buf = io.BytesIO()
+            torch.save(model.state_dict(), buf)
+            with open(os.path.join(here, "model.bin"), "wb") as f:
+                f.write(buf.getvalue())
+            torch.save([o.state_dict() for o in opts], os.path.join(here, "optimizer.pt"))
+            with open(os.path.join(here, "trainer_state.json"), "w") as f:
+                json.dump({"global_step": step}, f)
         if ckio is not None:
             path = os.path.join(a.topk, "step=%d.ckpt" % step)
             ckio.save_checkpoint({"model": model.state_dict(), "step": step, "best": path}, path)

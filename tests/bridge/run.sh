@@ -468,6 +468,24 @@ check "keep-dirs: profile of a fresh run over a run before's folder of that name
 "${PD[@]}" > "$T/kd.out" 2>&1 && [ "$(ls "$D")" = step-6 ] && grep -q "resumed at step 1 from its folder" "$T/kd.out" && \
     ok "keep-dirs: the program alone resumes from its folder and keeps only its last" || \
     bad "keep-dirs alone: the folder holds $(ls "$D" | paste -sd' ')" "$(tail -2 "$T/kd.out")"
+# checkpoint folders as HF's Trainer writes them (DIR/checkpoint-N: the
+# weights through open(), as safetensors writes them, the optimizer's state
+# through torch.save, the trainer's state in JSON), the run resumed from the
+# latest. The folders the diagnostic passes made go whole at their end:
+# before, the program's next run resumed from the trial's weights, without
+# the optimizer state that went to memsplit's file, and said nothing wrong
+D="$T/hf"
+rm -rf "$D"; mkdir -p "$D"
+PH=("$PY" "$MODELS" --model ref --blocks 4 --steps 6 --hf-dirs "$D")
+check "hf-dirs: profile" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PH[@]}"
+[ -z "$(ls -A "$D")" ] && ok "hf-dirs: the diagnostic passes left none of their checkpoint folders" || \
+    bad "hf-dirs: the folder holds $(ls -A "$D" | paste -sd' ')"
+"${PH[@]}" > "$T/ph.out" 2>&1
+! grep -q resumed "$T/ph.out" && [ "$(ls "$D" | paste -sd' ')" = "$(seq -f 'checkpoint-%g' 1 6 | paste -sd' ')" ] && \
+    ok "hf-dirs: the program's run after the profile began at its first step" || \
+    bad "hf-dirs: the run after the profile" "$(grep resumed "$T/ph.out")" "$(ls "$D" | paste -sd' ')"
+"${PH[@]}" --steps 8 > "$T/ph.out" 2>&1 && grep -q "resumed at step 6 from checkpoint-6 (optimizer state: yes)" "$T/ph.out" && \
+    ok "hf-dirs: the program alone resumes from its latest folder" || bad "hf-dirs alone" "$(head -2 "$T/ph.out")"
 # The rerun runs out at a later step than the trial saw (the program keeps
 # more from step 4): doctor learns the excess on the root stage, re-plans,
 # restarts, and the program resumes from its own checkpoint (saved after

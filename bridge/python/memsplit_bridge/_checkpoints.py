@@ -204,10 +204,9 @@ def _watch_folders(s):
     checks of a path see it gone (_watch_looks). Before, the trial deleted
     it. A folder that holds no checkpoint of the pass's or the program's is
     the program's to remove. The folders the pass makes (os.makedirs) are
-    noted, so that one left empty, made for checkpoints that went to
-    memsplit's own files, is removed at the pass's end (tidy): a program
-    that resumes from its latest checkpoint folder finds none of the
-    pass's."""
+    noted, so that its checkpoint folders are removed at its end (tidy): a
+    program that resumes from its latest checkpoint folder finds none of
+    the pass's."""
     real_mkdir = os.mkdir
 
     def mkdir(path, *a, **k):
@@ -296,18 +295,30 @@ def _hidden(s, full):
 
 
 def tidy(s):
-    """At a diagnostic pass's end: the folders it made that are left empty
-    and lie on the way to a checkpoint that went to memsplit's own file,
-    deepest first."""
+    """At a diagnostic pass's end, the checkpoint folders it made: a folder
+    the pass made that holds a checkpoint which went to memsplit's own file
+    is the pass's checkpoint, with whatever else the program wrote there
+    (a model written with safetensors, a trainer's state in JSON, which go
+    through no torch.save), and goes whole, unless it holds a file older
+    than the pass (one the program moved in). Before, a run after the trial
+    that resumes from its latest checkpoint folder (HF Trainer's
+    resume_from_checkpoint=True) found the trial's, and resumed from the
+    trial's weights without the optimizer state that went to memsplit's
+    file. Then the folders it made on the way to such a checkpoint, left
+    empty, deepest first."""
     if not s.redirects or not s.made_dirs:
         return
+    made = set(s.made_dirs)
+    for d in sorted({os.path.dirname(p) for p in s.redirects} & made):
+        if _real_isdir(d) and not _holds_older(d, s.began):
+            _real_rmtree(d, ignore_errors=True)
     ways = set()
     for p in s.redirects:
         up = os.path.dirname(p)
         while up not in ways and os.path.dirname(up) != up:
             ways.add(up)
             up = os.path.dirname(up)
-    for d in sorted(set(s.made_dirs) & ways, key=len, reverse=True):
+    for d in sorted(made & ways, key=len, reverse=True):
         try:
             if not os.listdir(d):
                 _real_rmdir(d)
