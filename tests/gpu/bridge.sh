@@ -214,8 +214,10 @@ if want resume; then
 fi
 
 crossing_set() {  # FILE: a crossing log's forward crossings in order, then its backward ones as a set
-    # without the layer: over two devices the engine runs each device's nodes on a thread of its own,
-    # so their order and the layer the session marks at each vary (the pinn case, H100, 2026-12-06)
+    # without the layer: over two devices torch's engine ran each device's nodes on a thread of its own,
+    # so their order and the layer the session marks at each varied (the pinn case, H100, 2026-12-06);
+    # the rerun now runs them on one thread (docs/bridge.md, "The autograd engine's threads"), and
+    # the set stays the comparison until a GPU has shown the order alike
     awk -F'\t' -v OFS='\t' '$2 != 2 {print $1, $2, $3, $4, $5, $7}' "$1"
     awk -F'\t' -v OFS='\t' '$2 == 2 {print $1, $2, "-", $4, $5, $7}' "$1" | sort
 }
