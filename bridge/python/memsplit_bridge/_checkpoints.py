@@ -212,7 +212,7 @@ def _watch_folders(s):
     def mkdir(path, *a, **k):
         full = os.path.abspath(os.fsdecode(path)) if isinstance(path, (str, bytes, os.PathLike)) and \
             k.get("dir_fd") is None and _diagnostic(s) else None
-        if full is not None and s.hidden and full in s.hidden and _real_isdir(full):
+        if full is not None and full in s.hidden and _real_isdir(full):
             s.hidden.discard(full)      # made again where the program removed it: the pass's to use
             return None
         out = real_mkdir(path, *a, **k)
@@ -378,47 +378,44 @@ def _skip_save(s, how, path, instead=None):
     does not write the program's file (instead: memsplit's own file it goes
     to): said once per way of saving."""
     s.send("save", path=path, step=s.steps, skipped=1)
-    if how not in s.skip_warned:
-        s.skip_warned.add(how)
-        kind = _pass_name(s)
-        s.lib.warn("checkpoint", "the %s does not write the program's checkpoints: %s to %s %s (the rerun "
-                   "resumes from what was there before)" %
-                   (kind, how, path, "skipped" if instead is None else
-                    "went to a file of memsplit's own, which the program's loads of that path read"))
+    _say_once(s, how, "does not write the program's checkpoints: %s to %s %s (the rerun resumes from what was "
+              "there before)" % (how, path, "skipped" if instead is None else
+                                 "went to a file of memsplit's own, which the program's loads of that path read"))
 
 
 def _skip_move(s, how, src, dst):
     """In a diagnostic pass, a rename of the program's checkpoint (one it
     loaded): left where it is, the new name standing for it, said once per
     way of renaming."""
-    if how + " of" not in s.skip_warned:
-        s.skip_warned.add(how + " of")
-        s.lib.warn("checkpoint", "the %s does not rename the program's checkpoints: %s of %s to %s skipped (the "
-                   "program's loads of %s read %s)" % (_pass_name(s), how, src, dst, dst, src))
+    _say_once(s, how + " of", "does not rename the program's checkpoints: %s of %s to %s skipped (the program's "
+              "loads of %s read %s)" % (how, src, dst, dst, src))
 
 
 def _pass_name(s):
     return {"uncapped": "uncapped pass", "record": "record pass"}.get(s.cfg.get("pass", "trial"), "trial")
 
 
+def _say_once(s, key, what):
+    """A checkpoint warning, "the <pass> <what>", said once per key (a way
+    of saving, renaming or removing)."""
+    if key not in s.skip_warned:
+        s.skip_warned.add(key)
+        s.lib.warn("checkpoint", "the %s %s" % (_pass_name(s), what))
+
+
 def _skip_remove(s, how, path):
     """In a diagnostic pass, a removal of a checkpoint the pass did not save:
     the program's file, left where it is, said once per way of removing."""
-    if how not in s.skip_warned:
-        s.skip_warned.add(how)
-        kind = _pass_name(s)
-        s.lib.warn("checkpoint", "the %s does not remove the program's checkpoints: %s of %s skipped (the pass "
-                   "never saved it; the file is the program's own)" % (kind, how, path))
+    _say_once(s, how, "does not remove the program's checkpoints: %s of %s skipped (the pass never saved it; the "
+              "file is the program's own)" % (how, path))
 
 
 def _skip_rmtree(s, top, mine):
     """In a diagnostic pass, a removal of a checkpoint folder that holds the
     program's files from before the pass: left, said once."""
-    if "shutil.rmtree" not in s.skip_warned:
-        s.skip_warned.add("shutil.rmtree")
-        s.lib.warn("checkpoint", "the %s does not remove the program's checkpoint folders: shutil.rmtree of %s "
-                   "%sleft the folder (it holds the program's files from before the pass)" %
-                   (_pass_name(s), top, "removed the files of memsplit's own in it and " if mine else ""))
+    _say_once(s, "shutil.rmtree", "does not remove the program's checkpoint folders: shutil.rmtree of %s %sleft the "
+              "folder (it holds the program's files from before the pass)" %
+              (top, "removed the files of memsplit's own in it and " if mine else ""))
 
 
 def watch_lightning(s):
