@@ -7,41 +7,15 @@ backward and optimizer wrappers and (unless switched off) the tensor
 tracker, and reports through libmemsplit_bridge.so, which writes every
 event to the memsplit parent at once.
 """
-import importlib.abc
-import importlib.machinery
 import json
 import os
 import sys
 
-from . import _lib
+from . import _imports, _lib
 
 __all__ = ["arm"]
 
 _armed = False
-
-
-class _TorchWatch(importlib.abc.MetaPathFinder):
-    """Runs the bridge's setup right after the program's own `import torch`."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "torch":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        real = spec.loader
-
-        class _Loader(importlib.abc.Loader):
-            def create_module(self, s):
-                return real.create_module(s)
-
-            def exec_module(self, module):
-                real.exec_module(module)
-                _on_torch(module)
-
-        spec.loader = _Loader()
-        return spec
 
 
 def _config():
@@ -65,10 +39,7 @@ def arm():
              bridge=1, **{"pass": cfg.get("pass", "trial")})
     global _pending
     _pending = (lib, cfg)
-    if "torch" in sys.modules:
-        _on_torch(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _TorchWatch())
+    _imports.after_import("torch", _on_torch)   # right after the program's own `import torch`
 
 
 _pending = None
