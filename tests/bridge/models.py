@@ -44,11 +44,13 @@ unless --fresh; after every step a checkpoint DIR/step-N/model.pt in a folder
 of its own, checked with os.path.isfile, and every other step-* folder
 removed with shutil.rmtree: the last one kept, as HF's Trainer with
 save_total_limit=1 keeps its checkpoint-N folders), --hf-dirs DIR (after
-every step a folder DIR/checkpoint-N, as HF's Trainer saves: the model's
-weights written through open() as safetensors writes them, which no
-torch.save sees, the optimizer's state through torch.save, the trainer's
-state in JSON; on start, continue from the latest folder, its optimizer
-state where there is one, as resume_from_checkpoint=True does).
+every step a folder DIR/checkpoint-N, as HF's Trainer saves: the config in
+JSON, the model's weights through safetensors (or, where it is not
+installed, a stand-in that writes and reads outside Python's open as its
+Rust core does: tests/bridge/stand_ins), the optimizer's state through
+torch.save, the trainer's state in JSON, read back; on start, unless
+--fresh, continue from the latest folder, its optimizer state where there
+is one, as resume_from_checkpoint=True does).
 """
 import argparse
 import contextlib
@@ -220,7 +222,7 @@ def main():
     ap.add_argument("--rotate", default="", help="keep the last checkpoint in this folder, the one before removed")
     ap.add_argument("--link-last", action="store_true", help="--topk: last.ckpt a link to each, resumed from")
     ap.add_argument("--keep-dirs", default="", help="keep the last checkpoint folder DIR/step-N, resuming from it")
-    ap.add_argument("--fresh", action="store_true", help="--keep-dirs: do not resume")
+    ap.add_argument("--fresh", action="store_true", help="--keep-dirs, --hf-dirs: do not resume")
     ap.add_argument("--hf-dirs", default="", help="a checkpoint-N folder per step as HF's Trainer, resumed from")
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -326,6 +328,17 @@ def link_checkpoint(path, link):
         shutil.copy(path, link)
 
 
+def safetensors_torch():
+    """safetensors.torch, or where it is not installed the stand-in of
+    tests/bridge/stand_ins."""
+    try:
+        import safetensors.torch
+    except ImportError:
+        sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "stand_ins"))
+        import safetensors.torch
+    return safetensors.torch
+
+
 def step_dirs(top, prefix="step"):
     """The N of each PREFIX-N folder in top, in order."""
     return sorted(int(m.group(1)) for m in (re.fullmatch(prefix + r"-(\d+)", n) for n in os.listdir(top)) if m)
@@ -353,11 +366,10 @@ def train(a, model, opts, loader, dev):
             _, it = next_batch(it, loader)
         del ck
         print("resumed at step %d from last.ckpt" % step, flush=True)
-    found = step_dirs(a.hf_dirs, "checkpoint") if a.hf_dirs else []
+    found = step_dirs(a.hf_dirs, "checkpoint") if a.hf_dirs and not a.fresh else []
     if found:
         here = os.path.join(a.hf_dirs, "checkpoint-%d" % found[-1])
-        with open(os.path.join(here, "model.bin"), "rb") as f:
-            model.load_state_dict(torch.load(io.BytesIO(f.read()), map_location=dev))
+        model.load_state_dict(safetensors_torch().load_file(os.path.join(here, "model.safetensors")))
         with open(os.path.join(here, "trainer_state.json")) as f:
             step = json.load(f)["global_step"]
         has_opt = os.path.isfile(os.path.join(here, "optimizer.pt"))
@@ -439,13 +451,16 @@ def train(a, model, opts, loader, dev):
         if a.hf_dirs:
             here = os.path.join(a.hf_dirs, "checkpoint-%d" % step)
             os.makedirs(here, exist_ok=True)
-            buf = io.BytesIO()
-            torch.save(model.state_dict(), buf)
-            with open(os.path.join(here, "model.bin"), "wb") as f:
-                f.write(buf.getvalue())
+            with open(os.path.join(here, "config.json"), "w") as f:
+                json.dump({"model": a.model, "blocks": a.blocks}, f)
+            safetensors_torch().save_file({k: v.detach().clone() for k, v in model.state_dict().items()},
+                                          os.path.join(here, "model.safetensors"))
             torch.save([o.state_dict() for o in opts], os.path.join(here, "optimizer.pt"))
             with open(os.path.join(here, "trainer_state.json"), "w") as f:
                 json.dump({"global_step": step}, f)
+            with open(os.path.join(here, "trainer_state.json")) as f:
+                if json.load(f)["global_step"] != step:
+                    raise RuntimeError("the trainer's state just written is not in %s" % here)
         if ckio is not None:
             path = os.path.join(a.topk, "step=%d.ckpt" % step)
             ckio.save_checkpoint({"model": model.state_dict(), "step": step, "best": path}, path)

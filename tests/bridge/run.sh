@@ -98,6 +98,8 @@ check "applier unit tests (tests/bridge/test_apply.py)" 0 "" -- "$PY" "$HERE/tes
 check "the backward's threads over distinct devices (tests/bridge/test_engine_threads.py)" 0 "" -- \
     "$PY" "$HERE/test_engine_threads.py"
 check "the innermost module from the frames (tests/bridge/test_frames.py)" 0 "" -- "$PY" "$HERE/test_frames.py"
+check "a pass's writes to the program's files, the import hook (tests/bridge/test_writes.py)" 0 "" -- \
+    "$PY" "$HERE/test_writes.py"
 check "a step's relabels on a plan's stages, one batch (tests/bridge/test_replay.py)" 0 "" -- \
     env MEMSPLIT_BRIDGE_LIB="$(dirname "$M")/bridge/libmemsplit_bridge.so" "$PY" "$HERE/test_replay.py"
 check "the GPU's record source over a stand-in allocator (tests/bridge/test_allocator.py)" 0 "" -- \
@@ -486,6 +488,36 @@ check "hf-dirs: profile" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PH[
     bad "hf-dirs: the run after the profile" "$(grep resumed "$T/ph.out")" "$(ls "$D" | paste -sd' ')"
 "${PH[@]}" --steps 8 > "$T/ph.out" 2>&1 && grep -q "resumed at step 6 from checkpoint-6 (optimizer state: yes)" "$T/ph.out" && \
     ok "hf-dirs: the program alone resumes from its latest folder" || bad "hf-dirs alone" "$(head -2 "$T/ph.out")"
+# The same folders from a run before, and a fresh run saving into them
+# again (--fresh): the diagnostic passes rewrite none of the program's files
+# (the config and the trainer's state through open(), the weights through
+# safetensors, outside Python's open, the optimizer's state through
+# torch.save), and the program's read-back of its state sees what the pass
+# wrote. Before, the trial rewrote every file of checkpoint-1..4
+snap() { (cd "$1" && find . -printf '%p %T@ %s\n' | sort && find . -type f | sort | xargs md5sum); }
+snap "$D" > "$T/hf.before"      # checkpoint-1..8, of the runs alone above
+check "hf-dirs over a run before: profile" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PH[@]}" --fresh
+cmp -s "$T/hf.before" <(snap "$D") && ok "hf-dirs over a run before: the folders and files are as they were" || \
+    bad "hf-dirs over a run before: changed" "$(diff "$T/hf.before" <(snap "$D") | head -4)"
+for how in "open of" "safetensors' save to" "torch.save to"; do
+    grep -q "\(rewrite\|write\) the program's \(files from before it\|checkpoints\): $how $D/checkpoint-1/" "$T/err" && \
+        ok "hf-dirs over a run before: said: $how" || bad "hf-dirs over a run before: not said: $how" "$(grep -i warn "$T/err")"
+done
+"${PH[@]}" --steps 10 > "$T/ph.out" 2>&1 && grep -q "resumed at step 8 from checkpoint-8 (optimizer state: yes)" "$T/ph.out" && \
+    ok "hf-dirs over a run before: the program alone resumes from its latest folder" || \
+    bad "hf-dirs over a run before: alone" "$(head -2 "$T/ph.out")"
+# A program that asks whether torch is installed before importing it
+# (importlib.util.find_spec, as transformers does on its import): the bridge
+# still starts at the import. Before, the look took the import hook away,
+# and the profile said the program never imported torch
+cat > "$T/spec_first.py" <<'PYEOF'
+import importlib.util, runpy, sys
+assert importlib.util.find_spec("torch") is not None
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+PYEOF
+check "find_spec before import torch: profile" 0 "" -- "$M" profile --steps 2 --quiet --json -- \
+    "$PY" "$T/spec_first.py" "$MODELS" --model ref --blocks 2 --steps 2
 # The rerun runs out at a later step than the trial saw (the program keeps
 # more from step 4): doctor learns the excess on the root stage, re-plans,
 # restarts, and the program resumes from its own checkpoint (saved after

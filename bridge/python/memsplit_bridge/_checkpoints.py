@@ -5,16 +5,19 @@ resumes. The diagnostic passes (the trial, the uncapped and record passes)
 write, rename and remove none of the program's checkpoint files: memsplit's
 own files stand in for them (docs/bridge.md, "Checkpoints")."""
 import atexit
+import builtins
 import functools
 import os
 import shutil
+import stat
 import sys
 
-from . import _homes
+from . import _homes, _imports
 
 # as os and shutil have them before the wrappers below
 _real_remove, _real_rmdir, _real_rmtree = os.remove, os.rmdir, shutil.rmtree
 _real_isdir, _real_lexists = os.path.isdir, os.path.lexists
+_real_open = builtins.open
 
 
 def install(torch, s):
@@ -25,6 +28,9 @@ def install(torch, s):
     _watch_links(s)
     _watch_folders(s)
     _watch_looks(s)
+    _watch_safetensors(s)
+    if _diagnostic(s):
+        _watch_writes(s)
 
 
 def _watch_checkpoints(torch, s):
@@ -54,10 +60,14 @@ def _watch_checkpoints(torch, s):
                 k = _homes.load_kwargs(torch, s, target, k)
             if path is not None and _name == "save":
                 if _diagnostic(s):
-                    if not isinstance(target, (str, bytes, os.PathLike)):
+                    theirs = _standing_for(s, path)
+                    if theirs is not None:
+                        path = theirs   # a file the program opened that memsplit's stands for (_watch_writes)
+                    elif not isinstance(target, (str, bytes, os.PathLike)):
                         _skip_save(s, "torch.save", path)       # the program opened (emptied) it itself
                         return None
-                    a, k = _retarget(a, k, at, key, _redirect(s, "torch.save", path))
+                    else:
+                        a, k = _retarget(a, k, at, key, _redirect(s, "torch.save", path))
             elif path is not None:
                 full = os.path.abspath(path)
                 mine = s.redirects.get(full) or s.aliases.get(full)
@@ -104,14 +114,26 @@ def _watch_moves(s):
         real = getattr(os, name)
 
         def wrapped(src, dst, *a, _real=real, _name=name, **k):
-            if not (s.saved_paths or s.loaded_paths):     # no checkpoint yet: any rename is the program's
+            diagnostic = _diagnostic(s)
+            if not (s.saved_paths or s.loaded_paths or diagnostic):    # the rerun before any checkpoint
                 return _real(src, dst, *a, **k)
             paths = not a and not k and all(isinstance(p, (str, bytes, os.PathLike)) for p in (src, dst))
-            full = os.path.abspath(os.fsdecode(src)) if paths else None
-            if full is None or not (full in s.saved_paths or _diagnostic(s) and _programs(s, full)):
+            if not paths:
                 return _real(src, dst, *a, **k)
+            full = os.path.abspath(os.fsdecode(src))
             to = os.fsdecode(dst)
-            if _diagnostic(s):
+            if not (full in s.saved_paths or diagnostic and (full in s.redirects or _programs(s, full))):
+                dst_full = os.path.abspath(to)
+                if diagnostic and (dst_full in s.redirects or _from_before(s, dst_full)):
+                    # a file written beside one of the program's from before and renamed over it (an
+                    # atomic write): memsplit's file for that path takes it, the program's stays
+                    _skip_write(s, "os.%s" % _name, to)
+                    return _real(src, _mine(s, dst_full))
+                return _real(src, dst)
+            if diagnostic and full not in s.saved_paths and full in s.redirects:
+                # a file of memsplit's standing for one the program had before the pass (_watch_writes)
+                return _real(s.redirects[full], _mine(s, to))
+            if diagnostic:
                 mine = s.redirects.get(full)
                 if mine is None and full in s.saved_paths and full not in s.aliases:
                     _skip_save(s, "os.%s" % _name, to)  # a save the pass skipped (into a file the program opened)
@@ -191,6 +213,124 @@ def _watch_links(s):
 
     symlink.__wrapped__ = real_symlink
     os.symlink = symlink
+
+
+def _watch_writes(s):
+    """A diagnostic pass's rewrites of the program's files from before it
+    (open with "w", of a regular file older than the pass or one the
+    program loaded): the pass goes on with a file of memsplit's own for that
+    path, which the program's opens, renames and checks of the path then
+    see, and the program's file keeps what it held. Before, the trial
+    rewrote them: a checkpoint folder of a run before that a fresh run
+    saves into again (HF's Trainer: checkpoint-N's config and
+    trainer_state.json), a results file. A change in place ("r+", as
+    numpy's memmap opens a dataset by default) and an append ("a") change
+    the file as the program alone does: a copy of a dataset for each would
+    cost its size in disk and time. Only in the diagnostic passes: the rerun
+    is the program's own run."""
+    import io
+    real_open = _real_open
+
+    def open(file, mode="r", *a, **k):
+        if not isinstance(file, (str, bytes, os.PathLike)) or not isinstance(mode, str):
+            return real_open(file, mode, *a, **k)
+        writes = "w" in mode
+        if not writes and not (s.redirects or s.aliases):
+            return real_open(file, mode, *a, **k)
+        full = os.path.abspath(os.fsdecode(file))
+        if not writes:
+            stands = s.redirects.get(full) or s.aliases.get(full)
+            return real_open(file if stands is None else stands, mode, *a, **k)
+        if full in s.aliases or full not in s.redirects and _from_before(s, full):
+            _mine(s, full)
+            _skip_write(s, "open", full)
+        mine = s.redirects.get(full)
+        return real_open(file if mine is None else mine, mode, *a, **k)
+
+    open = functools.update_wrapper(open, real_open)
+    builtins.open = open
+    io.open = open
+
+
+def _standing_for(s, path):
+    """The program's path that path, a file of memsplit's own, stands for;
+    None for any other path."""
+    if s.redirect_dir is None or not os.path.abspath(path).startswith(s.redirect_dir + os.sep):
+        return None
+    mine = os.path.abspath(path)
+    return next((p for p, m in s.redirects.items() if m == mine), None)
+
+
+def _from_before(s, full):
+    """full is a regular file of the program's from before the pass (older
+    than the pass, or one it loaded): a diagnostic pass rewrites none."""
+    if full in s.loaded_paths:
+        return True
+    try:
+        st = os.stat(full)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_mtime < s.began
+
+
+def _skip_write(s, how, path):
+    """In a diagnostic pass, a write to a file of the program's from before
+    it: to memsplit's file for that path instead, said once per way."""
+    _say_once(s, how + " write", "does not rewrite the program's files from before it: %s of %s went to a file of "
+              "memsplit's own, which the program's reads of that path see (the file keeps what it held)" %
+              (how, path))
+
+
+def _watch_safetensors(s):
+    """safetensors writes and reads its files itself (not through torch.save
+    or open): a model saved with it (save_file, save_model, HF's
+    save_pretrained) is a checkpoint as torch.save's is, and a diagnostic
+    pass writes it to memsplit's own file; safe_open (load_file, HF's
+    loading) of such a path reads that. Wrapped where safetensors keeps
+    them (serialize_file, safe_open), as soon as it is imported, before
+    safetensors.torch and the program take their names from there."""
+    def wrap(mod):
+        try:
+            _wrap_safetensors(s, mod)
+        except Exception as exc:  # the bridge must never break the program
+            s.lib.warn("bridge", "safetensors' saves and loads not watched: %r" % (exc,))
+
+    _imports.after_import("safetensors", wrap)
+
+
+def _wrap_safetensors(s, mod):
+    """serialize_file and safe_open of safetensors, as _watch_safetensors
+    says."""
+    real_write = getattr(mod, "serialize_file", None)
+    real_open = getattr(mod, "safe_open", None)
+    if real_write is None or real_open is None or getattr(real_write, "_memsplit", False):
+        return
+
+    def serialize_file(tensors, filename, *a, **k):
+        if not isinstance(filename, (str, bytes, os.PathLike)):
+            return real_write(tensors, filename, *a, **k)
+        path = os.fsdecode(filename)
+        s.saved_paths.add(os.path.abspath(path))
+        if _diagnostic(s):
+            return real_write(tensors, _redirect(s, "safetensors' save", path), *a, **k)
+        s.send("save", path=path, step=s.steps)
+        return real_write(tensors, filename, *a, **k)
+
+    def safe_open(filename, *a, **k):
+        if not isinstance(filename, (str, bytes, os.PathLike)):
+            return real_open(filename, *a, **k)
+        full = os.path.abspath(os.fsdecode(filename))
+        mine = s.redirects.get(full) or s.aliases.get(full)
+        if mine is None:
+            s.loaded_paths.add(full)
+        s.send("load", path=os.fsdecode(filename), step=s.steps)
+        return real_open(filename if mine is None else mine, *a, **k)
+
+    for fn, was in ((serialize_file, real_write), (safe_open, real_open)):
+        functools.update_wrapper(fn, was, updated=())   # safe_open is a class: not its attributes
+        fn._memsplit = True
+    mod.serialize_file = serialize_file
+    mod.safe_open = safe_open
 
 
 def _watch_folders(s):
@@ -351,12 +491,20 @@ def _diagnostic(s):
 
 def _redirect(s, how, path):
     """A diagnostic pass's save to path: the file of memsplit's own it goes
-    to instead, said once per way of saving. In a folder of this process's
-    own, inside the pass's (the config's scratch_dir, which memsplit removes
-    after the pass however the program ends: run/scratch_dir.h); removed
-    when Python exits too."""
+    to instead (_mine), said once per way of saving."""
+    mine = _mine(s, path)
+    _skip_save(s, how, path, mine)
+    return mine
+
+
+def _mine(s, path):
+    """The file of memsplit's own that stands for path in a diagnostic pass,
+    made the first time. In a folder of this process's own, inside the
+    pass's (the config's scratch_dir, which memsplit removes after the pass
+    however the program ends: run/scratch_dir.h); removed when Python exits
+    too."""
     full = os.path.abspath(path)
-    s.aliases.pop(full, None)       # a save to a name that stood for the program's checkpoint
+    s.aliases.pop(full, None)       # a write to a name that stood for the program's checkpoint
     mine = s.redirects.get(full)
     if mine is None:
         if s.redirect_dir is None:
@@ -369,7 +517,6 @@ def _redirect(s, how, path):
             atexit.register(shutil.rmtree, s.redirect_dir, True)
         mine = os.path.join(s.redirect_dir, "%d-%s" % (len(s.redirects), os.path.basename(full) or "checkpoint"))
         s.redirects[full] = mine
-    _skip_save(s, how, path, mine)
     return mine
 
 
