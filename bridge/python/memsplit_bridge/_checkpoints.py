@@ -1,9 +1,10 @@
 """The program's checkpoints: torch.save and torch.load with a path (or an
-open file), Lightning's CheckpointIO, and the renames and removals of what
-was saved. doctor hears each save and load, to say whether a restart
-resumes. The diagnostic passes (the trial, the uncapped and record passes)
-write, rename and remove none of the program's checkpoint files: memsplit's
-own files stand in for them (docs/bridge.md, "Checkpoints")."""
+open file), Lightning's CheckpointIO, safetensors' files, and the renames
+and removals of what was saved. doctor hears each save and load, to say
+whether a restart resumes. The diagnostic passes (the trial, the uncapped
+and record passes) write, rename and remove none of the program's
+checkpoint files, and rewrite none of its files from before them:
+memsplit's own files stand in for them (docs/bridge.md, "Checkpoints")."""
 import atexit
 import builtins
 import functools
