@@ -26,7 +26,8 @@ optimizer state through torch.save, loaded with map_location), --resume
 PATH (a checkpoint after every step; on start, continue from it when it
 is there, as Lightning's ckpt_path="last"; with --atomic saved to PATH.tmp
 and renamed over PATH with os.replace; with --backup the one there renamed
-to PATH.bak before each save), --grow-at N --grow-mb M (from
+to PATH.bak before each save; with --through-open saved into the file the
+program opens itself, open(PATH, "wb") then torch.save into it), --grow-at N --grow-mb M (from
 step N the program keeps an extra M MiB on its device: memory the first
 steps never showed), --clip N (gradient clipping to norm N before each
 optimizer step), --topk DIR [--stale PATH] (after every step a checkpoint
@@ -214,6 +215,7 @@ def main():
     ap.add_argument("--resume", default="", help="checkpoint after every step; continue from it when there")
     ap.add_argument("--atomic", action="store_true", help="--resume: save to PATH.tmp, then os.replace over PATH")
     ap.add_argument("--backup", action="store_true", help="--resume: the checkpoint there renamed to PATH.bak first")
+    ap.add_argument("--through-open", action="store_true", help="--resume: saved into open(PATH, 'wb')")
     ap.add_argument("--grow-at", type=int, default=0, help="from this step on, keep --grow-mb MiB more")
     ap.add_argument("--grow-mb", type=float, default=0)
     ap.add_argument("--clip", type=float, default=0, help="clip the gradients' norm to this before each step")
@@ -432,7 +434,12 @@ def train(a, model, opts, loader, dev):
             if a.backup and os.path.exists(a.resume):
                 os.replace(a.resume, a.resume + ".bak")
             to = a.resume + ".tmp" if a.atomic else a.resume
-            torch.save({"model": model.state_dict(), "opts": [o.state_dict() for o in opts], "step": step}, to)
+            ck = {"model": model.state_dict(), "opts": [o.state_dict() for o in opts], "step": step}
+            if a.through_open:
+                with open(to, "wb") as f:
+                    torch.save(ck, f)
+            else:
+                torch.save(ck, to)
             if a.atomic:
                 os.replace(to, a.resume)
         if a.rotate:

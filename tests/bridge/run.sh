@@ -98,8 +98,8 @@ check "applier unit tests (tests/bridge/test_apply.py)" 0 "" -- "$PY" "$HERE/tes
 check "the backward's threads over distinct devices (tests/bridge/test_engine_threads.py)" 0 "" -- \
     "$PY" "$HERE/test_engine_threads.py"
 check "the innermost module from the frames (tests/bridge/test_frames.py)" 0 "" -- "$PY" "$HERE/test_frames.py"
-check "a pass's writes to the program's files, the import hook (tests/bridge/test_writes.py)" 0 "" -- \
-    "$PY" "$HERE/test_writes.py"
+check "a pass's opens of checkpoints, the import hook (tests/bridge/test_opens.py)" 0 "" -- \
+    "$PY" "$HERE/test_opens.py"
 check "a step's relabels on a plan's stages, one batch (tests/bridge/test_replay.py)" 0 "" -- \
     env MEMSPLIT_BRIDGE_LIB="$(dirname "$M")/bridge/libmemsplit_bridge.so" "$PY" "$HERE/test_replay.py"
 check "the GPU's record source over a stand-in allocator (tests/bridge/test_allocator.py)" 0 "" -- \
@@ -442,6 +442,25 @@ check "backup: profile of a run resumed from its checkpoint" 0 \
     bad "backup: after the profile: $(ls "$T"/bk.pt* | paste -sd' ')" "$(grep -iE "resumed|checkpoint" "$T/err" | tail -2)"
 "${PB[@]}" > "$T/bk.out" 2>&1 && [ -e "$T/bk.pt.bak" ] && grep -q "resumed at step 1" "$T/bk.out" && \
     ok "backup: the program alone moves its checkpoint to the backup before it saves" || bad "backup alone" "$(tail -2 "$T/bk.out")"
+# a checkpoint saved into the file the program opens itself (open(P, "wb"),
+# then torch.save into it), in a run resumed from P: the diagnostic passes'
+# opens of P for writing go to memsplit's own file, and P keeps what it
+# held. Before, the trial's open emptied P, and the rerun had nothing to
+# resume from
+rm -f "$T/op.pt"
+"$PY" "$MODELS" --model ref --blocks 4 --steps 1 --resume "$T/op.pt" --through-open > "$T/op.out" 2>&1
+sum=$(cksum < "$T/op.pt")
+PO=("$PY" "$MODELS" --model ref --blocks 4 --steps 6 --resume "$T/op.pt" --through-open)
+check "through-open: profile of a run resumed from its checkpoint" 0 \
+    "does not rewrite the program's checkpoints: open of $T/op.pt went to a file of memsplit's own" -- \
+    "$M" profile --steps 3 --quiet --json -- "${PO[@]}"
+[ "$(cksum < "$T/op.pt")" = "$sum" ] && grep -q "resumed at step 1" "$T/err" && \
+    ok "through-open: the trial resumed from the program's checkpoint and left it as it was" || \
+    bad "through-open: after the profile: $(cksum < "$T/op.pt") (was $sum)" "$(grep -iE "resumed|checkpoint" "$T/err" | tail -2)"
+"${PO[@]}" --steps 3 > "$T/op.out" 2>&1 && grep -q "resumed at step 1" "$T/op.out" && \
+    "${PO[@]}" --steps 4 > "$T/op.out" 2>&1 && grep -q "resumed at step 3" "$T/op.out" && \
+    ok "through-open: the program alone resumes from it, and from what it saves into it" || \
+    bad "through-open alone" "$(tail -2 "$T/op.out")"
 # checkpoint folders, the last one kept (DIR/step-N/model.pt through
 # torch.save, checked with os.path.isfile, every other step-* folder removed
 # with shutil.rmtree, resuming from the latest folder: HF Trainer's way).
@@ -489,18 +508,18 @@ check "hf-dirs: profile" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PH[
 "${PH[@]}" --steps 8 > "$T/ph.out" 2>&1 && grep -q "resumed at step 6 from checkpoint-6 (optimizer state: yes)" "$T/ph.out" && \
     ok "hf-dirs: the program alone resumes from its latest folder" || bad "hf-dirs alone" "$(head -2 "$T/ph.out")"
 # The same folders from a run before, and a fresh run saving into them
-# again (--fresh): the diagnostic passes rewrite none of the program's files
-# (the config and the trainer's state through open(), the weights through
-# safetensors, outside Python's open, the optimizer's state through
-# torch.save), and the program's read-back of its state sees what the pass
-# wrote. Before, the trial rewrote every file of checkpoint-1..4
-snap() { (cd "$1" && find . -printf '%p %T@ %s\n' | sort && find . -type f | sort | xargs md5sum); }
+# again (--fresh): the diagnostic passes write none of their checkpoints
+# (the weights through safetensors, outside Python's open, the optimizer's
+# state through torch.save); the config and the trainer's state in JSON
+# are the program's files, written as alone and read back. Before, the
+# trial rewrote the weights of checkpoint-1..4 with its own
+snap() { (cd "$1" && for f in */model.safetensors */optimizer.pt; do echo "$f $(stat -c '%Y %s' "$f") $(cksum < "$f")"; done); }
 snap "$D" > "$T/hf.before"      # checkpoint-1..8, of the runs alone above
 check "hf-dirs over a run before: profile" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PH[@]}" --fresh
-cmp -s "$T/hf.before" <(snap "$D") && ok "hf-dirs over a run before: the folders and files are as they were" || \
+cmp -s "$T/hf.before" <(snap "$D") && ok "hf-dirs over a run before: the weights and optimizer states are as they were" || \
     bad "hf-dirs over a run before: changed" "$(diff "$T/hf.before" <(snap "$D") | head -4)"
-for how in "open of" "safetensors' save to" "torch.save to"; do
-    grep -q "\(rewrite\|write\) the program's \(files from before it\|checkpoints\): $how $D/checkpoint-1/" "$T/err" && \
+for how in "safetensors' save to" "torch.save to"; do
+    grep -q "write the program's checkpoints: $how $D/checkpoint-1/" "$T/err" && \
         ok "hf-dirs over a run before: said: $how" || bad "hf-dirs over a run before: not said: $how" "$(grep -i warn "$T/err")"
 done
 "${PH[@]}" --steps 10 > "$T/ph.out" 2>&1 && grep -q "resumed at step 8 from checkpoint-8 (optimizer state: yes)" "$T/ph.out" && \

@@ -3,14 +3,13 @@ open file), Lightning's CheckpointIO, safetensors' files, and the renames
 and removals of what was saved. doctor hears each save and load, to say
 whether a restart resumes. The diagnostic passes (the trial, the uncapped
 and record passes) write, rename and remove none of the program's
-checkpoint files, and rewrite none of its files from before them:
-memsplit's own files stand in for them (docs/bridge.md, "Checkpoints")."""
+checkpoint files: memsplit's own files stand in for them, and the
+program's reads of those paths read them (docs/bridge.md, "Checkpoints")."""
 import atexit
 import builtins
 import functools
 import os
 import shutil
-import stat
 import sys
 
 from . import _homes, _imports
@@ -31,7 +30,7 @@ def install(torch, s):
     _watch_looks(s)
     _watch_safetensors(s)
     if _diagnostic(s):
-        _watch_writes(s)
+        _watch_opens(s)
 
 
 def _watch_checkpoints(torch, s):
@@ -63,7 +62,7 @@ def _watch_checkpoints(torch, s):
                 if _diagnostic(s):
                     theirs = _standing_for(s, path)
                     if theirs is not None:
-                        path = theirs   # a file the program opened that memsplit's stands for (_watch_writes)
+                        path = theirs   # a file the program opened that memsplit's stands for (_watch_opens)
                     elif not isinstance(target, (str, bytes, os.PathLike)):
                         _skip_save(s, "torch.save", path)       # the program opened (emptied) it itself
                         return None
@@ -109,15 +108,17 @@ def _watch_moves(s):
     backup made before each save, os.replace(P, P + ".bak"), moved the
     program's checkpoint away in the trial, and the rerun then began from
     the first step). Its new name stands for it instead: the program's loads
-    of that name read it. A rename or removal of anything else is the
+    of that name read it. A file renamed over a checkpoint of either (one
+    the program wrote through open and renames into place) takes memsplit's
+    file for that path. A rename or removal of anything else is the
     program's own."""
     for name in ("replace", "rename"):
         real = getattr(os, name)
 
         def wrapped(src, dst, *a, _real=real, _name=name, **k):
-            diagnostic = _diagnostic(s)
-            if not (s.saved_paths or s.loaded_paths or diagnostic):    # the rerun before any checkpoint
+            if not (s.saved_paths or s.loaded_paths or s.redirects):    # no checkpoint yet: the program's
                 return _real(src, dst, *a, **k)
+            diagnostic = _diagnostic(s)
             paths = not a and not k and all(isinstance(p, (str, bytes, os.PathLike)) for p in (src, dst))
             if not paths:
                 return _real(src, dst, *a, **k)
@@ -125,14 +126,15 @@ def _watch_moves(s):
             to = os.fsdecode(dst)
             if not (full in s.saved_paths or diagnostic and (full in s.redirects or _programs(s, full))):
                 dst_full = os.path.abspath(to)
-                if diagnostic and (dst_full in s.redirects or _from_before(s, dst_full)):
-                    # a file written beside one of the program's from before and renamed over it (an
-                    # atomic write): memsplit's file for that path takes it, the program's stays
-                    _skip_write(s, "os.%s" % _name, to)
+                if diagnostic and (dst_full in s.redirects or _programs(s, dst_full)):
+                    # a file written beside a checkpoint and renamed over it (an atomic write): memsplit's
+                    # file for that path takes it; the program's checkpoint stays
+                    if dst_full not in s.redirects:
+                        _skip_write(s, "os.%s" % _name, to)
                     return _real(src, _mine(s, dst_full))
                 return _real(src, dst)
             if diagnostic and full not in s.saved_paths and full in s.redirects:
-                # a file of memsplit's standing for one the program had before the pass (_watch_writes)
+                # a file of memsplit's standing for the program's checkpoint (_watch_opens)
                 return _real(s.redirects[full], _mine(s, to))
             if diagnostic:
                 mine = s.redirects.get(full)
@@ -216,37 +218,33 @@ def _watch_links(s):
     os.symlink = symlink
 
 
-def _watch_writes(s):
-    """A diagnostic pass's rewrites of the program's files from before it
-    (open with "w", of a regular file older than the pass or one the
-    program loaded): the pass goes on with a file of memsplit's own for that
-    path, which the program's opens, renames and checks of the path then
-    see, and the program's file keeps what it held. Before, the trial
-    rewrote them: a checkpoint folder of a run before that a fresh run
-    saves into again (HF's Trainer: checkpoint-N's config and
-    trainer_state.json), a results file. A change in place ("r+", as
-    numpy's memmap opens a dataset by default) and an append ("a") change
-    the file as the program alone does: a copy of a dataset for each would
-    cost its size in disk and time. Only in the diagnostic passes: the rerun
-    is the program's own run."""
+def _watch_opens(s):
+    """A diagnostic pass's opens of a checkpoint. A read of a path the pass
+    saved (torch.save, Lightning's, safetensors') reads memsplit's file for
+    it, as torch.load does: a program that reads back its checkpoint's
+    bytes (to copy it as the best model, to hash it) runs as it does alone;
+    before, it got FileNotFoundError, or the program's older file. A
+    rewrite ("w") of the program's checkpoint (one it loaded: the run it
+    resumed, or a name standing for it) goes to a file of memsplit's own
+    instead, which later opens of the path see: a program that saves into
+    a file it opens itself (open(path, "wb") and torch.save(obj, f))
+    emptied its checkpoint in the trial, and the rerun then had nothing to
+    resume from. Any other file is the program's to write, read and append
+    to (its outputs, its logs). Only in the diagnostic passes: the rerun is
+    the program's own run."""
     import io
     real_open = _real_open
 
     def open(file, mode="r", *a, **k):
-        if not isinstance(file, (str, bytes, os.PathLike)) or not isinstance(mode, str):
-            return real_open(file, mode, *a, **k)
-        writes = "w" in mode
-        if not writes and not (s.redirects or s.aliases):
+        if not (s.redirects or s.aliases or s.loaded_paths) or \
+                not isinstance(file, (str, bytes, os.PathLike)) or not isinstance(mode, str):
             return real_open(file, mode, *a, **k)
         full = os.path.abspath(os.fsdecode(file))
-        if not writes:
-            stands = s.redirects.get(full) or s.aliases.get(full)
-            return real_open(file if stands is None else stands, mode, *a, **k)
-        if full in s.aliases or full not in s.redirects and _from_before(s, full):
+        if "w" in mode and _programs(s, full):
             _mine(s, full)
             _skip_write(s, "open", full)
-        mine = s.redirects.get(full)
-        return real_open(file if mine is None else mine, mode, *a, **k)
+        stands = s.redirects.get(full) or s.aliases.get(full)
+        return real_open(file if stands is None else stands, mode, *a, **k)
 
     open = functools.update_wrapper(open, real_open)
     builtins.open = open
@@ -262,24 +260,11 @@ def _standing_for(s, path):
     return next((p for p, m in s.redirects.items() if m == mine), None)
 
 
-def _from_before(s, full):
-    """full is a regular file of the program's from before the pass (older
-    than the pass, or one it loaded): a diagnostic pass rewrites none."""
-    if full in s.loaded_paths:
-        return True
-    try:
-        st = os.stat(full)
-    except (OSError, ValueError):
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_mtime < s.began
-
-
 def _skip_write(s, how, path):
-    """In a diagnostic pass, a write to a file of the program's from before
-    it: to memsplit's file for that path instead, said once per way."""
-    _say_once(s, how + " write", "does not rewrite the program's files from before it: %s of %s went to a file of "
-              "memsplit's own, which the program's reads of that path see (the file keeps what it held)" %
-              (how, path))
+    """In a diagnostic pass, a write over the program's checkpoint (one it
+    loaded): to memsplit's file for that path instead, said once per way."""
+    _say_once(s, how + " write", "does not rewrite the program's checkpoints: %s of %s went to a file of memsplit's "
+              "own, which the program's reads of that path see (the checkpoint keeps what it held)" % (how, path))
 
 
 def _watch_safetensors(s):
@@ -439,8 +424,8 @@ def tidy(s):
     """At a diagnostic pass's end, the checkpoint folders it made: a folder
     the pass made that holds a checkpoint which went to memsplit's own file
     is the pass's checkpoint, with whatever else the program wrote there
-    (a model written with safetensors, a trainer's state in JSON, which go
-    through no torch.save), and goes whole, unless it holds a file older
+    (a config and a trainer's state in JSON, no checkpoint of torch's or
+    safetensors'), and goes whole, unless it holds a file older
     than the pass (one the program moved in). Before, a run after the trial
     that resumes from its latest checkpoint folder (HF Trainer's
     resume_from_checkpoint=True) found the trial's, and resumed from the

@@ -1,11 +1,11 @@
-"""A diagnostic pass's writes to the program's files from before it
-(_checkpoints._watch_writes, docs/bridge.md "Checkpoints"), its renames
-over them, and the import hook the bridge waits on (_imports.AfterImport),
+"""A diagnostic pass's opens of checkpoints (_checkpoints._watch_opens,
+docs/bridge.md "Checkpoints"), its renames over them, and the import hook
+the bridge waits on (_imports.AfterImport),
 on a stand-in of the session, in a temporary folder. The wrappers are
 global (builtins.open, os.replace), as in a program: installed once, on one
 session whose records each test begins empty.
 
-Run: /usr/bin/python3 tests/bridge/test_writes.py
+Run: /usr/bin/python3 tests/bridge/test_opens.py
 """
 import importlib
 import importlib.util
@@ -38,14 +38,14 @@ def begin():
 
 begin()
 _checkpoints._watch_moves(S)
-_checkpoints._watch_writes(S)
+_checkpoints._watch_opens(S)
 
 
-class Writes(unittest.TestCase):
+class Opens(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="test-writes-")
         self.addCleanup(shutil.rmtree, self.dir, True)
-        self.old = self.path("old.json")
+        self.old = self.path("ckpt.pt")         # the program's checkpoint, from a run before
         with open(self.old, "w") as f:
             f.write("before")
         then = time.time() - 100
@@ -56,97 +56,113 @@ class Writes(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.dir, name)
 
+    def loaded(self):
+        S.loaded_paths.add(self.old)            # the run resumed from it (torch.load)
+
     def kept(self):
-        """The program's file holds what it held before, unwritten."""
+        """The program's checkpoint holds what it held before, unwritten."""
         with _checkpoints._real_open(self.old) as f:
             self.assertEqual(f.read(), "before")
         self.assertEqual(os.stat(self.old).st_mtime, self.mtime)
 
-    def test_w_goes_to_memsplit_and_reads_follow(self):
+    def read(self, path):
+        with open(path) as f:
+            return f.read()
+
+    def test_rewrite_of_a_loaded_checkpoint(self):
+        self.loaded()
         with open(self.old, "w") as f:
             f.write("the pass")
         self.kept()
-        with open(self.old) as f:
-            self.assertEqual(f.read(), "the pass")
+        self.assertEqual(self.read(self.old), "the pass")
         self.assertEqual(len(WARNINGS), 1)
-        self.assertIn("does not rewrite the program's files from before it: open of " + self.old, WARNINGS[0])
+        self.assertIn("does not rewrite the program's checkpoints: open of " + self.old, WARNINGS[0])
         with open(self.old, "w") as f:          # again: the same file of memsplit's, said once
             f.write("again")
-        with open(self.old) as f:
-            self.assertEqual(f.read(), "again")
+        self.assertEqual(self.read(self.old), "again")
         self.assertEqual(len(WARNINGS), 1)
         self.kept()
 
-    def test_in_place_changes_the_file(self):
-        # "r+" (numpy's memmap of a dataset): no copy of it, the file changed as alone
-        with open(self.old, "r+") as f:
-            self.assertEqual(f.read(), "before")
-            f.seek(0)
-            f.write("BE")
+    def test_other_files_are_the_programs(self):
+        # not loaded: the program's output, written as alone (a results file of a run before too)
+        with open(self.old, "w") as f:
+            f.write("results")
         with _checkpoints._real_open(self.old) as f:
-            self.assertEqual(f.read(), "BEfore")
-        self.assertEqual(S.redirects, {})
-
-    def test_append_adds_to_the_file(self):
-        with open(self.old, "a") as f:
-            f.write(" and after")
-        with open(self.old) as f:
-            self.assertEqual(f.read(), "before and after")
-        self.assertEqual(S.redirects, {})
-
-    def test_new_files_and_the_pass_own_are_written(self):
+            self.assertEqual(f.read(), "results")
         new = self.path("new.json")
         with open(new, "w") as f:
             f.write("one")
-        with open(new, "w") as f:               # made by the pass: written again where it is
-            f.write("two")
         with _checkpoints._real_open(new) as f:
-            self.assertEqual(f.read(), "two")
-        with open(os.devnull, "w") as f:        # no regular file
-            f.write("x")
+            self.assertEqual(f.read(), "one")
         self.assertEqual(S.redirects, {})
         self.assertEqual(WARNINGS, [])
 
+    def test_in_place_and_appends_change_the_file(self):
+        # "r+" (numpy's memmap of a dataset) and "a": no copy of the file, changed as alone
+        self.loaded()
+        with open(self.old, "r+") as f:
+            f.seek(0)
+            f.write("BE")
+        with open(self.old, "a") as f:
+            f.write("!")
+        with _checkpoints._real_open(self.old) as f:
+            self.assertEqual(f.read(), "BEfore!")
+        self.assertEqual(S.redirects, {})
+
     def test_paths_of_every_kind(self):
+        self.loaded()
         pathlib.Path(self.old).write_text("through pathlib")
         self.kept()
         self.assertEqual(pathlib.Path(self.old).read_text(), "through pathlib")
         with open(os.fsencode(self.old), "rb") as f:
             self.assertEqual(f.read(), b"through pathlib")
+        with open(os.devnull, "w") as f:        # no path of a checkpoint
+            f.write("x")
 
-    def test_atomic_write_over_a_file_from_before(self):
-        tmp = self.path("old.json.tmp")
+    def test_reads_follow_a_save_of_the_pass(self):
+        # torch.save(obj, path) went to memsplit's file: the program's open of path, and a copy of
+        # it as its best model, read that (before: FileNotFoundError, or the older file)
+        with open(_checkpoints._redirect(S, "torch.save", self.old), "w") as f:
+            f.write("saved by the pass")
+        self.kept()
+        self.assertEqual(self.read(self.old), "saved by the pass")
+        shutil.copyfile(self.old, self.path("best.pt"))
+        with _checkpoints._real_open(self.path("best.pt")) as f:
+            self.assertEqual(f.read(), "saved by the pass")
+
+    def test_atomic_write_over_a_loaded_checkpoint(self):
+        self.loaded()
+        tmp = self.path("ckpt.pt.tmp")
         with open(tmp, "w") as f:
             f.write("atomic")
         os.replace(tmp, self.old)
         self.kept()
         self.assertFalse(os.path.lexists(tmp))
-        with open(self.old) as f:
-            self.assertEqual(f.read(), "atomic")
+        self.assertEqual(self.read(self.old), "atomic")
         self.assertTrue(any("os.replace of " + self.old in w for w in WARNINGS), WARNINGS)
 
     def test_rename_of_what_the_pass_wrote(self):
+        self.loaded()
         with open(self.old, "w") as f:
             f.write("the pass")
-        os.replace(self.old, self.path("old.json.bak"))
+        os.replace(self.old, self.path("ckpt.pt.bak"))
         self.kept()
-        with open(self.path("old.json.bak")) as f:
-            self.assertEqual(f.read(), "the pass")
-        self.assertFalse(os.path.lexists(self.path("old.json.bak")))     # only memsplit's file moved
+        self.assertEqual(self.read(self.path("ckpt.pt.bak")), "the pass")
+        self.assertFalse(os.path.lexists(self.path("ckpt.pt.bak")))     # only memsplit's file moved
         with self.assertRaises(FileNotFoundError):                        # moved away, as alone
             open(self.old)
 
     def test_backup_of_a_loaded_checkpoint(self):
-        # the program's checkpoint it resumed from, renamed to a backup: left, the new name standing for it
-        S.loaded_paths.add(self.old)
+        # renamed to a backup: left where it is, the new name standing for it
+        self.loaded()
         os.replace(self.old, self.old + ".bak")
         self.kept()
         self.assertFalse(os.path.lexists(self.old + ".bak"))
-        with open(self.old + ".bak") as f:
-            self.assertEqual(f.read(), "before")
+        self.assertEqual(self.read(self.old + ".bak"), "before")
         with open(self.old + ".bak", "w") as f:     # and written: memsplit's, not the program's file
             f.write("new")
         self.kept()
+        self.assertEqual(self.read(self.old + ".bak"), "new")
 
 
 class Imports(unittest.TestCase):
