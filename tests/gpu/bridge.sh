@@ -10,7 +10,9 @@
 #  - HF GPT2LMHeadModel in Lightning: a run that fits, and one under a cap
 #  - torch.compile refused with its message; expandable_segments
 #  - doctor: the reference model and HF GPT-2 in Lightning over 40 GiB devices
-#  - resume: a rerun that runs out, restarted, Lightning resuming from last.ckpt
+#  - resume: a rerun that runs out, restarted, Lightning resuming from last.ckpt;
+#    HF's save_pretrained into checkpoint-N folders, transformers imported
+#    before torch: the trial writes none of the program's checkpoints
 #  - overhead: step time plain, --diagnose-only and with the tensor trace
 #  - shapes: tests/bridge/shapes.py's TorchScript,
 #    spectral_norm, gradient-penalty, ModuleDict, PINN, accumulation, deep-copy and
@@ -211,6 +213,25 @@ if want resume; then
         c.execute(\"SELECT step FROM steps JOIN runs ON runs.id = steps.run_id WHERE runs.kind = 'train' ORDER BY step\")))" 2>&1)
     [ "$rows" = "1,2,3,4,5,6" ] && ok "resume: one row per step 1-6" || bad "resume: rows $rows"
     js "$T/rd.json" "'  devices after the restart: ' + '; '.join('predicted %.2f GiB measured %.2f GiB gap %+.2f%%' % (x['predicted_peak_bytes']/2**30, (x['measured_peak_bytes'] or 0)/2**30, 100*(x['gap'] or 0)) for x in d['train']['devices'])"
+    # HF's checkpoint-N folders (save_pretrained: the weights through
+    # safetensors, outside torch.save and Python's open), transformers
+    # imported before torch: the trial keeps a run before's weights and
+    # optimizer states byte for byte, and into an empty folder leaves none
+    HC=("$PY" "$HERE/bridge/hf_checkpoints.py")
+    wsnap() { (cd "$1" && for f in */model.safetensors */optimizer.pt; do echo "$f $(stat -c '%Y %s' "$f") $(cksum < "$f")"; done); }
+    mkdir -p "$T/hfck" "$T/hfck2"
+    "${HC[@]}" "$T/hfck" 3 > "$T/hfck.out" 2>&1 || bad "resume: hf checkpoints alone" "$(tail -3 "$T/hfck.out")"
+    wsnap "$T/hfck" > "$T/hfck.before"
+    "$M" profile --steps 3 --quiet --json -- "${HC[@]}" "$T/hfck" 3 > /dev/null 2> "$T/hfck.err" && \
+        ok "resume: profile of a program that imports transformers before torch" || \
+        bad "resume: hf checkpoints profile" "$(tail -3 "$T/hfck.err")"
+    [ "$(wc -l < "$T/hfck.before")" = 6 ] && cmp -s "$T/hfck.before" <(wsnap "$T/hfck") && \
+        grep -q "safetensors' save to $T/hfck/checkpoint-1/model.safetensors went to a file of memsplit's own" "$T/hfck.err" && \
+        ok "resume: the trial kept the run before's weights and optimizer states in its checkpoint-N" || \
+        bad "resume: hf checkpoints changed" "$(diff "$T/hfck.before" <(wsnap "$T/hfck") | head -3)" "$(grep -i warn "$T/hfck.err")"
+    "$M" profile --steps 3 --quiet --json -- "${HC[@]}" "$T/hfck2" 3 > /dev/null 2> "$T/hfck2.err" && \
+        [ -z "$(ls -A "$T/hfck2")" ] && ok "resume: into an empty folder the trial left none of its checkpoint-N" || \
+        bad "resume: hf checkpoints into an empty folder left: $(ls -A "$T/hfck2" | paste -sd' ')" "$(tail -2 "$T/hfck2.err")"
 fi
 
 crossing_set() {  # FILE: a crossing log's forward crossings in order, then its backward ones as a set
