@@ -32,7 +32,7 @@ S = types.SimpleNamespace(cfg={"pass": "trial"}, steps=0, send=lambda *a, **k: N
 def begin():
     """A pass's records, empty, beginning now."""
     S.__dict__.update(redirects={}, aliases={}, hidden=set(), saved_paths=set(), loaded_paths=set(),
-                      made_dirs=[], redirect_dir=None, skip_warned=set(), began=time.time())
+                      made_dirs=[], redirect_dir=None, skip_warned=set(), began=time.time(), rebind={})
     del WARNINGS[:]
 
 
@@ -163,6 +163,53 @@ class Opens(unittest.TestCase):
             f.write("new")
         self.kept()
         self.assertEqual(self.read(self.old + ".bak"), "new")
+
+
+class Safetensors(unittest.TestCase):
+    """safetensors' writer and reader, wrapped where the package keeps them
+    (a module of that shape here: it writes outside Python's open)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="test-safetensors-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        begin()
+
+        def serialize_file(tensors, filename, metadata=None):
+            fd = os.open(filename, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(fd, tensors.encode())
+            os.close(fd)
+
+        def safe_open(filename, framework="pt"):
+            with _checkpoints._real_open(filename) as f:
+                return f.read()
+
+        self.pkg = types.ModuleType("msw_safetensors")
+        self.pkg.serialize_file, self.pkg.safe_open = serialize_file, safe_open
+        # a module that took the reader before the bridge wrapped it (imported before torch)
+        self.early = types.ModuleType("msw_early")
+        self.early.safe_open = safe_open
+        sys.modules["msw_early"] = self.early
+        self.addCleanup(sys.modules.pop, "msw_early", None)
+        _checkpoints._wrap_safetensors(S, self.pkg)
+
+    def test_a_save_goes_to_memsplit_and_loads_follow(self):
+        path = os.path.join(self.dir, "model.safetensors")
+        with open(path, "w") as f:
+            f.write("a run before's weights")
+        self.pkg.serialize_file("the pass's weights", path)
+        with _checkpoints._real_open(path) as f:
+            self.assertEqual(f.read(), "a run before's weights")
+        self.assertEqual(self.pkg.safe_open(path), "the pass's weights")
+        self.assertTrue(os.path.isfile(S.redirects[os.path.abspath(path)]))
+        self.assertIn("safetensors' save to " + path, WARNINGS[0])
+
+    def test_names_taken_before_are_bound_again(self):
+        self.assertIsNot(self.early.safe_open, self.pkg.safe_open)
+        _checkpoints.rebind(S)
+        self.assertIs(self.early.safe_open, self.pkg.safe_open)
+        path = os.path.join(self.dir, "model.safetensors")
+        self.pkg.serialize_file("the pass's weights", path)
+        self.assertEqual(self.early.safe_open(path), "the pass's weights")
 
 
 class Imports(unittest.TestCase):

@@ -315,8 +315,26 @@ def _wrap_safetensors(s, mod):
     for fn, was in ((serialize_file, real_write), (safe_open, real_open)):
         functools.update_wrapper(fn, was, updated=())   # safe_open is a class: not its attributes
         fn._memsplit = True
+        s.rebind[id(was)] = (was, fn)
     mod.serialize_file = serialize_file
     mod.safe_open = safe_open
+
+
+def rebind(s):
+    """The names a module took from safetensors before the bridge wrapped
+    them (a `from safetensors import safe_open` that ran before the
+    program's `import torch`), bound to the wrappers: called once the
+    program trains. safetensors' own compiled module keeps its originals."""
+    if not s.rebind:
+        return
+    for name, mod in list(sys.modules.items()):
+        d = getattr(mod, "__dict__", None)
+        if not isinstance(d, dict) or name.startswith("safetensors._"):
+            continue
+        for attr, v in list(d.items()):
+            hit = s.rebind.get(id(v))
+            if hit is not None and hit[0] is v:
+                d[attr] = hit[1]
 
 
 def _watch_folders(s):

@@ -93,6 +93,7 @@ class Session:
         self.hidden = set()         # ... the program's files and folders it left where the program removed them
         self.made_dirs = []         # ... the folders it made (os.mkdir, os.makedirs), in order
         self.began = time.time()    # ... when it began: a file older than this is the program's from before
+        self.rebind = {}            # id of a function the bridge wrapped -> (it, its wrapper): _checkpoints.rebind
         self.one_backward_thread = None     # a rerun over distinct devices: torch's switch, held
         self.saved_homes = {}       # virtual devices: a save's target -> its storages' stages (_homes)
         self.load_homes = {}        # while torch.load runs: a storage's address -> the stage it lands on
@@ -250,6 +251,7 @@ class Session:
                 root.add_module(name, m)
         self.root = root
         _checkpoints.watch_lightning(self)
+        _checkpoints.rebind(self)
         # a TorchScript module runs its submodules inside TorchScript, where no hook or wrapper
         # of theirs runs: it is a leaf of the tree, whole in one unit (torch.jit.script, .trace)
         self.opaque = {id(c) for m in root.modules() if isinstance(m, torch.jit.ScriptModule)
