@@ -26,8 +26,9 @@ optimizer state through torch.save, loaded with map_location), --resume
 PATH (a checkpoint after every step; on start, continue from it when it
 is there, as Lightning's ckpt_path="last"; with --atomic saved to PATH.tmp
 and renamed over PATH with os.replace; with --backup the one there renamed
-to PATH.bak before each save; with --through-open saved into the file the
-program opens itself, open(PATH, "wb") then torch.save into it), --grow-at N --grow-mb M (from
+to PATH.bak before each save; with --through-open, here and for --save,
+saved into the file the program opens itself, open(PATH, "wb") then
+torch.save into it), --grow-at N --grow-mb M (from
 step N the program keeps an extra M MiB on its device: memory the first
 steps never showed), --clip N (gradient clipping to norm N before each
 optimizer step), --topk DIR [--stale PATH] (after every step a checkpoint
@@ -215,7 +216,7 @@ def main():
     ap.add_argument("--resume", default="", help="checkpoint after every step; continue from it when there")
     ap.add_argument("--atomic", action="store_true", help="--resume: save to PATH.tmp, then os.replace over PATH")
     ap.add_argument("--backup", action="store_true", help="--resume: the checkpoint there renamed to PATH.bak first")
-    ap.add_argument("--through-open", action="store_true", help="--resume: saved into open(PATH, 'wb')")
+    ap.add_argument("--through-open", action="store_true", help="--resume, --save: saved into open(PATH, 'wb')")
     ap.add_argument("--grow-at", type=int, default=0, help="from this step on, keep --grow-mb MiB more")
     ap.add_argument("--grow-mb", type=float, default=0)
     ap.add_argument("--clip", type=float, default=0, help="clip the gradients' norm to this before each step")
@@ -428,7 +429,10 @@ def train(a, model, opts, loader, dev):
         step += 1
         if a.move_each_step:
             model.to(dev)
-        if a.save:
+        if a.save and a.through_open:
+            with open(a.save, "wb") as f:
+                torch.save({"model": model.state_dict(), "opts": [o.state_dict() for o in opts]}, f)
+        elif a.save:
             torch.save({"model": model.state_dict(), "opts": [o.state_dict() for o in opts]}, a.save)
         if a.resume:
             if a.backup and os.path.exists(a.resume):

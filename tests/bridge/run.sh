@@ -461,6 +461,23 @@ check "through-open: profile of a run resumed from its checkpoint" 0 \
     "${PO[@]}" --steps 4 > "$T/op.out" 2>&1 && grep -q "resumed at step 3" "$T/op.out" && \
     ok "through-open: the program alone resumes from it, and from what it saves into it" || \
     bad "through-open alone" "$(tail -2 "$T/op.out")"
+# the same in a fresh run (no checkpoint there yet): the diagnostic passes
+# leave none of theirs; before, the trial's open left an empty file there,
+# and the record pass's load of it failed with EOFError (no record)
+rm -f "$T/op.pt"
+check "through-open: profile of a fresh run" 0 "" -- "$M" profile --steps 3 --quiet --json -- "${PO[@]}"
+[ ! -e "$T/op.pt" ] && ok "through-open: the fresh run's passes left no checkpoint of theirs" || \
+    bad "through-open: the fresh run's passes left $(cksum < "$T/op.pt")"
+# a run before's checkpoint that a fresh run saves over through a file it
+# opens (--save: never loaded): the program's file keeps what it held; a
+# binary file the program writes that is no checkpoint lands at its path
+"$PY" "$MODELS" --model ref --blocks 4 --steps 1 --save "$T/sv.pt" > "$T/sv.out" 2>&1
+sum=$(cksum < "$T/sv.pt")
+check "through-open: profile of a run saving over a run before's checkpoint" 0 \
+    "does not write the program's checkpoints: torch.save to $T/sv.pt went to a file of memsplit's own" -- \
+    "$M" profile --steps 3 --quiet --json -- "$PY" "$MODELS" --model ref --blocks 4 --steps 6 --save "$T/sv.pt" --through-open
+[ "$(cksum < "$T/sv.pt")" = "$sum" ] && ok "through-open: the run before's checkpoint is as it was" || \
+    bad "through-open: the run before's checkpoint changed: $(cksum < "$T/sv.pt") (was $sum)"
 # checkpoint folders, the last one kept (DIR/step-N/model.pt through
 # torch.save, checked with os.path.isfile, every other step-* folder removed
 # with shutil.rmtree, resuming from the latest folder: HF Trainer's way).

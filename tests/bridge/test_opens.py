@@ -32,13 +32,15 @@ S = types.SimpleNamespace(cfg={"pass": "trial"}, steps=0, send=lambda *a, **k: N
 def begin():
     """A pass's records, empty, beginning now."""
     S.__dict__.update(redirects={}, aliases={}, hidden=set(), saved_paths=set(), loaded_paths=set(),
-                      made_dirs=[], redirect_dir=None, skip_warned=set(), began=time.time(), rebind={})
+                      made_dirs=[], redirect_dir=None, skip_warned=set(), began=time.time(), rebind={},
+                      pending={})
     del WARNINGS[:]
 
 
 begin()
 _checkpoints._watch_moves(S)
 _checkpoints._watch_opens(S)
+_checkpoints._watch_looks(S)
 
 
 class Opens(unittest.TestCase):
@@ -119,6 +121,63 @@ class Opens(unittest.TestCase):
         with open(os.devnull, "w") as f:        # no path of a checkpoint
             f.write("x")
 
+    def test_binary_outputs_land_when_closed(self):
+        # "wb" of the program's own output (not loaded, no torch.save into it): written to
+        # memsplit's file, then to its path as the program closes it, a run before's file too
+        out = self.path("preds.bin")
+        with open(out, "wb") as f:
+            f.write(b"one")
+            self.assertFalse(_checkpoints._real_lexists(out))          # memsplit's file, for now
+            self.assertTrue(os.path.exists(out))            # ... which the program's checks see
+        with _checkpoints._real_open(out, "rb") as f:
+            self.assertEqual(f.read(), b"one")
+        with open(self.old, "wb") as f:
+            f.write(b"results")
+        with _checkpoints._real_open(self.old, "rb") as f:
+            self.assertEqual(f.read(), b"results")
+        g = open(out, "wb")                                 # closed by its finalizer, not by the program
+        g.write(b"two")
+        del g
+        with _checkpoints._real_open(out, "rb") as f:
+            self.assertEqual(f.read(), b"two")
+        self.assertEqual((S.redirects, S.pending, WARNINGS), ({}, {}, []))
+
+    def test_binary_outputs_still_open_at_the_end(self):
+        out = self.path("log.bin")
+        f = open(out, "wb")
+        f.write(b"partial")
+        _checkpoints.tidy(S)                                # the pass ends with it open
+        with _checkpoints._real_open(out, "rb") as g:
+            self.assertEqual(g.read(), b"partial")
+        f.close()
+        self.assertEqual(S.pending, {})
+
+    def test_a_save_into_an_opened_file_stays_memsplits(self):
+        # what torch.save does with a file the program opened (_watch_checkpoints: the file's
+        # name is memsplit's, which stands for the program's path): a checkpoint, kept apart
+        with open(self.old, "wb") as f:
+            theirs = _checkpoints._standing_for(S, f.name)
+            self.assertEqual(theirs, self.old)
+            S.saved_paths.add(theirs)
+            f.write(b"checkpoint of the pass")
+        self.kept()
+        self.assertEqual(self.read(self.old), "checkpoint of the pass")
+        new = self.path("new.pt")
+        with open(new, "wb") as f:
+            S.saved_paths.add(_checkpoints._standing_for(S, f.name))
+            f.write(b"x")
+        self.assertFalse(_checkpoints._real_lexists(new))      # none of the pass's checkpoints in the program's folder
+        self.assertTrue(os.path.exists(new))
+
+    def test_a_pending_file_renamed_lands_at_its_new_name(self):
+        tmp, out = self.path("out.tmp"), self.path("out.bin")
+        with open(tmp, "wb") as f:
+            f.write(b"data")
+            os.replace(tmp, out)
+        with _checkpoints._real_open(out, "rb") as f:
+            self.assertEqual(f.read(), b"data")
+        self.assertFalse(_checkpoints._real_lexists(tmp))
+
     def test_reads_follow_a_save_of_the_pass(self):
         # torch.save(obj, path) went to memsplit's file: the program's open of path, and a copy of
         # it as its best model, read that (before: FileNotFoundError, or the older file)
@@ -137,7 +196,7 @@ class Opens(unittest.TestCase):
             f.write("atomic")
         os.replace(tmp, self.old)
         self.kept()
-        self.assertFalse(os.path.lexists(tmp))
+        self.assertFalse(_checkpoints._real_lexists(tmp))
         self.assertEqual(self.read(self.old), "atomic")
         self.assertTrue(any("os.replace of " + self.old in w for w in WARNINGS), WARNINGS)
 
@@ -148,7 +207,7 @@ class Opens(unittest.TestCase):
         os.replace(self.old, self.path("ckpt.pt.bak"))
         self.kept()
         self.assertEqual(self.read(self.path("ckpt.pt.bak")), "the pass")
-        self.assertFalse(os.path.lexists(self.path("ckpt.pt.bak")))     # only memsplit's file moved
+        self.assertFalse(_checkpoints._real_lexists(self.path("ckpt.pt.bak")))     # only memsplit's file moved
         with self.assertRaises(FileNotFoundError):                        # moved away, as alone
             open(self.old)
 
@@ -157,7 +216,7 @@ class Opens(unittest.TestCase):
         self.loaded()
         os.replace(self.old, self.old + ".bak")
         self.kept()
-        self.assertFalse(os.path.lexists(self.old + ".bak"))
+        self.assertFalse(_checkpoints._real_lexists(self.old + ".bak"))
         self.assertEqual(self.read(self.old + ".bak"), "before")
         with open(self.old + ".bak", "w") as f:     # and written: memsplit's, not the program's file
             f.write("new")

@@ -10,7 +10,9 @@ import builtins
 import functools
 import os
 import shutil
+import stat
 import sys
+import weakref
 
 from . import _homes, _imports
 
@@ -61,8 +63,9 @@ def _watch_checkpoints(torch, s):
             if path is not None and _name == "save":
                 if _diagnostic(s):
                     theirs = _standing_for(s, path)
-                    if theirs is not None:
+                    if theirs:
                         path = theirs   # a file the program opened that memsplit's stands for (_watch_opens)
+                        _skip_save(s, "torch.save", path, s.redirects[theirs])
                     elif not isinstance(target, (str, bytes, os.PathLike)):
                         _skip_save(s, "torch.save", path)       # the program opened (emptied) it itself
                         return None
@@ -134,8 +137,12 @@ def _watch_moves(s):
                     return _real(src, _mine(s, dst_full))
                 return _real(src, dst)
             if diagnostic and full not in s.saved_paths and full in s.redirects:
-                # a file of memsplit's standing for the program's checkpoint (_watch_opens)
-                return _real(s.redirects[full], _mine(s, to))
+                # a file of memsplit's standing for the program's (_watch_opens), still being written or
+                # standing for a checkpoint it loaded: memsplit's file moves, and what was pending with it
+                out = _real(s.redirects[full], _mine(s, to))
+                if full in s.pending:
+                    s.pending[os.path.abspath(to)] = s.pending.pop(full)
+                return out
             if diagnostic:
                 mine = s.redirects.get(full)
                 if mine is None and full in s.saved_paths and full not in s.aliases:
@@ -219,30 +226,40 @@ def _watch_links(s):
 
 
 def _watch_opens(s):
-    """A diagnostic pass's opens of a checkpoint. A read of a path the pass
-    saved (torch.save, Lightning's, safetensors') reads memsplit's file for
-    it, as torch.load does: a program that reads back its checkpoint's
-    bytes (to copy it as the best model, to hash it) runs as it does alone;
-    before, it got FileNotFoundError, or the program's older file. A
-    rewrite ("w") of the program's checkpoint (one it loaded: the run it
-    resumed, or a name standing for it) goes to a file of memsplit's own
-    instead, which later opens of the path see: a program that saves into
-    a file it opens itself (open(path, "wb") and torch.save(obj, f))
-    emptied its checkpoint in the trial, and the rerun then had nothing to
-    resume from. Any other file is the program's to write, read and append
-    to (its outputs, its logs). Only in the diagnostic passes: the rerun is
-    the program's own run."""
+    """A diagnostic pass's opens of the program's files. A read of a path
+    the pass saved (torch.save, Lightning's, safetensors') reads memsplit's
+    file for it, as torch.load does: a program that reads back its
+    checkpoint's bytes (to copy it as the best model, to hash it) runs as
+    it does alone; before, it got FileNotFoundError, or the program's older
+    file. A rewrite ("w") of the program's checkpoint (one it loaded: the
+    run it resumed, or a name standing for it) goes to a file of memsplit's
+    own, which later opens of the path see. A binary file the program opens
+    for writing ("wb": the only kind torch.save can write into) is written
+    to a file of memsplit's first (_pending): when it is closed, or at the
+    pass's end, it goes to the program's path as alone, unless the program
+    saved a checkpoint into it (open(path, "wb"), then torch.save into the
+    file), which stays memsplit's. Before, such a save was skipped, and the
+    pass's open had emptied the file: a checkpoint of a run before, or the
+    one the program resumed from, which the rerun then could not load. Text
+    files, appends and changes in place are the program's, written as
+    alone. Only in the diagnostic passes: the rerun is the program's own
+    run."""
     import io
     real_open = _real_open
 
     def open(file, mode="r", *a, **k):
-        if not (s.redirects or s.aliases or s.loaded_paths) or \
-                not isinstance(file, (str, bytes, os.PathLike)) or not isinstance(mode, str):
+        if not isinstance(file, (str, bytes, os.PathLike)) or not isinstance(mode, str):
+            return real_open(file, mode, *a, **k)
+        binary_write = "w" in mode and "b" in mode
+        if not (binary_write or s.redirects or s.aliases or s.loaded_paths):
             return real_open(file, mode, *a, **k)
         full = os.path.abspath(os.fsdecode(file))
         if "w" in mode and _programs(s, full):
             _mine(s, full)
             _skip_write(s, "open", full)
+        elif binary_write and full not in s.redirects and k.get("opener") is None and \
+                _standing_for(s, full) is None and _plain_or_new(full):
+            return _pending(s, real_open, full, mode, a, k)
         stands = s.redirects.get(full) or s.aliases.get(full)
         return real_open(file if stands is None else stands, mode, *a, **k)
 
@@ -251,13 +268,77 @@ def _watch_opens(s):
     io.open = open
 
 
+def _plain_or_new(full):
+    """full is a regular file or none yet (not a device, a pipe, a folder)."""
+    try:
+        return stat.S_ISREG(os.stat(full).st_mode)
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _pending(s, real_open, full, mode, a, k):
+    """A binary file the program opens for writing, opened on memsplit's
+    file for its path; settled (_settle) when the program closes it (its
+    close, or its finalizer), else at the pass's end (tidy)."""
+    mine = _mine(s, full)
+    f = real_open(mine, mode, *a, **k)
+    ref, cls = weakref.ref(f), type(f)
+
+    def close():
+        g = ref()
+        try:
+            if g is not None:
+                cls.close(g)
+        finally:                # under the path it has now (a rename carries it)
+            for p in [p for p, r in s.pending.items() if r is ref]:
+                _settle(s, p)
+
+    try:
+        f.close = close         # a weak reference: the file is freed as it would be
+    except AttributeError:
+        pass                    # no attributes of its own: settled at the pass's end
+    s.pending[full] = ref
+    return f
+
+
+def _settle(s, full, flush=False):
+    """A pending binary file (_pending), its writing done: a checkpoint the
+    program saved into it stays memsplit's (its loads of the path read
+    it); anything else goes to the program's path, into the file there as
+    the program's open would have written it."""
+    ref = s.pending.pop(full, None)
+    if ref is None:
+        return
+    mine = s.redirects.get(full)
+    if mine is None or full in s.saved_paths:
+        return
+    g = ref()
+    if flush and g is not None and not g.closed:
+        g.flush()
+    try:
+        with _real_open(mine, "rb") as src, _real_open(full, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    except OSError as e:
+        s.lib.warn("checkpoint", "the %s could not write %s, which the program wrote in it: %s" %
+                   (_pass_name(s), full, e))
+        return
+    del s.redirects[full]
+    try:
+        _real_remove(mine)
+    except OSError:
+        pass
+
+
 def _standing_for(s, path):
-    """The program's path that path, a file of memsplit's own, stands for;
-    None for any other path."""
+    """The program's path that path, a file of memsplit's own, stands for
+    ("" for a file of memsplit's that stands for none now); None for any
+    other path."""
     if s.redirect_dir is None or not os.path.abspath(path).startswith(s.redirect_dir + os.sep):
         return None
     mine = os.path.abspath(path)
-    return next((p for p, m in s.redirects.items() if m == mine), None)
+    return next((p for p, m in s.redirects.items() if m == mine), "")
 
 
 def _skip_write(s, how, path):
@@ -439,17 +520,20 @@ def _hidden(s, full):
 
 
 def tidy(s):
-    """At a diagnostic pass's end, the checkpoint folders it made: a folder
-    the pass made that holds a checkpoint which went to memsplit's own file
-    is the pass's checkpoint, with whatever else the program wrote there
-    (a config and a trainer's state in JSON, no checkpoint of torch's or
-    safetensors'), and goes whole, unless it holds a file older
-    than the pass (one the program moved in). Before, a run after the trial
+    """At a diagnostic pass's end, first the binary files the program still
+    has open for writing (_pending: flushed, settled), then the checkpoint
+    folders the pass made: a folder the pass made that holds a checkpoint
+    which went to memsplit's own file is the pass's checkpoint, with
+    whatever else the program wrote there (a config and a trainer's state
+    in JSON, no checkpoint of torch's or safetensors'), and goes whole,
+    unless it holds a file older than the pass (one the program moved in). Before, a run after the trial
     that resumes from its latest checkpoint folder (HF Trainer's
     resume_from_checkpoint=True) found the trial's, and resumed from the
     trial's weights without the optimizer state that went to memsplit's
     file. Then the folders it made on the way to such a checkpoint, left
     empty, deepest first."""
+    for full in list(s.pending):
+        _settle(s, full, flush=True)
     if not s.redirects or not s.made_dirs:
         return
     made = set(s.made_dirs)
