@@ -33,7 +33,7 @@ def begin():
     """A pass's records, empty, beginning now."""
     S.__dict__.update(redirects={}, aliases={}, hidden=set(), saved_paths=set(), loaded_paths=set(),
                       made_dirs=[], redirect_dir=None, skip_warned=set(), began=time.time(), rebind={},
-                      pending={})
+                      pending={}, pending_of={})
     del WARNINGS[:]
 
 
@@ -141,6 +141,26 @@ class Opens(unittest.TestCase):
         with _checkpoints._real_open(out, "rb") as f:
             self.assertEqual(f.read(), b"two")
         self.assertEqual((S.redirects, S.pending, WARNINGS), ({}, {}, []))
+        self.no_files_beside()
+
+    def no_files_beside(self):
+        self.assertEqual([n for n in os.listdir(self.dir) if ".memsplit-" in n], [])
+
+    def test_a_memory_map_written_after_close(self):
+        # a cache made through a memory map (numpy's memmap, mode "w+"): the map outlives the
+        # file object, and what it writes is in the file at the program's path
+        import mmap
+        out = self.path("cache.bin")
+        f = open(out, "w+b")
+        f.truncate(4)
+        m = mmap.mmap(f.fileno(), 4)
+        f.close()
+        m[:] = b"data"
+        m.flush()
+        m.close()
+        with _checkpoints._real_open(out, "rb") as g:
+            self.assertEqual(g.read(), b"data")
+        self.no_files_beside()
 
     def test_binary_outputs_still_open_at_the_end(self):
         out = self.path("log.bin")
@@ -151,6 +171,7 @@ class Opens(unittest.TestCase):
             self.assertEqual(g.read(), b"partial")
         f.close()
         self.assertEqual(S.pending, {})
+        self.no_files_beside()
 
     def test_a_save_into_an_opened_file_stays_memsplits(self):
         # what torch.save does with a file the program opened (_watch_checkpoints: the file's
@@ -166,8 +187,9 @@ class Opens(unittest.TestCase):
         with open(new, "wb") as f:
             S.saved_paths.add(_checkpoints._standing_for(S, f.name))
             f.write(b"x")
-        self.assertFalse(_checkpoints._real_lexists(new))      # none of the pass's checkpoints in the program's folder
+        self.assertFalse(_checkpoints._real_lexists(new))      # no checkpoint of the pass's in the folder
         self.assertTrue(os.path.exists(new))
+        self.no_files_beside()
 
     def test_a_pending_file_renamed_lands_at_its_new_name(self):
         tmp, out = self.path("out.tmp"), self.path("out.bin")
@@ -177,6 +199,7 @@ class Opens(unittest.TestCase):
         with _checkpoints._real_open(out, "rb") as f:
             self.assertEqual(f.read(), b"data")
         self.assertFalse(_checkpoints._real_lexists(tmp))
+        self.no_files_beside()
 
     def test_reads_follow_a_save_of_the_pass(self):
         # torch.save(obj, path) went to memsplit's file: the program's open of path, and a copy of

@@ -19,7 +19,7 @@ from . import _homes, _imports
 # as os and shutil have them before the wrappers below
 _real_remove, _real_rmdir, _real_rmtree = os.remove, os.rmdir, shutil.rmtree
 _real_isdir, _real_lexists = os.path.isdir, os.path.lexists
-_real_open = builtins.open
+_real_open, _real_replace = builtins.open, os.replace
 
 
 def install(torch, s):
@@ -127,6 +127,8 @@ def _watch_moves(s):
                 return _real(src, dst, *a, **k)
             full = os.path.abspath(os.fsdecode(src))
             to = os.fsdecode(dst)
+            if full in s.pending:       # a file still being written, renamed: put in place first
+                _settle(s, full, flush=True)
             if not (full in s.saved_paths or diagnostic and (full in s.redirects or _programs(s, full))):
                 dst_full = os.path.abspath(to)
                 if diagnostic and (dst_full in s.redirects or _programs(s, dst_full)):
@@ -137,12 +139,8 @@ def _watch_moves(s):
                     return _real(src, _mine(s, dst_full))
                 return _real(src, dst)
             if diagnostic and full not in s.saved_paths and full in s.redirects:
-                # a file of memsplit's standing for the program's (_watch_opens), still being written or
-                # standing for a checkpoint it loaded: memsplit's file moves, and what was pending with it
-                out = _real(s.redirects[full], _mine(s, to))
-                if full in s.pending:
-                    s.pending[os.path.abspath(to)] = s.pending.pop(full)
-                return out
+                # a file of memsplit's standing for the program's checkpoint (_watch_opens)
+                return _real(s.redirects[full], _mine(s, to))
             if diagnostic:
                 mine = s.redirects.get(full)
                 if mine is None and full in s.saved_paths and full not in s.aliases:
@@ -235,10 +233,10 @@ def _watch_opens(s):
     run it resumed, or a name standing for it) goes to a file of memsplit's
     own, which later opens of the path see. A binary file the program opens
     for writing ("wb": the only kind torch.save can write into) is written
-    to a file of memsplit's first (_pending): when it is closed, or at the
-    pass's end, it goes to the program's path as alone, unless the program
-    saved a checkpoint into it (open(path, "wb"), then torch.save into the
-    file), which stays memsplit's. Before, such a save was skipped, and the
+    beside its path first (_pending): when it is closed, or at the pass's
+    end, it is renamed over the path as alone, unless the program saved a
+    checkpoint into it (open(path, "wb"), then torch.save into the file),
+    which goes to memsplit's files. Before, such a save was skipped, and the
     pass's open had emptied the file: a checkpoint of a run before, or the
     one the program resumed from, which the rerun then could not load. Text
     files, appends and changes in place are the program's, written as
@@ -259,7 +257,9 @@ def _watch_opens(s):
             _skip_write(s, "open", full)
         elif binary_write and full not in s.redirects and k.get("opener") is None and \
                 _standing_for(s, full) is None and _plain_or_new(full):
-            return _pending(s, real_open, full, mode, a, k)
+            f = _pending(s, real_open, full, mode, a, k)
+            if f is not None:
+                return f
         stands = s.redirects.get(full) or s.aliases.get(full)
         return real_open(file if stands is None else stands, mode, *a, **k)
 
@@ -279,11 +279,19 @@ def _plain_or_new(full):
 
 
 def _pending(s, real_open, full, mode, a, k):
-    """A binary file the program opens for writing, opened on memsplit's
-    file for its path; settled (_settle) when the program closes it (its
-    close, or its finalizer), else at the pass's end (tidy)."""
-    mine = _mine(s, full)
-    f = real_open(mine, mode, *a, **k)
+    """A binary file the program opens for writing, opened on a file of
+    memsplit's beside its path (hidden, in the same folder: renamed over
+    the path later, the file the program wrote is the one there, also what
+    it keeps writing through a memory map after closing it); settled
+    (_settle) when the program closes it (its close, or its finalizer),
+    else at the pass's end (tidy). None where no such file can be made
+    (the program's own open then says why)."""
+    here, name = os.path.split(full)
+    beside = os.path.join(here, ".%s.memsplit-%d-%d" % (name, os.getpid(), len(s.pending_of)))
+    try:
+        f = real_open(beside, mode, *a, **k)
+    except OSError:
+        return None
     ref, cls = weakref.ref(f), type(f)
 
     def close():
@@ -299,45 +307,51 @@ def _pending(s, real_open, full, mode, a, k):
         f.close = close         # a weak reference: the file is freed as it would be
     except AttributeError:
         pass                    # no attributes of its own: settled at the pass's end
+    s.redirects[full] = beside
     s.pending[full] = ref
+    s.pending_of[beside] = full
     return f
 
 
 def _settle(s, full, flush=False):
     """A pending binary file (_pending), its writing done: a checkpoint the
-    program saved into it stays memsplit's (its loads of the path read
-    it); anything else goes to the program's path, into the file there as
-    the program's open would have written it."""
+    program saved into it goes to memsplit's files (its loads of the path
+    read it); anything else is renamed over the program's path, as alone."""
     ref = s.pending.pop(full, None)
     if ref is None:
         return
-    mine = s.redirects.get(full)
-    if mine is None or full in s.saved_paths:
+    beside = s.redirects.pop(full, None)
+    if beside is None:
         return
     g = ref()
     if flush and g is not None and not g.closed:
         g.flush()
     try:
-        with _real_open(mine, "rb") as src, _real_open(full, "wb") as dst:
-            shutil.copyfileobj(src, dst)
+        if full in s.saved_paths:
+            mine = _mine(s, full)
+            try:
+                _real_replace(beside, mine)
+            except OSError:     # another filesystem
+                with _real_open(beside, "rb") as src, _real_open(mine, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                _real_remove(beside)
+        else:
+            _real_replace(beside, full)
     except OSError as e:
-        s.lib.warn("checkpoint", "the %s could not write %s, which the program wrote in it: %s" %
-                   (_pass_name(s), full, e))
-        return
-    del s.redirects[full]
-    try:
-        _real_remove(mine)
-    except OSError:
-        pass
+        s.redirects[full] = beside      # the program's reads of the path still see what it wrote
+        s.lib.warn("checkpoint", "the %s could not put %s in place (%s): it stays at %s" %
+                   (_pass_name(s), full, e, beside))
 
 
 def _standing_for(s, path):
-    """The program's path that path, a file of memsplit's own, stands for
-    ("" for a file of memsplit's that stands for none now); None for any
-    other path."""
-    if s.redirect_dir is None or not os.path.abspath(path).startswith(s.redirect_dir + os.sep):
-        return None
+    """The program's path that path, a file of memsplit's own (or one being
+    written beside it: _pending), stands for ("" for a file of memsplit's
+    that stands for none now); None for any other path."""
     mine = os.path.abspath(path)
+    if mine in s.pending_of:
+        return s.pending_of[mine] if s.redirects.get(s.pending_of[mine]) == mine else ""
+    if s.redirect_dir is None or not mine.startswith(s.redirect_dir + os.sep):
+        return None
     return next((p for p, m in s.redirects.items() if m == mine), "")
 
 
