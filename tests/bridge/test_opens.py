@@ -33,7 +33,7 @@ def begin():
     """A pass's records, empty, beginning now."""
     S.__dict__.update(redirects={}, aliases={}, hidden=set(), saved_paths=set(), loaded_paths=set(),
                       made_dirs=[], redirect_dir=None, skip_warned=set(), began=time.time(), rebind={},
-                      pending={}, pending_of={})
+                      pending={})
     del WARNINGS[:]
 
 

@@ -8,6 +8,7 @@ program's reads of those paths read them (docs/bridge.md, "Checkpoints")."""
 import atexit
 import builtins
 import functools
+import itertools
 import os
 import shutil
 import stat
@@ -20,6 +21,7 @@ from . import _homes, _imports
 _real_remove, _real_rmdir, _real_rmtree = os.remove, os.rmdir, shutil.rmtree
 _real_isdir, _real_lexists = os.path.isdir, os.path.lexists
 _real_open, _real_replace = builtins.open, os.replace
+_beside_names = itertools.count()      # the files written beside the program's paths (_pending)
 
 
 def install(torch, s):
@@ -287,7 +289,7 @@ def _pending(s, real_open, full, mode, a, k):
     else at the pass's end (tidy). None where no such file can be made
     (the program's own open then says why)."""
     here, name = os.path.split(full)
-    beside = os.path.join(here, ".%s.memsplit-%d-%d" % (name, os.getpid(), len(s.pending_of)))
+    beside = os.path.join(here, ".%s.memsplit-%d-%d" % (name, os.getpid(), next(_beside_names)))
     try:
         f = real_open(beside, mode, *a, **k)
     except OSError:
@@ -309,7 +311,6 @@ def _pending(s, real_open, full, mode, a, k):
         pass                    # no attributes of its own: settled at the pass's end
     s.redirects[full] = beside
     s.pending[full] = ref
-    s.pending_of[beside] = full
     return f
 
 
@@ -348,11 +349,10 @@ def _standing_for(s, path):
     written beside it: _pending), stands for ("" for a file of memsplit's
     that stands for none now); None for any other path."""
     mine = os.path.abspath(path)
-    if mine in s.pending_of:
-        return s.pending_of[mine] if s.redirects.get(s.pending_of[mine]) == mine else ""
-    if s.redirect_dir is None or not mine.startswith(s.redirect_dir + os.sep):
-        return None
-    return next((p for p, m in s.redirects.items() if m == mine), "")
+    theirs = next((p for p, m in s.redirects.items() if m == mine), None)
+    if theirs is None and s.redirect_dir is not None and mine.startswith(s.redirect_dir + os.sep):
+        return ""
+    return theirs
 
 
 def _skip_write(s, how, path):
