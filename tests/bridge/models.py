@@ -468,7 +468,7 @@ def train(a, model, opts, loader, dev):
                                           os.path.join(here, "model.safetensors"))
             torch.save([o.state_dict() for o in opts], os.path.join(here, "optimizer.pt"))
             with open(os.path.join(here, "trainer_state.json"), "w") as f:
-                json.dump({"global_step": step}, f)
+                json.dump({"global_step": step, "run": os.getpid()}, f)    # as HF's log_history: the run's own
             with open(os.path.join(here, "trainer_state.json")) as f:
                 if json.load(f)["global_step"] != step:
                     raise RuntimeError("the trainer's state just written is not in %s" % here)

@@ -528,12 +528,14 @@ check "hf-dirs: profile" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PH[
 # again (--fresh): the diagnostic passes write none of their checkpoints
 # (the weights through safetensors, outside Python's open, the optimizer's
 # state through torch.save); the config and the trainer's state in JSON
-# are the program's files, written as alone and read back. Before, the
-# trial rewrote the weights of checkpoint-1..4 with its own
-snap() { (cd "$1" && for f in */model.safetensors */optimizer.pt; do echo "$f $(stat -c '%Y %s' "$f") $(cksum < "$f")"; done); }
+# are written as alone and read back, and put back at the pass's end, as
+# the files of a checkpoint from before. Before, the trial rewrote the
+# weights of checkpoint-1..4 with its own, and later left its own JSON
+# (the trainer's state of its run) beside the run before's weights
+snap() { (cd "$1" && for f in */*; do echo "$f $(stat -c '%Y %s' "$f") $(cksum < "$f")"; done); }
 snap "$D" > "$T/hf.before"      # checkpoint-1..8, of the runs alone above
 check "hf-dirs over a run before: profile" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PH[@]}" --fresh
-cmp -s "$T/hf.before" <(snap "$D") && ok "hf-dirs over a run before: the weights and optimizer states are as they were" || \
+cmp -s "$T/hf.before" <(snap "$D") && ok "hf-dirs over a run before: the weights, optimizer states and JSON are as they were" || \
     bad "hf-dirs over a run before: changed" "$(diff "$T/hf.before" <(snap "$D") | head -4)"
 for how in "safetensors' save to" "torch.save to"; do
     grep -q "write the program's checkpoints: $how $D/checkpoint-1/" "$T/err" && \

@@ -33,7 +33,7 @@ def begin():
     """A pass's records, empty, beginning now."""
     S.__dict__.update(redirects={}, aliases={}, hidden=set(), saved_paths=set(), loaded_paths=set(),
                       made_dirs=[], redirect_dir=None, skip_warned=set(), began=time.time(), rebind={},
-                      pending={})
+                      pending={}, kept={}, made_files=set(), before_dirs=set())
     del WARNINGS[:]
 
 
@@ -141,6 +141,9 @@ class Opens(unittest.TestCase):
         with _checkpoints._real_open(out, "rb") as f:
             self.assertEqual(f.read(), b"two")
         self.assertEqual((S.redirects, S.pending, WARNINGS), ({}, {}, []))
+        _checkpoints.tidy(S)            # the run before's results, kept until the end, go (no checkpoint's)
+        with _checkpoints._real_open(self.old, "rb") as f:
+            self.assertEqual(f.read(), b"results")
         self.no_files_beside()
 
     def no_files_beside(self):
@@ -245,6 +248,140 @@ class Opens(unittest.TestCase):
             f.write("new")
         self.kept()
         self.assertEqual(self.read(self.old + ".bak"), "new")
+
+
+class FilesFromBefore(unittest.TestCase):
+    """The program's files from a run before that a pass rewrites: put back
+    at its end where they are a checkpoint's (its folder holds a checkpoint
+    the program loaded, or one from before that the pass saved over: HF's
+    checkpoint-N with its JSON), the program's output anywhere else."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="test-before-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.ck = os.path.join(self.dir, "checkpoint-2")
+        self.out = os.path.join(self.dir, "out")
+        os.makedirs(self.ck)
+        os.makedirs(self.out)
+        self.then = time.time() - 100
+        self.files = {}
+        for name, body in (("config.json", "{\"run\": 1}"), ("trainer_state.json", "{\"step\": 2, \"run\": 1}"),
+                           ("model.safetensors", "weights of run 1"), ("optimizer.bin", "moments of run 1")):
+            self.files[name] = self.before(os.path.join(self.ck, name), body)
+        self.results = self.before(os.path.join(self.out, "results.json"), "{\"loss\": 1}")
+        begin()
+        self.addCleanup(self.release)
+
+    def before(self, path, body, mode=0o644):
+        with _checkpoints._real_open(path, "w") as f:
+            f.write(body)
+        os.chmod(path, mode)
+        os.utime(path, (self.then, self.then))
+        return path
+
+    def release(self):
+        for was in S.kept.values():
+            os.remove(was)
+        S.kept.clear()
+
+    def real(self, path):
+        with _checkpoints._real_open(path) as f:
+            return f.read()
+
+    def as_before(self, name, body):
+        path = self.files[name]
+        self.assertEqual(self.real(path), body)
+        self.assertEqual(os.stat(path).st_mtime, self.then)
+
+    def save_over_the_weights(self):
+        # safetensors' save (or torch.save) of the pass over the run before's: memsplit's file
+        with open(_checkpoints._redirect(S, "safetensors' save", self.files["model.safetensors"]), "w") as f:
+            f.write("weights of the pass")
+
+    def test_a_checkpoint_folder_is_put_back(self):
+        with open(self.files["config.json"], "w") as f:         # before the weights, as save_pretrained
+            f.write("{\"run\": 2}")
+        self.save_over_the_weights()
+        with open(self.files["trainer_state.json"], "w") as f:
+            f.write("{\"step\": 2, \"run\": 2}")
+        with open(self.files["trainer_state.json"]) as f:         # read back: what the pass wrote, as alone
+            self.assertEqual(f.read(), "{\"step\": 2, \"run\": 2}")
+        self.assertEqual(self.real(self.files["config.json"]), "{\"run\": 2}")
+        extra = os.path.join(self.ck, "scheduler.json")           # none in the run before's folder
+        with open(extra, "w") as f:
+            f.write("{}")
+        with open(self.files["optimizer.bin"], "wb") as f:
+            f.write(b"moments of the pass")
+        # until the end (and where a pass is killed before it) the run before's under a hidden name
+        self.assertEqual(self.real(S.kept[self.files["config.json"]]), "{\"run\": 1}")
+        _checkpoints.tidy(S)
+        self.as_before("config.json", "{\"run\": 1}")
+        self.as_before("trainer_state.json", "{\"step\": 2, \"run\": 1}")
+        self.as_before("model.safetensors", "weights of run 1")
+        self.as_before("optimizer.bin", "moments of run 1")
+        self.assertFalse(_checkpoints._real_lexists(extra))
+        self.assertEqual(S.kept, {})
+        self.assertTrue(any("put back 4 of the program's files" in w for w in WARNINGS), WARNINGS)
+        self.assertEqual([n for n in os.listdir(self.ck) if ".memsplit-" in n], [])
+
+    def test_the_folder_of_a_loaded_checkpoint(self):
+        S.loaded_paths.add(self.files["model.safetensors"])      # the run resumed from it
+        tmp = os.path.join(self.ck, "trainer_state.json.tmp")    # an atomic write of the trainer's state
+        with open(tmp, "w") as f:
+            f.write("{\"step\": 3}")
+        os.replace(tmp, self.files["trainer_state.json"])
+        self.assertEqual(self.real(self.files["trainer_state.json"]), "{\"step\": 3}")
+        _checkpoints.tidy(S)
+        self.as_before("trainer_state.json", "{\"step\": 2, \"run\": 1}")
+        self.assertFalse(_checkpoints._real_lexists(tmp))
+
+    def test_outputs_elsewhere_are_the_programs(self):
+        self.save_over_the_weights()
+        with open(self.results, "w") as f:
+            f.write("{\"loss\": 2}")
+        with open(self.files["config.json"], "w") as f:
+            f.write("{\"run\": 2}")
+        _checkpoints.tidy(S)
+        self.assertEqual(self.real(self.results), "{\"loss\": 2}")
+        self.assertGreaterEqual(os.stat(self.results).st_mtime, S.began)
+        self.as_before("config.json", "{\"run\": 1}")
+        self.assertEqual(S.kept, {})
+
+    def test_no_checkpoint_from_before_no_change(self):
+        # a fresh run's trial into a new folder: its files there are the pass's, nothing put back
+        with open(self.files["config.json"], "w") as f:
+            f.write("{\"run\": 2}")
+        _checkpoints.tidy(S)
+        self.assertEqual(self.real(self.files["config.json"]), "{\"run\": 2}")
+        self.assertFalse(any("put back" in w for w in WARNINGS), WARNINGS)
+
+    def test_permissions_and_links_as_alone(self):
+        secret = self.before(os.path.join(self.out, "token.txt"), "one", mode=0o600)
+        with open(secret, "w") as f:
+            f.write("two")
+        self.assertEqual(stat_mode(secret), 0o600)
+        with open(secret, "wb") as f:                           # the pass's own file now: in place
+            f.write(b"three")
+        self.assertEqual(stat_mode(secret), 0o600)
+        link = os.path.join(self.out, "latest.bin")
+        os.symlink("results.json", link)
+        with open(link, "wb") as f:                             # through the link, as alone
+            f.write(b"through")
+        self.assertTrue(os.path.islink(link))
+        self.assertEqual(self.real(self.results), "through")
+
+    def test_a_file_with_other_names_is_not_held(self):
+        os.link(self.files["config.json"], os.path.join(self.dir, "config-copy.json"))
+        self.save_over_the_weights()
+        with open(self.files["config.json"], "w") as f:
+            f.write("{\"run\": 2}")
+        self.assertEqual(self.real(os.path.join(self.dir, "config-copy.json")), "{\"run\": 2}")
+        _checkpoints.tidy(S)
+        self.assertEqual(self.real(self.files["config.json"]), "{\"run\": 2}")
+
+
+def stat_mode(path):
+    return os.stat(path).st_mode & 0o777
 
 
 class Safetensors(unittest.TestCase):

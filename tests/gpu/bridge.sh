@@ -216,18 +216,21 @@ if want resume; then
     # HF's checkpoint-N folders (save_pretrained: the weights through
     # safetensors, outside torch.save and Python's open), transformers
     # imported before torch: the trial keeps a run before's weights and
-    # optimizer states byte for byte, and into an empty folder leaves none
+    # optimizer states byte for byte, puts back the JSON it wrote beside
+    # them (config.json, generation_config.json), and into an empty folder
+    # leaves none
     HC=("$PY" "$HERE/bridge/hf_checkpoints.py")
-    wsnap() { (cd "$1" && for f in */model.safetensors */optimizer.pt; do echo "$f $(stat -c '%Y %s' "$f") $(cksum < "$f")"; done); }
+    wsnap() { (cd "$1" && for f in */*; do echo "$f $(stat -c '%Y %s' "$f") $(cksum < "$f")"; done); }
     mkdir -p "$T/hfck" "$T/hfck2"
     "${HC[@]}" "$T/hfck" 3 > "$T/hfck.out" 2>&1 || bad "resume: hf checkpoints alone" "$(tail -3 "$T/hfck.out")"
     wsnap "$T/hfck" > "$T/hfck.before"
     "$M" profile --steps 3 --quiet --json -- "${HC[@]}" "$T/hfck" 3 > /dev/null 2> "$T/hfck.err" && \
         ok "resume: profile of a program that imports transformers before torch" || \
         bad "resume: hf checkpoints profile" "$(tail -3 "$T/hfck.err")"
-    [ "$(wc -l < "$T/hfck.before")" = 6 ] && cmp -s "$T/hfck.before" <(wsnap "$T/hfck") && \
+    [ "$(grep -c "/model.safetensors \|/optimizer.pt \|/config.json " "$T/hfck.before")" = 9 ] && \
+        cmp -s "$T/hfck.before" <(wsnap "$T/hfck") && \
         grep -q "safetensors' save to $T/hfck/checkpoint-1/model.safetensors went to a file of memsplit's own" "$T/hfck.err" && \
-        ok "resume: the trial kept the run before's weights and optimizer states in its checkpoint-N" || \
+        ok "resume: the trial kept the run before's weights, optimizer states and JSON in its checkpoint-N" || \
         bad "resume: hf checkpoints changed" "$(diff "$T/hfck.before" <(wsnap "$T/hfck") | head -3)" "$(grep -i warn "$T/hfck.err")"
     "$M" profile --steps 3 --quiet --json -- "${HC[@]}" "$T/hfck2" 3 > /dev/null 2> "$T/hfck2.err" && \
         [ -z "$(ls -A "$T/hfck2")" ] && ok "resume: into an empty folder the trial left none of its checkpoint-N" || \

@@ -121,12 +121,14 @@ def _watch_moves(s):
         real = getattr(os, name)
 
         def wrapped(src, dst, *a, _real=real, _name=name, **k):
-            if not (s.saved_paths or s.loaded_paths or s.redirects):    # no checkpoint yet: the program's
-                return _real(src, dst, *a, **k)
-            diagnostic = _diagnostic(s)
             paths = not a and not k and all(isinstance(p, (str, bytes, os.PathLike)) for p in (src, dst))
             if not paths:
                 return _real(src, dst, *a, **k)
+            diagnostic = _diagnostic(s)
+            if not (s.saved_paths or s.loaded_paths or s.redirects):    # no checkpoint yet: the program's
+                if diagnostic:
+                    _keep(s, os.path.abspath(os.fsdecode(dst)))
+                return _real(src, dst)
             full = os.path.abspath(os.fsdecode(src))
             to = os.fsdecode(dst)
             if full in s.pending:       # a file still being written, renamed: put in place first
@@ -139,6 +141,8 @@ def _watch_moves(s):
                     if dst_full not in s.redirects:
                         _skip_write(s, "os.%s" % _name, to)
                     return _real(src, _mine(s, dst_full))
+                if diagnostic:
+                    _keep(s, dst_full)      # the program's rename over its file from before (_put_back)
                 return _real(src, dst)
             if diagnostic and full not in s.saved_paths and full in s.redirects:
                 # a file of memsplit's standing for the program's checkpoint (_watch_opens)
@@ -242,26 +246,33 @@ def _watch_opens(s):
     pass's open had emptied the file: a checkpoint of a run before, or the
     one the program resumed from, which the rerun then could not load. Text
     files, appends and changes in place are the program's, written as
-    alone. Only in the diagnostic passes: the rerun is the program's own
-    run."""
+    alone; a file from before the pass that a write replaces is kept under
+    a hidden name until the pass's end, which puts it back if it is a
+    checkpoint's companion (_put_back). Only in the diagnostic passes: the rerun is the
+    program's own run."""
     import io
     real_open = _real_open
 
     def open(file, mode="r", *a, **k):
         if not isinstance(file, (str, bytes, os.PathLike)) or not isinstance(mode, str):
             return real_open(file, mode, *a, **k)
-        binary_write = "w" in mode and "b" in mode
-        if not (binary_write or s.redirects or s.aliases or s.loaded_paths):
+        write = "w" in mode
+        if not (write or s.redirects or s.aliases or s.loaded_paths):
             return real_open(file, mode, *a, **k)
         full = os.path.abspath(os.fsdecode(file))
-        if "w" in mode and _programs(s, full):
+        if write and _programs(s, full):
             _mine(s, full)
             _skip_write(s, "open", full)
-        elif binary_write and full not in s.redirects and k.get("opener") is None and \
-                _standing_for(s, full) is None and _plain_or_new(full):
-            f = _pending(s, real_open, full, mode, a, k)
-            if f is not None:
-                return f
+        elif write and full not in s.redirects and k.get("opener") is None and _standing_for(s, full) is None:
+            kind = _kind(s, full)
+            if kind is not None and "b" in mode:
+                f = _pending(s, real_open, full, mode, a, k)
+                if f is not None:
+                    return f
+            elif kind == "old":
+                return _rewrite(s, real_open, full, mode, a, k)
+            elif kind == "new":
+                s.made_files.add(full)
         stands = s.redirects.get(full) or s.aliases.get(full)
         return real_open(file if stands is None else stands, mode, *a, **k)
 
@@ -270,14 +281,117 @@ def _watch_opens(s):
     io.open = open
 
 
-def _plain_or_new(full):
-    """full is a regular file or none yet (not a device, a pipe, a folder)."""
+def _kind(s, full):
+    """What a diagnostic pass's write would replace at full: "new" (no file
+    yet), "old" (a regular file from before the pass), "ours" (one the pass
+    wrote), None (a link, a device, a pipe, a folder: written as alone)."""
     try:
-        return stat.S_ISREG(os.stat(full).st_mode)
+        st = os.lstat(full)
     except FileNotFoundError:
-        return True
+        return "new"
     except (OSError, ValueError):
-        return False
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return "old" if st.st_mtime < s.began else "ours"
+
+
+def _rewrite(s, real_open, full, mode, a, k):
+    """A text file from before the pass, opened for writing: kept (_keep),
+    then written as a new file at its path with the old one's permissions,
+    as alone (what the program writes is at its path as it writes it)."""
+    st = _keep(s, full)
+    if full not in s.kept:
+        return real_open(full, mode, *a, **k)
+    try:
+        _real_remove(full)
+    except OSError:             # a folder the program may not change, a file it may: in place, as alone
+        _real_remove(s.kept.pop(full))
+        return real_open(full, mode, *a, **k)
+    try:
+        f = real_open(full, mode, *a, **k)
+    except BaseException:
+        _real_replace(s.kept.pop(full), full)
+        raise
+    try:
+        os.chmod(full, stat.S_IMODE(st.st_mode))
+    except OSError:
+        pass
+    return f
+
+
+def _keep(s, full):
+    """full, about to be replaced by a diagnostic pass's write or rename: a
+    regular file from before the pass keeps its contents under a second,
+    hidden name beside it (a hard link: nothing copied), so that the pass's
+    end can put it back where it belongs to a checkpoint of the program's
+    (tidy, _put_back), and a pass killed before then leaves it there; a
+    path with no file yet is noted as the pass's (made_files). Its status
+    (None where there is none), for the permissions of what replaces it. A
+    file with other names already (hard links), or where no link can be
+    made, is not kept: its rewrite is the program's, as alone."""
+    if full in s.kept:
+        return os.lstat(s.kept[full])
+    try:
+        st = os.lstat(full)
+    except FileNotFoundError:
+        s.made_files.add(full)
+        return None
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_mtime >= s.began or st.st_nlink > 1:
+        return st
+    kept = _beside(full, ".before")
+    try:
+        os.link(full, kept)
+    except OSError:
+        return st
+    s.kept[full] = kept
+    return st
+
+
+def _beside(full, tail=""):
+    """A hidden name in full's folder for a file of the pass's that stands
+    in for full's: renamed over it (or removed) later."""
+    here, name = os.path.split(full)
+    return os.path.join(here, ".%s.memsplit-%d-%d%s" % (name, os.getpid(), next(_beside_names), tail))
+
+
+def _put_back(s):
+    """At a diagnostic pass's end: the program's files from before that the
+    pass replaced (_keep) in the folder of a checkpoint of the program's (one
+    it loaded, or one from before that the pass saved over) are put back as
+    they were, and the files the pass added there are removed: a checkpoint
+    is its folder's files together (HF's checkpoint-N: the weights, the
+    optimizer's state, the config and the trainer's state in JSON), and
+    before, the trial left its own JSON beside the run before's weights.
+    Anywhere else what the pass wrote is the program's output, as alone."""
+    kept, s.kept = s.kept, {}
+    ours = {os.path.dirname(p) for p in s.loaded_paths} | s.before_dirs
+    back, failed = [], []
+    for full, was in kept.items():
+        try:
+            if os.path.dirname(full) in ours:
+                _real_replace(was, full)
+                back.append(full)
+            else:
+                _real_remove(was)
+        except OSError as e:
+            failed.append("%s (%s; it is at %s)" % (full, e, was))
+    made, s.made_files = s.made_files, set()
+    for full in sorted(made):
+        if os.path.dirname(full) in ours and _kind(s, full) == "ours":
+            try:
+                _real_remove(full)
+                back.append(full)
+            except OSError as e:
+                failed.append("%s (%s)" % (full, e))
+    if back:
+        s.lib.warn("checkpoint", "the %s put back %d of the program's files in its checkpoints' folders as they were "
+                   "before it (%s)" % (_pass_name(s), len(back), ", ".join(back[:4]) + (", ..." if len(back) > 4 else "")))
+    if failed:
+        s.lib.warn("checkpoint", "the %s could not put back the program's files as they were in its checkpoints' folders: "
+                   "%s" % (_pass_name(s), "; ".join(failed[:4])))
 
 
 def _pending(s, real_open, full, mode, a, k):
@@ -288,8 +402,7 @@ def _pending(s, real_open, full, mode, a, k):
     (_settle) when the program closes it (its close, or its finalizer),
     else at the pass's end (tidy). None where no such file can be made
     (the program's own open then says why)."""
-    here, name = os.path.split(full)
-    beside = os.path.join(here, ".%s.memsplit-%d-%d" % (name, os.getpid(), next(_beside_names)))
+    beside = _beside(full)
     try:
         f = real_open(beside, mode, *a, **k)
     except OSError:
@@ -337,7 +450,10 @@ def _settle(s, full, flush=False):
                     shutil.copyfileobj(src, dst)
                 _real_remove(beside)
         else:
+            st = _keep(s, full)
             _real_replace(beside, full)
+            if st is not None:
+                os.chmod(full, stat.S_IMODE(st.st_mode))     # as a truncation keeps them
     except OSError as e:
         s.redirects[full] = beside      # the program's reads of the path still see what it wrote
         s.lib.warn("checkpoint", "the %s could not put %s in place (%s): it stays at %s" %
@@ -548,6 +664,7 @@ def tidy(s):
     empty, deepest first."""
     for full in list(s.pending):
         _settle(s, full, flush=True)
+    _put_back(s)
     if not s.redirects or not s.made_dirs:
         return
     made = set(s.made_dirs)
@@ -608,6 +725,8 @@ def _mine(s, path):
     full = os.path.abspath(path)
     s.aliases.pop(full, None)       # a write to a name that stood for the program's checkpoint
     mine = s.redirects.get(full)
+    if mine is None and _kind(s, full) == "old":
+        s.before_dirs.add(os.path.dirname(full))    # a checkpoint's folder from before (_put_back)
     if mine is None:
         if s.redirect_dir is None:
             import shutil

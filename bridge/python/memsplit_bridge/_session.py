@@ -95,6 +95,9 @@ class Session:
         self.began = time.time()    # ... when it began: a file older than this is the program's from before
         self.rebind = {}            # id of a function the bridge wrapped -> (it, its wrapper): _checkpoints.rebind
         self.pending = {}           # a diagnostic pass's binary files being written: path -> weak ref (_checkpoints)
+        self.kept = {}              # ... the program's files from before it replaced: path -> hidden link
+        self.made_files = set()     # ... the files it wrote where there were none
+        self.before_dirs = set()    # ... the folders of checkpoints from before that it saved over
         self.one_backward_thread = None     # a rerun over distinct devices: torch's switch, held
         self.saved_homes = {}       # virtual devices: a save's target -> its storages' stages (_homes)
         self.load_homes = {}        # while torch.load runs: a storage's address -> the stage it lands on
