@@ -27,7 +27,9 @@ on random data in plain PyTorch and prints "step N loss X" after each.
   --shape wnorm                 1-D convolutions under the old weight_norm (a forward pre-hook
                                 on each makes its weight), AdamW
   --shape moe                   blocks of a mixture of experts (top-2 of 4), whose load-balancing
-                                loss each keeps on itself and the program adds to its own
+                                loss each keeps on itself in training and the program adds to
+                                its own (--eval-first: two validation batches in eval mode under
+                                no_grad before the first step, as Lightning's sanity check)
   --shape snapshot              the ModuleDict of blocks, copy.deepcopy'd after its first step (a
                                 best-model snapshot), compared with the trained model at the end
   --shape saved                 the ModuleDict of blocks saved whole (torch.save into a buffer) and
@@ -286,8 +288,9 @@ class MoE(nn.Module):
             rows = hit.any(-1).nonzero(as_tuple=True)[0]
             if rows.numel():
                 out = out.index_add(0, rows, (w * hit).sum(-1)[rows].unsqueeze(-1) * expert(h[rows]))
-        share = F.one_hot(idx[:, 0], len(self.experts)).float().mean(0)
-        self.aux = len(self.experts) * (share * probs.mean(0)).sum()
+        if self.training:       # a load-balancing loss only in training, as programs keep it
+            share = F.one_hot(idx[:, 0], len(self.experts)).float().mean(0)
+            self.aux = len(self.experts) * (share * probs.mean(0)).sum()
         return out.reshape(x.shape)
 
 
@@ -394,6 +397,7 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--save", default=None)
     ap.add_argument("--hard-exit", action="store_true")
+    ap.add_argument("--eval-first", action="store_true")
     a = ap.parse_args()
     if a.device != "cpu" and s_family(a.shape) is None:
         sys.exit("shapes.py: --device %s is for the GAN, ModuleDict, PINN and packed shapes only" % a.device)
@@ -434,6 +438,13 @@ def main():
             return model["head"](x)
 
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        if a.eval_first:        # as Lightning's sanity check: two validation batches before training
+            model.eval()
+            with torch.no_grad():
+                for _ in range(2):
+                    t = tokens(a, g, vocab)
+                    print("validation loss %.4f" % lm_loss(moe_forward(t[:, :-1]), t[:, 1:]).item(), file=sys.stderr)
+            model.train()
         for step in range(a.steps):
             t = tokens(a, g, vocab)
             aux = 0

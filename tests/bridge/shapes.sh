@@ -8,7 +8,7 @@
 # printed, and held to 2% (SHAPES_2PCT: every shape). Needs $MEMSPLIT.
 . "$(dirname "$0")/lib.sh"
 js() { "$PY" -c "import json,sys; d=json.load(open('$1')); print($2)" 2>&1; }
-SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict reversed nested accum lstm gan deep vit densenet mobilenet helper frozen distill pyramid siamese ckptseq jit lazy sngan gp pinn packed wnorm moe snapshot saved}
+SHAPES=${SHAPES:-resnet18 resnet50 encdec unet dict reversed nested accum lstm gan deep vit densenet mobilenet helper frozen distill pyramid siamese ckptseq jit lazy sngan gp pinn packed wnorm moe moe-eval snapshot saved}
 SHAPES_2PCT=${SHAPES_2PCT:-$SHAPES}
 
 if ! "$PY" -c 'import torch, torchvision' 2>/dev/null; then
@@ -17,7 +17,9 @@ fi
 
 shape_args() {  # the program's arguments: resnet50 on small images, to keep the CPU time modest
     case $1 in resnet50) echo "--shape resnet50 --size 32 --batch 4 --steps 3";;
-    saved) echo "--shape saved --steps 4 --save $T/saved.pt";; *) echo "--shape $1 --steps 4";; esac
+    saved) echo "--shape saved --steps 4 --save $T/saved.pt";;
+    moe-eval) echo "--shape moe --eval-first --steps 4";;   # its loss kept on the module first made in training
+    *) echo "--shape $1 --steps 4";; esac
 }
 
 for s in $SHAPES; do

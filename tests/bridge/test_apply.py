@@ -207,7 +207,7 @@ def program_with_lengths(program, second):
 
 
 def run_net(net, placement, devices, opened=(), x=None, handed_on=(), record=False, root=False, penalty=False,
-            extra=None):
+            extra=None, evals=0):
     """Forward and backward of net with each (module, stage) of placement
     wrapped as the applier wraps a unit, and each module of opened as an
     opened Sequential, over `devices`: (crossings, loss, gradients, applier).
@@ -215,7 +215,9 @@ def run_net(net, placement, devices, opened=(), x=None, handed_on=(), record=Fal
     root: net wrapped as the applier wraps a model; penalty: the loss is the
     squared gradient of the output's square with respect to the input, taken
     with create_graph (WGAN-GP's penalty: a backward through the second
-    backward); extra(net): a term the program's code adds to the loss."""
+    backward); extra(net): a term the program's code adds to the loss; evals:
+    calls in eval mode under no_grad before the training forward (Lightning's
+    sanity check)."""
     s = Session()
     s.path_of = {id(m): path for path, m in net.named_modules() if path}
     plan = {"stages": [{"device": d, "first": i, "last": i} for i, d in enumerate(devices)],
@@ -236,6 +238,12 @@ def run_net(net, placement, devices, opened=(), x=None, handed_on=(), record=Fal
             ap.wrap_root(net)
         world.put(x, ap.devices[0], 0)
         ap.placed = True
+        if evals:
+            net.eval()
+            with torch.no_grad():
+                for _ in range(evals):
+                    net(x)
+            net.train()
         y = net(x.requires_grad_(True) if penalty else x)
         loss = (y * y).sum()
         if extra is not None:
@@ -599,14 +607,17 @@ class CrossingPath(unittest.TestCase):
             self.assertTrue(all(torch.equal(a, b) for a, b in zip(grads, want)))
             self.assertEqual((ap.exec, ap.lexec, ap.pre_depth), ([], [], []))
 
-    def test_a_tensor_a_unit_keeps_on_itself_goes_back_with_its_outputs(self):
-        # a mixture of experts keeps its auxiliary loss on a module (self.aux) and the
-        # program adds it to its own loss on the root's stage: it crosses back as the unit's
-        # outputs do, on one device and on two (where torch refused the mixed devices)
+    def aux_kept(self, evals=0):
+        """Net with b keeping a loss term on itself (self.aux) in training,
+        which the program adds to its own loss on the root's stage: after
+        `evals` calls in eval mode under no_grad, on one device and on two,
+        the gradients of the run alone, the term crossing back in the
+        training forward as b's outputs do."""
         class AuxLinear(torch.nn.Linear):
             def forward(self, x):
                 y = super().forward(x)
-                self.aux = (y * y).mean()
+                if self.training:
+                    self.aux = (y * y).mean()
                 return y
 
         def aux_net():
@@ -623,10 +634,21 @@ class CrossingPath(unittest.TestCase):
         for devices in (["cuda:0", "cuda:1"], ["cuda:0", "cuda:0"]):
             net = aux_net()
             crossings, _, grads, _ = run_net(net, ((net.a, 0), (net.b, 1), (net.c, 0)), devices,
-                                             extra=lambda n: n.b.aux)
+                                             extra=lambda n: n.b.aux, evals=evals)
             self.assertTrue(all(torch.equal(a, b) for a, b in zip(grads, want)))
-            self.assertEqual([c[:3] for c in crossings][:3], [(PH_FORWARD, 0, 1), (PH_FORWARD, 1, 0),
-                                                              (PH_FORWARD, 1, 0)])
+            forward = [c[:3] for c in crossings if c[0] == PH_FORWARD]
+            self.assertEqual(forward[-3:], [(PH_FORWARD, 0, 1), (PH_FORWARD, 1, 0), (PH_FORWARD, 1, 0)])
+
+    def test_a_tensor_a_unit_keeps_on_itself_goes_back_with_its_outputs(self):
+        # a mixture of experts keeps its auxiliary loss on a module (self.aux): it crosses back
+        # as the unit's outputs do (on two devices torch refused the mixed devices)
+        self.aux_kept()
+
+    def test_a_tensor_a_unit_keeps_first_after_its_early_calls(self):
+        # validation batches ran first, keeping no loss term (Lightning's sanity check: more
+        # calls than the applier searches the unit's modules at): noted as it is set, the term
+        # goes back with the outputs; before, the applier refused the tensor of stage 1
+        self.aux_kept(evals=_apply._ATTR_SCANS + 1)
 
     def test_a_pre_hook_that_raises_leaves_no_stage_behind(self):
         # a unit's pre-hook raises (the weight's allocation ran out) and the program catches

@@ -65,6 +65,7 @@ class Applier:
         self.attr_found = {}       # id(unit) -> {(id(module), name): (module, name)}: tensors it keeps on itself
         self.attr_scans = {}       # id(unit) -> its calls whose modules were searched for them
         self.attr_last = {}        # (id(module), name) -> a weak reference to the tensor followed last
+        self.attr_units = {}       # id(module) -> (a weak reference to it, ids of the units it is in)
         self.called_from = {}                              # id of a wrapped module -> its caller_of in forward
         # the same frames' layers: where the record pass (every layer a stage of its own) would be
         # computing; a boundary it crosses and this placement does not gets a pass-through node
@@ -73,6 +74,7 @@ class Applier:
         self.flow_children = set()                         # ids of those Sequentials' children
         self.wrapped = set()
         self.placed = False
+        _watch_setattr(torch, self)
         self.moving = 0
         self._cross = None                                 # the autograd Function of a crossing
         self._pass = None                                  # ... and of a crossing within one stage
@@ -352,8 +354,11 @@ class Applier:
         detached copy kept for a look later is left where it is), and none
         of a module with forward pre-hooks (the old weight_norm's hook
         keeps the weight its forward reads as such an attribute). m's
-        modules are searched at its first _ATTR_SCANS calls; after that,
-        only the attributes found then."""
+        modules are searched at its first _ATTR_SCANS calls (an attribute
+        set past nn.Module's __setattr__, into __dict__); a tensor set on
+        one of them later through nn.Module's __setattr__ (a loss term kept
+        only in training, first made after validation batches: Lightning's
+        sanity check) is noted as it is set (note_attr)."""
         torch = self.torch
         found = self.attr_found.setdefault(id(m), {})
         n = self.attr_scans.get(id(m), 0)
@@ -362,6 +367,11 @@ class Applier:
             for sub in m.modules():
                 if sub._forward_pre_hooks:
                     continue
+                if n == 0:
+                    units = self.attr_units.get(id(sub))
+                    if units is None or units[0]() is not sub:
+                        units = self.attr_units[id(sub)] = (weakref.ref(sub), [])
+                    units[1].append(id(m))
                 for name, v in vars(sub).items():
                     if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter):
                         found.setdefault((id(sub), name), (sub, name))
@@ -374,6 +384,16 @@ class Applier:
             if w is not v:
                 object.__setattr__(sub, name, w)
             self.attr_last[key] = weakref.ref(w)
+
+    def note_attr(self, sub, name):
+        """A tensor set on module sub as an attribute (_watch_setattr): a
+        tensor kept on itself by each unit sub is in, followed from that
+        unit's next call on (follow_attrs)."""
+        units = self.attr_units.get(id(sub))
+        if units is None or units[0]() is not sub:
+            return
+        for unit in units[1]:
+            self.attr_found.setdefault(unit, {}).setdefault((id(sub), name), (sub, name))
 
     def unwind(self, depth):
         """The stage stacks back to depth when a model's call ends: a unit's
@@ -740,6 +760,30 @@ class Applier:
 
 _MAX_HANDED_ON = 4096     # vocab/profile.h: MS_REC_MAX_HANDED_ON
 _ATTR_SCANS = 2           # a unit's calls whose modules are searched for tensors kept on them
+_setattr_watchers = weakref.WeakSet()     # the appliers told of tensors set on modules (_watch_setattr)
+
+
+def _watch_setattr(torch, ap):
+    """nn.Module's __setattr__, once per process: a tensor (not a
+    parameter) set on a module is said to each applier alive (note_attr),
+    which follows it if the module is in one of its units. One isinstance
+    a set when it is no tensor, as at the model's construction."""
+    _setattr_watchers.add(ap)
+    module = torch.nn.Module
+    real = module.__setattr__
+    if getattr(real, "_memsplit", False):
+        return
+    tensor, parameter = torch.Tensor, torch.nn.Parameter
+
+    def __setattr__(self, name, value):
+        real(self, name, value)
+        if isinstance(value, tensor) and _setattr_watchers and not isinstance(value, parameter):
+            for watcher in list(_setattr_watchers):
+                watcher.note_attr(self, name)
+
+    functools.update_wrapper(__setattr__, real)
+    __setattr__._memsplit = True
+    module.__setattr__ = __setattr__
 _MISMATCH = ("Expected all tensors to be on the same device", "found at least two devices")
 
 
