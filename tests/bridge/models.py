@@ -52,7 +52,8 @@ installed, a stand-in that writes and reads outside Python's open as its
 Rust core does: tests/bridge/stand_ins), the optimizer's state through
 torch.save, the trainer's state in JSON, read back; on start, unless
 --fresh, continue from the latest folder, its optimizer state where there
-is one, as resume_from_checkpoint=True does).
+is one, as resume_from_checkpoint=True does), --hard-exit (ends with
+os._exit(0) after its last step: Python's exit handlers never run).
 """
 import argparse
 import contextlib
@@ -226,6 +227,8 @@ def main():
     ap.add_argument("--link-last", action="store_true", help="--topk: last.ckpt a link to each, resumed from")
     ap.add_argument("--keep-dirs", default="", help="keep the last checkpoint folder DIR/step-N, resuming from it")
     ap.add_argument("--fresh", action="store_true", help="--keep-dirs, --hf-dirs: do not resume")
+    ap.add_argument("--hard-exit", action="store_true",
+                    help="end with os._exit(0) after the last step (Python's exit handlers never run)")
     ap.add_argument("--hf-dirs", default="", help="a checkpoint-N folder per step as HF's Trainer, resumed from")
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -484,3 +487,6 @@ def train(a, model, opts, loader, dev):
 
 if __name__ == "__main__":
     main()
+    if "--hard-exit" in sys.argv:
+        sys.stdout.flush()
+        os._exit(0)

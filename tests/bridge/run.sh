@@ -541,6 +541,16 @@ for how in "safetensors' save to" "torch.save to"; do
     grep -q "write the program's checkpoints: $how $D/checkpoint-1/" "$T/err" && \
         ok "hf-dirs over a run before: said: $how" || bad "hf-dirs over a run before: not said: $how" "$(grep -i warn "$T/err")"
 done
+# ... and a fresh run that ends by os._exit within the trial's steps (Python's
+# exit handlers, where a pass puts the files back, never run): the files
+# are put back before the exit, and no hidden file of the pass is left
+snap "$D" > "$T/hf.before"
+check "hf-dirs over a run before, os._exit: profile (partial)" 2 "" -- "$M" profile --steps 4 --no-record-pass --quiet --json -- \
+    "${PH[@]}" --fresh --steps 3 --hard-exit
+cmp -s "$T/hf.before" <(snap "$D") && [ -z "$(find "$D" -name '.*memsplit-*')" ] && \
+    ok "hf-dirs over a run before, os._exit: every file as it was, none of the pass's left" || \
+    bad "hf-dirs over a run before, os._exit: changed" "$(diff "$T/hf.before" <(snap "$D") | head -4)" \
+        "$(find "$D" -name '.*memsplit-*' | head -3)"
 "${PH[@]}" --steps 10 > "$T/ph.out" 2>&1 && grep -q "resumed at step 8 from checkpoint-8 (optimizer state: yes)" "$T/ph.out" && \
     ok "hf-dirs over a run before: the program alone resumes from its latest folder" || \
     bad "hf-dirs over a run before: alone" "$(head -2 "$T/ph.out")"

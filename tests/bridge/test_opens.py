@@ -41,6 +41,9 @@ begin()
 _checkpoints._watch_moves(S)
 _checkpoints._watch_opens(S)
 _checkpoints._watch_looks(S)
+_real_exit = os._exit
+_checkpoints._watch_exit(S)
+EXIT, os._exit = os._exit, _real_exit     # the wrapper, called by hand: this process exits as it would
 
 
 class Opens(unittest.TestCase):
@@ -346,6 +349,30 @@ class FilesFromBefore(unittest.TestCase):
         self.assertGreaterEqual(os.stat(self.results).st_mtime, S.began)
         self.as_before("config.json", "{\"run\": 1}")
         self.assertEqual(S.kept, {})
+
+    def test_os_exit_puts_back_first(self):
+        # a program that ends by os._exit: its exit handlers never run, the wrapper settles first
+        with open(self.files["config.json"], "w") as f:
+            f.write("{\"run\": 2}")
+        self.save_over_the_weights()
+        exited = []
+        EXIT(3, _real=exited.append)
+        self.assertEqual(exited, [3])
+        self.as_before("config.json", "{\"run\": 1}")
+
+    def test_a_forked_childs_end_leaves_the_parents_files(self):
+        with open(self.files["config.json"], "w") as f:
+            f.write("{\"run\": 2}")
+        self.save_over_the_weights()
+        S.pid = os.getpid() + 1                 # as a DataLoader's worker forked from the pass
+        try:
+            _checkpoints.tidy(S)
+        finally:
+            del S.pid
+        self.assertEqual(self.real(self.files["config.json"]), "{\"run\": 2}")
+        self.assertIn(self.files["config.json"], S.kept)
+        _checkpoints.tidy(S)                    # the pass's own end
+        self.as_before("config.json", "{\"run\": 1}")
 
     def test_no_checkpoint_from_before_no_change(self):
         # a fresh run's trial into a new folder: its files there are the pass's, nothing put back

@@ -35,6 +35,7 @@ def install(torch, s):
     _watch_safetensors(s)
     if _diagnostic(s):
         _watch_opens(s)
+        _watch_exit(s)
 
 
 def _watch_checkpoints(torch, s):
@@ -279,6 +280,24 @@ def _watch_opens(s):
     open = functools.update_wrapper(open, real_open)
     builtins.open = open
     io.open = open
+
+
+def _watch_exit(s):
+    """os._exit in a diagnostic pass (a program that ends so, not waiting
+    for its workers): the pass's files are settled and the program's put
+    back first (tidy), as at the end Python's exit handlers see; os._exit
+    runs none of them, and before, the files the pass replaced stayed
+    under their hidden names."""
+    real = os._exit
+
+    def _exit(code, _real=real):
+        try:
+            tidy(s)
+        except Exception as e:  # the program's exit is what it asked for, whatever this finds
+            s.lib.warn("checkpoint", "the pass's files were not all put back at os._exit: %s" % str(e)[:200])
+        _real(code)
+
+    os._exit = functools.update_wrapper(_exit, real)
 
 
 def _kind(s, full):
@@ -662,6 +681,8 @@ def tidy(s):
     trial's weights without the optimizer state that went to memsplit's
     file. Then the folders it made on the way to such a checkpoint, left
     empty, deepest first."""
+    if getattr(s, "pid", None) not in (None, os.getpid()):
+        return                          # a forked child's end (its atexit, its os._exit): the files are the parent's
     for full in list(s.pending):
         _settle(s, full, flush=True)
     _put_back(s)
