@@ -367,8 +367,12 @@ class FilesFromBefore(unittest.TestCase):
         S.pid = os.getpid() + 1                 # as a DataLoader's worker forked from the pass
         try:
             _checkpoints.tidy(S)
+            with open(self.files["trainer_state.json"], "w") as f:     # the worker's write: as alone
+                f.write("{\"worker\": 1}")
         finally:
             del S.pid
+        self.assertNotIn(self.files["trainer_state.json"], S.kept)
+        self.assertEqual([n for n in os.listdir(self.ck) if ".memsplit-" in n and "config" not in n], [])
         self.assertEqual(self.real(self.files["config.json"]), "{\"run\": 2}")
         self.assertIn(self.files["config.json"], S.kept)
         _checkpoints.tidy(S)                    # the pass's own end

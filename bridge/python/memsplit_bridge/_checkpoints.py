@@ -264,7 +264,8 @@ def _watch_opens(s):
         if write and _programs(s, full):
             _mine(s, full)
             _skip_write(s, "open", full)
-        elif write and full not in s.redirects and k.get("opener") is None and _standing_for(s, full) is None:
+        elif write and full not in s.redirects and k.get("opener") is None and _standing_for(s, full) is None \
+                and _own(s):
             kind = _kind(s, full)
             if kind is not None and "b" in mode:
                 f = _pending(s, real_open, full, mode, a, k)
@@ -298,6 +299,13 @@ def _watch_exit(s):
         _real(code)
 
     os._exit = functools.update_wrapper(_exit, real)
+
+
+def _own(s):
+    """This is the pass's own process, not a child forked from it (a
+    DataLoader's worker), which writes as the program alone does and
+    leaves the pass's files to it."""
+    return getattr(s, "pid", None) in (None, os.getpid())
 
 
 def _kind(s, full):
@@ -351,6 +359,8 @@ def _keep(s, full):
     made, is not kept: its rewrite is the program's, as alone."""
     if full in s.kept:
         return os.lstat(s.kept[full])
+    if not _own(s):
+        return None             # a forked child's (a DataLoader worker's): the program's, as alone
     try:
         st = os.lstat(full)
     except FileNotFoundError:
@@ -681,7 +691,7 @@ def tidy(s):
     trial's weights without the optimizer state that went to memsplit's
     file. Then the folders it made on the way to such a checkpoint, left
     empty, deepest first."""
-    if getattr(s, "pid", None) not in (None, os.getpid()):
+    if not _own(s):
         return                          # a forked child's end (its atexit, its os._exit): the files are the parent's
     for full in list(s.pending):
         _settle(s, full, flush=True)
