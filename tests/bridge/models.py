@@ -53,7 +53,9 @@ Rust core does: tests/bridge/stand_ins), the optimizer's state through
 torch.save, the trainer's state in JSON, read back; on start, unless
 --fresh, continue from the latest folder, its optimizer state where there
 is one, as resume_from_checkpoint=True does), --hard-exit (ends with
-os._exit(0) after its last step: Python's exit handlers never run).
+os._exit(0) after its last step: Python's exit handlers never run),
+--term-self (ends by a SIGTERM to itself after its last step, as a
+scheduler's ends a job).
 """
 import argparse
 import contextlib
@@ -62,6 +64,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 
@@ -229,6 +232,8 @@ def main():
     ap.add_argument("--fresh", action="store_true", help="--keep-dirs, --hf-dirs: do not resume")
     ap.add_argument("--hard-exit", action="store_true",
                     help="end with os._exit(0) after the last step (Python's exit handlers never run)")
+    ap.add_argument("--term-self", action="store_true",
+                    help="end by a SIGTERM to itself after the last step, as a scheduler's")
     ap.add_argument("--hf-dirs", default="", help="a checkpoint-N folder per step as HF's Trainer, resumed from")
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -490,3 +495,7 @@ if __name__ == "__main__":
     if "--hard-exit" in sys.argv:
         sys.stdout.flush()
         os._exit(0)
+    if "--term-self" in sys.argv:
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)

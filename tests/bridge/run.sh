@@ -551,6 +551,15 @@ cmp -s "$T/hf.before" <(snap "$D") && [ -z "$(find "$D" -name '.*memsplit-*')" ]
     ok "hf-dirs over a run before, os._exit: every file as it was, none of the pass's left" || \
     bad "hf-dirs over a run before, os._exit: changed" "$(diff "$T/hf.before" <(snap "$D") | head -4)" \
         "$(find "$D" -name '.*memsplit-*' | head -3)"
+# ... and one ended by a SIGTERM (a scheduler's, passed on): by default it
+# ended the program at once, with no exit handler; the pass puts the files
+# back first, and the program dies by the signal
+check "hf-dirs over a run before, SIGTERM: profile (partial)" 2 "" -- "$M" profile --steps 4 --no-record-pass --quiet \
+    --json -- "${PH[@]}" --fresh --steps 3 --term-self
+cmp -s "$T/hf.before" <(snap "$D") && [ -z "$(find "$D" -name '.*memsplit-*')" ] && grep -q "signal 15\|SIGTERM\|Terminated" "$T/err" && \
+    ok "hf-dirs over a run before, SIGTERM: every file as it was, none of the pass's left, the signal said" || \
+    bad "hf-dirs over a run before, SIGTERM: changed" "$(diff "$T/hf.before" <(snap "$D") | head -4)" \
+        "$(find "$D" -name '.*memsplit-*' | head -3)" "$(grep -i "signal\|ended" "$T/err" | head -2)"
 "${PH[@]}" --steps 10 > "$T/ph.out" 2>&1 && grep -q "resumed at step 8 from checkpoint-8 (optimizer state: yes)" "$T/ph.out" && \
     ok "hf-dirs over a run before: the program alone resumes from its latest folder" || \
     bad "hf-dirs over a run before: alone" "$(head -2 "$T/ph.out")"

@@ -299,6 +299,33 @@ def _watch_exit(s):
         _real(code)
 
     os._exit = functools.update_wrapper(_exit, real)
+    _tidy_at_term(s)
+
+
+def _tidy_at_term(s):
+    """A SIGTERM the program leaves to the default (memsplit passes on the
+    one it gets, a scheduler's or a timeout's): the pass's files are
+    settled and the program's put back, then the program dies by the
+    signal as alone. By default the signal ended the program at once, with
+    no exit handler. Only from the main thread (where Python runs signal
+    handlers), and only where the program has no handler of its own; a
+    program stuck in one call until memsplit's SIGKILL still leaves its
+    files as a killed pass does."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_term(signum, frame):
+        try:
+            tidy(s)
+        except Exception as e:
+            s.lib.warn("checkpoint", "the pass's files were not all put back at SIGTERM: %s" % str(e)[:200])
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_term)
 
 
 def _own(s):
