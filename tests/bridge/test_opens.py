@@ -378,6 +378,24 @@ class FilesFromBefore(unittest.TestCase):
         _checkpoints.tidy(S)                    # the pass's own end
         self.as_before("config.json", "{\"run\": 1}")
 
+    def test_a_sigterm_handler_the_program_composes_does_nothing(self):
+        # Lightning's handler at fit calls the one it found: alone that was the default, which
+        # it leaves out; the bridge's, found there, does nothing (no tidy, no kill)
+        import signal
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)       # the one _watch_exit set above, out
+            _checkpoints._tidy_at_term(S)
+            ours = signal.getsignal(signal.SIGTERM)
+            self.assertTrue(callable(ours))
+            signal.signal(signal.SIGTERM, lambda n, f: ours(n, f))
+            with open(self.files["config.json"], "w") as f:
+                f.write("{\"run\": 2}")
+            self.save_over_the_weights()
+            os.kill(os.getpid(), signal.SIGTERM)    # alive after it: nothing killed this process
+            self.assertEqual(self.real(self.files["config.json"]), "{\"run\": 2}")
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
     def test_no_checkpoint_from_before_no_change(self):
         # a fresh run's trial into a new folder: its files there are the pass's, nothing put back
         with open(self.files["config.json"], "w") as f:

@@ -310,7 +310,10 @@ def _tidy_at_term(s):
     no exit handler. Only from the main thread (where Python runs signal
     handlers), and only where the program has no handler of its own; a
     program stuck in one call until memsplit's SIGKILL still leaves its
-    files as a killed pass does."""
+    files as a killed pass does. A handler the program sets later that
+    calls the one it found (Lightning's _HandlersCompose) finds this one
+    doing nothing, as the default it replaced: the program ends its own
+    way, and the pass's end tidies."""
     import signal
     import threading
     if threading.current_thread() is not threading.main_thread() or \
@@ -318,6 +321,10 @@ def _tidy_at_term(s):
         return
 
     def on_term(signum, frame):
+        if signal.getsignal(signum) is not on_term:
+            # called from a handler the program set later, which takes in the one it found
+            # (Lightning's at fit: alone, with the default there, it calls none): as alone
+            return
         try:
             tidy(s)
         except Exception as e:
