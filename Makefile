@@ -219,7 +219,7 @@ FUZZ_BIN      = $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
 FUZZ_LIB_SRC  = $(wildcard vocab/*.c reports/*.c) trainer/config.c trainer/config_ini.c trainer/config_table.c \
                 trainer/checkpoint.c trainer/crc32c.c trainer/job.c \
                 bridge/trace.c bridge/rows.c bridge/record.c bridge/ledger.c bridge/steps.c $(wildcard bridge/host/*.c) \
-                planner/record_replay.c
+                planner/record_replay.c run/undo_files.c
 FUZZ_LIB      = $(BUILD)/libfuzzdeps.a
 
 $(FUZZ_LIB): $(FUZZ_LIB_SRC:%.c=$(BUILD)/obj/%.o)

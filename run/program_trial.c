@@ -7,6 +7,7 @@
 #include "run/exit.h"
 #include "run/scratch_dir.h"
 #include "run/stdin_keep.h"
+#include "run/undo_files.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -92,6 +93,16 @@ int ms_program_pass(char *const *prog, const char *bridge_dir, json_t *config, c
         if (record) fprintf(record, "#\tpass %s\n", label);
         rc = msb_collect(&l, t, record, on_step, &c, ex, err, errlen);
         free(cfg);
+    }
+    if (scratch[0]) {
+        /* a pass killed before its end put back none of the program's files it held: memsplit does */
+        int done = 0;
+        char uerr[1024];
+        if (ms_undo_apply(scratch, &done, uerr, sizeof uerr) != 0)
+            fprintf(stderr, "%s: warning: the pass's files in the program's folders: %s\n", label, uerr);
+        if (done)
+            fprintf(stderr, "%s: the pass ended before putting back the program's files: memsplit put back or "
+                    "removed %d of them\n", label, done);
     }
     if (scratch[0] && ms_scratch_remove(scratch) != 0)
         fprintf(stderr, "%s: warning: could not remove %s, the pass's checkpoint files (%s)\n", label, scratch,

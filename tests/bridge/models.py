@@ -55,7 +55,8 @@ torch.save, the trainer's state in JSON, read back; on start, unless
 is one, as resume_from_checkpoint=True does), --hard-exit (ends with
 os._exit(0) after its last step: Python's exit handlers never run),
 --term-self (ends by a SIGTERM to itself after its last step, as a
-scheduler's ends a job).
+scheduler's ends a job), --kill-self (ends by a SIGKILL to itself: no
+handler of any kind runs).
 """
 import argparse
 import contextlib
@@ -234,6 +235,8 @@ def main():
                     help="end with os._exit(0) after the last step (Python's exit handlers never run)")
     ap.add_argument("--term-self", action="store_true",
                     help="end by a SIGTERM to itself after the last step, as a scheduler's")
+    ap.add_argument("--kill-self", action="store_true",
+                    help="end by a SIGKILL to itself after the last step (no handler of any kind runs)")
     ap.add_argument("--hf-dirs", default="", help="a checkpoint-N folder per step as HF's Trainer, resumed from")
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -495,7 +498,7 @@ if __name__ == "__main__":
     if "--hard-exit" in sys.argv:
         sys.stdout.flush()
         os._exit(0)
-    if "--term-self" in sys.argv:
+    if "--term-self" in sys.argv or "--kill-self" in sys.argv:
         sys.stdout.flush()
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM if "--term-self" in sys.argv else signal.SIGKILL)
         time.sleep(30)

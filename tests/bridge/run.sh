@@ -560,6 +560,15 @@ cmp -s "$T/hf.before" <(snap "$D") && [ -z "$(find "$D" -name '.*memsplit-*')" ]
     ok "hf-dirs over a run before, SIGTERM: every file as it was, none of the pass's left, the signal said" || \
     bad "hf-dirs over a run before, SIGTERM: changed" "$(diff "$T/hf.before" <(snap "$D") | head -4)" \
         "$(find "$D" -name '.*memsplit-*' | head -3)" "$(grep -i "signal\|ended" "$T/err" | head -2)"
+# ... and one killed (SIGKILL: no handler runs): memsplit applies what the
+# pass noted in its scratch folder (run/undo_files.h), and says so
+check "hf-dirs over a run before, SIGKILL: profile (partial)" 2 "" -- "$M" profile --steps 4 --no-record-pass --quiet \
+    --json -- "${PH[@]}" --fresh --steps 3 --kill-self
+cmp -s "$T/hf.before" <(snap "$D") && [ -z "$(find "$D" -name '.*memsplit-*')" ] && \
+    grep -q "the pass ended before putting back the program's files: memsplit put back or removed [1-9]" "$T/err" && \
+    ok "hf-dirs over a run before, SIGKILL: every file as it was, none of the pass's left, said" || \
+    bad "hf-dirs over a run before, SIGKILL: changed" "$(diff "$T/hf.before" <(snap "$D") | head -4)" \
+        "$(find "$D" -name '.*memsplit-*' | head -3)" "$(grep -i "put back\|ended" "$T/err" | head -2)"
 "${PH[@]}" --steps 10 > "$T/ph.out" 2>&1 && grep -q "resumed at step 8 from checkpoint-8 (optimizer state: yes)" "$T/ph.out" && \
     ok "hf-dirs over a run before: the program alone resumes from its latest folder" || \
     bad "hf-dirs over a run before: alone" "$(head -2 "$T/ph.out")"

@@ -33,7 +33,7 @@ def begin():
     """A pass's records, empty, beginning now."""
     S.__dict__.update(redirects={}, aliases={}, hidden=set(), saved_paths=set(), loaded_paths=set(),
                       made_dirs=[], redirect_dir=None, skip_warned=set(), began=time.time(), rebind={},
-                      pending={}, kept={}, made_files=set(), before_dirs=set())
+                      pending={}, kept={}, made_files=set(), before_dirs=set(), journal=b"")
     del WARNINGS[:]
 
 
@@ -395,6 +395,41 @@ class FilesFromBefore(unittest.TestCase):
             self.assertEqual(self.real(self.files["config.json"]), "{\"run\": 2}")
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def test_the_journal_for_a_killed_pass(self):
+        # what the pass's end would do, in its scratch folder for memsplit (run/undo_files.h)
+        scratch = os.path.join(self.dir, "scratch")
+        os.makedirs(scratch)
+        S.cfg = dict(S.cfg, scratch_dir=scratch)
+        journal = os.path.join(scratch, "undo")
+
+        def records():
+            with _checkpoints._real_open(journal, "rb") as f:
+                fields = f.read().split(b"\0")
+            self.assertEqual(fields[-1], b"")
+            out, i = [], 0
+            while i < len(fields) - 1:
+                n = 3 if fields[i] == b"R" else 2
+                out.append(tuple(os.fsdecode(x) for x in fields[i:i + n]))
+                i += n
+            return out
+
+        try:
+            with open(self.files["config.json"], "w") as f:
+                f.write("{\"run\": 2}")
+            kept = S.kept[self.files["config.json"]]
+            self.assertEqual(records(), [("D", kept)])              # no checkpoint's folder yet: an output
+            self.save_over_the_weights()
+            self.assertEqual(records(), [("R", kept, self.files["config.json"])])
+            f = open(os.path.join(self.ck, "new.bin"), "wb")
+            beside = S.redirects[os.path.join(self.ck, "new.bin")]
+            self.assertEqual(records()[-1], ("D", beside))          # being written: removed if killed
+            f.close()
+            self.assertEqual(len(records()), 1)
+            _checkpoints.tidy(S)
+            self.assertFalse(os.path.exists(journal))               # the pass's end did it all
+        finally:
+            S.cfg = {"pass": "trial"}
 
     def test_no_checkpoint_from_before_no_change(self):
         # a fresh run's trial into a new folder: its files there are the pass's, nothing put back

@@ -13,7 +13,7 @@ runs() {
     case $1 in
         size) echo 300000 ;;  set) echo 40000 ;;  ini) echo 6000 ;;
         plan_json) echo 60000 ;;  profile_json) echo 30000 ;;
-        ckpt|ckpt_crc) echo 30000 ;;  db) echo 2500 ;;  bridge_events) echo 8000 ;;
+        ckpt|ckpt_crc) echo 30000 ;;  db) echo 2500 ;;  bridge_events) echo 8000 ;;  undo) echo 2000000 ;;
         *) echo "ci.sh: no run count for harness '$1'" >&2; return 1 ;;
     esac
 }

@@ -80,7 +80,7 @@ def _watch_checkpoints(torch, s):
                 if mine is not None and isinstance(target, (str, bytes, os.PathLike)):
                     a, k = _retarget(a, k, at, key, mine)
                 elif mine is None:
-                    s.loaded_paths.add(full)    # the program's own checkpoint (a resume)
+                    _loaded(s, full)            # the program's own checkpoint (a resume)
             if path is not None:
                 s.send(_name, path=path, step=s.steps)
                 if _name == "save":
@@ -410,7 +410,61 @@ def _keep(s, full):
     except OSError:
         return st
     s.kept[full] = kept
+    _journal(s)
     return st
+
+
+def _checkpoint_dirs(s):
+    """The folders of the program's checkpoints: those of what it loaded,
+    and those from before that the pass saved over (_put_back)."""
+    return {os.path.dirname(p) for p in s.loaded_paths} | s.before_dirs
+
+
+def _loaded(s, full):
+    """full, a checkpoint of the program's that it loaded."""
+    if full not in s.loaded_paths:
+        s.loaded_paths.add(full)
+        if s.kept:
+            _journal(s)         # its folder may be one where a kept file goes back
+
+
+def _journal(s):
+    """What the pass's end would do now with the files it holds in the
+    program's folders, in the pass's scratch folder for memsplit to do if
+    the pass is killed before it (run/undo_files.h): each kept file back
+    over its path where its folder is a checkpoint's (_put_back), else
+    removed; each file being written beside its path removed (the
+    program's file stays as it was, not half written). Written when it
+    changes, through a rename: never half a journal."""
+    scratch = s.cfg.get("scratch_dir")
+    if not isinstance(scratch, str) or not _own(s):
+        return
+    ours = _checkpoint_dirs(s) if s.kept else set()
+    fields = []
+    for full, was in s.kept.items():
+        fields += [b"R", os.fsencode(was), os.fsencode(full)] if os.path.dirname(full) in ours else \
+            [b"D", os.fsencode(was)]
+    for full in s.pending:
+        beside = s.redirects.get(full)
+        if beside is not None:
+            fields += [b"D", os.fsencode(beside)]
+    data = b"".join(f + b"\0" for f in fields)
+    if data == s.journal:
+        return
+    path = os.path.join(scratch, "undo")
+    try:
+        if data:
+            with _real_open(path + ".new", "wb") as f:
+                f.write(data)
+            _real_replace(path + ".new", path)
+        else:
+            _real_remove(path)
+    except FileNotFoundError:
+        pass                    # no journal to remove, or no scratch folder any more
+    except OSError as e:
+        _say_once(s, "journal", "could not note, for a pass killed before its end, which of the program's files to put "
+                  "back (%s)" % e)
+    s.journal = data
 
 
 def _beside(full, tail=""):
@@ -430,7 +484,7 @@ def _put_back(s):
     before, the trial left its own JSON beside the run before's weights.
     Anywhere else what the pass wrote is the program's output, as alone."""
     kept, s.kept = s.kept, {}
-    ours = {os.path.dirname(p) for p in s.loaded_paths} | s.before_dirs
+    ours = _checkpoint_dirs(s)
     back, failed = [], []
     for full, was in kept.items():
         try:
@@ -449,6 +503,7 @@ def _put_back(s):
                 back.append(full)
             except OSError as e:
                 failed.append("%s (%s)" % (full, e))
+    _journal(s)
     if back:
         s.lib.warn("checkpoint", "the %s put back %d of the program's files in its checkpoints' folders as they were "
                    "before it (%s)" % (_pass_name(s), len(back), ", ".join(back[:4]) + (", ..." if len(back) > 4 else "")))
@@ -487,6 +542,7 @@ def _pending(s, real_open, full, mode, a, k):
         pass                    # no attributes of its own: settled at the pass's end
     s.redirects[full] = beside
     s.pending[full] = ref
+    _journal(s)
     return f
 
 
@@ -500,6 +556,13 @@ def _settle(s, full, flush=False):
     beside = s.redirects.pop(full, None)
     if beside is None:
         return
+    try:
+        _settle_beside(s, full, ref, beside, flush)
+    finally:
+        _journal(s)
+
+
+def _settle_beside(s, full, ref, beside, flush):
     g = ref()
     if flush and g is not None and not g.closed:
         g.flush()
@@ -582,7 +645,7 @@ def _wrap_safetensors(s, mod):
         full = os.path.abspath(os.fsdecode(filename))
         mine = s.redirects.get(full) or s.aliases.get(full)
         if mine is None:
-            s.loaded_paths.add(full)
+            _loaded(s, full)
         s.send("load", path=os.fsdecode(filename), step=s.steps)
         return real_open(filename if mine is None else mine, *a, **k)
 
@@ -790,8 +853,9 @@ def _mine(s, path):
     full = os.path.abspath(path)
     s.aliases.pop(full, None)       # a write to a name that stood for the program's checkpoint
     mine = s.redirects.get(full)
-    if mine is None and _kind(s, full) == "old":
+    if mine is None and _kind(s, full) == "old" and os.path.dirname(full) not in s.before_dirs:
         s.before_dirs.add(os.path.dirname(full))    # a checkpoint's folder from before (_put_back)
+        _journal(s)
     if mine is None:
         if s.redirect_dir is None:
             import shutil
@@ -877,7 +941,7 @@ def watch_lightning(s):
             p = os.path.abspath(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else None
             mine = (s.redirects.get(p) or s.aliases.get(p)) if p is not None else None
             if mine is None and p is not None:
-                s.loaded_paths.add(p)       # ckpt_path: the program's own checkpoint
+                _loaded(s, p)               # ckpt_path: the program's own checkpoint
             return _real(self, path if mine is None else mine, *a, **k)
 
         real_remove = cls.remove_checkpoint

@@ -98,6 +98,7 @@ class Session:
         self.kept = {}              # ... the program's files from before it replaced: path -> hidden link
         self.made_files = set()     # ... the files it wrote where there were none
         self.before_dirs = set()    # ... the folders of checkpoints from before that it saved over
+        self.journal = b""          # ... what its end would do with them, as memsplit has it (_checkpoints._journal)
         self.one_backward_thread = None     # a rerun over distinct devices: torch's switch, held
         self.saved_homes = {}       # virtual devices: a save's target -> its storages' stages (_homes)
         self.load_homes = {}        # while torch.load runs: a storage's address -> the stage it lands on
