@@ -249,8 +249,8 @@ def _watch_opens(s):
     files, appends and changes in place are the program's, written as
     alone; a file from before the pass that a write replaces is kept under
     a hidden name until the pass's end, which puts it back if it is a
-    checkpoint's companion (_put_back). Only in the diagnostic passes: the rerun is the
-    program's own run."""
+    checkpoint's companion (_put_back). Only in the diagnostic passes: the
+    rerun is the program's own run."""
     import io
     real_open = _real_open
 
@@ -368,11 +368,13 @@ def _rewrite(s, real_open, full, mode, a, k):
         _real_remove(full)
     except OSError:             # a folder the program may not change, a file it may: in place, as alone
         _real_remove(s.kept.pop(full))
+        _journal(s)
         return real_open(full, mode, *a, **k)
     try:
         f = real_open(full, mode, *a, **k)
     except BaseException:
         _real_replace(s.kept.pop(full), full)
+        _journal(s)
         raise
     try:
         os.chmod(full, stat.S_IMODE(st.st_mode))
@@ -392,7 +394,10 @@ def _keep(s, full):
     file with other names already (hard links), or where no link can be
     made, is not kept: its rewrite is the program's, as alone."""
     if full in s.kept:
-        return os.lstat(s.kept[full])
+        try:
+            return os.lstat(s.kept[full])
+        except OSError:
+            return None         # removed by hand: the end says it could not put it back
     if not _own(s):
         return None             # a forked child's (a DataLoader worker's): the program's, as alone
     try:
@@ -496,20 +501,27 @@ def _put_back(s):
         except OSError as e:
             failed.append("%s (%s; it is at %s)" % (full, e, was))
     made, s.made_files = s.made_files, set()
+    added = []
     for full in sorted(made):
         if os.path.dirname(full) in ours and _kind(s, full) == "ours":
             try:
                 _real_remove(full)
-                back.append(full)
+                added.append(full)
             except OSError as e:
                 failed.append("%s (%s)" % (full, e))
     _journal(s)
-    if back:
+    if back or added:
         s.lib.warn("checkpoint", "the %s put back %d of the program's files in its checkpoints' folders as they were "
-                   "before it (%s)" % (_pass_name(s), len(back), ", ".join(back[:4]) + (", ..." if len(back) > 4 else "")))
+                   "before it%s%s" % (_pass_name(s), len(back), _some(back),
+                                      ", and removed %d it added there%s" % (len(added), _some(added)) if added else ""))
     if failed:
         s.lib.warn("checkpoint", "the %s could not put back the program's files as they were in its checkpoints' folders: "
                    "%s" % (_pass_name(s), "; ".join(failed[:4])))
+
+
+def _some(paths):
+    """ (the first few of paths), for a warning; "" for none."""
+    return " (%s%s)" % (", ".join(paths[:4]), ", ..." if len(paths) > 4 else "") if paths else ""
 
 
 def _pending(s, real_open, full, mode, a, k):
