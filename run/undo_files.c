@@ -129,12 +129,17 @@ int ms_undo_apply(const char *dir, int *done, char *err, size_t errlen)
         return ms_errf(err, errlen, "the pass's folder name is too long: %s", dir);
     FILE *f = fopen(name, "rb");
     if (!f) return errno == ENOENT ? 0 : ms_errf(err, errlen, "cannot read %s: %s", name, strerror(errno));
-    char *buf = malloc(UNDO_MAX_BYTES);
-    size_t len = buf ? fread(buf, 1, UNDO_MAX_BYTES, f) : 0;
-    int bad_read = !buf || ferror(f) || (len == UNDO_MAX_BYTES && fgetc(f) != EOF);
+    struct stat st;
+    const char *why = NULL;
+    if (fstat(fileno(f), &st) != 0) why = strerror(errno);
+    else if ((unsigned long long)st.st_size > UNDO_MAX_BYTES) why = "longer than a pass writes";
+    size_t size = why ? 0 : (size_t)st.st_size;
+    char *buf = why ? NULL : malloc(size ? size : 1);     /* the file's own size: it is written whole, by a rename */
+    if (!why && !buf) why = "out of memory";
+    size_t len = buf ? fread(buf, 1, size, f) : 0;
+    if (!why && (ferror(f) || len != size)) why = "cut short while read";
     fclose(f);
-    if (bad_read) {
-        const char *why = !buf ? "out of memory" : len == UNDO_MAX_BYTES ? "longer than a pass writes" : strerror(EIO);
+    if (why) {
         free(buf);
         return ms_errf(err, errlen, "cannot read %s: %s", name, why);
     }

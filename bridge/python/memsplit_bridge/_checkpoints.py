@@ -292,14 +292,20 @@ def _watch_exit(s):
     real = os._exit
 
     def _exit(code, _real=real):
-        try:
-            tidy(s)
-        except Exception as e:  # the program's exit is what it asked for, whatever this finds
-            s.lib.warn("checkpoint", "the pass's files were not all put back at os._exit: %s" % str(e)[:200])
+        _tidy_at(s, "os._exit")
         _real(code)
 
     os._exit = functools.update_wrapper(_exit, real)
     _tidy_at_term(s)
+
+
+def _tidy_at(s, when):
+    """tidy at an end the program asked for (os._exit, a signal), which
+    goes ahead whatever this finds."""
+    try:
+        tidy(s)
+    except Exception as e:
+        s.lib.warn("checkpoint", "the pass's files were not all put back at %s: %s" % (when, str(e)[:200]))
 
 
 def _tidy_at_term(s):
@@ -325,10 +331,7 @@ def _tidy_at_term(s):
             # called from a handler the program set later, which takes in the one it found
             # (Lightning's at fit: alone, with the default there, it calls none): as alone
             return
-        try:
-            tidy(s)
-        except Exception as e:
-            s.lib.warn("checkpoint", "the pass's files were not all put back at SIGTERM: %s" % str(e)[:200])
+        _tidy_at(s, "SIGTERM")
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
