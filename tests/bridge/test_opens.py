@@ -432,6 +432,17 @@ class FilesFromBefore(unittest.TestCase):
         finally:
             S.cfg = {"pass": "trial"}
 
+    def test_a_journal_that_cannot_be_written_is_said(self):
+        S.cfg = dict(S.cfg, scratch_dir=os.path.join(self.dir, "gone"))     # no such folder
+        try:
+            with open(self.files["config.json"], "w") as f:
+                f.write("{\"run\": 2}")
+            self.assertTrue(any("could not note, for a pass killed before its end" in w for w in WARNINGS), WARNINGS)
+            _checkpoints.tidy(S)                # nothing to note any more: no second warning, no error
+            self.assertEqual(sum("could not note" in w for w in WARNINGS), 1)
+        finally:
+            S.cfg = {"pass": "trial"}
+
     def test_no_checkpoint_from_before_no_change(self):
         # a fresh run's trial into a new folder: its files there are the pass's, nothing put back
         with open(self.files["config.json"], "w") as f:

@@ -465,11 +465,9 @@ def _journal(s):
             with _real_open(path + ".new", "wb") as f:
                 f.write(data)
             _real_replace(path + ".new", path)
-        else:
+        elif _real_lexists(path):
             _real_remove(path)
-    except FileNotFoundError:
-        pass                    # no journal to remove, or no scratch folder any more
-    except OSError as e:
+    except OSError as e:        # the scratch folder gone too: said, a killed pass would put nothing back
         _say_once(s, "journal", "could not note, for a pass killed before its end, which of the program's files to put "
                   "back (%s)" % e)
     s.journal = data
