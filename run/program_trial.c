@@ -83,6 +83,8 @@ int ms_program_pass(char *const *prog, const char *bridge_dir, json_t *config, c
     char *cfg = json_dumps(config, JSON_COMPACT);
     json_object_del(config, "scratch_dir");
     int rc = -1;
+    struct timespec began;
+    int have_began = 0;
     if (!cfg) {
         ms_errf(err, errlen, "out of memory");
     } else {
@@ -90,6 +92,8 @@ int ms_program_pass(char *const *prog, const char *bridge_dir, json_t *config, c
                          .inject = inject, .stdout_to_stderr = json };
         long long steps = json_integer_value(json_object_get(config, "steps"));
         pass_ctx c = { .quiet = quiet, .steps_wanted = (int)steps, .label = label };
+        /* on the clock files are stamped by: a file changed in the pass has a ctime from then on */
+        if (clock_gettime(CLOCK_REALTIME_COARSE, &began) == 0) have_began = 1;
         if (record) fprintf(record, "#\tpass %s\n", label);
         rc = msb_collect(&l, t, record, on_step, &c, ex, err, errlen);
         free(cfg);
@@ -98,7 +102,7 @@ int ms_program_pass(char *const *prog, const char *bridge_dir, json_t *config, c
         /* a pass killed before its end put back none of the program's files it held: memsplit does */
         int done = 0;
         char uerr[1024];
-        if (ms_undo_apply(scratch, &done, uerr, sizeof uerr) != 0)
+        if (ms_undo_apply(scratch, have_began ? &began : NULL, &done, uerr, sizeof uerr) != 0)
             fprintf(stderr, "%s: warning: the pass's files in the program's folders: %s\n", label, uerr);
         if (done)
             fprintf(stderr, "%s: the pass ended before putting back the program's files: memsplit put back or "

@@ -52,7 +52,9 @@ installed, a stand-in that writes and reads outside Python's open as its
 Rust core does: tests/bridge/stand_ins), the optimizer's state through
 torch.save, the trainer's state in JSON, read back; on start, unless
 --fresh, continue from the latest folder, its optimizer state where there
-is one, as resume_from_checkpoint=True does), --hard-exit (ends with
+is one, as resume_from_checkpoint=True does; --hf-extra: also a
+tokenizer.json and an extra.bin in each, which a run before without it never
+made there), --hard-exit (ends with
 os._exit(0) after its last step: Python's exit handlers never run),
 --term-self (ends by a SIGTERM to itself after its last step, as a
 scheduler's ends a job), --kill-self (ends by a SIGKILL to itself: no
@@ -238,6 +240,9 @@ def main():
     ap.add_argument("--kill-self", action="store_true",
                     help="end by a SIGKILL to itself after the last step (no handler of any kind runs)")
     ap.add_argument("--hf-dirs", default="", help="a checkpoint-N folder per step as HF's Trainer, resumed from")
+    ap.add_argument("--hf-extra", action="store_true",
+                    help="--hf-dirs: also a tokenizer.json (text) and an extra.bin (binary, Python's open) in each "
+                         "folder, files a run before without them never made there")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -480,6 +485,11 @@ def train(a, model, opts, loader, dev):
             torch.save([o.state_dict() for o in opts], os.path.join(here, "optimizer.pt"))
             with open(os.path.join(here, "trainer_state.json"), "w") as f:
                 json.dump({"global_step": step, "run": os.getpid()}, f)    # as HF's log_history: the run's own
+            if a.hf_extra:
+                with open(os.path.join(here, "tokenizer.json"), "w") as f:
+                    json.dump({"step": step}, f)
+                with open(os.path.join(here, "extra.bin"), "wb") as f:
+                    f.write(os.urandom(64))
             with open(os.path.join(here, "trainer_state.json")) as f:
                 if json.load(f)["global_step"] != step:
                     raise RuntimeError("the trainer's state just written is not in %s" % here)

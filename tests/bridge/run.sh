@@ -531,10 +531,13 @@ check "hf-dirs: profile" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PH[
 # are written as alone and read back, and put back at the pass's end, as
 # the files of a checkpoint from before. Before, the trial rewrote the
 # weights of checkpoint-1..4 with its own, and later left its own JSON
-# (the trainer's state of its run) beside the run before's weights
+# (the trainer's state of its run) beside the run before's weights. The
+# fresh runs also write files the run before never made there (--hf-extra:
+# a tokenizer.json, an extra.bin): the pass's, removed at its end, and by
+# memsplit from the journal when the pass is killed
 snap() { (cd "$1" && for f in */*; do echo "$f $(stat -c '%Y %s' "$f") $(cksum < "$f")"; done); }
 snap "$D" > "$T/hf.before"      # checkpoint-1..8, of the runs alone above
-check "hf-dirs over a run before: profile" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PH[@]}" --fresh
+check "hf-dirs over a run before: profile" 0 "" -- "$M" profile --steps 4 --quiet --json -- "${PH[@]}" --fresh --hf-extra
 cmp -s "$T/hf.before" <(snap "$D") && ok "hf-dirs over a run before: the weights, optimizer states and JSON are as they were" || \
     bad "hf-dirs over a run before: changed" "$(diff "$T/hf.before" <(snap "$D") | head -4)"
 for how in "safetensors' save to" "torch.save to"; do
@@ -546,7 +549,7 @@ done
 # are put back before the exit, and no hidden file of the pass is left
 snap "$D" > "$T/hf.before"
 check "hf-dirs over a run before, os._exit: profile (partial)" 2 "" -- "$M" profile --steps 4 --no-record-pass --quiet --json -- \
-    "${PH[@]}" --fresh --steps 3 --hard-exit
+    "${PH[@]}" --fresh --hf-extra --steps 3 --hard-exit
 cmp -s "$T/hf.before" <(snap "$D") && [ -z "$(find "$D" -name '.*memsplit-*')" ] && \
     ok "hf-dirs over a run before, os._exit: every file as it was, none of the pass's left" || \
     bad "hf-dirs over a run before, os._exit: changed" "$(diff "$T/hf.before" <(snap "$D") | head -4)" \
@@ -555,7 +558,7 @@ cmp -s "$T/hf.before" <(snap "$D") && [ -z "$(find "$D" -name '.*memsplit-*')" ]
 # ended the program at once, with no exit handler; the pass puts the files
 # back first, and the program dies by the signal
 check "hf-dirs over a run before, SIGTERM: profile (partial)" 2 "" -- "$M" profile --steps 4 --no-record-pass --quiet \
-    --json -- "${PH[@]}" --fresh --steps 3 --term-self
+    --json -- "${PH[@]}" --fresh --hf-extra --steps 3 --term-self
 cmp -s "$T/hf.before" <(snap "$D") && [ -z "$(find "$D" -name '.*memsplit-*')" ] && grep -q "signal 15\|SIGTERM\|Terminated" "$T/err" && \
     ok "hf-dirs over a run before, SIGTERM: every file as it was, none of the pass's left, the signal said" || \
     bad "hf-dirs over a run before, SIGTERM: changed" "$(diff "$T/hf.before" <(snap "$D") | head -4)" \
@@ -563,7 +566,7 @@ cmp -s "$T/hf.before" <(snap "$D") && [ -z "$(find "$D" -name '.*memsplit-*')" ]
 # ... and one killed (SIGKILL: no handler runs): memsplit applies what the
 # pass noted in its scratch folder (run/undo_files.h), and says so
 check "hf-dirs over a run before, SIGKILL: profile (partial)" 2 "" -- "$M" profile --steps 4 --no-record-pass --quiet \
-    --json -- "${PH[@]}" --fresh --steps 3 --kill-self
+    --json -- "${PH[@]}" --fresh --hf-extra --steps 3 --kill-self
 cmp -s "$T/hf.before" <(snap "$D") && [ -z "$(find "$D" -name '.*memsplit-*')" ] && \
     grep -q "the pass ended before putting back the program's files: memsplit put back or removed [1-9]" "$T/err" && \
     ok "hf-dirs over a run before, SIGKILL: every file as it was, none of the pass's left, said" || \

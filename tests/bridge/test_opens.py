@@ -426,8 +426,11 @@ class FilesFromBefore(unittest.TestCase):
             beside = S.redirects[os.path.join(self.ck, "new.bin")]
             self.assertEqual(records()[-1], ("D", beside))          # being written: removed if killed
             f.close()
-            self.assertEqual(len(records()), 1)
+            new = os.path.join(self.ck, "new.bin")
+            # written, a file the pass added in a checkpoint's folder: removed if killed
+            self.assertEqual(records(), [("R", kept, self.files["config.json"]), ("N", new)])
             _checkpoints.tidy(S)
+            self.assertFalse(os.path.exists(new))
             self.assertFalse(os.path.exists(journal))               # the pass's end did it all
         finally:
             S.cfg = {"pass": "trial"}

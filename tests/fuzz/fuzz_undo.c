@@ -1,7 +1,8 @@
 /* fuzz_undo.c — the journal a diagnostic pass leaves for memsplit to apply
  * if it is killed (run/undo_files.h), parsed: never a crash, and every
  * record it gives is one of the bridge's (an 'R' with a kept name in its
- * path's folder, a 'D' with a hidden name), or none at all. */
+ * path's folder, a 'D' with a hidden name, an 'N' with an absolute path
+ * free of "." and ".."), or none at all. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static int check(char kind, const char *hidden, const char *path, void *ctx)
 {
     (void)ctx;
+    if (kind == 'N') {
+        if (hidden || !path || path[0] != '/' || strstr(path, "/./") || strstr(path, "/../") || strstr(path, "//"))
+            fz_fail("an added file's name not absolute and plain", path ? path : "(none)");
+        size_t n = strlen(path);
+        if (path[n - 1] == '/' || (n >= 2 && !strcmp(path + n - 2, "/.")) || (n >= 3 && !strcmp(path + n - 3, "/..")))
+            fz_fail("an added file's name not absolute and plain", path);
+        return 0;
+    }
     if (hidden[0] != '/' || !strstr(hidden, "/.") || !strstr(hidden, ".memsplit-")) fz_fail("a name not the bridge's", hidden);
     if (kind == 'R') {
         size_t n = strlen(hidden);

@@ -1,8 +1,10 @@
 /* test_undo_files.c — run/undo_files.h: the journal a killed pass leaves is
  * applied (the program's file from before renamed back over its path, the
- * pass's hidden files removed, a name already gone skipped), and nothing in
- * a journal whose names are not the bridge's (another folder, another
- * name, a relative path, a cut record) renames or removes anything. */
+ * pass's hidden files removed, a name already gone skipped, the files the
+ * pass added in a checkpoint's folder removed, but none from before it),
+ * and nothing in a journal whose names are not the bridge's (another
+ * folder, another name, a relative path, a cut record) renames or removes
+ * anything. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "run/undo_files.h"
@@ -107,7 +111,7 @@ static void a_killed_pass_is_undone(void **state)
     write_journal(buf, journal(buf, sizeof buf, fields));
     int done = -1;
     char err[512] = "";
-    assert_int_equal(ms_undo_apply(base, &done, err, sizeof err), 0);
+    assert_int_equal(ms_undo_apply(base, NULL, &done, err, sizeof err), 0);
     assert_int_equal(done, 3);
     assert_true(holds("config.json", "from before"));
     assert_false(exists(".config.json.memsplit-41-0.before"));
@@ -120,7 +124,7 @@ static void no_journal_nothing_done(void **state)
     (void)state;
     int done = -1;
     char err[256] = "";
-    assert_int_equal(ms_undo_apply(base, &done, err, sizeof err), 0);
+    assert_int_equal(ms_undo_apply(base, NULL, &done, err, sizeof err), 0);
     assert_int_equal(done, 0);
 }
 
@@ -145,7 +149,7 @@ static void names_not_the_bridges_change_nothing(void **state)
         write_journal(buf, journal(buf, sizeof buf, fields));
         int done = -1;
         char err[512] = "";
-        assert_int_equal(ms_undo_apply(base, &done, err, sizeof err), -1);
+        assert_int_equal(ms_undo_apply(base, NULL, &done, err, sizeof err), -1);
         assert_int_equal(done, 0);
         assert_non_null(strstr(err, "is not what the bridge writes"));
         assert_true(holds("keep.txt", "the program's"));
@@ -157,7 +161,7 @@ static void names_not_the_bridges_change_nothing(void **state)
     write_journal(buf, len - 1);
     int done = -1;
     char err[512] = "";
-    assert_int_equal(ms_undo_apply(base, &done, err, sizeof err), -1);
+    assert_int_equal(ms_undo_apply(base, NULL, &done, err, sizeof err), -1);
     assert_true(exists(".x.memsplit-1-2.before"));
 }
 
@@ -175,9 +179,73 @@ static void two_names_of_one_file(void **state)
                                (const char *const[]){ "R", ".state.json.memsplit-7-0.before", "state.json", NULL }));
     int done = -1;
     char err[256] = "";
-    assert_int_equal(ms_undo_apply(base, &done, err, sizeof err), 0);
+    assert_int_equal(ms_undo_apply(base, NULL, &done, err, sizeof err), 0);
     assert_true(holds("state.json", "from before"));
     assert_false(exists(".state.json.memsplit-7-0.before"));
+}
+
+static struct timespec now_coarse(void)
+{
+    struct timespec t;
+    assert_int_equal(clock_gettime(CLOCK_REALTIME_COARSE, &t), 0);
+    return t;
+}
+
+/* "N": a file the pass added is removed where it changed since the pass began; a file from before
+ * (older), a folder, a link, the path an "R" puts back, and every "N" without the pass's start stay */
+static void files_the_pass_added(void **state)
+{
+    (void)state;
+    put("old.json", "from before the pass");
+    char *old = tf_join(base, "old.json");
+    struct timespec past[2] = { { 1000000000, 0 }, { 1000000000, 0 } };
+    assert_int_equal(utimensat(AT_FDCWD, old, past, 0), 0);     /* its ctime is now: see below */
+    free(old);
+    struct timespec began = now_coarse();
+    began.tv_sec += 1;       /* old.json's ctime (the utimensat above) is before this */
+    /* the pass's files: stamped after began (a ctime a second on) */
+    struct timespec wait = { 1, 100000000 };
+    nanosleep(&wait, NULL);
+    char *dir = tf_join(base, "sub");
+    assert_int_equal(mkdir(dir, 0700), 0);
+    free(dir);
+    char *link_to = tf_join(base, "link.bin");
+    assert_int_equal(symlink("old.json", link_to), 0);
+    free(link_to);
+    put("scheduler.pt", "the pass's");
+    put("config.json", "the pass's");
+    put(".config.json.memsplit-41-0.before", "from before");
+    const char *const fields[] = { "N", "scheduler.pt", "N", "old.json", "N", "sub", "N", "link.bin",
+                                   "R", ".config.json.memsplit-41-0.before", "config.json", "N", "config.json",
+                                   "N", "gone.pt", NULL };
+    char buf[2048];
+    size_t len = journal(buf, sizeof buf, fields);
+    write_journal(buf, len);
+    int done = -1;
+    char err[512] = "";
+    assert_int_equal(ms_undo_apply(base, NULL, &done, err, sizeof err), 0);   /* no start: no N applied */
+    assert_int_equal(done, 1);
+    assert_true(exists("scheduler.pt"));
+    assert_true(holds("config.json", "from before"));
+    write_journal(buf, len);
+    assert_int_equal(ms_undo_apply(base, &began, &done, err, sizeof err), 0);
+    assert_int_equal(done, 1);                      /* scheduler.pt; the R's file is gone already */
+    assert_false(exists("scheduler.pt"));
+    assert_true(holds("config.json", "from before"));   /* put back, then not removed as an N */
+    assert_true(holds("old.json", "from before the pass"));
+    assert_true(exists("sub"));
+    assert_true(exists("link.bin"));
+    /* an N that is not an added file's name: the journal is refused whole */
+    const char *const bad[] = { "rel:scheduler.pt", "/tmp/../etc/x", "/tmp/./x", "/tmp/x/", "/tmp//x",
+                                "/tmp/.x.memsplit-1-2", NULL };
+    for (int i = 0; bad[i]; i++) {
+        put("scheduler.pt", "the pass's");
+        const char *const f[] = { "N", "scheduler.pt", "N", bad[i], NULL };
+        write_journal(buf, journal(buf, sizeof buf, f));
+        assert_int_equal(ms_undo_apply(base, &began, &done, err, sizeof err), -1);
+        assert_non_null(strstr(err, "is not what the bridge writes"));
+        assert_true(exists("scheduler.pt"));
+    }
 }
 
 int main(void)
@@ -187,6 +255,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(no_journal_nothing_done, setup, teardown),
         cmocka_unit_test_setup_teardown(names_not_the_bridges_change_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(two_names_of_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(files_the_pass_added, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

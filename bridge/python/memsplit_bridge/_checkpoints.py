@@ -273,8 +273,9 @@ def _watch_opens(s):
                     return f
             elif kind == "old":
                 return _rewrite(s, real_open, full, mode, a, k)
-            elif kind == "new":
+            elif kind == "new" and full not in s.made_files:
                 s.made_files.add(full)
+                _journal(s)
         stands = s.redirects.get(full) or s.aliases.get(full)
         return real_open(file if stands is None else stands, mode, *a, **k)
 
@@ -406,7 +407,9 @@ def _keep(s, full):
     try:
         st = os.lstat(full)
     except FileNotFoundError:
-        s.made_files.add(full)
+        if full not in s.made_files:
+            s.made_files.add(full)
+            _journal(s)         # in a checkpoint's folder, memsplit removes it if the pass is killed
         return None
     except (OSError, ValueError):
         return None
@@ -432,8 +435,8 @@ def _loaded(s, full):
     """full, a checkpoint of the program's that it loaded."""
     if full not in s.loaded_paths:
         s.loaded_paths.add(full)
-        if s.kept:
-            _journal(s)         # its folder may be one where a kept file goes back
+        if s.kept or s.made_files:
+            _journal(s)         # its folder may be one where a kept file goes back, or an added one goes
 
 
 def _journal(s):
@@ -442,12 +445,14 @@ def _journal(s):
     the pass is killed before it (run/undo_files.h): each kept file back
     over its path where its folder is a checkpoint's (_put_back), else
     removed; each file being written beside its path removed (the
-    program's file stays as it was, not half written). Written when it
-    changes, through a rename: never half a journal."""
+    program's file stays as it was, not half written); each file the pass
+    added in a checkpoint's folder removed (memsplit removes only one
+    changed since the pass began). Written when it changes, through a
+    rename: never half a journal."""
     scratch = s.cfg.get("scratch_dir")
     if not isinstance(scratch, str) or not _own(s):
         return
-    ours = _checkpoint_dirs(s) if s.kept else set()
+    ours = _checkpoint_dirs(s) if s.kept or s.made_files else set()
     fields = []
     for full, was in s.kept.items():
         fields += [b"R", os.fsencode(was), os.fsencode(full)] if os.path.dirname(full) in ours else \
@@ -456,6 +461,9 @@ def _journal(s):
         beside = s.redirects.get(full)
         if beside is not None:
             fields += [b"D", os.fsencode(beside)]
+    for full in sorted(s.made_files):
+        if os.path.dirname(full) in ours and full not in s.kept:
+            fields += [b"N", os.fsencode(full)]
     data = b"".join(f + b"\0" for f in fields)
     if data == s.journal:
         return
