@@ -328,6 +328,20 @@ class FilesFromBefore(unittest.TestCase):
                             for w in WARNINGS), WARNINGS)
         self.assertEqual([n for n in os.listdir(self.ck) if ".memsplit-" in n], [])
 
+    def test_a_file_from_before_dated_ahead(self):
+        # the run before's config with an mtime ahead of the clock (a copy from a host whose clock ran ahead):
+        # its ctime, which no program sets, is older than the pass, so it is kept and put back
+        ahead = time.time() + 3600
+        os.utime(self.files["config.json"], (ahead, ahead))
+        time.sleep(0.05)                # the ctime just made, on the coarser clock of files, is behind this
+        S.began = time.time()
+        with open(self.files["config.json"], "w") as f:
+            f.write("{\"run\": 2}")
+        self.save_over_the_weights()
+        _checkpoints.tidy(S)
+        self.assertEqual(self.real(self.files["config.json"]), "{\"run\": 1}")
+        self.assertEqual(os.stat(self.files["config.json"]).st_mtime, ahead)
+
     def test_the_folder_of_a_loaded_checkpoint(self):
         S.loaded_paths.add(self.files["model.safetensors"])      # the run resumed from it
         tmp = os.path.join(self.ck, "trainer_state.json.tmp")    # an atomic write of the trainer's state

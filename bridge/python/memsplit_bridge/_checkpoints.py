@@ -346,6 +346,15 @@ def _own(s):
     return getattr(s, "pid", None) in (None, os.getpid())
 
 
+def _older(st, began):
+    """A file's status says it is from before the pass: its contents (mtime)
+    or its inode (ctime, which no program sets) older than the pass. The
+    earlier of the two: a file from before with an mtime set ahead (a copy
+    from a host whose clock ran ahead) still has its older ctime, and one the
+    pass kept under a second name (_keep: a link, a new ctime) its mtime."""
+    return min(st.st_mtime, st.st_ctime) < began
+
+
 def _kind(s, full):
     """What a diagnostic pass's write would replace at full: "new" (no file
     yet), "old" (a regular file from before the pass), "ours" (one the pass
@@ -358,7 +367,7 @@ def _kind(s, full):
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
-    return "old" if st.st_mtime < s.began else "ours"
+    return "old" if _older(st, s.began) else "ours"
 
 
 def _rewrite(s, real_open, full, mode, a, k):
@@ -413,7 +422,7 @@ def _keep(s, full):
         return None
     except (OSError, ValueError):
         return None
-    if not stat.S_ISREG(st.st_mode) or st.st_mtime >= s.began or st.st_nlink > 1:
+    if not stat.S_ISREG(st.st_mode) or not _older(st, s.began) or st.st_nlink > 1:
         return st
     kept = _beside(full, ".before")
     try:
@@ -755,7 +764,7 @@ def _holds_older(top, began):
     for here, _, files in os.walk(top):
         for f in files:
             try:
-                if os.lstat(os.path.join(here, f)).st_mtime < began:
+                if _older(os.lstat(os.path.join(here, f)), began):
                     return True
             except OSError:
                 pass
