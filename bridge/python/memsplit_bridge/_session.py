@@ -80,6 +80,7 @@ class Session:
         self.in_backward = 0
         self.static_keys = {}       # without the tracker: (owner id, cat) -> storage key registered
         self.key_label = {}         # ... and storage key -> (cat, layer) as the ledger has it
+        self.key_slot = {}          # ... and storage key -> the (owner id, cat) it is registered for
         self.micro_batch = None
         self.scaled_loss = False
         self.outside = False        # the loss was computed outside the model in this forward
@@ -638,41 +639,74 @@ class Session:
                 self.relabel(t, cat, layer, owner=owner, run=run, at_start=at_start)
             return
         keys, labels, on_cuda = self.static_keys, self.key_label, self.track_type == "cuda"
+        moves = []
         for t, layer, owner in items:
             old = keys.get((owner if isinstance(owner, tuple) else id(owner), cat))
-            # register_static's own test, in its order of cost (is_cuda: device.type costs 5x)
+            # static_move's own test, in its order of cost (is_cuda: device.type costs 5x)
             if old is not None and t.data_ptr() == old and labels.get(old) == (cat, layer) and \
                     t.storage_offset() == 0 and t.is_cuda == on_cuda:
                 continue
-            self.register_static(t, cat, layer, owner, run)
+            move = self.static_move(t, cat, layer, owner, True)
+            if move is not None:
+                moves.append(move)
+        if moves:
+            self.apply_static(moves, run)
 
     def register_static(self, t, cat, layer, owner, run):
         """relabel without the tracker or the record: t's storage is its
         owner's of category cat, in the ledger under (cat, layer)."""
+        move = self.static_move(t, cat, layer, owner, run is not None)
+        if move is not None:
+            self.apply_static([move], run if run is not None else _history.Direct(self.lib))   # one alone: at once
+
+    def static_move(self, t, cat, layer, owner, batched):
+        """(slot, the key it had, t's storage key, its bytes, cat, layer)
+        for register_static, or None where the ledger has it already or it
+        is no storage of the tracked device's."""
         slot = (owner if isinstance(owner, tuple) else id(owner if owner is not None else t), cat)
         old = self.static_keys.get(slot)
-        if run is not None and old is not None and self.key_label.get(old) == (cat, layer) and \
+        if batched and old is not None and self.key_label.get(old) == (cat, layer) and \
                 t.storage_offset() == 0 and t.data_ptr() == old and t.device.type == self.track_type:
             # a step's relabels (every gradient, every optimizer state, each step): one the ledger
             # has already, the same storage under the same label, costs no storage lookup. At
             # offset 0 the tensor's address is its storage's, the key registered
-            return
+            return None
         key, nbytes = self.storage_key(t)
         if not key or not nbytes or t.device.type != self.track_type:
-            return
-        if run is None:
-            run = _history.Direct(self.lib)    # one alone: at once
-        if old == key:
-            run.add(b"r", key, 0, cat, layer)
+            return None
+        return slot, old, key, nbytes, cat, layer
+
+    def apply_static(self, moves, run):
+        """The ledger's events for static_move's moves: every storage that
+        goes is freed before any that comes is registered. The allocator
+        gives a gradient it freed at zero_grad to another parameter's next
+        one; registered one by one, a new storage at an address whose
+        record was still there took that record's place, and then lost its
+        own to that record's free (ResNet-18 on the CPU without the tracker:
+        the ledger's gradients 44.7 MB after step 1, the truth, and 23.5 MB
+        after step 8; tests/bridge/test_replay.py). A storage that another
+        slot still holds in the ledger (its gradient freed unseen: no
+        gradient for its parameter this step) is freed from that slot
+        first."""
+        for slot, old, key, _, _, _ in moves:
+            if old and old != key and self.key_slot.get(old) == slot:
+                run.add(b"f", old, 0, 0, 0)
+                self.key_label.pop(old, None)
+                self.key_slot.pop(old, None)
+        for slot, old, key, nbytes, cat, layer in moves:
+            if old == key and self.key_slot.get(key) == slot:
+                run.add(b"r", key, 0, cat, layer)
+                self.key_label[key] = (cat, layer)
+                continue
+            holder = self.key_slot.get(key)
+            if holder is not None and holder != slot:
+                run.add(b"f", key, 0, 0, 0)
+                self.static_keys.pop(holder, None)
+            self.static_keys[slot] = key
+            self.key_slot[key] = slot
+            dev = self.applier.stage_of_layer.get(layer, 0) if self.applier is not None else 0
+            run.add(b"a", key, _block_bytes(nbytes, self.cuda), cat, layer, dev=dev)
             self.key_label[key] = (cat, layer)
-            return
-        if old:
-            run.add(b"f", old, 0, 0, 0)
-            self.key_label.pop(old, None)
-        self.static_keys[slot] = key
-        dev = self.applier.stage_of_layer.get(layer, 0) if self.applier is not None else 0
-        run.add(b"a", key, _block_bytes(nbytes, self.cuda), cat, layer, dev=dev)
-        self.key_label[key] = (cat, layer)
 
     def member(self, module, layer):
         """A module outside the list runs in the first training forward."""
