@@ -12,6 +12,9 @@ included); a call inside another is counted in its caller's time too, and
 
   python3 bench/bridge_cost.py [--model resnet152] [--pass trial|train] [--steps N]
   python3 bench/bridge_cost.py --device cuda --batch 128 --size 224 --amp --bridge gpu-pack/bridge
+  ... --parts: also the parts of a transition and of a relabel (the counters,
+  the clock's event, the library's call, a storage's key): each part's
+  wrapper costs about a microsecond, so the parts' callers read higher
 
 On a GPU (--device cuda) the GPU's counters and CUDA events are read as in
 a trial, and the program first runs alone in the same process: its median
@@ -33,7 +36,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SESSION = ("pre_hook", "post_hook", "transition", "backward_begins", "backward_ends", "step_begins", "step_ends",
-           "relabel", "relabel_many", "register_static", "send")
+           "relabel", "relabel_many", "register_static", "static_move", "apply_static", "send")
 spent = collections.defaultdict(float)
 calls = collections.Counter()
 local = threading.local()
@@ -86,6 +89,8 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--size", type=int, default=32, help="image height and width")
     ap.add_argument("--amp", action="store_true", help="fp16 autocast and a GradScaler (cuda)")
+    ap.add_argument("--parts", action="store_true",
+                    help="time the parts of a transition and of a relabel too (their wrappers add to their callers)")
     ap.add_argument("--bridge", default=os.path.join(HERE, "..", "build", "bridge"),
                     help="the built bridge: its libmemsplit_bridge.so (default build/bridge)")
     a = ap.parse_args()
@@ -137,11 +142,19 @@ def main():
     for cls, names in timed_here.items():
         for n in names:
             setattr(cls, n, timed("%s.%s" % (cls.__name__, n), getattr(cls, n)))
+    if a.parts:
+        for n in ("stats", "clock", "storage_key"):
+            setattr(_session.Session, n, timed("Session.%s" % n, getattr(_session.Session, n)))
+        for n in ("transition", "where"):       # the library's calls (ctypes), as the session makes them
+            setattr(lib, n, timed("lib.%s" % n, getattr(lib, n)))
     s = _session.Session(torch, lib, {"steps": 0, "pass": a.pass_})
     if not s.per_interval:
         lib.c.msb_batch_transitions(1)      # as start() does for a rerun
     if cuda:
         _session._keep_peaks(torch, s)
+        if a.parts:
+            for n in ("nested_stats", "reset_peaks"):
+                s.real[n] = timed("torch." + n, s.real[n])
     s.hear_all()
     _session._wrap(torch.Tensor, "backward", lambda q: s.backward_begins(q), lambda q: s.backward_ends(),
                    lambda q: s.backward_failed())
