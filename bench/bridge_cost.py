@@ -141,10 +141,12 @@ def main():
                   _session._BorrowMark: ("__call__",)}
     for cls, names in timed_here.items():
         for n in names:
-            setattr(cls, n, timed("%s.%s" % (cls.__name__, n), getattr(cls, n)))
+            if hasattr(cls, n):         # (an older bridge, compared with --bridge, may lack some)
+                setattr(cls, n, timed("%s.%s" % (cls.__name__, n), getattr(cls, n)))
     if a.parts:
-        for n in ("stats", "clock", "storage_key"):
-            setattr(_session.Session, n, timed("Session.%s" % n, getattr(_session.Session, n)))
+        for n in ("stats", "clock", "root_stream", "storage_key"):
+            if hasattr(_session.Session, n):
+                setattr(_session.Session, n, timed("Session.%s" % n, getattr(_session.Session, n)))
         for n in ("transition", "where"):       # the library's calls (ctypes), as the session makes them
             setattr(lib, n, timed("lib.%s" % n, getattr(lib, n)))
     s = _session.Session(torch, lib, {"steps": 0, "pass": a.pass_})

@@ -861,13 +861,24 @@ class Clock(unittest.TestCase):
         from memsplit_bridge._session import Session as Real
         from types import SimpleNamespace
         fake = SimpleNamespace(cuda=FakeCuda())
-        me = SimpleNamespace(torch=fake, cuda=True, device=torch.device("cuda:0"), dev_index=0)
+        asked = []
+        fake._C = SimpleNamespace(_cuda_getDevice=lambda: fake.cuda.current,
+                                  _cuda_getCurrentStream=lambda d: asked.append(d) or (7, d, 1))
+        me = SimpleNamespace(torch=fake, cuda=True, device=torch.device("cuda:0"), dev_index=0, spare_events=[],
+                             stream_seen=None)
+        me.root_stream = lambda: Real.root_stream(me)
         fake.cuda.current = 0
         t0 = Real.clock(me)
         fake.cuda.current = 1
         t1 = Real.clock(me)
         self.assertEqual((t0.dev, t1.dev, fake.cuda.current), (0, 0, 1))
         t0.elapsed_time(t1)
+        self.assertEqual(asked, [0, 0])         # the root's stream, each time
+        # an event read at a step's end is recorded again, on the root's stream wherever the mark is made
+        me.spare_events.append(t0)
+        t2 = Real.clock(me)
+        self.assertIs(t2, t0)
+        t2.elapsed_time(t1)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,7 @@ class Session:
         self.cuda = False
         self.times = []             # (layer, phase, t) at transitions, this step
         self.spare_events = []      # CUDA timing events already read (step_data), recorded again by clock
+        self.stream_seen = None     # (the root's current stream as torch gives it, its Stream object)
         self.done_sent = False
         self.tracker = None
         self.record = None          # the allocator's record (_history), when it makes the tensor-level record
@@ -222,19 +223,27 @@ class Session:
             # each other (cudaEventElapsedTime: "invalid resource handle"), and a stage's backward
             # runs on its own GPU's autograd thread, where that GPU is the current device. The
             # stream is the root's, so on two GPUs a later stage's interval is the root GPU's time
-            # between the marks, not that stage's own
-            # An event read at a step's end is recorded again: about 180 marks a step (ResNet-152)
-            # then make no event object and no CUDA event each (all are on the root's device)
+            # between the marks, not that stage's own.
+            # A unit boundary pays this (ResNet-152: 92 a step): an event read at a step's end is
+            # recorded again (no event made and destroyed each), and the stream's object is made
+            # again only when the root's current stream changes (torch makes one at each ask)
             cuda = self.torch.cuda
-            if cuda.current_device() == self.dev_index:
+            if self.torch._C._cuda_getDevice() == self.dev_index:
                 ev = self.spare_events.pop() if self.spare_events else cuda.Event(enable_timing=True)
-                ev.record(cuda.current_stream(self.dev_index))
+                ev.record(self.root_stream())
                 return ev
             with cuda.device(self.dev_index):
                 ev = self.spare_events.pop() if self.spare_events else cuda.Event(enable_timing=True)
-                ev.record(cuda.current_stream(self.dev_index))
+                ev.record(self.root_stream())
             return ev
         return time.perf_counter()
+
+    def root_stream(self):
+        """The root device's current stream (the program may change it)."""
+        at = self.torch._C._cuda_getCurrentStream(self.dev_index)
+        if self.stream_seen is None or self.stream_seen[0] != at:
+            self.stream_seen = (at, self.torch.cuda.current_stream(self.dev_index))
+        return self.stream_seen[1]
 
     # ---- the model -------------------------------------------------------
     def register(self, root):
