@@ -177,6 +177,25 @@ class Replay(unittest.TestCase):
         for layer, g in enumerate((b, a, c)):
             self.assertEqual(self.lib.owner(s.storage_key(g)[0], CAT["grad"]), layer)
 
+    def test_the_parameters_walked_again_only_when_they_may_change(self):
+        s = self.session({0: 0, 1: 0})
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+        s.root = model
+        s.param_layer = {id(p): i // 2 for i, p in enumerate(model.parameters())}
+        first = s.grad_params()
+        self.assertEqual(first, list(model.parameters()))
+        walks = []
+        real = model.parameters
+        model.parameters = lambda *a, **k: walks.append(1) or real(*a, **k)
+        self.assertIs(s.grad_params(), first)
+        self.assertEqual(walks, [])                             # nothing changed: no walk
+        old = model[1].bias
+        model[1].bias = torch.nn.Parameter(torch.rand(2))        # a parameter replaced, the layers as many
+        s.param_layer[id(model[1].bias)] = s.param_layer.pop(id(old))
+        self.assertEqual(s.grad_params(), list(real()))
+        self.assertEqual(walks, [1])
+        self.assertFalse(any(p is old for p in s.grad_params()))
+
     def test_a_cap_refuses_in_its_place(self):
         # a stage's cap refuses an allocation as msb_alloc does: event x, the events before it first
         self.lines()

@@ -83,6 +83,8 @@ class Session:
         self.static_keys = {}       # without the tracker: (owner id, cat) -> storage key registered
         self.key_label = {}         # ... and storage key -> (cat, layer) as the ledger has it
         self.key_slot = {}          # ... and storage key -> the (owner id, cat) it is registered for
+        self.grad_walk = None       # (what it depends on, the parameters whose gradients a step labels)
+        _watch_parameters(torch)
         self.micro_batch = None
         self.scaled_loss = False
         self.outside = False        # the loss was computed outside the model in this forward
@@ -1046,12 +1048,24 @@ class Session:
         self.transition(-1, PH_OPTIMIZER)
         run = _history.Run(self.lib)
         layer_of = self.param_layer
-        self.relabel_many(((p.grad, layer_of[id(p)], p) for p in itertools.chain(self.root.parameters(),
-                           list(self.other_params.values())) if p.grad is not None and id(p) in layer_of),
+        self.relabel_many(((p.grad, layer_of[id(p)], p) for p in self.grad_params() if p.grad is not None),
                           CAT["grad"], run, at_start=True)
         run.flush(self.phase)
         if self.record is not None:
             self.record.optimizer_begins()
+
+    def grad_params(self):
+        """The parameters whose gradients a step's end labels: the split
+        models' and those beside them, each with a layer. Walked again only
+        when that may have changed (a parameter registered anywhere, a layer
+        given or forgotten, another root): a ResNet-152's walk of its
+        modules took 0.7 ms a step on the build machine."""
+        at = (id(self.root), len(self.param_layer), len(self.other_params), _PARAMS_SET[0])
+        if self.grad_walk is None or self.grad_walk[0] != at:
+            layer_of = self.param_layer
+            self.grad_walk = (at, [p for p in itertools.chain(self.root.parameters(), list(self.other_params.values()))
+                                   if id(p) in layer_of])
+        return self.grad_walk[1]
 
     def backward_failed(self):
         self.in_backward -= 1      # it raised (out of memory): no optimizer phase follows
@@ -1739,6 +1753,27 @@ def _ballast_at_cuda_init(torch, lib, capacity):
         if taken < 0:
             lib.warn("ballast", err)
     torch.cuda._lazy_call(take)
+
+
+_PARAMS_SET = [0]       # parameters registered on any module since the bridge began (Session.grad_params)
+
+
+def _watch_parameters(torch):
+    """nn.Module.register_parameter (what setting a Parameter attribute
+    calls) counts in _PARAMS_SET, once per process: a step's end walks the
+    model's parameters again only after one."""
+    cls = torch.nn.Module
+    real = cls.register_parameter
+    if getattr(real, "_memsplit", False):
+        return
+
+    @functools.wraps(real)
+    def register_parameter(self, name, param):
+        _PARAMS_SET[0] += 1
+        return real(self, name, param)
+
+    register_parameter._memsplit = True
+    cls.register_parameter = register_parameter
 
 
 def _install_step_wrappers(torch, s):
