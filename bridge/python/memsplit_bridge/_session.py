@@ -176,12 +176,21 @@ class Session:
         self.real["reset_peaks"](self.dev_index)
         return out
 
+    def counter(self, d, name, field):
+        """The caching allocator's counter name ("allocated_bytes",
+        "reserved_bytes") on GPU d, all pools, field "current" or "peak":
+        from the nested form, as stats reads it (memory_stats flattens the
+        same in Python, 140 us a call on the H200; a step's end asks up to
+        three a GPU)."""
+        st = self.real["nested_stats"](_ordinal(self.torch, self.torch.device(d)))
+        return st.get(name, {}).get("all", {}).get(field, 0)
+
     def device_peak(self, d):
         """The caching allocator's peak on d since the program started (or
         last reset it): in a trial the bridge resets the root device's at
         every transition (stats), and keeps the highest in self.peaks."""
         d = self.torch.device(d)
-        real = self.real["memory_stats"](d).get("allocated_bytes.all.peak", 0)
+        real = self.counter(d, "allocated_bytes", "peak")
         return max(real, self.peaks[0]) if d == self.torch.device(self.device) else real
 
     def device_context(self, d):
@@ -190,7 +199,7 @@ class Session:
         memsplit took there."""
         d = self.torch.device(d)
         free, total = self.torch.cuda.mem_get_info(d)
-        reserved = self.real["memory_stats"](d).get("reserved_bytes.all.current", 0)
+        reserved = self.counter(d, "reserved_bytes", "current")
         return max(0, total - free - reserved - self.ballast.get(d.index or 0, 0))
 
     def transition(self, layer, phase, xin=-1, xl=-1):
@@ -1144,7 +1153,7 @@ class Session:
         mem = None
         if self.cuda:
             free, total = self.torch.cuda.mem_get_info(self.device)
-            mem = [free, total, self.torch.cuda.memory_reserved(self.device)]
+            mem = [free, total, self.counter(self.device, "reserved_bytes", "current")]
         dev_peaks = dev_context = None
         if self.cuda and self.applier is not None:
             # the caching allocator's peak on each GPU a stage is on (a CPU stage has no such
