@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 import unittest
+import weakref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bridge", "python"))
@@ -187,7 +188,7 @@ class Replay(unittest.TestCase):
         walks = []
         real = model.parameters
         model.parameters = lambda *a, **k: walks.append(1) or real(*a, **k)
-        self.assertIs(s.grad_params(), first)
+        self.assertEqual(s.grad_params(), first)
         self.assertEqual(walks, [])                             # nothing changed: no walk
         old = model[1].bias
         model[1].bias = torch.nn.Parameter(torch.rand(2))        # a parameter replaced, the layers as many
@@ -195,6 +196,14 @@ class Replay(unittest.TestCase):
         self.assertEqual(s.grad_params(), list(real()))
         self.assertEqual(walks, [1])
         self.assertFalse(any(p is old for p in s.grad_params()))
+        # held weakly: a parameter dropped past register_parameter goes, and the walk is made again
+        b0 = model[0].bias
+        dropped = weakref.ref(b0)
+        model[0]._parameters["bias"] = torch.nn.Parameter(torch.rand(4))
+        s.param_layer[id(model[0].bias)] = s.param_layer.pop(id(b0))   # as many layers: the walk's key the same
+        del b0, old, first
+        self.assertIsNone(dropped())
+        self.assertEqual(s.grad_params(), list(real()))
 
     def test_a_cap_refuses_in_its_place(self):
         # a stage's cap refuses an allocation as msb_alloc does: event x, the events before it first
