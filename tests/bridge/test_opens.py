@@ -449,6 +449,29 @@ class FilesFromBefore(unittest.TestCase):
         finally:
             S.cfg = {"pass": "trial"}
 
+    def test_files_made_elsewhere_do_not_write_the_journal(self):
+        # a pass that makes many files outside a checkpoint's folder (a log, images) does not rebuild
+        # the journal at each: it names only files in checkpoints' folders
+        S.cfg = dict(S.cfg, scratch_dir=os.path.join(self.dir, "scratch"))
+        os.makedirs(S.cfg["scratch_dir"])
+        writes = []
+        real = _checkpoints._journal
+        _checkpoints._journal = lambda s: writes.append(1) or real(s)
+        try:
+            for i in range(50):
+                with open(os.path.join(self.out, "img-%d.txt" % i), "w") as f:
+                    f.write("x")
+            self.assertEqual(writes, [])
+            self.save_over_the_weights()                     # checkpoint-2 is a checkpoint's folder now
+            n = len(writes)
+            with open(os.path.join(self.ck, "tokenizer.json"), "w") as f:
+                f.write("{}")
+            self.assertEqual(len(writes), n + 1)
+            _checkpoints.tidy(S)
+        finally:
+            _checkpoints._journal = real
+            S.cfg = {"pass": "trial"}
+
     def test_a_journal_that_cannot_be_written_is_said(self):
         S.cfg = dict(S.cfg, scratch_dir=os.path.join(self.dir, "gone"))     # no such folder
         try:

@@ -274,8 +274,7 @@ def _watch_opens(s):
             elif kind == "old":
                 return _rewrite(s, real_open, full, mode, a, k)
             elif kind == "new" and full not in s.made_files:
-                s.made_files.add(full)
-                _journal(s)
+                _made(s, full)
         stands = s.redirects.get(full) or s.aliases.get(full)
         return real_open(file if stands is None else stands, mode, *a, **k)
 
@@ -417,8 +416,7 @@ def _keep(s, full):
         st = os.lstat(full)
     except FileNotFoundError:
         if full not in s.made_files:
-            s.made_files.add(full)
-            _journal(s)         # in a checkpoint's folder, memsplit removes it if the pass is killed
+            _made(s, full)
         return None
     except (OSError, ValueError):
         return None
@@ -432,6 +430,17 @@ def _keep(s, full):
     s.kept[full] = kept
     _journal(s)
     return st
+
+
+def _made(s, full):
+    """full, a file the pass makes where there was none: in a checkpoint's
+    folder the journal names it (memsplit removes it if the pass is
+    killed). Elsewhere the journal is not written again: a program may
+    make thousands of files in a pass (a log, images), and each write
+    rebuilds the journal."""
+    s.made_files.add(full)
+    if os.path.dirname(full) in _checkpoint_dirs(s):
+        _journal(s)
 
 
 def _checkpoint_dirs(s):
@@ -470,9 +479,8 @@ def _journal(s):
         beside = s.redirects.get(full)
         if beside is not None:
             fields += [b"D", os.fsencode(beside)]
-    for full in sorted(s.made_files):
-        if os.path.dirname(full) in ours and full not in s.kept:
-            fields += [b"N", os.fsencode(full)]
+    for full in sorted(f for f in s.made_files if os.path.dirname(f) in ours and f not in s.kept):
+        fields += [b"N", os.fsencode(full)]
     data = b"".join(f + b"\0" for f in fields)
     if data == s.journal:
         return
