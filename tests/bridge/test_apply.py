@@ -867,6 +867,7 @@ class Clock(unittest.TestCase):
         me = SimpleNamespace(torch=fake, cuda=True, device=torch.device("cuda:0"), dev_index=0, spare_events=[],
                              stream_seen=None)
         me.root_stream = lambda: Real.root_stream(me)
+        me.mark = lambda: Real.mark(me)
         fake.cuda.current = 0
         t0 = Real.clock(me)
         fake.cuda.current = 1

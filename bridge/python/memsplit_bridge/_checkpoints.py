@@ -273,7 +273,7 @@ def _watch_opens(s):
                     return f
             elif kind == "old":
                 return _rewrite(s, real_open, full, mode, a, k)
-            elif kind == "new" and full not in s.made_files:
+            elif kind == "new":
                 _made(s, full)
         stands = s.redirects.get(full) or s.aliases.get(full)
         return real_open(file if stands is None else stands, mode, *a, **k)
@@ -415,8 +415,7 @@ def _keep(s, full):
     try:
         st = os.lstat(full)
     except FileNotFoundError:
-        if full not in s.made_files:
-            _made(s, full)
+        _made(s, full)
         return None
     except (OSError, ValueError):
         return None
@@ -438,6 +437,8 @@ def _made(s, full):
     killed). Elsewhere the journal is not written again: a program may
     make thousands of files in a pass (a log, images), and each write
     rebuilds the journal."""
+    if full in s.made_files:
+        return
     s.made_files.add(full)
     if os.path.dirname(full) in _checkpoint_dirs(s):
         _journal(s)

@@ -238,16 +238,17 @@ class Session:
             # A unit boundary pays this (ResNet-152: 92 a step): an event read at a step's end is
             # recorded again (no event made and destroyed each), and the stream's object is made
             # again only when the root's current stream changes (torch makes one at each ask)
-            cuda = self.torch.cuda
             if self.torch._C._cuda_getDevice() == self.dev_index:
-                ev = self.spare_events.pop() if self.spare_events else cuda.Event(enable_timing=True)
-                ev.record(self.root_stream())
-                return ev
-            with cuda.device(self.dev_index):
-                ev = self.spare_events.pop() if self.spare_events else cuda.Event(enable_timing=True)
-                ev.record(self.root_stream())
-            return ev
+                return self.mark()
+            with self.torch.cuda.device(self.dev_index):
+                return self.mark()
         return time.perf_counter()
+
+    def mark(self):
+        """A timing event recorded on the root's stream (clock), the root device current."""
+        ev = self.spare_events.pop() if self.spare_events else self.torch.cuda.Event(enable_timing=True)
+        ev.record(self.root_stream())
+        return ev
 
     def root_stream(self):
         """The root device's current stream (the program may change it)."""
@@ -669,7 +670,7 @@ class Session:
             if old is not None and t.data_ptr() == old and labels.get(old) == (cat, layer) and \
                     t.storage_offset() == 0 and t.is_cuda == on_cuda:
                 continue
-            move = self.static_move(t, cat, layer, owner, True)
+            move = self.static_move(t, cat, layer, owner, False)     # (tested just above)
             if move is not None:
                 moves.append(move)
         if moves:
@@ -682,13 +683,14 @@ class Session:
         if move is not None:
             self.apply_static([move], run if run is not None else _history.Direct(self.lib))   # one alone: at once
 
-    def static_move(self, t, cat, layer, owner, batched):
+    def static_move(self, t, cat, layer, owner, test_unchanged):
         """(slot, the key it had, t's storage key, its bytes, cat, layer)
-        for register_static, or None where the ledger has it already or it
-        is no storage of the tracked device's."""
+        for register_static, or None where it is no storage of the tracked
+        device's, or (test_unchanged: a step's relabels) where the ledger
+        has it already."""
         slot = (owner if isinstance(owner, tuple) else id(owner if owner is not None else t), cat)
         old = self.static_keys.get(slot)
-        if batched and old is not None and self.key_label.get(old) == (cat, layer) and \
+        if test_unchanged and old is not None and self.key_label.get(old) == (cat, layer) and \
                 t.storage_offset() == 0 and t.data_ptr() == old and t.device.type == self.track_type:
             # a step's relabels (every gradient, every optimizer state, each step): one the ledger
             # has already, the same storage under the same label, costs no storage lookup. At
